@@ -1,0 +1,83 @@
+"""The Embedder protocol and request sizing shared by every implementation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from pgmem.errors import EmbeddingError
+
+FloatArray = npt.NDArray[np.float32]
+
+#: Seed 000: at most 2,048 inputs and 300,000 bytes per embedding request.
+MAX_INPUTS_PER_REQUEST = 2048
+MAX_BYTES_PER_REQUEST = 300_000
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into unit-length float32 vectors of a fixed dimension."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int:
+        """Longest input the model reads in full; longer inputs would be truncated."""
+        ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens each text costs, without the model's special tokens. For the WordPiece
+        tokenizer of MiniLM, counts of whitespace-joined texts add up exactly."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """One row per text, in order. Implementations size their own requests."""
+        ...
+
+
+def request_batches(
+    texts: Sequence[str],
+    *,
+    max_inputs: int = MAX_INPUTS_PER_REQUEST,
+    max_bytes: int = MAX_BYTES_PER_REQUEST,
+) -> Iterator[tuple[int, int]]:
+    """Yield (start, end) ranges of `texts` so no request exceeds either limit.
+
+    A single text over `max_bytes` is an error here: the packer must have cut it."""
+    if max_inputs < 1 or max_bytes < 1:
+        raise ValueError("max_inputs and max_bytes must be positive")
+    start = 0
+    size = 0
+    for i, text in enumerate(texts):
+        n = len(text.encode("utf-8"))
+        if n > max_bytes:
+            raise EmbeddingError(
+                f"input {i} is {n} bytes, over the {max_bytes}-byte request limit; pack it first"
+            )
+        if i > start and (i - start >= max_inputs or size + n > max_bytes):
+            yield start, i
+            start, size = i, 0
+        size += n
+    if start < len(texts):
+        yield start, len(texts)
+
+
+def check_vectors(vectors: FloatArray, *, count: int, dims: int, source: str) -> FloatArray:
+    """Refuse a response with the wrong count, wrong dimension, NaN/inf or zero vectors."""
+    if vectors.ndim != 2 or vectors.shape[0] != count:
+        raise EmbeddingError(f"{source}: expected {count} vectors, got shape {vectors.shape}")
+    if vectors.shape[1] != dims:
+        raise EmbeddingError(f"{source}: expected {dims} dimensions, got {vectors.shape[1]}")
+    if not np.all(np.isfinite(vectors)):
+        raise EmbeddingError(f"{source}: response contains NaN or infinite values")
+    norms = np.linalg.norm(vectors, axis=1)
+    if np.any(norms == 0):
+        raise EmbeddingError(f"{source}: response contains a zero vector")
+    return (vectors / norms[:, None]).astype(np.float32)

@@ -1,0 +1,160 @@
+"""An OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, Azure, vLLM, Ollama, TEI, LiteLLM).
+
+Requests are sized before sending; 429, 5xx, timeouts, dropped connections and
+malformed or short responses are retried with exponential backoff that never waits
+less than the server's `Retry-After`; any other refusal (400, 401, 403, 404...) fails
+at once. The API key never appears in an error message."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pgmem.embedders.base import (
+    MAX_BYTES_PER_REQUEST,
+    MAX_INPUTS_PER_REQUEST,
+    FloatArray,
+    check_vectors,
+    request_batches,
+)
+from pgmem.errors import ConfigError, EmbeddingError
+
+log = logging.getLogger(__name__)
+
+#: text-embedding-3 reads at most 8,192 tokens per input.
+OPENAI_MAX_TOKENS = 8191
+
+
+class OpenAIEmbedder:
+    """Embeds through any server that speaks the OpenAI embeddings protocol."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "text-embedding-3-small",
+        dimensions: int,
+        api_key: str | None,
+        base_url: str | None = None,
+        max_inputs: int = MAX_INPUTS_PER_REQUEST,
+        max_bytes: int = MAX_BYTES_PER_REQUEST,
+        max_attempts: int = 8,
+        timeout: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        max_input_tokens: int = OPENAI_MAX_TOKENS,
+        send_dimensions: bool = True,
+    ) -> None:
+        import openai
+
+        if not api_key:
+            raise ConfigError("OPENAI_API_KEY is not set (needed when PGMEM_EMBEDDER=openai)")
+        if dimensions <= 0:
+            raise ConfigError(f"dimensions must be positive, got {dimensions}")
+        self._client = openai.OpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
+        self._model = model
+        self._dims = dimensions
+        self._max_inputs = max_inputs
+        self._max_bytes = max_bytes
+        self._max_attempts = max_attempts
+        self._backoff_base = backoff_base
+        self._backoff_cap = backoff_cap
+        self._sleep = sleep
+        self._max_tokens = max_input_tokens
+        self._send_dimensions = send_dimensions
+        self.requests_sent = 0
+
+    @property
+    def model_id(self) -> str:
+        return f"openai:{self._model}"
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self._max_tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        # A BPE token covers at least one byte, so bytes bound tokens from above.
+        return [len(t.encode("utf-8")) for t in texts]
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        out = np.zeros((len(texts), self._dims), dtype=np.float32)
+        for start, end in request_batches(
+            texts, max_inputs=self._max_inputs, max_bytes=self._max_bytes
+        ):
+            out[start:end] = self._request(list(texts[start:end]))
+        return out
+
+    def _request(self, batch: list[str]) -> FloatArray:
+        import openai
+
+        last: Exception | None = None
+        for attempt in range(1, self._max_attempts + 1):
+            retry_after = 0.0
+            try:
+                self.requests_sent += 1
+                kwargs: dict[str, object] = {"model": self._model, "input": batch}
+                if self._send_dimensions:
+                    kwargs["dimensions"] = self._dims
+                resp = self._client.embeddings.create(**kwargs)  # type: ignore[call-overload]
+                rows = sorted(resp.data, key=lambda d: d.index)
+                vectors = np.array([r.embedding for r in rows], dtype=np.float32)
+                if vectors.ndim != 2:
+                    raise EmbeddingError(f"malformed embeddings response from {self.model_id}")
+                return check_vectors(
+                    vectors, count=len(batch), dims=self._dims, source=self.model_id
+                )
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status != 429 and status < 500:
+                    raise EmbeddingError(
+                        f"{self.model_id}: request refused with HTTP {status} "
+                        f"({_safe_message(exc)}); not retried"
+                    ) from None
+                retry_after = _retry_after(exc.response.headers.get("retry-after"))
+                last = EmbeddingError(f"{self.model_id}: HTTP {status}")
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                last = EmbeddingError(f"{self.model_id}: {type(exc).__name__}")
+            except (EmbeddingError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                # Wrong count or dimension, NaN, or a body that is not an embeddings response.
+                last = EmbeddingError(f"{self.model_id}: unusable response: {exc}")
+            except openai.APIResponseValidationError as exc:
+                last = EmbeddingError(f"{self.model_id}: malformed response: {type(exc).__name__}")
+            if attempt == self._max_attempts:
+                break
+            backoff = min(self._backoff_cap, self._backoff_base * 2 ** (attempt - 1))
+            wait = max(retry_after, backoff * (0.5 + random.random() / 2))
+            log.warning("%s; retry %d in %.2fs", last, attempt, wait)
+            self._sleep(wait)
+        raise EmbeddingError(f"{last} (gave up after {self._max_attempts} attempts)")
+
+
+def _retry_after(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return 0.0
+
+
+def _safe_message(exc: Exception) -> str:
+    """The server's error message, with anything that looks like a key removed."""
+    import re
+
+    text = str(getattr(exc, "message", "") or "")[:300]
+    return re.sub(r"(sk-|Bearer\s+)[A-Za-z0-9_\-\.]+", r"\1***", text)

@@ -1,0 +1,188 @@
+"""Ingest sealed turns: split, pack, label, embed, then `pgmem.put_turn` per turn.
+
+Each turn is one transaction (one `put_turn` call): fully visible or not at all. A turn
+whose content hash is unchanged is skipped before embedding, so re-ingesting writes
+nothing and calls no embedding endpoint. One bad turn is reported, not fatal to the rest;
+an embedding request that fails after its retries stops the run loudly (turns already
+stored stay stored)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import psycopg
+
+from pgmem.db import scoped
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
+from pgmem.turns import Turn
+
+#: Bumped whenever splitting, packing or labelling changes what a turn's pieces are.
+PIECING_VERSION = 1
+DEFAULT_WEIGHT = 0.8
+
+
+@dataclass
+class IngestReport:
+    inserted: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    pieces: int = 0
+    failed: list[tuple[tuple[str, str, int], str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "inserted": self.inserted,
+            "replaced": self.replaced,
+            "unchanged": self.unchanged,
+            "pieces": self.pieces,
+            "failed": [{"turn": list(k), "error": e} for k, e in self.failed],
+        }
+
+
+Progress = Callable[[int, int, int], None]  # turns done, turns total, pieces written
+
+
+def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float) -> bytes:
+    payload = {
+        "v": PIECING_VERSION,
+        "model": model_id,
+        "max_bytes": max_bytes,
+        "weight": weight,
+        "time": turn.time.isoformat() if turn.time else None,
+        "messages": turn.messages,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
+
+
+def _existing_hashes(conn: psycopg.Connection[tuple[object, ...]], turns: Sequence[Turn]) -> dict[tuple[str, str, int], bytes]:
+    by_thread: dict[tuple[str, str], list[int]] = {}
+    for t in turns:
+        by_thread.setdefault((t.scope, t.thread), []).append(t.index)
+    found: dict[tuple[str, str, int], bytes] = {}
+    for (scope, thread), idxs in by_thread.items():
+        with scoped(conn, scope):
+            rows = conn.execute(
+                "SELECT turn_index, content_hash FROM pgmem.turn_hashes(%s, %s, %s)",
+                (scope, thread, idxs),
+            ).fetchall()
+        for idx, h in rows:
+            found[(scope, thread, int(str(idx)))] = bytes(h)  # type: ignore[arg-type]
+    return found
+
+
+def ingest_turns(
+    conn: psycopg.Connection[tuple[object, ...]],
+    turns: Iterable[Turn],
+    embedder: Embedder,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    weight: float = DEFAULT_WEIGHT,
+    group_pieces: int = 512,
+    reembed: bool = False,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Store `turns` (idempotently). `conn` must be in autocommit mode: every turn gets its
+    own transaction. Embeds about `group_pieces` pieces at a time to bound memory."""
+    if not conn.autocommit:
+        raise InputError("ingest_turns needs an autocommit connection (one transaction per turn)")
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"weight must be between 0 and 1, got {weight}")
+    all_turns = list(turns)
+    report = IngestReport()
+    hashes = {t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight) for t in all_turns}
+    existing = _existing_hashes(conn, all_turns)
+    todo: list[Turn] = []
+    seen: set[tuple[str, str, int]] = set()
+    for t in all_turns:
+        if existing.get(t.key) == hashes[t.key] or t.key in seen:
+            report.unchanged += 1
+        else:
+            todo.append(t)
+            seen.add(t.key)
+    done = report.unchanged
+    group: list[tuple[Turn, list[Piece]]] = []
+    group_size = 0
+
+    def flush() -> None:
+        nonlocal done, group, group_size
+        if not group:
+            return
+        texts = [p.text for _, ps in group for p in ps]
+        vectors = embedder.embed(texts)
+        offset = 0
+        for turn, ps in group:
+            vecs = vectors[offset : offset + len(ps)]
+            offset += len(ps)
+            _put(conn, turn, ps, vecs, hashes[turn.key], embedder.model_id, weight, reembed, report)
+            done += 1
+            if progress:
+                progress(done, len(all_turns), report.pieces)
+        group, group_size = [], 0
+
+    for turn in todo:
+        try:
+            ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
+            if not ps:
+                raise InputError("the turn has no text in any message")
+        except InputError as exc:
+            report.failed.append((turn.key, str(exc)))
+            done += 1
+            continue
+        group.append((turn, ps))
+        group_size += len(ps)
+        if group_size >= group_pieces:
+            flush()
+    flush()
+    if progress:
+        progress(len(all_turns), len(all_turns), report.pieces)
+    return report
+
+
+def _put(
+    conn: psycopg.Connection[tuple[object, ...]],
+    turn: Turn,
+    pieces: list[Piece],
+    vectors: np.ndarray,  # type: ignore[type-arg]
+    digest: bytes,
+    model_id: str,
+    weight: float,
+    reembed: bool,
+    report: IngestReport,
+) -> None:
+    try:
+        with scoped(conn, turn.scope):
+            row = conn.execute(
+                """SELECT status, pieces FROM pgmem.put_turn(
+                       scope => %s, thread => %s, turn_index => %s, turn_time => %s,
+                       messages => %s::jsonb, content_hash => %s, model_id => %s,
+                       unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
+                       vectors => %s::vector[], weight => %s, reembed => %s)""",
+                (
+                    turn.scope, turn.thread, turn.index, turn.time,
+                    json.dumps(list(turn.messages), ensure_ascii=False),
+                    digest, model_id,
+                    [p.unit_kind for p in pieces], [p.source_index for p in pieces],
+                    [p.label for p in pieces], [p.body for p in pieces],
+                    list(vectors), weight, reembed,
+                ),
+                binary=True,
+            ).fetchone()
+    except psycopg.errors.DataError as exc:
+        report.failed.append((turn.key, f"{exc.sqlstate}: {exc.diag.message_primary}"))
+        return
+    assert row is not None
+    status, n = str(row[0]), int(str(row[1]))
+    if status == "inserted":
+        report.inserted += 1
+    elif status == "replaced":
+        report.replaced += 1
+    else:
+        report.unchanged += 1
+    report.pieces += n

@@ -1,0 +1,110 @@
+"""The SQL source of truth on disk, and how migrations apply it.
+
+`sql/incremental/NNN_*.sql` are run-once changes (frozen once released; a checksum
+test guards them). `sql/idempotent/*.sql` are re-runnable definitions applied, in name
+order, after every revision. Files may use three placeholders, replaced from the install
+settings: @PIECE_DIMS@, @FACT_DIMS@ and @VECTOR_SCHEMA@."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgmem.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_DIR = ROOT / "sql"
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class InstallParams:
+    """What is fixed at install time: vector column dimensions and pgvector's schema."""
+
+    piece_dims: int
+    fact_dims: int
+    vector_schema: str = "public"
+
+    def __post_init__(self) -> None:
+        for name in ("piece_dims", "fact_dims"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 1 <= value <= 16000:
+                raise ConfigError(f"{name} must be an integer between 1 and 16000, got {value!r}")
+        if not _IDENT.match(self.vector_schema):
+            raise ConfigError(f"vector schema must be a plain identifier, got {self.vector_schema!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, str], env: Mapping[str, str] | None = None) -> InstallParams:
+        """From alembic `-x key=value` arguments, falling back to the environment."""
+        from pgmem.config import Settings
+
+        settings = Settings.from_env(env)
+        env = os.environ if env is None else env
+
+        def pick(key: str, default: int) -> int:
+            raw = values.get(key)
+            if raw is None:
+                return default
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(f"-x {key}= must be an integer, got {raw!r}") from None
+
+        return cls(
+            piece_dims=pick("piece_dims", settings.piece_dims),
+            fact_dims=pick("fact_dims", settings.fact_dims),
+            vector_schema=values.get("vector_schema") or env.get("PGMEM_VECTOR_SCHEMA") or "public",
+        )
+
+
+def render(text: str, params: InstallParams) -> str:
+    out = (
+        text.replace("@PIECE_DIMS@", str(params.piece_dims))
+        .replace("@FACT_DIMS@", str(params.fact_dims))
+        .replace("@VECTOR_SCHEMA@", params.vector_schema)
+    )
+    left = re.findall(r"@[A-Z_]+@", out)
+    if left:
+        raise ConfigError(f"unknown SQL placeholder(s): {sorted(set(left))}")
+    return out
+
+
+def incremental_files() -> list[Path]:
+    return sorted((SQL_DIR / "incremental").glob("*.sql"))
+
+
+def idempotent_files() -> list[Path]:
+    return sorted((SQL_DIR / "idempotent").glob("*.sql"))
+
+
+def current_params() -> InstallParams:
+    """The install parameters of the running alembic command (set in migrations/env.py)."""
+    from alembic import context
+
+    params: InstallParams = context.config.attributes["pgmem_params"]
+    return params
+
+
+def apply(op: Any, relative: str, params: InstallParams | None = None) -> None:
+    """Apply one SQL file inside an alembic revision, then nothing else.
+
+    Online, the text goes to the driver unparsed (no bind-parameter processing);
+    offline (`--sql`), it is written to the script as it is."""
+    params = params or current_params()
+    text = render((SQL_DIR / relative).read_text(encoding="utf-8"), params)
+    ctx = op.get_context()
+    if ctx.as_sql:
+        ctx.impl.static_output(text.rstrip() + "\n")
+        return
+    raw = op.get_bind().connection.driver_connection
+    raw.execute(text)
+
+
+def apply_idempotent(op: Any, params: InstallParams | None = None) -> None:
+    for path in idempotent_files():
+        apply(op, str(path.relative_to(SQL_DIR)), params)

@@ -1,0 +1,149 @@
+-- Vector helpers and the model registry. Re-runnable: CREATE OR REPLACE only.
+
+CREATE OR REPLACE FUNCTION pgmem.blend(
+    piece vector,
+    context vector,
+    weight double precision DEFAULT 0.8
+) RETURNS vector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT l2_normalize(
+        array_agg((weight * a + (1 - weight) * b)::real ORDER BY i)::vector)
+    FROM unnest(l2_normalize(piece)::real[], l2_normalize(context)::real[])
+         WITH ORDINALITY AS u(a, b, i)
+$$;
+COMMENT ON FUNCTION pgmem.blend(vector, vector, double precision) IS
+'unit(weight*unit(piece) + (1-weight)*unit(context)): the seed''s chunkSearchVector. The same function builds stored vectors (context = the turn) and query vectors (context = the whole message).';
+
+CREATE OR REPLACE FUNCTION pgmem.unit_mean(vectors vector[])
+RETURNS vector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT l2_normalize(avg(l2_normalize(v))) FROM unnest(vectors) AS u(v)
+$$;
+COMMENT ON FUNCTION pgmem.unit_mean(vector[]) IS
+'unit(mean of the unit vectors): a turn''s context vector from its pieces.';
+
+CREATE OR REPLACE FUNCTION pgmem.column_dims(column_name text)
+RETURNS integer
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT v.dims FROM pgmem.vector_column v WHERE v.column_name = column_dims.column_name
+$$;
+COMMENT ON FUNCTION pgmem.column_dims(text) IS
+'Dimension a vector column was installed with (piece.embedding or fact.embedding).';
+
+CREATE OR REPLACE FUNCTION pgmem.check_vectors(vectors vector[], column_name text, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    want integer := pgmem.column_dims(column_name);
+    i integer;
+BEGIN
+    IF vectors IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', what USING ERRCODE = '22004';
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(vectors, 1), 0) LOOP
+        IF vectors[i] IS NULL THEN
+            RAISE EXCEPTION '%[%] is NULL', what, i USING ERRCODE = '22004';
+        END IF;
+        IF vector_dims(vectors[i]) <> want THEN
+            RAISE EXCEPTION '%[%] has % dimensions but % was installed with %',
+                what, i, vector_dims(vectors[i]), column_name, want
+                USING ERRCODE = '22000',
+                      HINT = 'Embed with the model the schema was installed for, or reinstall with matching dimensions.';
+        END IF;
+        IF vector_norm(vectors[i]) = 0 THEN
+            RAISE EXCEPTION '%[%] is a zero vector', what, i USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem.check_vectors(vector[], text, text) IS
+'Raise 22004/22000/22023 if any vector is NULL, of the wrong dimension for the column, or zero.';
+
+CREATE OR REPLACE FUNCTION pgmem.model_key(model_id text, dims integer, column_name text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    want integer := pgmem.column_dims(column_name);
+    key smallint;
+BEGIN
+    IF model_id IS NULL OR dims IS NULL THEN
+        RAISE EXCEPTION 'model_id and dims must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF want IS NULL THEN
+        RAISE EXCEPTION 'unknown vector column %', column_name USING ERRCODE = '22023';
+    END IF;
+    IF dims <> want THEN
+        RAISE EXCEPTION 'model % gives % dimensions but % was installed with % dimensions',
+            model_id, dims, column_name, want
+            USING ERRCODE = '22000',
+                  HINT = 'Configure the model the schema was installed for (PGMEM_PIECE_DIMS / PGMEM_FACT_DIMS), or install into a new database.';
+    END IF;
+    SELECT m.model_key INTO key FROM pgmem.embedding_model m
+     WHERE m.model_id = model_key.model_id AND m.dims = model_key.dims;
+    IF key IS NULL THEN
+        INSERT INTO pgmem.embedding_model (model_id, dims) VALUES (model_key.model_id, model_key.dims)
+        ON CONFLICT (model_id, dims) DO NOTHING;
+        SELECT m.model_key INTO key FROM pgmem.embedding_model m
+         WHERE m.model_id = model_key.model_id AND m.dims = model_key.dims;
+    END IF;
+    RETURN key;
+END
+$$;
+COMMENT ON FUNCTION pgmem.model_key(text, integer, text) IS
+'Register (or find) an embedding model for a vector column; a dimension other than the installed one is an error naming both.';
+
+CREATE OR REPLACE FUNCTION pgmem.bind_scope_model(scope text, model_id text, dims integer, plane text DEFAULT 'piece', reembed boolean DEFAULT false)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    key smallint;
+    bound smallint;
+    bound_id text;
+    bound_dims integer;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF plane NOT IN ('piece', 'fact') THEN
+        RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
+    END IF;
+    key := pgmem.model_key(model_id, dims, plane || '.embedding');
+    INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;
+    IF plane = 'piece' THEN
+        SELECT s.piece_model_key INTO bound FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR UPDATE;
+    ELSE
+        SELECT s.fact_model_key INTO bound FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR UPDATE;
+    END IF;
+    IF bound IS NOT NULL AND bound <> key AND NOT reembed THEN
+        SELECT m.model_id, m.dims INTO bound_id, bound_dims FROM pgmem.embedding_model m WHERE m.model_key = bound;
+        RAISE EXCEPTION 'scope % stores % vectors from model % (% dimensions); refusing model % (% dimensions)',
+            bind_scope_model.scope, plane, bound_id, bound_dims, model_id, dims
+            USING ERRCODE = '22000', HINT = 'Use the scope''s model, or re-embed the scope (pgmem rebuild --reembed).';
+    END IF;
+    IF bound IS DISTINCT FROM key THEN
+        IF plane = 'piece' THEN
+            UPDATE pgmem.scope s SET piece_model_key = key WHERE s.scope_id = bind_scope_model.scope;
+        ELSE
+            UPDATE pgmem.scope s SET fact_model_key = key WHERE s.scope_id = bind_scope_model.scope;
+        END IF;
+    END IF;
+    RETURN key;
+END
+$$;
+COMMENT ON FUNCTION pgmem.bind_scope_model(text, text, integer, text, boolean) IS
+'Create the scope if needed and check (or, first time or with reembed, record) the model its piece or fact vectors come from.';

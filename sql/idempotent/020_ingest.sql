@@ -1,0 +1,172 @@
+-- Writing memory: turns with their pieces, facts, and reblending. Re-runnable.
+
+CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
+RETURNS TABLE (turn_index integer, content_hash bytea)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT t.turn_index, t.content_hash FROM pgmem.turn t
+     WHERE t.scope_id = turn_hashes.scope AND t.thread_id = turn_hashes.thread
+       AND t.turn_index = ANY (turn_indexes)
+$$;
+COMMENT ON FUNCTION pgmem.turn_hashes(text, text, integer[]) IS
+'Stored content hashes of the given turns: the client skips (and never embeds) turns whose hash is unchanged.';
+
+CREATE OR REPLACE FUNCTION pgmem.put_turn(
+    scope text,
+    thread text,
+    turn_index integer,
+    turn_time timestamptz,
+    messages jsonb,
+    content_hash bytea,
+    model_id text,
+    unit_kinds text[],
+    source_indexes integer[],
+    labels text[],
+    bodies text[],
+    vectors vector[],
+    weight double precision DEFAULT 0.8,
+    reembed boolean DEFAULT false
+) RETURNS pgmem.put_result
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(array_length(vectors, 1), 0);
+    key smallint;
+    old_hash bytea;
+    ctx vector;
+    status text := 'inserted';
+BEGIN
+    IF scope IS NULL OR thread IS NULL OR turn_index IS NULL OR messages IS NULL OR content_hash IS NULL OR model_id IS NULL THEN
+        RAISE EXCEPTION 'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF turn_index < 0 THEN
+        RAISE EXCEPTION 'put_turn: turn_index must be >= 0, got %', turn_index USING ERRCODE = '22023';
+    END IF;
+    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
+        RAISE EXCEPTION 'put_turn: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
+    END IF;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'put_turn: a turn needs at least one piece' USING ERRCODE = '22023',
+            HINT = 'A turn whose messages are all empty has nothing to store.';
+    END IF;
+    IF coalesce(array_length(unit_kinds, 1), 0) <> n OR coalesce(array_length(source_indexes, 1), 0) <> n
+       OR coalesce(array_length(labels, 1), 0) <> n OR coalesce(array_length(bodies, 1), 0) <> n THEN
+        RAISE EXCEPTION 'put_turn: unit_kinds, source_indexes, labels, bodies and vectors must have the same length (% vectors)', n
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
+    key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
+
+    INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (put_turn.scope, put_turn.thread)
+    ON CONFLICT (scope_id, thread_id) DO NOTHING;
+
+    -- Lock the turn row (if any) so concurrent writers of the same turn serialise here.
+    SELECT t.content_hash INTO old_hash FROM pgmem.turn t
+     WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
+       FOR UPDATE;
+    IF old_hash = put_turn.content_hash THEN
+        RETURN ROW('unchanged', 0)::pgmem.put_result;
+    END IF;
+    IF old_hash IS NOT NULL THEN
+        status := 'replaced';
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = put_turn.scope AND p.thread_id = put_turn.thread AND p.turn_index = put_turn.turn_index;
+    END IF;
+
+    ctx := pgmem.unit_mean(vectors);
+    INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context, blend_weight, model_key)
+    VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key)
+    ON CONFLICT (scope_id, thread_id, turn_index) DO UPDATE
+       SET turn_time = EXCLUDED.turn_time, messages = EXCLUDED.messages, content_hash = EXCLUDED.content_hash,
+           context = EXCLUDED.context, blend_weight = EXCLUDED.blend_weight, model_key = EXCLUDED.model_key,
+           ingested_at = now();
+
+    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
+                             label, body, raw_embedding, embedding, model_key)
+    SELECT put_turn.scope, 'memory', u.kind, put_turn.thread, put_turn.turn_index, u.src,
+           (row_number() OVER (PARTITION BY u.src ORDER BY u.ord))::integer - 1,
+           u.label, u.body, l2_normalize(u.v), pgmem.blend(u.v, ctx, weight), key
+      FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors) WITH ORDINALITY
+           AS u(kind, src, label, body, v, ord)
+     ORDER BY u.ord;
+    RETURN ROW(status, n)::pgmem.put_result;
+END
+$$;
+COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean) IS
+'Store one sealed turn and its pieces atomically: unchanged hash = no write; changed = pieces replaced. Computes the turn context (unit mean) and each piece''s blended search vector in SQL.';
+
+CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n bigint;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'reblend: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
+        RAISE EXCEPTION 'reblend: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
+    END IF;
+    UPDATE pgmem.piece p SET embedding = pgmem.blend(p.raw_embedding, t.context, weight)
+      FROM pgmem.turn t
+     WHERE p.scope_id = reblend.scope AND p.kind = 'memory'
+       AND (reblend.thread IS NULL OR p.thread_id = reblend.thread)
+       AND t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    UPDATE pgmem.turn t SET blend_weight = weight
+     WHERE t.scope_id = reblend.scope AND (reblend.thread IS NULL OR t.thread_id = reblend.thread);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem.reblend(text, double precision, text) IS
+'Rewrite the search vectors of a scope''s memory pieces with a new weight, from the stored raw and context vectors: no embedding call. Returns the pieces rewritten.';
+
+CREATE OR REPLACE FUNCTION pgmem.add_facts(
+    scope text,
+    model_id text,
+    bodies text[],
+    vectors vector[],
+    thread_ids text[] DEFAULT NULL,
+    turn_indexes integer[] DEFAULT NULL,
+    sections text[] DEFAULT NULL
+) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(array_length(vectors, 1), 0);
+    key smallint;
+BEGIN
+    IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
+        RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF coalesce(array_length(bodies, 1), 0) <> n
+       OR (thread_ids IS NOT NULL AND coalesce(array_length(thread_ids, 1), 0) <> n)
+       OR (turn_indexes IS NOT NULL AND coalesce(array_length(turn_indexes, 1), 0) <> n)
+       OR (sections IS NOT NULL AND coalesce(array_length(sections, 1), 0) <> n) THEN
+        RAISE EXCEPTION 'add_facts: bodies, vectors and the optional arrays must have the same length (% vectors)', n
+            USING ERRCODE = '22023';
+    END IF;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pgmem.check_vectors(vectors, 'fact.embedding', 'vectors');
+    key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'fact', false);
+    RETURN QUERY
+    INSERT INTO pgmem.fact (scope_id, thread_id, turn_index, section, body, embedding, model_key)
+    SELECT add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
+           l2_normalize(vectors[u.i]), key
+      FROM generate_series(1, n) AS u(i)
+    RETURNING fact_id;
+END
+$$;
+COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the new fact ids.';

@@ -1,0 +1,227 @@
+-- Reading memory: per-part groups over memory pieces and facts. Re-runnable.
+
+CREATE OR REPLACE FUNCTION pgmem.check_recall_args(part_vectors vector[], part_texts text[], x integer, floor double precision, mode text, column_name text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(array_length(part_vectors, 1), 0);
+BEGIN
+    IF part_vectors IS NULL OR n = 0 THEN
+        RAISE EXCEPTION 'part_vectors must hold at least one vector' USING ERRCODE = '22004';
+    END IF;
+    IF n > 64 THEN
+        RAISE EXCEPTION 'part_vectors holds % vectors; at most 64 parts are searched', n USING ERRCODE = '22023';
+    END IF;
+    IF part_texts IS NOT NULL AND coalesce(array_length(part_texts, 1), 0) <> n THEN
+        RAISE EXCEPTION 'part_texts has % entries but part_vectors has %', coalesce(array_length(part_texts, 1), 0), n
+            USING ERRCODE = '22023';
+    END IF;
+    IF x IS NULL OR x < 1 OR x > 1000 THEN
+        RAISE EXCEPTION 'x must be between 1 and 1000, got %', x USING ERRCODE = '22023';
+    END IF;
+    IF floor IS NULL OR floor < -1 OR floor > 1 THEN
+        RAISE EXCEPTION 'floor is a raw cosine between -1 and 1, got %', floor USING ERRCODE = '22023',
+            HINT = 'A (1 + cosine) / 2 score floor s is the cosine floor 2*s - 1.';
+    END IF;
+    IF mode IS NULL OR mode NOT IN ('vector', 'hybrid') THEN
+        RAISE EXCEPTION 'mode must be vector or hybrid, got %', mode USING ERRCODE = '22023';
+    END IF;
+    IF mode = 'hybrid' AND part_texts IS NULL THEN
+        RAISE EXCEPTION 'hybrid mode needs part_texts for word search' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_vectors(part_vectors, column_name, 'part_vectors');
+END
+$$;
+COMMENT ON FUNCTION pgmem.check_recall_args(vector[], text[], integer, double precision, text, text) IS
+'Validate recall arguments; raises 22004 (NULL) or 22023/22000 (out of range, wrong dimension) naming the argument.';
+
+CREATE OR REPLACE FUNCTION pgmem.memory_recall(
+    scope text,
+    part_vectors vector[],
+    part_texts text[] DEFAULT NULL,
+    x integer DEFAULT 5,
+    floor double precision DEFAULT 0.3,
+    thread text DEFAULT NULL,
+    mode text DEFAULT 'vector',
+    candidates integer DEFAULT 20,
+    rrf_k integer DEFAULT 60
+) RETURNS SETOF pgmem.recall_hit
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, floor, mode, 'piece.embedding');
+    IF mode = 'vector' THEN
+        -- Each part: its own top-x by cosine within the scope's memory pieces, then the floor.
+        -- Document units share the plane and are excluded by kind = 'memory'.
+        RETURN QUERY
+        SELECT q.part_no::integer, (row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id))::integer,
+               h.piece_id, h.thread_id, h.turn_index, h.label, h.body,
+               1 - h.dist, (2 - h.dist) / 2, NULL::integer
+          FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT p.piece_id, p.thread_id, p.turn_index, p.label, p.body, p.embedding <=> q.vec AS dist
+                  FROM pgmem.piece p
+                 WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
+                   AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
+                 ORDER BY p.embedding <=> q.vec, p.piece_id
+                 LIMIT x) h
+         WHERE 1 - h.dist >= floor
+         ORDER BY 1, 2;
+    ELSE
+        -- Hybrid: the part's vector candidates and word candidates (websearch_to_tsquery),
+        -- fused by reciprocal rank; every hit must still clear the cosine floor.
+        RETURN QUERY
+        WITH q AS (
+            SELECT v.vec, v.part_no, websearch_to_tsquery('english'::regconfig, coalesce(t.txt, '')) AS tsq
+              FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
+              JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
+        ), vec AS (
+            SELECT q.part_no, c.piece_id, c.dist,
+                   row_number() OVER (PARTITION BY q.part_no ORDER BY c.dist, c.piece_id) AS vrank
+              FROM q CROSS JOIN LATERAL (
+                    SELECT p.piece_id, p.embedding <=> q.vec AS dist FROM pgmem.piece p
+                     WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
+                       AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
+                     ORDER BY p.embedding <=> q.vec, p.piece_id
+                     LIMIT greatest(candidates, x)) c
+        ), word AS (
+            SELECT q.part_no, c.piece_id, c.dist,
+                   row_number() OVER (PARTITION BY q.part_no ORDER BY c.r DESC, c.piece_id) AS wrank
+              FROM q CROSS JOIN LATERAL (
+                    SELECT p.piece_id, p.embedding <=> q.vec AS dist, ts_rank_cd(p.tsv, q.tsq) AS r
+                      FROM pgmem.piece p
+                     WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
+                       AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
+                       AND p.tsv @@ q.tsq
+                     ORDER BY ts_rank_cd(p.tsv, q.tsq) DESC, p.piece_id
+                     LIMIT greatest(candidates, x)) c
+        ), fused AS (
+            SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
+                   coalesce(v.dist, w.dist) AS dist, w.wrank,
+                   coalesce(1.0 / (rrf_k + v.vrank), 0) + coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
+              FROM vec v FULL JOIN word w ON v.part_no = w.part_no AND v.piece_id = w.piece_id
+        ), ranked AS (
+            SELECT f.*, row_number() OVER (PARTITION BY f.part_no ORDER BY f.rrf DESC, f.dist, f.piece_id) AS rnk
+              FROM fused f WHERE 1 - f.dist >= floor
+        )
+        SELECT r.part_no::integer, r.rnk::integer, p.piece_id, p.thread_id, p.turn_index, p.label, p.body,
+               1 - r.dist, (2 - r.dist) / 2, r.wrank::integer
+          FROM ranked r JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = r.piece_id
+         WHERE r.rnk <= x
+         ORDER BY 1, 2;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer) IS
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank).';
+
+CREATE OR REPLACE FUNCTION pgmem.fact_recall(
+    scope text,
+    part_vectors vector[],
+    x integer DEFAULT 5,
+    floor double precision DEFAULT 0.35,
+    thread text DEFAULT NULL
+) RETURNS SETOF pgmem.fact_hit
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_recall_args(part_vectors, NULL, x, floor, 'vector', 'fact.embedding');
+    RETURN QUERY
+    SELECT q.part_no::integer, (row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.fact_id))::integer,
+           h.fact_id, h.thread_id, h.turn_index, h.section, h.body, 1 - h.dist, (2 - h.dist) / 2
+      FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+      CROSS JOIN LATERAL (
+            SELECT f.fact_id, f.thread_id, f.turn_index, f.section, f.body, f.embedding <=> q.vec AS dist
+              FROM pgmem.fact f
+             WHERE f.scope_id = fact_recall.scope
+               AND (fact_recall.thread IS NULL OR f.thread_id = fact_recall.thread)
+             ORDER BY f.embedding <=> q.vec, f.fact_id
+             LIMIT x) h
+     WHERE 1 - h.dist >= floor
+     ORDER BY 1, 2;
+END
+$$;
+COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text) IS
+'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35).';
+
+CREATE OR REPLACE FUNCTION pgmem.explain_recall(
+    scope text,
+    part_vectors vector[],
+    part_texts text[] DEFAULT NULL,
+    x integer DEFAULT 5,
+    floor double precision DEFAULT 0.3,
+    thread text DEFAULT NULL,
+    show integer DEFAULT 10
+) RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
+                 cosine double precision, score double precision, cosine_floor double precision, verdict text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding');
+    IF show IS NULL OR show < 1 OR show > 1000 THEN
+        RAISE EXCEPTION 'show must be between 1 and 1000, got %', show USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT q.part_no::integer, part_texts[q.part_no], c.n::integer, c.piece_id, c.label,
+           1 - c.dist, (2 - c.dist) / 2, explain_recall.floor,
+           CASE WHEN 1 - c.dist < explain_recall.floor THEN 'cut: below floor'
+                WHEN c.n > x THEN 'cut: beyond x'
+                ELSE 'kept' END
+      FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+      CROSS JOIN LATERAL (
+            SELECT p.piece_id, p.label, p.embedding <=> q.vec AS dist,
+                   row_number() OVER (ORDER BY p.embedding <=> q.vec, p.piece_id) AS n
+              FROM pgmem.piece p
+             WHERE p.scope_id = explain_recall.scope AND p.kind = 'memory'
+               AND (explain_recall.thread IS NULL OR p.thread_id = explain_recall.thread)
+             ORDER BY p.embedding <=> q.vec, p.piece_id
+             LIMIT greatest(show, x)) c
+     ORDER BY 1, 3;
+END
+$$;
+COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer) IS
+'For debugging in psql: each part''s nearest candidates with cosine, the floor, and whether each was kept or cut (below floor, beyond x).';
+
+CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
+                                            x integer, floor double precision, thread text, mode text, results jsonb)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    INSERT INTO pgmem.recall_log (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results)
+    VALUES (scope, plane, message, part_texts, part_vectors, x, floor, thread, mode, results)
+    RETURNING recall_id
+$$;
+COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb) IS
+'Record a recall request and its results, so it can be explained or replayed from psql.';
+
+CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
+RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
+               cosine double precision, score double precision, cosine_floor double precision, verdict text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT e.* FROM pgmem.recall_log l,
+           LATERAL pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show) e
+     WHERE l.scope_id = explain_logged_recall.scope AND l.recall_id = explain_logged_recall.recall_id
+$$;
+COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
+'Replay a logged recall (pgmem.recall_log) through explain_recall: what each part found now, and why hits were cut.';
