@@ -9,9 +9,9 @@ from pgmem.db import sqlalchemy_url
 from pgmem.sqlfiles import InstallParams
 
 config = context.config
-config.attributes["pgmem_params"] = config.attributes.get(
-    "pgmem_params_override"
-) or InstallParams.from_mapping(context.get_x_argument(as_dictionary=True))
+config.attributes["pgmem_params"] = config.attributes.get("pgmem_params_override") or InstallParams.from_mapping(
+    context.get_x_argument(as_dictionary=True)
+)
 OPTS = {
     "version_table_schema": "pgmem",
     "transaction_per_migration": True,

@@ -13,11 +13,10 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import psycopg
 
 from pgmem.db import scoped
-from pgmem.embedders.base import Embedder
+from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
 from pgmem.turns import Turn
@@ -61,7 +60,9 @@ def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float) ->
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
 
 
-def _existing_hashes(conn: psycopg.Connection[tuple[object, ...]], turns: Sequence[Turn]) -> dict[tuple[str, str, int], bytes]:
+def _existing_hashes(
+    conn: psycopg.Connection[tuple[object, ...]], turns: Sequence[Turn]
+) -> dict[tuple[str, str, int], bytes]:
     by_thread: dict[tuple[str, str], list[int]] = {}
     for t in turns:
         by_thread.setdefault((t.scope, t.thread), []).append(t.index)
@@ -73,7 +74,7 @@ def _existing_hashes(conn: psycopg.Connection[tuple[object, ...]], turns: Sequen
                 (scope, thread, idxs),
             ).fetchall()
         for idx, h in rows:
-            found[(scope, thread, int(str(idx)))] = bytes(h)  # type: ignore[arg-type]
+            found[(scope, thread, int(str(idx)))] = bytes(h)  # type: ignore[call-overload]
     return found
 
 
@@ -86,6 +87,7 @@ def ingest_turns(
     weight: float = DEFAULT_WEIGHT,
     group_pieces: int = 512,
     reembed: bool = False,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> IngestReport:
     """Store `turns` (idempotently). `conn` must be in autocommit mode: every turn gets its
@@ -97,11 +99,11 @@ def ingest_turns(
     all_turns = list(turns)
     report = IngestReport()
     hashes = {t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight) for t in all_turns}
-    existing = _existing_hashes(conn, all_turns)
+    existing = {} if force else _existing_hashes(conn, all_turns)
     todo: list[Turn] = []
     seen: set[tuple[str, str, int]] = set()
     for t in all_turns:
-        if existing.get(t.key) == hashes[t.key] or t.key in seen:
+        if (not force and existing.get(t.key) == hashes[t.key]) or t.key in seen:
             report.unchanged += 1
         else:
             todo.append(t)
@@ -120,7 +122,7 @@ def ingest_turns(
         for turn, ps in group:
             vecs = vectors[offset : offset + len(ps)]
             offset += len(ps)
-            _put(conn, turn, ps, vecs, hashes[turn.key], embedder.model_id, weight, reembed, report)
+            _put(conn, turn, ps, vecs, hashes[turn.key], embedder.model_id, weight, reembed, force, report)
             done += 1
             if progress:
                 progress(done, len(all_turns), report.pieces)
@@ -149,11 +151,12 @@ def _put(
     conn: psycopg.Connection[tuple[object, ...]],
     turn: Turn,
     pieces: list[Piece],
-    vectors: np.ndarray,  # type: ignore[type-arg]
+    vectors: FloatArray,
     digest: bytes,
     model_id: str,
     weight: float,
     reembed: bool,
+    force: bool,
     report: IngestReport,
 ) -> None:
     try:
@@ -163,19 +166,28 @@ def _put(
                        scope => %s, thread => %s, turn_index => %s, turn_time => %s,
                        messages => %s::jsonb, content_hash => %s, model_id => %s,
                        unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
-                       vectors => %s::vector[], weight => %s, reembed => %s)""",
+                       vectors => %s::vector[], weight => %s, reembed => %s, force => %s)""",
                 (
-                    turn.scope, turn.thread, turn.index, turn.time,
+                    turn.scope,
+                    turn.thread,
+                    turn.index,
+                    turn.time,
                     json.dumps(list(turn.messages), ensure_ascii=False),
-                    digest, model_id,
-                    [p.unit_kind for p in pieces], [p.source_index for p in pieces],
-                    [p.label for p in pieces], [p.body for p in pieces],
-                    list(vectors), weight, reembed,
+                    digest,
+                    model_id,
+                    [p.unit_kind for p in pieces],
+                    [p.source_index for p in pieces],
+                    [p.label for p in pieces],
+                    [p.body for p in pieces],
+                    list(vectors),
+                    weight,
+                    reembed,
+                    force,
                 ),
                 binary=True,
             ).fetchone()
-    except psycopg.errors.DataError as exc:
-        report.failed.append((turn.key, f"{exc.sqlstate}: {exc.diag.message_primary}"))
+    except psycopg.DataError as exc:
+        report.failed.append((turn.key, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
     assert row is not None
     status, n = str(row[0]), int(str(row[1]))

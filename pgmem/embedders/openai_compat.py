@@ -55,9 +55,7 @@ class OpenAIEmbedder:
             raise ConfigError("OPENAI_API_KEY is not set (needed when PGMEM_EMBEDDER=openai)")
         if dimensions <= 0:
             raise ConfigError(f"dimensions must be positive, got {dimensions}")
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-        )
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
         self._model = model
         self._dims = dimensions
         self._max_inputs = max_inputs
@@ -88,9 +86,7 @@ class OpenAIEmbedder:
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
-        for start, end in request_batches(
-            texts, max_inputs=self._max_inputs, max_bytes=self._max_bytes
-        ):
+        for start, end in request_batches(texts, max_inputs=self._max_inputs, max_bytes=self._max_bytes):
             out[start:end] = self._request(list(texts[start:end]))
         return out
 
@@ -102,23 +98,20 @@ class OpenAIEmbedder:
             retry_after = 0.0
             try:
                 self.requests_sent += 1
-                kwargs: dict[str, object] = {"model": self._model, "input": batch}
                 if self._send_dimensions:
-                    kwargs["dimensions"] = self._dims
-                resp = self._client.embeddings.create(**kwargs)  # type: ignore[call-overload]
+                    resp = self._client.embeddings.create(model=self._model, input=batch, dimensions=self._dims)
+                else:
+                    resp = self._client.embeddings.create(model=self._model, input=batch)
                 rows = sorted(resp.data, key=lambda d: d.index)
                 vectors = np.array([r.embedding for r in rows], dtype=np.float32)
                 if vectors.ndim != 2:
                     raise EmbeddingError(f"malformed embeddings response from {self.model_id}")
-                return check_vectors(
-                    vectors, count=len(batch), dims=self._dims, source=self.model_id
-                )
+                return check_vectors(vectors, count=len(batch), dims=self._dims, source=self.model_id)
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status != 429 and status < 500:
                     raise EmbeddingError(
-                        f"{self.model_id}: request refused with HTTP {status} "
-                        f"({_safe_message(exc)}); not retried"
+                        f"{self.model_id}: request refused with HTTP {status} ({_safe_message(exc)}); not retried"
                     ) from None
                 retry_after = _retry_after(exc.response.headers.get("retry-after"))
                 last = EmbeddingError(f"{self.model_id}: HTTP {status}")

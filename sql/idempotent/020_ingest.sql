@@ -26,7 +26,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_turn(
     bodies text[],
     vectors vector[],
     weight double precision DEFAULT 0.8,
-    reembed boolean DEFAULT false
+    reembed boolean DEFAULT false,
+    force boolean DEFAULT false
 ) RETURNS pgmem.put_result
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -68,7 +69,7 @@ BEGIN
     SELECT t.content_hash INTO old_hash FROM pgmem.turn t
      WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
        FOR UPDATE;
-    IF old_hash = put_turn.content_hash THEN
+    IF old_hash = put_turn.content_hash AND NOT coalesce(force, false) THEN
         RETURN ROW('unchanged', 0)::pgmem.put_result;
     END IF;
     IF old_hash IS NOT NULL THEN
@@ -96,8 +97,8 @@ BEGIN
     RETURN ROW(status, n)::pgmem.put_result;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean) IS
-'Store one sealed turn and its pieces atomically: unchanged hash = no write; changed = pieces replaced. Computes the turn context (unit mean) and each piece''s blended search vector in SQL.';
+COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
+'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild); changed = pieces replaced. Computes the turn context (unit mean) and each piece''s blended search vector in SQL.';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
 RETURNS bigint

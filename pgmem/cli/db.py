@@ -1,0 +1,100 @@
+"""`pgmem db start|stop|status|url|psql` and `pgmem migrate`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pgmem import server
+from pgmem.cli.common import settings
+from pgmem.errors import ServerError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    db = sub.add_parser("db", help="the embedded Postgres server (ignored with DATABASE_URL)")
+    dbsub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    dbsub.add_parser("start", help="start (or reuse) the embedded server").set_defaults(func=_start)
+    dbsub.add_parser("stop", help="stop the embedded server cleanly").set_defaults(func=_stop)
+    dbsub.add_parser("status", help="is it running, where, which pid").set_defaults(func=_status)
+    dbsub.add_parser("url", help="print the connection URL").set_defaults(func=_url)
+    p = dbsub.add_parser("psql", help="psql on the pgmem database (extra args go to psql)")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_psql)
+
+    m = sub.add_parser("migrate", help="install or upgrade the schema (alembic upgrade head)")
+    m.add_argument("--revision", default="head")
+    m.add_argument("--sql", action="store_true", help="print the SQL instead of running it (offline)")
+    m.set_defaults(func=_migrate)
+
+
+def _start(args: argparse.Namespace) -> int:
+    s = settings()
+    if s.database_url:
+        print("DATABASE_URL is set: pgmem uses that server; nothing to start", file=sys.stderr)
+        return 0
+    url = server.start(s.pgdata)
+    print(url)
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    s = settings()
+    if server.stop(s.pgdata):
+        print(f"stopped the server in {s.pgdata}")
+    else:
+        print(f"no server running in {s.pgdata}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    s = settings()
+    if s.database_url:
+        print("external: DATABASE_URL is set")
+        return 0
+    st = server.status(s.pgdata)
+    if st.running:
+        print(f"running · pid {st.pid} · {st.pgdata} · {st.url}")
+        return 0
+    print(f"stopped · {st.pgdata}")
+    return 3
+
+
+def _url(args: argparse.Namespace) -> int:
+    from pgmem.db import database_url
+
+    print(database_url(settings()))
+    return 0
+
+
+def _psql(args: argparse.Namespace) -> int:
+    return run_psql(args.psql_args)
+
+
+def run_psql(psql_args: list[str]) -> int:
+    """Replace this process with the bundled psql, connected to the pgmem database."""
+    from pgmem.db import database_url
+
+    url = database_url(settings())
+    psql = server.bin_dir() / "psql"
+    if not psql.exists():
+        raise ServerError(f"bundled psql not found at {psql}")
+    extra = [a for a in psql_args if a != "--"]
+    os.execv(str(psql), [str(psql), url, *extra])
+    return 0  # not reached
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from alembic import command
+
+    from pgmem.migrate import alembic_config
+
+    if args.sql:
+        command.upgrade(alembic_config(None), args.revision, sql=True)
+        return 0
+    from pgmem.db import database_url
+
+    url = database_url(settings())
+    command.upgrade(alembic_config(url), args.revision)
+    print("schema pgmem is at", args.revision, file=sys.stderr)
+    return 0

