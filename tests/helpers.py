@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from pgmem.embedders.base import Embedder, FloatArray
 
 
@@ -34,3 +36,11 @@ class CountingEmbedder:
         self.calls += 1
         self.inputs += len(texts)
         return self.inner.embed(texts)
+
+
+def vec(value: object) -> FloatArray:
+    """A pgvector value (numpy array or pgvector.Vector) as a float32 numpy array."""
+    to_numpy = getattr(value, "to_numpy", None)
+    arr = to_numpy() if to_numpy is not None else value
+    out: FloatArray = np.asarray(arr, dtype=np.float32)
+    return out

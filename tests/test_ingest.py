@@ -1,0 +1,196 @@
+"""Memory ingest against the real database."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgmem.blend import blend, unit_mean
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.ingest import ingest_turns
+from pgmem.packing import utf8_len
+from pgmem.pieces import turn_pieces
+from pgmem.turns import Turn, split_sources, turn_from_dict
+from tests.helpers import CountingEmbedder, vec
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+EXPORT = "\n".join(f"SHP-{i},Busan,Hamburg,delivered,ok" for i in range(300))
+
+
+def sample_turn(index: int = 4, *, scope: str = "s1", thread: str = "t1", extra: str = "") -> Turn:
+    return turn_from_dict(
+        {
+            "scope": scope,
+            "thread": thread,
+            "turn": index,
+            "time": "2026-10-16T14:02:00Z",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Pull the October export, please. My dogs Biscuit and Juniper say hi." + extra,
+                },
+                {
+                    "role": "assistant",
+                    "content": "Fetching it.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "logistics_export", "arguments": '{"month": "2026-10"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": EXPORT},
+                {"role": "assistant", "content": "300 shipments, all delivered."},
+            ],
+        }
+    )
+
+
+def test_sources_split_by_role_with_whole_tool_call() -> None:
+    sources = split_sources(sample_turn().messages)
+    assert [s.name for s in sources] == ["User", "Assistant step 1", "Tool logistics_export", "Assistant step 2"]
+    tool = sources[2]
+    assert tool.text.startswith('logistics_export({"month": "2026-10"})\n')
+    assert tool.text.endswith(EXPORT)  # the whole result, untruncated
+
+
+def test_pieces_are_labelled_within_budget_and_untruncated(embedder: Embedder) -> None:
+    pieces = turn_pieces(sample_turn(), embedder)
+    assert pieces[0].label == "[Turn 4 · User · Oct 16, 2:02 PM]"
+    assert {p.label for p in pieces} >= {"[Turn 4 · Tool logistics_export · Oct 16, 2:02 PM]"}
+    tokens = embedder.count_tokens([p.text for p in pieces])
+    for p, n in zip(pieces, tokens, strict=True):
+        assert utf8_len(p.text) <= 1200
+        assert n <= embedder.max_input_tokens  # the model reads every token of every piece
+    tool_bodies = " ".join(p.body for p in pieces if p.unit_kind == "tool")
+    assert "".join(tool_bodies.split()).endswith("".join(EXPORT.split()))
+
+
+def test_byte_budget_is_configurable(embedder: Embedder) -> None:
+    pieces = turn_pieces(sample_turn(), embedder, max_bytes=300)
+    assert all(utf8_len(p.text) <= 300 for p in pieces)
+
+
+def test_ingest_stores_blended_vectors_that_sql_and_python_agree_on(conn: Conn, embedder: Embedder) -> None:
+    report = ingest_turns(conn, [sample_turn()], embedder)
+    assert (report.inserted, report.failed) == (1, [])
+    rows = conn.execute(
+        """SELECT p.raw_embedding, p.embedding, t.context
+             FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index) ORDER BY piece_id"""
+    ).fetchall()
+    raw = np.array([vec(r[0]) for r in rows])
+    stored = np.array([vec(r[1]) for r in rows])
+    context = vec(rows[0][2])
+    assert np.allclose(context, unit_mean(raw), atol=1e-6)
+    assert np.allclose(stored, blend(raw, np.broadcast_to(context, raw.shape), 0.8), atol=1e-6)
+    # pgmem.blend in SQL on arbitrary vectors, against Python
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
+    got = conn.execute("SELECT pgmem.blend(%s, %s, 0.7)", (a, b)).fetchone()
+    assert got is not None
+    assert np.allclose(vec(got[0]), blend(a, b, 0.7), atol=1e-6)
+
+
+def test_reingest_writes_nothing_and_embeds_nothing(conn: Conn, embedder: Embedder) -> None:
+    counting = CountingEmbedder(embedder)
+    ingest_turns(conn, [sample_turn(1), sample_turn(2)], counting)
+    calls = counting.calls
+    before = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
+    report = ingest_turns(conn, [sample_turn(1), sample_turn(2)], counting)
+    after = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
+    assert (report.unchanged, report.inserted, report.pieces) == (2, 0, 0)
+    assert counting.calls == calls
+    assert before == after
+
+
+def test_changed_turn_replaces_its_pieces(conn: Conn, embedder: Embedder) -> None:
+    ingest_turns(conn, [sample_turn(1)], embedder)
+    report = ingest_turns(conn, [sample_turn(1, extra=" Also: the budget cap is 48k.")], embedder)
+    assert report.replaced == 1
+    bodies = [r[0] for r in conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'user'")]
+    assert len(bodies) == 1 and "48k" in str(bodies[0])
+
+
+def test_turn_failing_midway_leaves_no_trace(conn: Conn, embedder: Embedder) -> None:
+    # A trigger that raises on the third piece: the statement dies between pieces.
+    conn.execute(
+        """CREATE FUNCTION pg_temp.boom() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN IF NEW.seq = 2 AND NEW.unit_kind = 'tool' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"""
+    )
+    conn.execute("CREATE TRIGGER boom BEFORE INSERT ON pgmem.piece FOR EACH ROW EXECUTE FUNCTION pg_temp.boom()")
+    with pytest.raises(psycopg.errors.RaiseException):
+        ingest_turns(conn, [sample_turn(7)], embedder)
+    conn.execute("DROP TRIGGER boom ON pgmem.piece")
+    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
+
+
+def test_reblend_rewrites_vectors_without_embedding(conn: Conn, embedder: Embedder) -> None:
+    counting = CountingEmbedder(embedder)
+    ingest_turns(conn, [sample_turn(1)], counting)
+    calls = counting.calls
+    before = [vec(r[0]) for r in conn.execute("SELECT embedding FROM pgmem.piece ORDER BY piece_id")]
+    n = conn.execute("SELECT pgmem.reblend('s1', 0.95)").fetchone()
+    rows = conn.execute("SELECT raw_embedding, embedding FROM pgmem.piece ORDER BY piece_id").fetchall()
+    ctx = vec(conn.execute("SELECT context FROM pgmem.turn").fetchone()[0])  # type: ignore[index]
+    assert n == (len(rows),)
+    for (raw, emb), old in zip(rows, before, strict=True):
+        assert not np.allclose(vec(emb), old, atol=1e-4)
+        assert np.allclose(vec(emb), blend(vec(raw), ctx, 0.95), atol=1e-6)
+    assert counting.calls == calls
+
+
+def test_bad_turn_is_reported_and_the_rest_stored(conn: Conn, embedder: Embedder) -> None:
+    empty = turn_from_dict({"scope": "s1", "thread": "t1", "turn": 3, "messages": [{"role": "user", "content": "  "}]})
+    report = ingest_turns(conn, [sample_turn(1), empty, sample_turn(2)], embedder)
+    assert report.inserted == 2
+    assert [k for k, _ in report.failed] == [("s1", "t1", 3)]
+    assert "no text" in report.failed[0][1]
+
+
+def test_model_of_another_dimension_is_refused_naming_both(conn: Conn) -> None:
+    with pytest.raises(psycopg.errors.DataException) as err:
+        conn.execute("SELECT pgmem.model_key('openai:text-embedding-3-small', 256, 'piece.embedding')")
+    assert "256 dimensions" in str(err.value) and "384 dimensions" in str(err.value)
+    from pgmem.db import check_model
+    from pgmem.errors import ModelMismatchError
+
+    with pytest.raises(ModelMismatchError, match=r"256-dimensional.*384 dimensions"):
+        check_model(conn, plane="piece", model_id="openai:text-embedding-3-small", dims=256)
+
+
+def test_scope_bound_to_its_model(conn: Conn, embedder: Embedder) -> None:
+    ingest_turns(conn, [sample_turn(1)], embedder)
+    with pytest.raises(psycopg.errors.DataException, match="refusing model other-model"):
+        conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384)")
+    assert conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384, 'piece', true)").fetchone()
+
+
+def test_invalid_turn_input_names_the_field() -> None:
+    with pytest.raises(InputError, match="turn must be a non-negative integer"):
+        turn_from_dict({"scope": "s", "thread": "t", "turn": -1, "messages": []})
+    with pytest.raises(InputError, match=r"messages\[0\] must be an object"):
+        turn_from_dict({"scope": "s", "thread": "t", "turn": 1, "messages": ["hi"]})
+    with pytest.raises(InputError, match="time"):
+        turn_from_dict({"scope": "s", "thread": "t", "turn": 1, "time": "yesterday", "messages": []})
+
+
+def test_ingest_cli_and_pieces_visible(db_url: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from pgmem.cli import main
+
+    path = Path(str(tmp_path)) / "turns.jsonl"
+    path.write_text(
+        json.dumps({"thread": "t", "turn": 1, "messages": [{"role": "user", "content": "Hello there."}]}) + "\n"
+    )
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    assert main(["ingest", str(path), "--scope", "cli"]) == 0
+    with psycopg.connect(db_url) as c:
+        assert c.execute("SELECT label, body FROM pgmem.piece").fetchall() == [("[Turn 1 · User]", "Hello there.")]

@@ -1,0 +1,189 @@
+"""Per-part recall against the real database."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.recall import embed_query, recall, recall_vectors
+from pgmem.turns import Turn, turn_from_dict
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def turn(i: int, user: str, assistant: str, thread: str = "t1") -> Turn:
+    return turn_from_dict(
+        {
+            "scope": "s",
+            "thread": thread,
+            "turn": i,
+            "time": f"2026-10-1{i}T10:00:00Z",
+            "messages": [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}],
+        }
+    )
+
+
+TURNS = [
+    turn(
+        1,
+        "The staging deploy failed: DEPLOY_TOKEN is not set.",
+        "The deploy script reads DEPLOY_TOKEN from .env.local.",
+    ),
+    turn(2, "My dogs Biscuit and Juniper need their boosters at the vet.", "Noted, vet reminder set for Monday."),
+    turn(3, "Cap cloud spend at 48k per month for Q4.", "Recorded the Q4 cloud budget cap."),
+    turn(4, "Our nightly ETL takes four hours.", "Switch row-by-row inserts to COPY.", thread="t2"),
+]
+
+
+@pytest.fixture
+def store(conn: Conn, embedder: Embedder) -> Conn:
+    assert ingest_turns(conn, TURNS, embedder).inserted == 4
+    return conn
+
+
+def test_each_part_gets_its_own_group(store: Conn, embedder: Embedder) -> None:
+    msg = "The deploy script still cannot find DEPLOY_TOKEN on staging.\nWhat are my dogs called again?"
+    r = recall(store, "s", msg, embedder, x=2, floor=0.0)
+    assert [g.part_no for g in r.groups] == [1, 2]
+    assert r.groups[0].hits[0].turn_index == 1
+    assert r.groups[1].hits[0].turn_index == 2
+    assert all(len(g.hits) == 2 for g in r.groups)
+    assert [h.rank for h in r.groups[0].hits] == [1, 2]
+    h = r.groups[0].hits[0]
+    assert h.score == pytest.approx((1 + h.cosine) / 2)
+
+
+def test_a_memory_relevant_to_two_parts_appears_in_both(store: Conn, embedder: Embedder) -> None:
+    msg = "Remind me what DEPLOY_TOKEN is for in the deploy.\nWhere does the deploy script read DEPLOY_TOKEN from?"
+    r = recall(store, "s", msg, embedder, x=1, floor=0.0)
+    assert len(r.groups) == 2
+    assert r.groups[0].hits[0].piece_id == r.groups[1].hits[0].piece_id  # not deduplicated
+
+
+def test_no_padding_below_the_floor(store: Conn, embedder: Embedder) -> None:
+    msg = "What are my dogs called again, remind me?"
+    loose = recall(store, "s", msg, embedder, x=5, floor=-1.0).groups[0].hits
+    assert len(loose) == 5
+    floor = (loose[0].cosine + loose[1].cosine) / 2
+    strict = recall(store, "s", msg, embedder, x=5, floor=floor).groups[0].hits
+    assert [h.piece_id for h in strict] == [loose[0].piece_id]
+    assert all(h.cosine >= floor for h in strict)
+
+
+def test_thread_filter(store: Conn, embedder: Embedder) -> None:
+    r = recall(store, "s", "How do we make the ETL faster?", embedder, x=10, floor=-1.0, thread="t2")
+    assert {h.thread_id for h in r.groups[0].hits} == {"t2"}
+
+
+def test_document_rows_are_never_returned(store: Conn, embedder: Embedder) -> None:
+    v = embedder.embed(["What are my dogs called?"])[0]
+    store.execute("INSERT INTO pgmem.document VALUES ('s', 'doc.md', 'Doc', 'x', '\\x00')")
+    cid = store.execute(
+        """INSERT INTO pgmem.chunk (scope_id, document_id, ordinal, heading_path, body)
+           VALUES ('s', 'doc.md', 0, '{Doc}', 'x') RETURNING chunk_id"""
+    ).fetchone()
+    assert cid is not None
+    model = store.execute("SELECT piece_model_key FROM pgmem.scope WHERE scope_id = 's'").fetchone()
+    assert model is not None
+    store.execute(
+        """INSERT INTO pgmem.piece
+                  (scope_id, kind, unit_kind, chunk_id, label, body, raw_embedding, embedding, model_key)
+           VALUES ('s', 'document', 'prose', %s, '[Doc]', 'What are my dogs called?', %s, %s, %s)""",
+        (cid[0], v, v, model[0]),
+    )
+    rows = store.execute(
+        "SELECT body FROM pgmem.memory_recall('s', ARRAY[%s]::vector[], x => 50, floor => -1)", (v,)
+    ).fetchall()
+    assert len(rows) == store.execute("SELECT count(*) FROM pgmem.piece WHERE kind = 'memory'").fetchone()[0]  # type: ignore[index]
+    assert ("What are my dogs called?",) not in rows
+
+
+def test_other_scopes_are_invisible(store: Conn, embedder: Embedder) -> None:
+    r = recall(store, "someone-else", "What are my dogs called?", embedder, floor=-1.0)
+    assert r.groups[0].hits == []
+
+
+def test_one_sql_call_serves_all_parts(store: Conn, embedder: Embedder) -> None:
+    q = embed_query(
+        "The deploy failed again today.\nWhat are my dogs called again?\nWhat is the cloud budget cap again?", embedder
+    )
+    rows = store.execute(
+        "SELECT part_no, rank FROM pgmem.memory_recall('s', %s::vector[], x => 2, floor => -1)", (list(q.blended),)
+    ).fetchall()
+    assert rows == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+
+
+def test_hybrid_mode_fuses_word_hits(store: Conn, embedder: Embedder) -> None:
+    r = recall(store, "s", "Biscuit Juniper boosters", embedder, x=3, floor=-1.0, mode="hybrid")
+    top = r.groups[0].hits[0]
+    assert top.turn_index == 2 and top.word_rank == 1
+
+
+def test_bad_arguments_are_refused_with_sqlstate(store: Conn, embedder: Embedder) -> None:
+    v = embedder.embed(["x"])[0]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="x must be between 1 and 1000"):
+        store.execute("SELECT * FROM pgmem.memory_recall('s', ARRAY[%s]::vector[], x => -1)", (v,))
+    with pytest.raises(
+        psycopg.errors.DataException, match=r"has 3 dimensions but piece\.embedding was installed with 384"
+    ):
+        store.execute("SELECT * FROM pgmem.memory_recall('s', ARRAY['[1,2,3]']::vector[])")
+    with pytest.raises(psycopg.errors.NullValueNotAllowed):
+        store.execute("SELECT * FROM pgmem.memory_recall(NULL, ARRAY[%s]::vector[])", (v,))
+    with pytest.raises(InputError, match="empty"):
+        recall(store, "s", "   \n ", embedder)
+    with pytest.raises(InputError, match="x must be"):
+        recall(store, "s", "hello there", embedder, x=0)
+
+
+def test_explain_shows_candidates_floor_and_verdicts(store: Conn, embedder: Embedder) -> None:
+    msg = "What are my dogs called again, remind me?"
+    r = recall(store, "s", msg, embedder, x=1, floor=0.2, log=True)
+    assert r.recall_id is not None
+    rows = store.execute(
+        "SELECT candidate, cosine, cosine_floor, verdict FROM pgmem.explain_logged_recall('s', %s, 4)", (r.recall_id,)
+    ).fetchall()
+    assert [row[0] for row in rows] == [1, 2, 3, 4]
+    kept = [row for row in rows if row[3] == "kept"]
+    assert kept == [row for row in rows[:1] if float(str(row[1])) >= 0.2]
+    assert [h.cosine for h in r.groups[0].hits] == pytest.approx([float(str(row[1])) for row in kept])
+    for _cand, cos, floor, verdict in rows[1:]:
+        assert verdict == ("cut: below floor" if float(str(cos)) < 0.2 else "cut: beyond x")
+        assert floor == 0.2
+
+
+def test_recall_vectors_accepts_external_vectors(store: Conn, embedder: Embedder) -> None:
+    v = embedder.embed(["Biscuit and Juniper at the vet"])
+    r = recall_vectors(store, "s", ["dogs"], v, x=1, floor=0.0)
+    assert r.groups[0].hits[0].turn_index == 2
+
+
+def test_sql_blend_of_raw_parts_matches_python(store: Conn, embedder: Embedder) -> None:
+    q = embed_query("The deploy failed again today.\nWhat are my dogs called again?", embedder)
+    got = store.execute(
+        "SELECT pgmem.blend(p, %s, 0.8) FROM unnest(%s::vector[]) AS p", (q.whole, list(q.raw))
+    ).fetchall()
+    for (g,), b in zip(got, q.blended, strict=True):
+        assert np.allclose(np.asarray(g.to_numpy() if hasattr(g, "to_numpy") else g), b, atol=1e-6)
+
+
+def test_facts_plane_groups(conn: Conn, embedder: Embedder) -> None:
+    ids = add_facts(
+        conn,
+        "s",
+        [
+            Fact("The user's dogs are called Biscuit and Juniper.", thread="t1", turn_index=2),
+            Fact("The Q4 cloud budget is capped at 48k per month.", thread="t1", turn_index=3),
+            Fact("Staging deploys read DEPLOY_TOKEN from .env.local.", section="deploy"),
+        ],
+        embedder,
+    )
+    assert len(ids) == 3
+    r = fact_recall(conn, "s", "What are my dogs called again?\nWhat is our cloud budget cap?", embedder, floor=0.2)
+    assert r.groups[0].hits[0].body.startswith("The user's dogs")
+    assert r.groups[1].hits[0].body.startswith("The Q4 cloud budget")
+    assert all(h.cosine >= 0.2 for g in r.groups for h in g.hits)
