@@ -1,0 +1,237 @@
+"""`pgmem eval SUITE ... [--json] [--out DIR] [--limit N]`: the evaluation harness.
+
+Every suite runs with the configured embedder (local by default) wrapped in an on-disk
+cache under $PGMEM_HOME/cache, so a re-run does not re-embed. Suites that need a
+database get the embedded server (or DATABASE_URL) and work in fresh temporary
+databases that are dropped afterwards. Progress goes to stderr; `--json` prints one JSON
+object on stdout; `--out DIR` writes a Markdown report and PNG plots there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pgmem.cli.common import settings
+from pgmem.errors import ConfigError, InputError
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    module: str
+    help: str
+    path_kind: str | None  # "file", "dir", "path" or None (no positional path)
+
+
+SUITES = {
+    s.name: s
+    for s in (
+        Suite("families", "pgmem.evaluation.families", "sentence families: the seed's controlled test", "file"),
+        Suite("longmemeval", "pgmem.evaluation.longmemeval", "LongMemEval questions: six methods", "dir"),
+        Suite("locomo", "pgmem.evaluation.locomo", "LoCoMo conversations: six methods", "file"),
+        Suite("toolqa", "pgmem.evaluation.toolqa", "questions on tool-heavy agent trajectories", "file"),
+        Suite("coverage", "pgmem.evaluation.coverage", "multi-question messages: one vector vs per-part", "dir"),
+        Suite("docs", "pgmem.evaluation.docs_suite", "documents: one vector per chunk vs derived units", None),
+        Suite("sweep", "pgmem.evaluation.sweep", "blend weight and floor sweeps on development data", "path"),
+    )
+}
+
+
+def load_suite(name: str) -> ModuleType:
+    """The suite's module, or a clear error naming the missing module."""
+    suite = SUITES[name]
+    try:
+        return importlib.import_module(suite.module)
+    except ModuleNotFoundError as exc:
+        if exc.name == suite.module:
+            raise ConfigError(
+                f"the {name!r} suite is not available: module {suite.module} is missing "
+                f"(pgmem/evaluation/{suite.module.rsplit('.', 1)[1]}.py)"
+            ) from None
+        raise ConfigError(f"the {name!r} suite needs the package {exc.name!r}: pip install 'pgmem[eval]'") from None
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    common.add_argument("--out", type=Path, metavar="DIR", help="write a Markdown report and PNG plots here")
+    common.add_argument("--limit", type=int, metavar="N", help="only the first N items (questions, families...)")
+    common.add_argument("--seed", type=int, default=0, help="seed for sampled suites (default 0)")
+    common.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a suite-specific option passed to its run() (VALUE read as JSON when it parses)",
+    )
+
+    ev = sub.add_parser("eval", help="evaluation suites on development data (see docs/evaluation.md)")
+    evsub = ev.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for suite in SUITES.values():
+        p = evsub.add_parser(suite.name, help=suite.help, parents=[common])
+        if suite.path_kind is not None:
+            p.add_argument("path", type=Path, metavar=suite.path_kind.upper())
+        if suite.name == "families":
+            p.add_argument("--distractors", type=Path, required=True, metavar="FILE", help="distractor sentences")
+            p.add_argument("--weight", type=float, default=0.8, help="blend weight of the piece (default 0.8)")
+        elif suite.name == "docs":
+            p.add_argument("--corpus", type=Path, required=True, metavar="DIR", help="folder of Markdown documents")
+            p.add_argument("--questions", type=Path, required=True, metavar="FILE", help="questions JSONL")
+        p.set_defaults(func=_run)
+
+
+def _options(raw: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in raw:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise InputError(f"--option expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _check_path(path: Path, kind: str, what: str) -> None:
+    if kind == "file" and not path.is_file():
+        raise InputError(f"{what}: no such file: {path}")
+    if kind == "dir" and not path.is_dir():
+        raise InputError(f"{what}: no such folder: {path}")
+    if kind == "path" and not path.exists():
+        raise InputError(f"{what}: not found: {path}")
+
+
+def _accepts(fn: Callable[..., Any], options: dict[str, Any], suite: str) -> None:
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        known = sorted(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        raise InputError(f"the {suite!r} suite has no option {', '.join(unknown)}; its options: {', '.join(known)}")
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (for reports)."""
+    words = ["pgmem", "eval", args.suite]
+    if getattr(args, "path", None) is not None:
+        words.append(str(args.path))
+    for flag in ("distractors", "corpus", "questions"):
+        if getattr(args, flag, None) is not None:
+            words += [f"--{flag}", str(getattr(args, flag))]
+    if args.suite == "families" and args.weight != 0.8:
+        words += ["--weight", str(args.weight)]
+    if args.limit is not None:
+        words += ["--limit", str(args.limit)]
+    if args.seed:
+        words += ["--seed", str(args.seed)]
+    for item in args.option:
+        words += ["-o", item]
+    if args.out is not None:
+        words += ["--out", str(args.out)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pgmem.embedders import from_settings
+    from pgmem.evaluation.common import CachedEmbedder, progress
+
+    suite = SUITES[args.suite]
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {args.limit}")
+    if suite.path_kind is not None:
+        _check_path(args.path, suite.path_kind, suite.name)
+    options = _options(args.option)
+    mod = load_suite(suite.name)
+    s = settings()
+    embedder = CachedEmbedder(from_settings(s, plane="piece"), s.home / "cache")
+    progress(f"{suite.name}: embedder {embedder.model_id} ({embedder.dims}-d), cache {embedder.path}")
+    t0 = time.monotonic()
+    result: dict[str, Any]
+    if suite.name == "families":
+        _check_path(args.distractors, "file", "--distractors")
+        _accepts(mod.run, options, suite.name)
+        result = mod.run(
+            args.path,
+            embedder=embedder,
+            distractors=args.distractors,
+            limit=args.limit,
+            weight=args.weight,
+            progress=progress,
+            **options,
+        )
+    elif suite.name == "docs":
+        _check_path(args.corpus, "dir", "--corpus")
+        _check_path(args.questions, "file", "--questions")
+        _accepts(mod.run_docs_eval, options, suite.name)
+        result = _run_docs(mod, args, embedder, options)
+    else:
+        from pgmem.db import database_url
+
+        _accepts(mod.run, options, suite.name)
+        result = mod.run(
+            args.path, server_url=database_url(s), embedder=embedder, limit=args.limit, seed=args.seed, **options
+        )
+    progress(
+        f"{suite.name}: done in {time.monotonic() - t0:.1f}s; "
+        f"{embedder.embedded} texts embedded, {embedder.cached} read from the cache"
+    )
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from pgmem.evaluation.report import markdown
+
+        print(markdown(result))
+    if args.out is not None:
+        _write_out(suite.name, mod, result, args)
+    return 0
+
+
+def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options: dict[str, Any]) -> dict[str, Any]:
+    from pgmem.db import connect, database_url
+    from pgmem.evaluation.common import temporary_database
+    from pgmem.sqlfiles import InstallParams
+
+    params = InstallParams.from_mapping({})
+    if params.piece_dims != embedder.dims:
+        raise ConfigError(f"the embedder gives {embedder.dims}-d vectors but PGMEM_PIECE_DIMS is {params.piece_dims}")
+    with temporary_database(database_url(settings()), params) as url, connect(url) as conn:
+        result: dict[str, Any] = mod.run_docs_eval(
+            conn, embedder, args.corpus, args.questions, limit=args.limit, **options
+        )
+    return result
+
+
+def _write_out(name: str, mod: ModuleType, result: dict[str, Any], args: argparse.Namespace) -> None:
+    from pgmem.evaluation.common import progress
+    from pgmem.evaluation.report import write_report
+
+    out: Path = args.out
+    extra: list[Path] = []
+    suite_plots = getattr(mod, "plots", None)
+    if callable(suite_plots):
+        extra = list(suite_plots(result, out))
+    (out / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path = write_report(name, result, out, command=command_line(args), extra_plots=extra)
+    progress(f"{name}: report written to {path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from pgmem.cli import main
+
+    sys.exit(main(["eval", *sys.argv[1:]]))

@@ -1,0 +1,165 @@
+"""Markdown tables and bar plots for any suite's result object.
+
+Generic over the suites' JSON: a mapping whose values are mappings of numbers becomes a
+table (one row per key, one column per inner key) and a grouped bar plot; a mapping of
+numbers becomes a two-column table; deeper nesting (``by_kind``, ``by_target``) becomes
+one table per inner key. Plots use matplotlib's Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Names of floats that are not shares of queries: shown as plain numbers, not percentages.
+_PLAIN = re.compile(r"^(mrr.*|weight|floor|cosine|score|threshold|.*_ms|.*_seconds|seconds|ms)$", re.I)
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[tuple[str, list[Any]]]
+
+    @property
+    def numeric(self) -> bool:
+        return all(isinstance(v, int | float) and not isinstance(v, bool) for _, vals in self.rows for v in vals)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _is_table(v: object) -> bool:
+    """A mapping of mappings of numbers (and nothing else)."""
+    return (
+        isinstance(v, Mapping)
+        and bool(v)
+        and all(isinstance(row, Mapping) and row and all(_is_number(x) for x in row.values()) for row in v.values())
+    )
+
+
+def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
+    """Every table found in `result`, in key order. Scalars of one level form one table."""
+    out: list[Table] = []
+    scalars: list[tuple[str, list[Any]]] = []
+    for key, value in result.items():
+        name = f"{title} / {key}" if title else str(key)
+        if _is_table(value):
+            cols = list(dict.fromkeys(c for row in value.values() for c in row))
+            rows = [(str(r), [vals.get(c) for c in cols]) for r, vals in value.items()]
+            out.append(Table(name, cols, rows))
+        elif isinstance(value, Mapping) and value and all(_is_number(x) for x in value.values()):
+            out.append(Table(name, ["value"], [(str(k), [v]) for k, v in value.items()]))
+        elif isinstance(value, Mapping):
+            out.extend(tables(value, name))
+        elif _is_number(value) or isinstance(value, str | bool) or value is None:
+            scalars.append((str(key), [value]))
+    if scalars:
+        out.insert(0, Table(title or "summary", ["value"], scalars))
+    return out
+
+
+def _percent(column: str, row: str, table: str) -> bool:
+    return not any(_PLAIN.match(s) for s in (column, row, table.split(" / ")[-1]))
+
+
+def fmt(value: Any, *, percent: bool) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not _is_number(value):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if percent and 0.0 <= value <= 1.0:
+        return f"{100 * value:.1f}%"
+    return f"{value:.3f}"
+
+
+def markdown_table(table: Table, *, row_header: str = "") -> str:
+    head = [row_header or "", *table.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for name, vals in table.rows:
+        cells = [fmt(v, percent=_percent(c, name, table.title)) for c, v in zip(table.columns, vals, strict=True)]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def markdown(result: Mapping[str, Any], *, heading_level: int = 3) -> str:
+    """All tables of `result` as Markdown, each under its own heading."""
+    parts = []
+    for t in tables(result):
+        parts.append("#" * heading_level + f" {t.title}\n\n{markdown_table(t)}\n")
+    return "\n".join(parts)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "table"
+
+
+def bar_plot(table: Table, path: Path, *, title: str) -> Path:
+    """Grouped bars: one group per column (metric or condition), one bar per row (method)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_rows, n_cols = len(table.rows), len(table.columns)
+    width = 0.8 / max(n_rows, 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * n_cols + 2.5), 4.2))
+    pct = all(_percent(c, r, table.title) for c in table.columns for r, _ in table.rows)
+    for i, (name, vals) in enumerate(table.rows):
+        ys = [float(v) * (100 if pct else 1) if v is not None else 0.0 for v in vals]
+        xs = [j + (i - (n_rows - 1) / 2) * width for j in range(n_cols)]
+        bars = ax.bar(xs, ys, width, label=name)
+        if n_rows * n_cols <= 32:
+            ax.bar_label(bars, fmt="%.1f" if pct else "%.3f", fontsize=7, padding=1)
+    ax.set_xticks(range(n_cols), table.columns, rotation=15 if n_cols > 4 else 0)
+    ax.set_ylabel("%" if pct else "value")
+    if pct:
+        ax.set_ylim(0, 105)
+    ax.set_title(title)
+    if n_rows > 1:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plots(suite: str, result: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """One PNG per numeric table of rows × columns (key/value tables are not plotted)."""
+    paths = []
+    for t in tables(result):
+        if not t.numeric or t.columns == ["value"] or len(t.rows) * len(t.columns) < 2:
+            continue
+        paths.append(bar_plot(t, out_dir / f"{suite}-{_slug(t.title)}.png", title=f"{suite}: {t.title}"))
+    return paths
+
+
+def write_report(
+    suite: str,
+    result: Mapping[str, Any],
+    out_dir: Path,
+    *,
+    command: str,
+    extra_plots: Iterable[Path] = (),
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write `<suite>.md` with the tables, the command and the plots (PNG) into `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    images = plots(suite, result, out_dir)
+    images += [p for p in extra_plots if p not in images]
+    lines = [f"# pgmem eval {suite}", "", "Reproduce with:", "", "```sh", command, "```", ""]
+    lines += [f"{n}\n" for n in notes]
+    lines.append(markdown(result, heading_level=2))
+    for p in images:
+        rel = p.relative_to(out_dir) if p.is_relative_to(out_dir) else p
+        lines.append(f"![{p.stem}]({rel})\n")
+    path = out_dir / f"{suite}.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
