@@ -254,3 +254,19 @@ CREATE TYPE pgmem.put_result AS (
     pieces      integer
 );
 COMMENT ON TYPE pgmem.put_result IS 'Outcome of put_turn: status (inserted, replaced, unchanged) and the number of pieces written.';
+
+CREATE TYPE pgmem.document_hit AS (
+    part_no      integer,
+    rank         integer,
+    chunk_id     bigint,
+    document_id  text,
+    heading_path text[],
+    chunk_body   text,
+    piece_id     bigint,
+    unit_kind    text,
+    span_start   integer,
+    span_end     integer,
+    cosine       double precision,
+    score        double precision
+);
+COMMENT ON TYPE pgmem.document_hit IS 'One hit of document_search: part (1-based), rank in its part, the whole chunk (once per part), and the best-matching unit: its piece, kind and character span [span_start, span_end) in chunk_body, raw cosine and (1+cosine)/2 score.';

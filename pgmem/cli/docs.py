@@ -1,0 +1,119 @@
+"""`pgmem docs add|rm|search`: Markdown documents in a scope."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from pgmem.cli.common import Progress, embedder_for, open_conn
+from pgmem.documents.store import DEFAULT_CANDIDATES, DEFAULT_DOC_FLOOR, DEFAULT_DOC_X, DocHit, DocSearch
+
+#: ANSI reverse video + bold for the matched unit in a terminal; plain markers otherwise.
+ANSI_ON, ANSI_OFF = "\x1b[1;7m", "\x1b[0m"
+PLAIN_ON, PLAIN_OFF = ">>>[", "]<<<"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("docs", help="add, remove and search Markdown documents")
+    dsub = d.add_subparsers(dest="docs_command", required=True, metavar="ACTION")
+
+    a = dsub.add_parser("add", help="add Markdown files or folders (*.md found recursively)")
+    a.add_argument("paths", type=Path, nargs="+", metavar="PATH")
+    a.add_argument("--scope", required=True)
+    a.add_argument("--mode", choices=("units", "chunk"), default="units", help="derived units, or one vector per chunk")
+    a.add_argument("--max-bytes", type=int, default=1200, help="unit piece budget, label included")
+    a.add_argument("--force", action="store_true", help="rewrite even unchanged documents")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_add)
+
+    r = dsub.add_parser("rm", help="remove a document (its chunks and units)")
+    r.add_argument("document_id", metavar="ID")
+    r.add_argument("--scope", required=True)
+    r.set_defaults(func=_rm)
+
+    s = dsub.add_parser("search", help="per-part document search: whole chunks, matched unit highlighted")
+    s.add_argument("message")
+    s.add_argument("--scope", required=True)
+    s.add_argument("-x", type=int, default=DEFAULT_DOC_X, help="chunks kept per part")
+    s.add_argument("--floor", type=float, default=DEFAULT_DOC_FLOOR, help="raw cosine floor")
+    s.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES, help="nearest units read per part")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_search)
+
+
+def _add(args: argparse.Namespace) -> int:
+    from pgmem.documents.store import add_documents, read_documents
+
+    docs = read_documents(args.paths)
+    with open_conn() as conn:
+        emb = embedder_for(conn)
+        report = add_documents(
+            conn,
+            args.scope,
+            docs,
+            emb,
+            mode=args.mode,
+            max_bytes=args.max_bytes,
+            force=args.force,
+            progress=Progress("docs add", "units"),
+        )
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        print(
+            f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged, "
+            f"{report.units} units written, {len(report.failed)} failed"
+        )
+        for doc, err in report.failed:
+            print(f"  failed {doc}: {err}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    from pgmem.documents.store import remove_document
+
+    with open_conn() as conn:
+        removed = remove_document(conn, args.scope, args.document_id)
+    if not removed:
+        print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}", file=sys.stderr)
+        return 1
+    print(f"removed {args.document_id}")
+    return 0
+
+
+def highlight(hit: DocHit, *, ansi: bool) -> str:
+    """The whole chunk with the matched unit marked (ANSI in a terminal, plain markers otherwise)."""
+    on, off = (ANSI_ON, ANSI_OFF) if ansi else (PLAIN_ON, PLAIN_OFF)
+    b, s, e = hit.chunk_body, hit.span_start, hit.span_end
+    marked = b[s:e].replace("\n", f"{off}\n{on}") if ansi else b[s:e]  # ANSI state ends at each line
+    return f"{b[:s]}{on}{marked}{off}{b[e:]}"
+
+
+def print_search(result: DocSearch, out: TextIO, *, ansi: bool) -> None:
+    for g in result.groups:
+        print(f"── part {g.part_no}: {g.part_text}", file=out)
+        if not g.hits:
+            print("   (no document above the floor)", file=out)
+        for h in g.hits:
+            path = " > ".join(h.heading_path) or "(before the first heading)"
+            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.document_id} · {path}  [matched {h.unit_kind}]", file=out)
+            for line in highlight(h, ansi=ansi).splitlines():
+                print(f"      {line}", file=out)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from pgmem.documents.store import search_documents
+
+    with open_conn() as conn:
+        emb = embedder_for(conn)
+        result = search_documents(
+            conn, args.scope, args.message, emb, x=args.x, floor=args.floor, candidates=args.candidates
+        )
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False))
+    else:
+        print_search(result, sys.stdout, ansi=sys.stdout.isatty())
+    return 0

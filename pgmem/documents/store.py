@@ -1,0 +1,415 @@
+"""Add, remove and search Markdown documents: chunk, derive units, pack, embed, then one
+`pgmem.put_document` call per document (one transaction) and `pgmem.document_search`.
+
+A document whose content hash (text, resolved transclusion titles, model and unit
+settings) is unchanged is skipped before embedding: re-adding writes nothing and calls
+no embedding endpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from pgmem.blend import F32
+from pgmem.db import scoped
+from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
+from pgmem.documents.units import MODES, Unit, derive_units, slug_of
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.packing import pack_text, utf8_len
+from pgmem.pieces import DEFAULT_MAX_BYTES
+from pgmem.recall import embed_query
+from pgmem.splitting import cap_bytes_keep_end
+
+#: Bumped whenever chunking or unit derivation changes what a document's units are.
+UNITS_VERSION = 1
+#: Units are stored unblended (weight 1): blending with the chunk context (0.8) measured
+#: worse on both development sets; see docs/documents.md.
+DEFAULT_UNIT_WEIGHT = 1.0
+DEFAULT_DOC_FLOOR = 0.2
+DEFAULT_DOC_X = 5
+DEFAULT_CANDIDATES = 50
+#: A label longer than this keeps its end (the deepest headings).
+MAX_LABEL_BYTES = 300
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+Progress = Callable[[int, int, int], None]  # documents done, total, units written
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class StoredUnit:
+    chunk: int  # chunk ordinal
+    unit: Unit
+    body: str  # this piece of the unit (a unit over budget is packed into several)
+
+    @property
+    def embed_text(self) -> str:
+        return f"{self.unit.label}\n{self.body}" if self.body else self.unit.label
+
+
+@dataclass(frozen=True)
+class Prepared:
+    document: Document
+    title: str
+    chunks: list[Chunk]
+    pieces: list[StoredUnit]
+    content_hash: bytes
+
+
+@dataclass
+class DocumentReport:
+    inserted: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    units: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "inserted": self.inserted,
+            "replaced": self.replaced,
+            "unchanged": self.unchanged,
+            "units": self.units,
+            "failed": [{"document": d, "error": e} for d, e in self.failed],
+        }
+
+
+def read_documents(paths: Iterable[Path]) -> list[Document]:
+    """Markdown files named directly (id = the path as given) or found under folders
+    (id = the path relative to that folder), in a stable order."""
+    docs: list[Document] = []
+    for path in paths:
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN_SUFFIXES)
+            docs.extend(Document(f.relative_to(path).as_posix(), _read(f)) for f in files)
+        elif path.is_file():
+            docs.append(Document(path.as_posix(), _read(path)))
+        else:
+            raise InputError(f"no such file or folder: {path}")
+    return docs
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text: {exc}") from None
+
+
+def prepare(
+    doc: Document,
+    titles: Mapping[str, str],
+    embedder: Embedder | None,
+    *,
+    mode: str = "units",
+    weight: float = DEFAULT_UNIT_WEIGHT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Prepared:
+    """Chunks and packed units of `doc`; `titles` maps slugs to document titles (for transclusions)."""
+    if not doc.id or len(doc.id) > 1000:
+        raise InputError(f"document id must be 1 to 1000 characters, got {len(doc.id)}")
+    if not doc.text.strip():
+        raise InputError(f"document {doc.id} is empty")
+    chunks = chunk_markdown(doc.text)
+    title = document_title(chunks, doc.id)
+    used: dict[str, str | None] = {}
+
+    def resolve(target: str) -> str | None:
+        used[target] = titles.get(slug_of(target))
+        return used[target]
+
+    pieces: list[StoredUnit] = []
+    for c in chunks:
+        for u in derive_units(c, title=title, resolve=resolve, mode=mode):
+            u = Unit(u.kind, u.index, u.span_start, u.span_end, cap_bytes_keep_end(u.label, MAX_LABEL_BYTES), u.text)
+            pieces.extend(StoredUnit(c.ordinal, u, body) for body in _pack(u, embedder, max_bytes))
+    payload = {
+        "v": UNITS_VERSION,
+        "model": embedder.model_id if embedder else None,
+        "mode": mode,
+        "weight": weight,
+        "max_bytes": max_bytes,
+        "text": doc.text,
+        "resolved": sorted(used.items(), key=lambda kv: kv[0]),
+    }
+    digest = hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")).digest()
+    return Prepared(doc, title, chunks, pieces, digest)
+
+
+def _pack(u: Unit, embedder: Embedder | None, max_bytes: int) -> list[str]:
+    """The unit's text under the byte budget and the model's token limit, label counted (as pieces.py)."""
+    if not u.text.strip():
+        return [""]
+    label_bytes = utf8_len(u.label) + 1
+    max_tokens = None
+    if embedder is not None:
+        max_tokens = embedder.max_input_tokens - embedder.count_tokens([u.label])[0]
+        if max_tokens < 8:
+            raise InputError(f"label {u.label!r} leaves no room under the model's token limit")
+    return pack_text(
+        u.text,
+        max_bytes - label_bytes,
+        max_tokens=max_tokens,
+        count_tokens=embedder.count_tokens if embedder is not None else None,
+    ) or [""]
+
+
+def stored_titles(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> dict[str, str]:
+    with scoped(conn, scope):
+        rows = conn.execute("SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,)).fetchall()
+    return {slug_of(str(i)): str(t) for i, t in rows}
+
+
+def _stored_hashes(conn: psycopg.Connection[tuple[object, ...]], scope: str, ids: list[str]) -> dict[str, bytes]:
+    with scoped(conn, scope):
+        rows = conn.execute(
+            "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)", (scope, ids)
+        ).fetchall()
+    return {str(i): bytes(h) for i, h in rows}  # type: ignore[call-overload]
+
+
+def add_documents(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    docs: Iterable[Document],
+    embedder: Embedder,
+    *,
+    mode: str = "units",
+    weight: float = DEFAULT_UNIT_WEIGHT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    group_units: int = 512,
+    reembed: bool = False,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> DocumentReport:
+    """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
+    resolve against these documents and those already stored in the scope."""
+    if not conn.autocommit:
+        raise InputError("add_documents needs an autocommit connection (one transaction per document)")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"weight must be between 0 and 1, got {weight}")
+    all_docs = list(docs)
+    report = DocumentReport()
+    titles = stored_titles(conn, scope)
+    for d in all_docs:
+        if d.text.strip():
+            titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
+    existing = {} if force else _stored_hashes(conn, scope, [d.id for d in all_docs])
+    done = 0
+    group: list[Prepared] = []
+    size = 0
+    seen: set[str] = set()
+
+    def flush() -> None:
+        nonlocal done, group, size
+        if not group:
+            return
+        vectors = embedder.embed([p.embed_text for g in group for p in g.pieces])
+        offset = 0
+        for g in group:
+            vecs = vectors[offset : offset + len(g.pieces)]
+            _put(conn, scope, g, vecs, embedder.model_id, weight, reembed, force, report)
+            offset += len(g.pieces)
+            done += 1
+            if progress:
+                progress(done, len(all_docs), report.units)
+        group, size = [], 0
+
+    for d in all_docs:
+        try:
+            if d.id in seen:
+                raise InputError(f"document {d.id} is given twice")
+            seen.add(d.id)
+            prep = prepare(d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
+        except InputError as exc:
+            report.failed.append((d.id, str(exc)))
+            done += 1
+            continue
+        if existing.get(d.id) == prep.content_hash:
+            report.unchanged += 1
+            done += 1
+            continue
+        group.append(prep)
+        size += len(prep.pieces)
+        if size >= group_units:
+            flush()
+    flush()
+    if progress:
+        progress(len(all_docs), len(all_docs), report.units)
+    return report
+
+
+def _put(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    prep: Prepared,
+    vectors: F32,
+    model_id: str,
+    weight: float,
+    reembed: bool,
+    force: bool,
+    report: DocumentReport,
+) -> None:
+    ps = prep.pieces
+    try:
+        with scoped(conn, scope):
+            row = conn.execute(
+                """SELECT status, pieces FROM pgmem.put_document(
+                       scope => %s, document_id => %s, title => %s, body => %s, content_hash => %s,
+                       model_id => %s, chunk_heading_paths => %s::jsonb, chunk_bodies => %s,
+                       unit_chunks => %s, unit_kinds => %s, unit_indexes => %s, span_starts => %s,
+                       span_ends => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                       weight => %s, reembed => %s, force => %s)""",
+                (
+                    scope,
+                    prep.document.id,
+                    prep.title,
+                    prep.document.text,
+                    prep.content_hash,
+                    model_id,
+                    json.dumps([list(c.heading_path) for c in prep.chunks], ensure_ascii=False),
+                    [c.body for c in prep.chunks],
+                    [p.chunk for p in ps],
+                    [p.unit.kind for p in ps],
+                    [p.unit.index for p in ps],
+                    [p.unit.span_start for p in ps],
+                    [p.unit.span_end for p in ps],
+                    [p.unit.label for p in ps],
+                    [p.body for p in ps],
+                    list(vectors),
+                    weight,
+                    reembed,
+                    force,
+                ),
+                binary=True,
+            ).fetchone()
+    except psycopg.DataError as exc:
+        report.failed.append((prep.document.id, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
+        return
+    assert row is not None
+    status, n = str(row[0]), int(str(row[1]))
+    if status == "inserted":
+        report.inserted += 1
+    elif status == "replaced":
+        report.replaced += 1
+    else:
+        report.unchanged += 1
+    report.units += n
+
+
+def remove_document(conn: psycopg.Connection[tuple[object, ...]], scope: str, document_id: str) -> bool:
+    """Remove one document (its chunks and units go with it); False when there was none."""
+    with scoped(conn, scope):
+        row = conn.execute("SELECT pgmem.remove_document(%s, %s)", (scope, document_id)).fetchone()
+    return bool(row and row[0])
+
+
+@dataclass(frozen=True)
+class DocHit:
+    rank: int
+    chunk_id: int
+    document_id: str
+    heading_path: list[str]
+    chunk_body: str
+    piece_id: int
+    unit_kind: str
+    span_start: int
+    span_end: int
+    cosine: float
+    score: float
+
+    @property
+    def matched(self) -> str:
+        """The matched unit's text, as it stands in the chunk."""
+        return self.chunk_body[self.span_start : self.span_end]
+
+
+@dataclass
+class DocGroup:
+    part_no: int
+    part_text: str
+    hits: list[DocHit] = field(default_factory=list)
+
+
+@dataclass
+class DocSearch:
+    message: str
+    groups: list[DocGroup]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"message": self.message, "groups": [asdict(g) for g in self.groups]}
+
+
+def search_vectors(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    part_texts: Sequence[str],
+    part_vectors: F32,
+    *,
+    x: int = DEFAULT_DOC_X,
+    floor: float = DEFAULT_DOC_FLOOR,
+    candidates: int = DEFAULT_CANDIDATES,
+    message: str = "",
+) -> DocSearch:
+    """One `pgmem.document_search` call for all parts (vectors already blended)."""
+    if not 1 <= x <= 1000:
+        raise InputError(f"x must be between 1 and 1000, got {x}")
+    if not -1.0 <= floor <= 1.0:
+        raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
+    groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
+    with scoped(conn, scope):
+        rows = conn.execute(
+            """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
+                      span_start, span_end, cosine, score
+                 FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                            x => %s, floor => %s, candidates => %s)""",
+            (scope, list(part_vectors), list(part_texts), x, floor, candidates),
+            binary=True,
+        ).fetchall()
+    for r in rows:
+        path = r[4]
+        groups[int(str(r[0])) - 1].hits.append(
+            DocHit(
+                int(str(r[1])),
+                int(str(r[2])),
+                str(r[3]),
+                [str(h) for h in path] if isinstance(path, list) else [],
+                str(r[5]),
+                int(str(r[6])),
+                str(r[7]),
+                int(str(r[8])),
+                int(str(r[9])),
+                float(str(r[10])),
+                float(str(r[11])),
+            )
+        )
+    return DocSearch(message, groups)
+
+
+def search_documents(
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    x: int = DEFAULT_DOC_X,
+    floor: float = DEFAULT_DOC_FLOOR,
+    candidates: int = DEFAULT_CANDIDATES,
+) -> DocSearch:
+    """Per-part document search: the message is split and blended as for memory recall;
+    each part's group holds up to `x` whole chunks with the matched unit's span."""
+    q = embed_query(message, embedder)
+    return search_vectors(conn, scope, q.texts, q.blended, x=x, floor=floor, candidates=candidates, message=message)

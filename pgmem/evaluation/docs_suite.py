@@ -1,0 +1,259 @@
+"""Document search evaluation: one vector per chunk against derived search units.
+
+Both representations are stored from the same chunks in two scopes of the given
+database, and every question is searched in each: one query vector per question (the
+whole question as one part), ranked chunks from `pgmem.document_search` (each chunk
+once, by its best unit). Scores: top-1 (the first chunk is gold) and MRR over the top
+`RANK_DEPTH` chunks.
+
+Question files (JSON lines) come in two shapes, read by their fields:
+- raydocs: `file`, `heading` (null = the whole page) and `heading_path`; a chunk is
+  gold when it is in `file` and its heading path starts with `heading_path` (chunks cut
+  at every heading, so the gold section's subsections count too).
+- handbook: `file`, `heading_path` and `target` (code, prose, heading, transclusion,
+  list); a chunk is gold when it is exactly that section. A `question_kinds.jsonl`
+  beside the questions adds its kinds (buried, direct, ...).
+
+`by_target` breaks the scores down by labelled target (`code`, ...), by question kind
+(`kind:buried`, ...) and by the shape of the gold section's own chunk
+(`shape:mixed`, `shape:prose-only`, `shape:heading-only`, `shape:page` for whole-page
+golds): the seed's claim is about mixed-content against prose-only chunks.
+
+`invisible_chunks` counts the chunks of the units index that a query equal to their own
+heading path does not return within the top 5."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from pgmem.blend import F32
+from pgmem.db import scoped
+from pgmem.documents.chunking import chunk_markdown
+from pgmem.documents.store import (
+    DEFAULT_UNIT_WEIGHT,
+    Document,
+    Progress,
+    add_documents,
+    read_documents,
+    search_vectors,
+)
+from pgmem.documents.units import chunk_shape
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.evaluation.common import progress
+
+RANK_DEPTH = 20
+CANDIDATES = 400
+#: document_search takes at most 64 parts per call; each question is one part.
+PARTS_PER_CALL = 64
+VISIBLE_WITHIN = 5
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    file: str
+    heading_path: tuple[str, ...]
+    whole_page: bool
+    exact: bool  # handbook: the gold is exactly this section; raydocs: the section and its subsections
+    target: str | None
+    kind: str | None
+
+
+def read_questions(path: Path) -> list[Question]:
+    kinds: dict[str, str] = {}
+    kinds_file = path.with_name("question_kinds.jsonl")
+    if kinds_file.is_file():
+        for line in kinds_file.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                obj = json.loads(line)
+                kinds[obj["question"]] = obj["kind"]
+    out: list[Question] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            exact = "target" in obj
+            out.append(
+                Question(
+                    obj["question"],
+                    obj["file"],
+                    tuple(obj["heading_path"]),
+                    not exact and obj.get("heading") is None,
+                    exact,
+                    obj.get("target"),
+                    kinds.get(obj["question"]),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}:{lineno}: expected question, file and heading_path: {exc}") from None
+    return out
+
+
+def is_gold(q: Question, document_id: str, heading_path: Sequence[str]) -> bool:
+    if document_id != q.file:
+        return False
+    if q.whole_page:
+        return True
+    path = tuple(heading_path)
+    return path == q.heading_path if q.exact else path[: len(q.heading_path)] == q.heading_path
+
+
+def gold_shape(q: Question, docs: dict[str, Document]) -> str:
+    if q.whole_page:
+        return "page"
+    doc = docs.get(q.file)
+    if doc is None:
+        return "missing"
+    for c in chunk_markdown(doc.text):
+        if c.heading_path == q.heading_path:
+            return chunk_shape(c)
+    return "missing"
+
+
+def _search_all(
+    conn: psycopg.Connection[tuple[object, ...]], scope: str, texts: Sequence[str], vectors: F32, depth: int
+) -> list[list[tuple[str, list[str]]]]:
+    """Ranked (document_id, heading_path) lists, one per query, PARTS_PER_CALL queries per SQL call."""
+    out: list[list[tuple[str, list[str]]]] = []
+    for i in range(0, len(texts), PARTS_PER_CALL):
+        res = search_vectors(
+            conn,
+            scope,
+            list(texts[i : i + PARTS_PER_CALL]),
+            vectors[i : i + PARTS_PER_CALL],
+            x=depth,
+            floor=-1.0,
+            candidates=CANDIDATES,
+        )
+        out.extend([(h.document_id, h.heading_path) for h in g.hits] for g in res.groups)
+    return out
+
+
+def _score(ranks: Sequence[int | None]) -> dict[str, float]:
+    n = max(len(ranks), 1)
+    return {
+        "top1": round(sum(1 for r in ranks if r == 1) / n, 4),
+        "mrr": round(sum(1.0 / r for r in ranks if r) / n, 4),
+    }
+
+
+def _ranks(questions: Sequence[Question], lists: Sequence[list[tuple[str, list[str]]]]) -> list[int | None]:
+    out: list[int | None] = []
+    for q, hits in zip(questions, lists, strict=True):
+        out.append(next((i + 1 for i, (d, p) in enumerate(hits) if is_gold(q, d, p)), None))
+    return out
+
+
+def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedder: Embedder) -> int:
+    with scoped(conn, scope):
+        rows = conn.execute(
+            """SELECT c.document_id, c.heading_path, d.title FROM pgmem.chunk c
+                 JOIN pgmem.document d USING (scope_id, document_id)
+                WHERE c.scope_id = %s ORDER BY c.document_id, c.ordinal""",
+            (scope,),
+        ).fetchall()
+        orphans = conn.execute(
+            """SELECT count(*) FROM pgmem.chunk c WHERE c.scope_id = %s
+                  AND NOT EXISTS (SELECT 1 FROM pgmem.piece p
+                                   WHERE p.scope_id = c.scope_id AND p.chunk_id = c.chunk_id)""",
+            (scope,),
+        ).fetchone()
+    assert orphans is not None
+    if int(str(orphans[0])):
+        raise AssertionError(f"{orphans[0]} chunks have no search unit")
+    chunks = [(str(r[0]), [str(h) for h in r[1]] if isinstance(r[1], list) else [], str(r[2])) for r in rows]
+    queries = [" > ".join(p) if p else t for _, p, t in chunks]
+    vecs = embedder.embed(queries)
+    lists = _search_all(conn, scope, queries, vecs, VISIBLE_WITHIN)
+    missed = 0
+    for (doc, path, _), hits in zip(chunks, lists, strict=True):
+        if not any(d == doc and p == path for d, p in hits):
+            missed += 1
+    return missed
+
+
+def run_docs_eval(
+    conn: psycopg.Connection[tuple[object, ...]],
+    embedder: Embedder,
+    corpus_dir: Path,
+    questions_file: Path,
+    *,
+    limit: int | None = None,
+    unit_weight: float = DEFAULT_UNIT_WEIGHT,
+) -> dict[str, object]:
+    """Chunk-vs-units scores on one development set (see the module docstring). `conn`
+    must be autocommit on a migrated database; the two scopes are removed afterwards.
+    `limit` keeps the first questions only (the whole corpus is always indexed)."""
+    if not corpus_dir.is_dir():
+        raise InputError(f"no such corpus folder: {corpus_dir}")
+    if not questions_file.is_file():
+        raise InputError(f"no such questions file: {questions_file}")
+    docs = read_documents([corpus_dir])
+    by_id = {d.id: d for d in docs}
+    questions = read_questions(questions_file)[: limit if limit is not None else None]
+    if not questions:
+        raise InputError(f"{questions_file} holds no questions")
+    missing = sorted({q.file for q in questions} - by_id.keys())
+    if missing:
+        raise InputError(f"gold files not in {corpus_dir}: {missing[:5]}")
+    qvecs = embedder.embed([q.text for q in questions])
+    texts = [q.text for q in questions]
+    tag = secrets.token_hex(3)
+    ranks: dict[str, list[int | None]] = {}
+    invisible = 0
+    for mode in ("chunk", "units"):
+        scope = f"eval-docs-{mode}-{tag}"
+        weight = unit_weight if mode == "units" else 1.0
+        progress(f"docs eval: indexing {len(docs)} documents as {mode} (weight {weight})")
+        report = add_documents(conn, scope, docs, embedder, mode=mode, weight=weight, progress=_doc_progress(mode))
+        if report.failed:
+            progress(f"docs eval: {len(report.failed)} documents failed, first: {report.failed[0]}")
+        try:
+            ranks[mode] = _ranks(questions, _search_all(conn, scope, texts, qvecs, RANK_DEPTH))
+            if mode == "units":
+                progress("docs eval: checking every chunk is found by its own heading path")
+                invisible = _invisible(conn, scope, embedder)
+        finally:
+            with conn.transaction():
+                conn.execute("DELETE FROM pgmem.scope WHERE scope_id = %s", (scope,))
+    groups: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        keys = [f"shape:{gold_shape(q, by_id)}"]
+        if q.target:
+            keys.insert(0, q.target)
+        if q.kind:
+            keys.append(f"kind:{q.kind}")
+        for k in keys:
+            groups.setdefault(k, []).append(i)
+    by_target = {
+        k: {
+            "n": len(idx),
+            "chunk": _score([ranks["chunk"][i] for i in idx]),
+            "units": _score([ranks["units"][i] for i in idx]),
+        }
+        for k, idx in sorted(groups.items())
+    }
+    return {
+        "results": {"chunk": _score(ranks["chunk"]), "units": _score(ranks["units"])},
+        "by_target": by_target,
+        "invisible_chunks": invisible,
+    }
+
+
+def _doc_progress(mode: str) -> Progress:
+    last = [0]
+
+    def report(done: int, total: int, units: int) -> None:
+        if done == total or done - last[0] >= 50:
+            last[0] = done
+            progress(f"  {mode}: {done}/{total} documents, {units} units")
+
+    return report

@@ -1,0 +1,260 @@
+-- Documents: chunks and their derived search units, stored in the per-scope piece plane
+-- as kind = 'document' rows, and document_search. Re-runnable.
+
+CREATE OR REPLACE FUNCTION pgmem.document_hashes(scope text, document_ids text[])
+RETURNS TABLE (document_id text, content_hash bytea)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT d.document_id, d.content_hash FROM pgmem.document d
+     WHERE d.scope_id = document_hashes.scope AND d.document_id = ANY (document_ids)
+$$;
+COMMENT ON FUNCTION pgmem.document_hashes(text, text[]) IS
+'Stored content hashes of the given documents: the client skips (and never embeds) documents whose hash is unchanged.';
+
+CREATE OR REPLACE FUNCTION pgmem.document_titles(scope text)
+RETURNS TABLE (document_id text, title text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT d.document_id, d.title FROM pgmem.document d WHERE d.scope_id = document_titles.scope
+     ORDER BY d.document_id
+$$;
+COMMENT ON FUNCTION pgmem.document_titles(text) IS
+'Id and title of every document of a scope: what transclusions ([[target]]) are resolved against.';
+
+CREATE OR REPLACE FUNCTION pgmem.put_document(
+    scope text,
+    document_id text,
+    title text,
+    body text,
+    content_hash bytea,
+    model_id text,
+    chunk_heading_paths jsonb,
+    chunk_bodies text[],
+    unit_chunks integer[],
+    unit_kinds text[],
+    unit_indexes integer[],
+    span_starts integer[],
+    span_ends integer[],
+    labels text[],
+    bodies text[],
+    vectors vector[],
+    weight double precision DEFAULT 1.0,
+    reembed boolean DEFAULT false,
+    force boolean DEFAULT false
+) RETURNS pgmem.put_result
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(array_length(vectors, 1), 0);
+    nchunks integer := coalesce(array_length(chunk_bodies, 1), 0);
+    key smallint;
+    old_hash bytea;
+    status text := 'inserted';
+    bad integer;
+BEGIN
+    IF scope IS NULL OR document_id IS NULL OR title IS NULL OR body IS NULL OR content_hash IS NULL
+       OR model_id IS NULL OR chunk_heading_paths IS NULL THEN
+        RAISE EXCEPTION 'put_document: scope, document_id, title, body, content_hash, model_id and chunk_heading_paths must not be NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_document.scope), true);
+    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
+        RAISE EXCEPTION 'put_document: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
+    END IF;
+    IF nchunks = 0 OR n = 0 THEN
+        RAISE EXCEPTION 'put_document: document % needs at least one chunk and one unit', document_id
+            USING ERRCODE = '22023', HINT = 'An empty document has nothing to store.';
+    END IF;
+    IF jsonb_typeof(chunk_heading_paths) <> 'array' OR jsonb_array_length(chunk_heading_paths) <> nchunks THEN
+        RAISE EXCEPTION 'put_document: chunk_heading_paths must be a JSON array with one array of headings per chunk (% chunks)', nchunks
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(array_length(unit_chunks, 1), 0) <> n OR coalesce(array_length(unit_kinds, 1), 0) <> n
+       OR coalesce(array_length(unit_indexes, 1), 0) <> n OR coalesce(array_length(span_starts, 1), 0) <> n
+       OR coalesce(array_length(span_ends, 1), 0) <> n OR coalesce(array_length(labels, 1), 0) <> n
+       OR coalesce(array_length(bodies, 1), 0) <> n THEN
+        RAISE EXCEPTION 'put_document: unit_chunks, unit_kinds, unit_indexes, span_starts, span_ends, labels, bodies and vectors must have the same length (% vectors)', n
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT u.i INTO bad FROM generate_series(1, n) AS u(i)
+     WHERE unit_kinds[u.i] IS NULL OR unit_kinds[u.i] NOT IN ('heading', 'prose', 'code', 'list', 'transclusion', 'chunk')
+     LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: unit_kinds[%] is %, not a document unit kind', bad, coalesce(unit_kinds[bad], 'NULL')
+            USING ERRCODE = '22023', HINT = 'Use heading, prose, code, list, transclusion or chunk.';
+    END IF;
+    SELECT u.i INTO bad FROM generate_series(1, n) AS u(i)
+     WHERE unit_chunks[u.i] IS NULL OR unit_chunks[u.i] < 0 OR unit_chunks[u.i] >= nchunks
+     LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: unit_chunks[%] = % is not a chunk ordinal (0 .. %)', bad, unit_chunks[bad], nchunks - 1
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT u.i INTO bad FROM generate_series(1, n) AS u(i)
+     WHERE span_starts[u.i] IS NULL OR span_ends[u.i] IS NULL OR span_starts[u.i] < 0
+        OR span_ends[u.i] < span_starts[u.i]
+        OR span_ends[u.i] > char_length(chunk_bodies[unit_chunks[u.i] + 1])
+     LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: unit % has span [%, %) outside its chunk body (% characters)',
+            bad, span_starts[bad], span_ends[bad], char_length(chunk_bodies[unit_chunks[bad] + 1])
+            USING ERRCODE = '22023';
+    END IF;
+    -- No invisible chunk: every chunk must have at least one search unit.
+    SELECT c.o INTO bad FROM generate_series(0, nchunks - 1) AS c(o)
+     WHERE NOT (c.o = ANY (unit_chunks)) LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: chunk % of % has no search unit and could never be found', bad, document_id
+            USING ERRCODE = '22023', HINT = 'A chunk with an empty body embeds its heading path.';
+    END IF;
+    PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
+    key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
+
+    -- Lock the document row (if any) so concurrent writers of the same document serialise here.
+    SELECT d.content_hash INTO old_hash FROM pgmem.document d
+     WHERE d.scope_id = put_document.scope AND d.document_id = put_document.document_id
+       FOR UPDATE;
+    IF old_hash = put_document.content_hash AND NOT coalesce(force, false) THEN
+        RETURN ROW('unchanged', 0)::pgmem.put_result;
+    END IF;
+    IF old_hash IS NOT NULL THEN
+        status := 'replaced';
+        -- Chunks cascade to their units.
+        DELETE FROM pgmem.chunk c WHERE c.scope_id = put_document.scope AND c.document_id = put_document.document_id;
+    END IF;
+
+    INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
+    VALUES (scope, document_id, title, body, content_hash)
+    ON CONFLICT (scope_id, document_id) DO UPDATE
+       SET title = EXCLUDED.title, body = EXCLUDED.body, content_hash = EXCLUDED.content_hash, updated_at = now();
+
+    WITH new_chunks AS (
+        INSERT INTO pgmem.chunk AS c (scope_id, document_id, ordinal, heading_path, body)
+        SELECT put_document.scope, put_document.document_id, (h.o - 1)::integer,
+               ARRAY(SELECT jsonb_array_elements_text(h.path)), chunk_bodies[h.o]
+          FROM jsonb_array_elements(chunk_heading_paths) WITH ORDINALITY AS h(path, o)
+        RETURNING c.chunk_id, c.ordinal
+    ), u AS (
+        SELECT * FROM unnest(unit_chunks, unit_kinds, unit_indexes, span_starts, span_ends, labels, bodies, vectors)
+               WITH ORDINALITY AS u(ch, kind, idx, s, e, label, body, v, ord)
+    ), ctx AS (
+        -- A chunk's context vector: unit(mean of its units' unit vectors), as a turn's is of its pieces.
+        SELECT u.ch, pgmem.unit_mean(array_agg(u.v)) AS c FROM u GROUP BY u.ch
+    )
+    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, source_index, seq, chunk_id, span_start, span_end,
+                             label, body, raw_embedding, embedding, model_key)
+    SELECT put_document.scope, 'document', u.kind, u.idx,
+           (row_number() OVER (PARTITION BY u.ch, u.idx ORDER BY u.ord))::integer - 1,
+           nc.chunk_id, u.s, u.e, u.label, u.body, l2_normalize(u.v),
+           CASE WHEN weight = 1 THEN l2_normalize(u.v) ELSE pgmem.blend(u.v, ctx.c, weight) END, key
+      FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
+     ORDER BY u.ord;
+    RETURN ROW(status, n)::pgmem.put_result;
+END
+$$;
+COMMENT ON FUNCTION pgmem.put_document(text, text, text, text, bytea, text, jsonb, text[], integer[], text[], integer[], integer[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
+'Store one Markdown document atomically: its chunks (heading path + body) and their search units (kind, span in the chunk body, label, body, vector) as kind = document pieces. Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
+
+CREATE OR REPLACE FUNCTION pgmem.remove_document(scope text, document_id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    IF scope IS NULL OR document_id IS NULL THEN
+        RAISE EXCEPTION 'remove_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(remove_document.scope), true);
+    DELETE FROM pgmem.document d WHERE d.scope_id = remove_document.scope AND d.document_id = remove_document.document_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n > 0;
+END
+$$;
+COMMENT ON FUNCTION pgmem.remove_document(text, text) IS
+'Remove a document with its chunks and search units; false when the scope has no such document.';
+
+CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 1.0)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n bigint;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'reblend_documents: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(reblend_documents.scope), true);
+    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
+        RAISE EXCEPTION 'reblend_documents: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
+    END IF;
+    WITH ctx AS (
+        SELECT p.chunk_id, pgmem.unit_mean(array_agg(p.raw_embedding)) AS c FROM pgmem.piece p
+         WHERE p.scope_id = reblend_documents.scope AND p.kind = 'document' GROUP BY p.chunk_id
+    )
+    UPDATE pgmem.piece p
+       SET embedding = CASE WHEN weight = 1 THEN p.raw_embedding ELSE pgmem.blend(p.raw_embedding, ctx.c, weight) END
+      FROM ctx
+     WHERE p.scope_id = reblend_documents.scope AND p.kind = 'document' AND p.chunk_id = ctx.chunk_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem.reblend_documents(text, double precision) IS
+'Rewrite the search vectors of a scope''s document units: weight 1 = the unit alone, else blended with its chunk context (unit mean of the chunk''s raw unit vectors). No embedding call. Returns the units rewritten.';
+
+CREATE OR REPLACE FUNCTION pgmem.document_search(
+    scope text,
+    part_vectors vector[],
+    part_texts text[] DEFAULT NULL,
+    x integer DEFAULT 5,
+    floor double precision DEFAULT 0.3,
+    candidates integer DEFAULT 50
+) RETURNS SETOF pgmem.document_hit
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, floor, 'vector', 'piece.embedding');
+    IF candidates IS NULL OR candidates < 1 OR candidates > 10000 THEN
+        RAISE EXCEPTION 'candidates must be between 1 and 10000, got %', candidates USING ERRCODE = '22023';
+    END IF;
+    -- Each part: its nearest units, then each chunk once (by its best unit), top x chunks over the floor.
+    -- Memory pieces share the plane and are excluded by kind = 'document'.
+    RETURN QUERY
+    WITH c AS (
+        SELECT q.part_no, h.piece_id, h.chunk_id, h.unit_kind, h.span_start, h.span_end, h.dist
+          FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT p.piece_id, p.chunk_id, p.unit_kind, p.span_start, p.span_end, p.embedding <=> q.vec AS dist
+                  FROM pgmem.piece p
+                 WHERE p.scope_id = document_search.scope AND p.kind = 'document'
+                 ORDER BY p.embedding <=> q.vec, p.piece_id
+                 LIMIT greatest(candidates, x)) h
+    ), best AS (
+        SELECT DISTINCT ON (c.part_no, c.chunk_id) c.* FROM c ORDER BY c.part_no, c.chunk_id, c.dist, c.piece_id
+    ), ranked AS (
+        SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.dist, b.piece_id) AS rnk
+          FROM best b WHERE 1 - b.dist >= floor
+    )
+    SELECT r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
+           r.piece_id, r.unit_kind, r.span_start, r.span_end, 1 - r.dist, (2 - r.dist) / 2
+      FROM ranked r JOIN pgmem.chunk ch ON ch.scope_id = document_search.scope AND ch.chunk_id = r.chunk_id
+     WHERE r.rnk <= x
+     ORDER BY 1, 2;
+END
+$$;
+COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer) IS
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. Groups are never merged across parts. Never reads memory pieces.';
