@@ -33,13 +33,29 @@ def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def _flat_row(row: object) -> dict[str, Any] | None:
+    """A row's cells: numbers as they are, a mapping of numbers as `key.inner` cells."""
+    if not isinstance(row, Mapping) or not row:
+        return None
+    cells: dict[str, Any] = {}
+    for key, value in row.items():
+        if _is_number(value):
+            cells[str(key)] = value
+        elif isinstance(value, Mapping) and value and all(_is_number(x) for x in value.values()):
+            cells.update({f"{key}.{k}": x for k, x in value.items()})
+        else:
+            return None
+    return cells
+
+
 def _is_table(v: object) -> bool:
-    """A mapping of mappings of numbers (and nothing else)."""
-    return (
-        isinstance(v, Mapping)
-        and bool(v)
-        and all(isinstance(row, Mapping) and row and all(_is_number(x) for x in row.values()) for row in v.values())
-    )
+    """A mapping of rows, each a mapping of numbers (or of one more level of numbers, flattened).
+    Rows made only of sub-mappings (method -> metric per kind) are split into one table each."""
+    if not isinstance(v, Mapping) or not v:
+        return False
+    if not all(_flat_row(row) is not None for row in v.values()):
+        return False
+    return not all(isinstance(x, Mapping) for row in v.values() for x in row.values())
 
 
 def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
@@ -49,8 +65,9 @@ def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
     for key, value in result.items():
         name = f"{title} / {key}" if title else str(key)
         if _is_table(value):
-            cols = list(dict.fromkeys(c for row in value.values() for c in row))
-            rows = [(str(r), [vals.get(c) for c in cols]) for r, vals in value.items()]
+            flat = {str(r): _flat_row(vals) or {} for r, vals in value.items()}
+            cols = list(dict.fromkeys(c for row in flat.values() for c in row))
+            rows = [(r, [vals.get(c) for c in cols]) for r, vals in flat.items()]
             out.append(Table(name, cols, rows))
         elif isinstance(value, Mapping) and value and all(_is_number(x) for x in value.values()):
             out.append(Table(name, ["value"], [(str(k), [v]) for k, v in value.items()]))
@@ -64,7 +81,8 @@ def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
 
 
 def _percent(column: str, row: str, table: str) -> bool:
-    return not any(_PLAIN.match(s) for s in (column, row, table.split(" / ")[-1]))
+    names = (column.rsplit(".", 1)[-1], row, table.split(" / ")[-1])
+    return not any(_PLAIN.match(s) for s in names)
 
 
 def fmt(value: Any, *, percent: bool) -> str:
@@ -131,11 +149,16 @@ def bar_plot(table: Table, path: Path, *, title: str) -> Path:
     return path
 
 
-def plots(suite: str, result: Mapping[str, Any], out_dir: Path) -> list[Path]:
-    """One PNG per numeric table of rows × columns (key/value tables are not plotted)."""
+def plots(suite: str, result: Mapping[str, Any], out_dir: Path, *, max_rows: int = 12) -> list[Path]:
+    """One PNG per numeric table of rows × columns (key/value tables, count columns such as
+    `n`, and tables of more than `max_rows` rows are not plotted)."""
     paths = []
     for t in tables(result):
-        if not t.numeric or t.columns == ["value"] or len(t.rows) * len(t.columns) < 2:
+        if not t.numeric or t.columns == ["value"] or len(t.rows) > max_rows:
+            continue
+        keep = [j for j, _ in enumerate(t.columns) if not all(isinstance(vals[j], int) for _, vals in t.rows)]
+        t = Table(t.title, [t.columns[j] for j in keep], [(r, [vals[j] for j in keep]) for r, vals in t.rows])
+        if len(t.rows) * len(t.columns) < 2:
             continue
         paths.append(bar_plot(t, out_dir / f"{suite}-{_slug(t.title)}.png", title=f"{suite}: {t.title}"))
     return paths
@@ -150,10 +173,10 @@ def write_report(
     extra_plots: Iterable[Path] = (),
     notes: Sequence[str] = (),
 ) -> Path:
-    """Write `<suite>.md` with the tables, the command and the plots (PNG) into `out_dir`."""
+    """Write `<suite>.md` with the tables, the command and the plots (PNG) into `out_dir`.
+    A suite's own plots (`extra_plots`) replace the generic bar plots."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    images = plots(suite, result, out_dir)
-    images += [p for p in extra_plots if p not in images]
+    images = list(extra_plots) or plots(suite, result, out_dir)
     lines = [f"# pgmem eval {suite}", "", "Reproduce with:", "", "```sh", command, "```", ""]
     lines += [f"{n}\n" for n in notes]
     lines.append(markdown(result, heading_level=2))
