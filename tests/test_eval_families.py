@@ -169,3 +169,12 @@ def test_numpy_blend_matches_sql_blend(conn: psycopg.Connection[tuple[object, ..
     assert row is not None
     sql_vec = np.asarray(row[0].to_numpy(), dtype=np.float64)  # type: ignore[attr-defined]
     assert np.allclose(sql_vec, blend(a, b, 0.8), atol=1e-6)
+
+
+def test_report_notes_name_the_protocol(fixture_files: tuple[Path, Path]) -> None:
+    from pgmem.evaluation.families import evaluate_files, report_notes
+
+    path, distractors = fixture_files
+    notes = report_notes(evaluate_files(path, embedder=BagOfWords(), distractors=distractors))
+    assert notes[0].startswith("Exact cosine search in numpy")
+    assert "4 record queries" in notes[0]

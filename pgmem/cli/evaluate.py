@@ -162,10 +162,11 @@ def _run(args: argparse.Namespace) -> int:
     progress(f"{suite.name}: embedder {embedder.model_id} ({embedder.dims}-d), cache {embedder.path}")
     t0 = time.monotonic()
     result: dict[str, Any]
+    notes: list[str] = []
     if suite.name == "families":
         _check_path(args.distractors, "file", "--distractors")
-        _accepts(mod.run, options, suite.name)
-        result = mod.run(
+        _accepts(mod.evaluate_files, options, suite.name)
+        detailed = mod.evaluate_files(
             args.path,
             embedder=embedder,
             distractors=args.distractors,
@@ -174,6 +175,8 @@ def _run(args: argparse.Namespace) -> int:
             progress=progress,
             **options,
         )
+        result = detailed.as_dict()
+        notes = mod.report_notes(detailed)
     elif suite.name == "docs":
         _check_path(args.corpus, "dir", "--corpus")
         _check_path(args.questions, "file", "--questions")
@@ -197,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
 
         print(markdown(result))
     if args.out is not None:
-        _write_out(suite.name, mod, result, args)
+        _write_out(suite.name, mod, result, args, notes)
     return 0
 
 
@@ -216,7 +219,7 @@ def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options:
     return result
 
 
-def _write_out(name: str, mod: ModuleType, result: dict[str, Any], args: argparse.Namespace) -> None:
+def _write_out(name: str, mod: ModuleType, result: dict[str, Any], args: argparse.Namespace, notes: list[str]) -> None:
     from pgmem.evaluation.common import progress
     from pgmem.evaluation.report import write_report
 
@@ -227,7 +230,7 @@ def _write_out(name: str, mod: ModuleType, result: dict[str, Any], args: argpars
         extra = list(suite_plots(result, out))
     (out / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    path = write_report(name, result, out, command=command_line(args), extra_plots=extra)
+    path = write_report(name, result, out, command=command_line(args), extra_plots=extra, notes=notes)
     progress(f"{name}: report written to {path}")
 
 

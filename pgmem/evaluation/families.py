@@ -349,6 +349,57 @@ def run(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`pgmem eval families`: read the files, evaluate, return the issue's JSON object."""
-    return evaluate(
-        read_families(path, limit=limit), read_distractors(distractors), embedder, weight=weight, progress=progress
+    return evaluate_files(
+        path, embedder=embedder, distractors=distractors, limit=limit, weight=weight, progress=progress
     ).as_dict()
+
+
+def evaluate_files(
+    path: Path,
+    *,
+    embedder: Embedder,
+    distractors: Path,
+    limit: int | None = None,
+    weight: float = DEFAULT_WEIGHT,
+    progress: Callable[[str], None] | None = None,
+) -> FamiliesResult:
+    """:func:`evaluate` on a families file and a distractors file (details kept)."""
+    fams = read_families(path, limit=limit)
+    return evaluate(fams, read_distractors(distractors), embedder, weight=weight, progress=progress)
+
+
+def report_notes(result: FamiliesResult, *, against: str = "whole", rep: str = "blended") -> list[str]:
+    """Markdown paragraphs for `--out`: how the run was scored, and where `rep` lost to
+    `against` (query by query), so a report says where pgmem loses."""
+    notes = [
+        f"Exact cosine search in numpy within each block; weight {result.weight}; "
+        f"{result.queries} record queries; a query with several parts scores a record by its best part; "
+        f"ties within {TIE_TOLERANCE:g} are split. Generic queries: blended query against clean blended "
+        "stored vectors; a family counts when its own records take the top positions strictly.",
+    ]
+    by_key = {(o.record_id, o.query_no, o.representation, o.condition): o for o in result.outcomes}
+    lines = []
+    other_family = 0
+    for cond in CONDITIONS:
+        for o in result.outcomes:
+            if o.representation != rep or o.condition != cond:
+                continue
+            base = by_key[(o.record_id, o.query_no, against, cond)]
+            if o.share < base.share:
+                other_family += o.record_id.split("/")[0] not in {t.split("/")[0] for t in o.top_ids}
+                lines.append(
+                    f"| {cond} | {o.record_id} | {o.query_no + 1} | {', '.join(o.top_ids)} | {base.share:.2f} → "
+                    f"{o.share:.2f} |"
+                )
+    if lines:
+        head = [
+            f"Queries where {rep} scored below {against}: {len(lines)}, of which {other_family} put a record "
+            "of another family first:",
+            "",
+            f"| condition | record | query | {rep} top-1 | share {against} → {rep} |",
+            "|---|---|---|---|---|",
+        ]
+        notes.append("\n".join(head + lines))
+    if result.generic_misses:
+        notes.append("Generic queries whose family did not take the top: " + ", ".join(result.generic_misses))
+    return notes
