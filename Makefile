@@ -25,7 +25,7 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
-	$(BIN)/ruff check pgmem tests migrations
+	$(BIN)/ruff check pgmem tests migrations benchmarks examples
 	$(BIN)/mypy
 
 stop:

@@ -31,7 +31,10 @@ from pgmem.pieces import turn_pieces
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn, turn_from_dict
 
-WORDS = ["deploy", "token", "budget", "shipment", "customs", "vet", "dogs", "runner", "staging", "index", "vacuum", "query", "plan", "cache"]
+WORDS = [
+    *("deploy", "token", "budget", "shipment", "customs", "vet", "dogs"),
+    *("runner", "staging", "index", "vacuum", "query", "plan", "cache"),
+]
 
 
 def synthetic_turns(n: int, scope: str, seed: int = 0) -> list[Turn]:

@@ -38,41 +38,99 @@ def export_rows() -> str:
 def turns() -> list[dict[str, object]]:
     thread = "ops-assistant"
     return [
-        {"thread": thread, "turn": 1, "time": "2026-10-14T09:12:00Z", "messages": [
-            {"role": "user", "content": "Can you draft the agenda for Thursday's platform review? "
-             "We need to cover the Postgres 18 upgrade, the on-call rota and the Q4 budget."},
-            {"role": "assistant", "content": "Here is a draft agenda: 1) Postgres 18 upgrade plan and "
-             "rollback window, 2) on-call rota changes for December, 3) Q4 infrastructure budget. "
-             "I put the upgrade first because it needs a decision on the maintenance window."},
-        ]},
-        {"thread": thread, "turn": 2, "time": "2026-10-15T16:40:00Z", "messages": [
-            {"role": "user", "content": "The staging deploy failed again. The error says DEPLOY_TOKEN is not set."},
-            {"role": "assistant", "content": "The deploy script reads DEPLOY_TOKEN from .env.local, not from "
-             ".env. Add it to .env.local on the staging runner and rerun ./deploy.sh --env staging."},
-        ]},
-        {"thread": thread, "turn": 3, "time": "2026-10-16T14:02:00Z", "messages": [
-            {"role": "user", "content": "Pull the logistics export for October and tell me if anything is stuck."},
-            {"role": "assistant", "content": "Fetching the October export.", "tool_calls": [
-                {"id": "call_export_1", "type": "function", "function": {
-                    "name": "logistics_export", "arguments": json.dumps({"month": "2026-10", "format": "csv"})}}]},
-            {"role": "tool", "tool_call_id": "call_export_1", "content": export_rows()},
-            {"role": "assistant", "content": "400 shipments in October; most are delivered or in transit."},
-        ]},
-        {"thread": thread, "turn": 4, "time": "2026-10-17T11:05:00Z", "messages": [
-            {"role": "user", "content": "What's a good way to speed up our nightly ETL? It takes four hours."},
-            {"role": "assistant", "content": "Profile the slowest stage first. Usually it is row-by-row inserts: "
-             "switching them to COPY and building indexes after the load often cuts hours to minutes."},
-        ]},
-        {"thread": thread, "turn": 5, "time": "2026-10-18T08:30:00Z", "messages": [
-            {"role": "user", "content": "Remind me to book the vet on Monday: my dogs Biscuit and Juniper are due "
-             "for their boosters, and Juniper still limps a bit after the beach. Also, move my 1:1 with Dana to Tuesday."},
-            {"role": "assistant", "content": "Noted: vet booking reminder for Monday, and your 1:1 with Dana "
-             "moved to Tuesday."},
-        ]},
-        {"thread": thread, "turn": 6, "time": "2026-10-20T13:15:00Z", "messages": [
-            {"role": "user", "content": "For the Q4 budget: we agreed to cap cloud spend at 48k per month."},
-            {"role": "assistant", "content": "Recorded: Q4 cloud spend cap of 48k per month."},
-        ]},
+        {
+            "thread": thread,
+            "turn": 1,
+            "time": "2026-10-14T09:12:00Z",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Can you draft the agenda for Thursday's platform review? "
+                    "We need to cover the Postgres 18 upgrade, the on-call rota and the Q4 budget.",
+                },
+                {
+                    "role": "assistant",
+                    "content": "Here is a draft agenda: 1) Postgres 18 upgrade plan and "
+                    "rollback window, 2) on-call rota changes for December, 3) Q4 infrastructure budget. "
+                    "I put the upgrade first because it needs a decision on the maintenance window.",
+                },
+            ],
+        },
+        {
+            "thread": thread,
+            "turn": 2,
+            "time": "2026-10-15T16:40:00Z",
+            "messages": [
+                {"role": "user", "content": "The staging deploy failed again. The error says DEPLOY_TOKEN is not set."},
+                {
+                    "role": "assistant",
+                    "content": "The deploy script reads DEPLOY_TOKEN from .env.local, not from "
+                    ".env. Add it to .env.local on the staging runner and rerun ./deploy.sh --env staging.",
+                },
+            ],
+        },
+        {
+            "thread": thread,
+            "turn": 3,
+            "time": "2026-10-16T14:02:00Z",
+            "messages": [
+                {"role": "user", "content": "Pull the logistics export for October and tell me if anything is stuck."},
+                {
+                    "role": "assistant",
+                    "content": "Fetching the October export.",
+                    "tool_calls": [
+                        {
+                            "id": "call_export_1",
+                            "type": "function",
+                            "function": {
+                                "name": "logistics_export",
+                                "arguments": json.dumps({"month": "2026-10", "format": "csv"}),
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_export_1", "content": export_rows()},
+                {"role": "assistant", "content": "400 shipments in October; most are delivered or in transit."},
+            ],
+        },
+        {
+            "thread": thread,
+            "turn": 4,
+            "time": "2026-10-17T11:05:00Z",
+            "messages": [
+                {"role": "user", "content": "What's a good way to speed up our nightly ETL? It takes four hours."},
+                {
+                    "role": "assistant",
+                    "content": "Profile the slowest stage first. Usually it is row-by-row inserts: "
+                    "switching them to COPY and building indexes after the load often cuts hours to minutes.",
+                },
+            ],
+        },
+        {
+            "thread": thread,
+            "turn": 5,
+            "time": "2026-10-18T08:30:00Z",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Remind me to book the vet on Monday: my dogs Biscuit and Juniper are due "
+                    "for their boosters, and Juniper still limps a bit after the beach. Also, move my 1:1 with Dana to Tuesday.",
+                },
+                {
+                    "role": "assistant",
+                    "content": "Noted: vet booking reminder for Monday, and your 1:1 with Dana moved to Tuesday.",
+                },
+            ],
+        },
+        {
+            "thread": thread,
+            "turn": 6,
+            "time": "2026-10-20T13:15:00Z",
+            "messages": [
+                {"role": "user", "content": "For the Q4 budget: we agreed to cap cloud spend at 48k per month."},
+                {"role": "assistant", "content": "Recorded: Q4 cloud spend cap of 48k per month."},
+            ],
+        },
     ]
 
 
