@@ -114,7 +114,8 @@ def turns() -> list[dict[str, object]]:
                 {
                     "role": "user",
                     "content": "Remind me to book the vet on Monday: my dogs Biscuit and Juniper are due "
-                    "for their boosters, and Juniper still limps a bit after the beach. Also, move my 1:1 with Dana to Tuesday.",
+                    "for their boosters, and Juniper still limps a bit after the beach. "
+                    "Also, move my 1:1 with Dana to Tuesday.",
                 },
                 {
                     "role": "assistant",
