@@ -39,6 +39,9 @@ from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
 
 F64 = npt.NDArray[np.float64]
 
+#: What the generic check queries with: the file's `generic_query`, or the shared sentence
+#: itself (the seed's reference study).
+GENERIC_TEXTS = ("generic_query", "sentence")
 REPRESENTATIONS = ("isolated", "whole", "blended", "query_only_blend")
 CONDITIONS = ("clean", "stored_distractions", "query_distractions", "both")
 #: Scores closer than this are a tie (README: "within 1e-6 of each other").
@@ -208,6 +211,7 @@ class FamiliesResult:
     generic_of: int
     queries: int
     weight: float
+    generic: str
     outcomes: list[QueryOutcome] = field(default_factory=list)
     generic_misses: list[str] = field(default_factory=list)
 
@@ -255,6 +259,7 @@ def evaluate(
     *,
     weight: float = DEFAULT_WEIGHT,
     rules: SplitRules = SplitRules(),
+    generic: str = "generic_query",
     progress: Callable[[str], None] | None = None,
 ) -> FamiliesResult:
     """Run every representation and condition on `families` (see the module docstring)."""
@@ -271,12 +276,16 @@ def evaluate(
             queries[(rec.id, q, False)] = _query(message, rules)
             noisy = with_distractors(message, distractor_lines(j, q, n_lines), distractors)
             queries[(rec.id, q, True)] = _query(noisy, rules)
-    generic = {fam.name: _query(fam.generic_query, rules) for fam in families}
+    if generic not in GENERIC_TEXTS:
+        raise InputError(f"generic must be one of {GENERIC_TEXTS}, got {generic!r}")
+    generic_q = {
+        fam.name: _query(fam.sentence if generic == "sentence" else fam.generic_query, rules) for fam in families
+    }
 
     texts: list[str] = []
     for fam, rec in records:
         texts += [fam.sentence, rec.passage, noisy_passage[rec.id]]
-    for qq in [*queries.values(), *generic.values()]:
+    for qq in [*queries.values(), *generic_q.values()]:
         texts += [*qq.parts, qq.whole]
     say(f"families: {len(families)} families, {len(records)} records; embedding {len(set(texts))} distinct texts")
     vec = _Vectors(embedder, texts)
@@ -329,14 +338,14 @@ def evaluate(
     for members in blocks.values():
         matrix = np.stack([stored("blended", f, r, False) for f, r in members]).astype(np.float64)
         for fam in dict.fromkeys(f for f, _ in members):
-            scores = part_scores(query_rows("blended", generic[fam.name]), matrix)
+            scores = part_scores(query_rows("blended", generic_q[fam.name]), matrix)
             own = [i for i, (f, _) in enumerate(members) if f is fam]
             if takes_top(scores, own):
                 hit += 1
             else:
                 misses.append(fam.name)
     say(f"families: generic queries, own records in the top {len(families[0].records)}: {hit} of {len(families)}")
-    return FamiliesResult(accuracy, hit, len(families), n_queries, weight, outcomes, misses)
+    return FamiliesResult(accuracy, hit, len(families), n_queries, weight, generic, outcomes, misses)
 
 
 def run(
@@ -346,11 +355,12 @@ def run(
     distractors: Path,
     limit: int | None = None,
     weight: float = DEFAULT_WEIGHT,
+    generic: str = "generic_query",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`pgmem eval families`: read the files, evaluate, return the issue's JSON object."""
     return evaluate_files(
-        path, embedder=embedder, distractors=distractors, limit=limit, weight=weight, progress=progress
+        path, embedder=embedder, distractors=distractors, limit=limit, weight=weight, generic=generic, progress=progress
     ).as_dict()
 
 
@@ -361,11 +371,12 @@ def evaluate_files(
     distractors: Path,
     limit: int | None = None,
     weight: float = DEFAULT_WEIGHT,
+    generic: str = "generic_query",
     progress: Callable[[str], None] | None = None,
 ) -> FamiliesResult:
     """:func:`evaluate` on a families file and a distractors file (details kept)."""
     fams = read_families(path, limit=limit)
-    return evaluate(fams, read_distractors(distractors), embedder, weight=weight, progress=progress)
+    return evaluate(fams, read_distractors(distractors), embedder, weight=weight, generic=generic, progress=progress)
 
 
 def report_notes(result: FamiliesResult, *, against: str = "whole", rep: str = "blended") -> list[str]:
@@ -374,8 +385,8 @@ def report_notes(result: FamiliesResult, *, against: str = "whole", rep: str = "
     notes = [
         f"Exact cosine search in numpy within each block; weight {result.weight}; "
         f"{result.queries} record queries; a query with several parts scores a record by its best part; "
-        f"ties within {TIE_TOLERANCE:g} are split. Generic queries: blended query against clean blended "
-        "stored vectors; a family counts when its own records take the top positions strictly.",
+        f"ties within {TIE_TOLERANCE:g} are split. Generic queries ({result.generic}): blended query against "
+        "clean blended stored vectors; a family counts when its own records take the top positions strictly.",
     ]
     by_key = {(o.record_id, o.query_no, o.representation, o.condition): o for o in result.outcomes}
     lines = []
