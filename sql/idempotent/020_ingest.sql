@@ -44,6 +44,7 @@ BEGIN
         RAISE EXCEPTION 'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'
             USING ERRCODE = '22004';
     END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turn.scope), true);
     IF turn_index < 0 THEN
         RAISE EXCEPTION 'put_turn: turn_index must be >= 0, got %', turn_index USING ERRCODE = '22023';
     END IF;
@@ -112,6 +113,7 @@ BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'reblend: scope must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(reblend.scope), true);
     IF weight IS NULL OR weight < 0 OR weight > 1 THEN
         RAISE EXCEPTION 'reblend: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
     END IF;
@@ -149,6 +151,7 @@ BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(add_facts.scope), true);
     IF coalesce(array_length(bodies, 1), 0) <> n
        OR (thread_ids IS NOT NULL AND coalesce(array_length(thread_ids, 1), 0) <> n)
        OR (turn_indexes IS NOT NULL AND coalesce(array_length(turn_indexes, 1), 0) <> n)

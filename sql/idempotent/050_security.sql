@@ -1,0 +1,45 @@
+-- Row-level security per scope. Re-runnable: applied after every revision, before the grants.
+--
+-- Every pgmem table that carries scope_id gets ENABLE and FORCE ROW LEVEL SECURITY (FORCE so
+-- that the owner, and so every SECURITY DEFINER function, is filtered too) and one policy:
+-- a row is visible and writable only when its scope_id equals the transaction-local setting
+-- pgmem.scope. pgmem.db.scoped() sets it with set_config('pgmem.scope', scope, true), the
+-- function form of SET LOCAL, so a pooled connection never carries a scope into the next
+-- transaction. With no scope set, current_setting(..., true) is NULL (or '' after a reset):
+-- no scope_id equals either, so nothing is visible and nothing can be written.
+--
+-- The tables are found in the catalog, not listed: a table added later with a scope_id
+-- column is covered by the next upgrade, and tests/test_security_rls.py fails if one is not.
+--
+-- Reference tables without scope_id (embedding_model, vector_column, alembic_version) hold no
+-- tenant data (model names and installed dimensions); they stay unfiltered, readable by the
+-- app and reader roles, and writable only through pgmem.model_key (see 900_grants.sql).
+--
+-- Superusers and BYPASSRLS roles are never filtered: the roles pgmem uses are neither
+-- (900_grants.sql refuses to install otherwise).
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT c.oid::regclass AS tbl
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = 'scope_id' AND NOT a.attisdropped
+         WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind IN ('r', 'p')
+         ORDER BY c.relname
+    LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', r.tbl);
+        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', r.tbl);
+        EXECUTE format('DROP POLICY IF EXISTS scope_isolation ON %s', r.tbl);
+        -- Written inline (not as a function call) so the planner sees a stable expression it
+        -- can compare against the scope_id index once per scan.
+        EXECUTE format($p$CREATE POLICY scope_isolation ON %s AS PERMISSIVE FOR ALL TO PUBLIC
+                          USING (scope_id = pg_catalog.current_setting('pgmem.scope', true))
+                          WITH CHECK (scope_id = pg_catalog.current_setting('pgmem.scope', true))$p$, r.tbl);
+        EXECUTE format($c$COMMENT ON POLICY scope_isolation ON %s IS %L$c$, r.tbl,
+            'Rows are visible and writable only inside their scope: scope_id = current_setting(''pgmem.scope'') '
+            || '(set transaction-locally by pgmem.db.scoped or SET LOCAL pgmem.scope).');
+    END LOOP;
+END
+$$;

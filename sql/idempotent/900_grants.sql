@@ -1,0 +1,164 @@
+-- Roles, ownership and privileges. Re-runnable, applied last (after every other definition),
+-- so every function and table that exists is covered by the state this file leaves.
+--
+--   pgmem_owner   owns the schema and everything in it; migrations run as it (or as a member).
+--                 Not a superuser, not BYPASSRLS: FORCE ROW LEVEL SECURITY filters it too, so
+--                 the SECURITY DEFINER functions below stay confined to the caller's scope.
+--   pgmem_app     what an application logs in as (through a LOGIN member). It reads under
+--                 row-level security and writes only by calling pgmem functions: no INSERT,
+--                 UPDATE or DELETE on any table, owns nothing, cannot bypass RLS.
+--   pgmem_reader  read-only, for debugging in psql: SELECT on the tables (still filtered by
+--                 scope: SET pgmem.scope = '...') and EXECUTE on the non-volatile functions.
+--
+-- All three are NOLOGIN group roles; `pgmem roles create` (docs/security.md) creates them and
+-- LOGIN members for a DBA. When they are missing and the migrating user may create roles,
+-- this file creates them.
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT v.name FROM (VALUES ('pgmem_owner'), ('pgmem_app'), ('pgmem_reader')) AS v(name)
+              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v.name)
+    LOOP
+        BEGIN
+            EXECUTE format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION', r.name);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'role % does not exist and % may not create roles', r.name, current_user
+                USING ERRCODE = '42501',
+                      HINT = 'Have a DBA run `pgmem roles create` (or the SQL in docs/security.md) once, then migrate again.';
+        END;
+    END LOOP;
+    FOR r IN SELECT rolname FROM pg_catalog.pg_roles
+              WHERE rolname IN ('pgmem_owner', 'pgmem_app', 'pgmem_reader') AND (rolsuper OR rolbypassrls)
+    LOOP
+        RAISE EXCEPTION 'role % is a superuser or has BYPASSRLS: row-level security would not apply to it', r.rolname
+            USING ERRCODE = '42501', HINT = format('ALTER ROLE %I NOSUPERUSER NOBYPASSRLS', r.rolname);
+    END LOOP;
+END
+$$;
+
+-- Everything in the schema belongs to pgmem_owner (migrating as a superuser, objects would
+-- otherwise belong to it, and a superuser-owned SECURITY DEFINER function ignores RLS).
+DO $$
+DECLARE
+    owner oid := 'pgmem_owner'::regrole;
+    r record;
+BEGIN
+    IF (SELECT nspowner FROM pg_catalog.pg_namespace WHERE nspname = 'pgmem') <> owner THEN
+        ALTER SCHEMA pgmem OWNER TO pgmem_owner;
+    END IF;
+    FOR r IN SELECT c.oid::regclass AS obj,
+                    CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW'
+                                   WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END AS what
+               FROM pg_catalog.pg_class c
+              WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relowner <> owner
+                AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+                -- identity and serial sequences follow their table
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                                 WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i'))
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO pgmem_owner', r.what, r.obj);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace AND p.proowner <> owner
+    LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO pgmem_owner', r.fn);
+    END LOOP;
+    FOR r IN SELECT t.oid::regtype AS typ FROM pg_catalog.pg_type t
+              WHERE t.typnamespace = 'pgmem'::regnamespace AND t.typowner <> owner
+                AND t.typelem = 0 AND t.typtype IN ('c', 'd', 'e', 'r')
+                AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid) = 'c')
+    LOOP
+        EXECUTE format('ALTER TYPE %s OWNER TO pgmem_owner', r.typ);
+    END LOOP;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE EXCEPTION 'cannot hand the pgmem schema to pgmem_owner as %', current_user
+        USING ERRCODE = '42501',
+              HINT = 'Migrate as pgmem_owner or a member of it (GRANT pgmem_owner TO <migrating user>).';
+END
+$$;
+
+-- A planted function in pgvector's schema would be found by every pgmem function (it is on
+-- their search_path, after pg_catalog and pgmem), so nobody but its owner may create there.
+DO $$
+BEGIN
+    IF pg_catalog.has_schema_privilege('public', '@VECTOR_SCHEMA@', 'CREATE')
+       OR pg_catalog.has_schema_privilege('pgmem_app', '@VECTOR_SCHEMA@', 'CREATE')
+       OR pg_catalog.has_schema_privilege('pgmem_reader', '@VECTOR_SCHEMA@', 'CREATE') THEN
+        RAISE EXCEPTION 'PUBLIC, pgmem_app or pgmem_reader may CREATE in schema @VECTOR_SCHEMA@, which every pgmem function searches'
+            USING ERRCODE = '42501',
+                  HINT = 'REVOKE CREATE ON SCHEMA @VECTOR_SCHEMA@ FROM PUBLIC (the PostgreSQL 15+ default), or install pgvector into a schema of its own (PGMEM_VECTOR_SCHEMA).';
+    END IF;
+END
+$$;
+
+-- Writes go through these functions only. Each runs as pgmem_owner (which owns the tables)
+-- because pgmem_app has no INSERT/UPDATE/DELETE; row-level security still applies inside
+-- (FORCE), so a definer function writes only into the scope of the caller's pgmem.scope.
+-- The reason is appended to the function's COMMENT, so \df+ shows it.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT p.oid::regprocedure AS fn, d.reason, pg_catalog.obj_description(p.oid, 'pg_proc') AS cmt
+          FROM (VALUES
+                ('model_key', 'registers a model in the shared embedding_model table, which pgmem_app may not write.'),
+                ('bind_scope_model', 'creates the caller''s scope row and records its model; pgmem_app may not write tables.'),
+                ('put_turn', 'writes the turn, thread and pieces atomically; pgmem_app may not write tables.'),
+                ('reblend', 'rewrites piece vectors of the caller''s scope; pgmem_app may not write tables.'),
+                ('add_facts', 'writes facts of the caller''s scope; pgmem_app may not write tables.'),
+                ('log_recall', 'appends to recall_log of the caller''s scope; pgmem_app may not write tables.'),
+                ('put_document', 'writes the document, its chunks and unit pieces atomically; pgmem_app may not write tables.'),
+                ('remove_document', 'deletes a document of the caller''s scope; pgmem_app may not write tables.'),
+                ('reblend_documents', 'rewrites document unit vectors of the caller''s scope; pgmem_app may not write tables.')
+               ) AS d(name, reason)
+          JOIN pg_catalog.pg_proc p ON p.proname = d.name AND p.pronamespace = 'pgmem'::regnamespace
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', r.fn);
+        IF r.cmt IS NULL OR position('SECURITY DEFINER:' IN r.cmt) = 0 THEN
+            EXECUTE format('COMMENT ON FUNCTION %s IS %L', r.fn,
+                           coalesce(r.cmt || ' ', '') || 'SECURITY DEFINER: ' || r.reason);
+        END IF;
+    END LOOP;
+END
+$$;
+
+REVOKE ALL ON SCHEMA pgmem FROM PUBLIC;
+GRANT USAGE ON SCHEMA pgmem TO pgmem_app, pgmem_reader;
+
+REVOKE ALL ON ALL TABLES IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
+GRANT SELECT ON ALL TABLES IN SCHEMA pgmem TO pgmem_app, pgmem_reader;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgmem TO pgmem_app;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace AND p.provolatile IN ('i', 's') AND NOT p.prosecdef
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgmem_reader', r.fn);
+    END LOOP;
+    -- The rules this file promises; a later definition that breaks one fails the migration.
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace
+                AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c(setting) WHERE c.setting LIKE 'search_path=%')
+    LOOP
+        RAISE EXCEPTION 'function % does not pin search_path', r.fn USING ERRCODE = '42501',
+            HINT = 'Add SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp to its definition.';
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace AND p.prosecdef
+                AND (pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE')
+                     OR position('SECURITY DEFINER:' IN coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')) = 0)
+    LOOP
+        RAISE EXCEPTION 'SECURITY DEFINER function % is executable by PUBLIC or has no written reason', r.fn
+            USING ERRCODE = '42501';
+    END LOOP;
+END
+$$;

@@ -1,0 +1,324 @@
+"""Row-level security per scope, proven as pgmem_app: randomized calls never see another
+scope, no scope sees nothing, writes into another scope are refused; and the catalog
+promises (RLS enabled + forced everywhere, roles without superpowers) hold."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgmem.db import scoped
+from pgmem.embedders.base import FloatArray
+from pgmem.facts import Fact, add_facts
+from pgmem.ingest import ingest_turns
+from pgmem.recall import recall_vectors
+from tests.security_helpers import (
+    APP_LOGIN,
+    NOBODY_LOGIN,
+    READER_LOGIN,
+    Conn,
+    HashEmbedder,
+    app_conn,
+    connect_as,
+    ensure_login_roles,
+    hash_vector,
+    make_turn,
+    sentence,
+)
+
+__all__ = ["app_conn"]  # the fixture is used by name
+
+SCOPES = ("tenant-a", "tenant-b")
+CALLS = 10_000
+ROLES = ("pgmem_owner", "pgmem_app", "pgmem_reader")
+
+
+def scoped_tables(conn: Conn) -> list[str]:
+    rows = conn.execute(
+        """SELECT c.relname FROM pg_class c
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'scope_id' AND NOT a.attisdropped
+            WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1"""
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) -> None:
+    ensure_login_roles(conn)
+    tables = scoped_tables(conn)
+    assert {"scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"} <= set(tables)
+    rows = conn.execute(
+        """SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
+                  (SELECT count(*) FROM pg_policy p WHERE p.polrelid = c.oid)
+             FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relname = ANY(%s)""",
+        (tables,),
+    ).fetchall()
+    bad = [r for r in rows if not (r[1] and r[2] and int(str(r[3])) >= 1)]
+    assert bad == [], f"scoped tables without enabled+forced RLS and a policy: {bad}"
+
+    roles = conn.execute(
+        """SELECT rolname, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb, rolcanlogin
+             FROM pg_roles WHERE rolname = ANY(%s) OR rolname = ANY(%s)""",
+        (list(ROLES), [APP_LOGIN, READER_LOGIN]),
+    ).fetchall()
+    assert len(roles) == 5
+    for name, superuser, bypass, createrole, createdb, _login in roles:
+        assert not (superuser or bypass or createrole or createdb), f"{name} has a superpower"
+    assert all(not r[5] for r in roles if r[0] in ROLES), "the group roles must be NOLOGIN"
+
+    # Nothing in this database is owned by the app or reader roles (or their login members).
+    owned = conn.execute(
+        """SELECT classid::regclass, objid, refobjid::regrole FROM pg_shdepend
+            WHERE deptype = 'o' AND refobjid IN ('pgmem_app'::regrole, 'pgmem_reader'::regrole,
+                                                  %s::regrole, %s::regrole)""",
+        (APP_LOGIN, READER_LOGIN),
+    ).fetchall()
+    assert owned == []
+    # ... and everything in the schema is owned by pgmem_owner.
+    strays = conn.execute(
+        """SELECT 'class ' || c.oid::regclass FROM pg_class c
+            WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relowner <> 'pgmem_owner'::regrole
+           UNION ALL SELECT 'function ' || p.oid::regprocedure FROM pg_proc p
+            WHERE p.pronamespace = 'pgmem'::regnamespace AND p.proowner <> 'pgmem_owner'::regrole
+           UNION ALL SELECT 'schema pgmem' FROM pg_namespace
+            WHERE nspname = 'pgmem' AND nspowner <> 'pgmem_owner'::regrole"""
+    ).fetchall()
+    assert strays == []
+
+    # The app writes through functions only; the reader cannot write at all.
+    for role in ("pgmem_app", "pgmem_reader", APP_LOGIN, READER_LOGIN):
+        writable = conn.execute(
+            """SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'r'
+                  AND has_table_privilege(%s, c.oid, 'INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')""",
+            (role,),
+        ).fetchall()
+        assert writable == [], f"{role} may write {writable}"
+        for schema in ("pgmem", "public"):
+            assert conn.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", (role, schema)).fetchone() == (False,)
+    reader_volatile = conn.execute(
+        """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
+              AND (p.provolatile = 'v' OR p.prosecdef) AND has_function_privilege('pgmem_reader', p.oid, 'EXECUTE')"""
+    ).fetchall()
+    assert reader_volatile == []
+    public_exec = conn.execute(
+        """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
+              AND has_function_privilege('public', p.oid, 'EXECUTE')"""
+    ).fetchall()
+    assert public_exec == []
+    nobody_exec = conn.execute(
+        """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
+              AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
+        (NOBODY_LOGIN,),
+    ).fetchall()
+    assert nobody_exec == []
+
+
+def _populate(app: Conn) -> dict[str, dict[str, set[object]]]:
+    """Two scopes with turns, facts and a logged recall, written as pgmem_app."""
+    emb = HashEmbedder()
+    rng = np.random.default_rng(7)
+    for scope in SCOPES:
+        turns = [
+            make_turn(scope, f"thread-{i % 3}", i, sentence(rng), tool=sentence(rng, 30) if i % 2 else None)
+            for i in range(24)
+        ]
+        report = ingest_turns(app, turns, emb)
+        assert report.inserted == 24 and not report.failed
+        add_facts(app, scope, [Fact(sentence(rng), thread="thread-0", turn_index=i) for i in range(10)], emb)
+        rec = recall_vectors(app, scope, ["q"], hash_vector("q")[None, :], x=5, floor=-1.0, log=True)
+        assert rec.recall_id is not None
+    owned: dict[str, dict[str, set[object]]] = {}
+    for scope in SCOPES:
+        with scoped(app, scope):
+            owned[scope] = {
+                "piece": {r[0] for r in app.execute("SELECT piece_id FROM pgmem.piece").fetchall()},
+                "fact": {r[0] for r in app.execute("SELECT fact_id FROM pgmem.fact").fetchall()},
+                "recall": {r[0] for r in app.execute("SELECT recall_id FROM pgmem.recall_log").fetchall()},
+            }
+        assert all(owned[scope].values()), f"scope {scope} should see its own rows"
+    return owned
+
+
+def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
+    owned = _populate(app_conn)
+    rng = np.random.default_rng(20261130)
+    tables = ["scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"]
+    leaked = 0
+    nonempty: Counter[str] = Counter()
+    tried: Counter[str] = Counter()
+
+    def vecs(n: int) -> list[FloatArray]:
+        return [hash_vector(f"q{rng.integers(1 << 30)}") for _ in range(n)]
+
+    def memory(arg: str) -> list[tuple[str, object]]:
+        mode = "hybrid" if rng.random() < 0.3 else "vector"
+        n = int(rng.integers(1, 4))
+        rows = app_conn.execute(
+            "SELECT piece_id FROM pgmem.memory_recall(%s, %s::vector[], %s, x => %s, floor => -1, mode => %s)",
+            (arg, vecs(n), [str(w) for w in rng.choice(["invoice", "cargo", "audit"], size=n)], 50, mode),
+            binary=True,
+        ).fetchall()
+        return [("piece", r[0]) for r in rows]
+
+    def facts(arg: str) -> list[tuple[str, object]]:
+        rows = app_conn.execute(
+            "SELECT fact_id FROM pgmem.fact_recall(%s, %s::vector[], x => 20, floor => -1)", (arg, vecs(2)), binary=True
+        ).fetchall()
+        return [("fact", r[0]) for r in rows]
+
+    def explain(arg: str) -> list[tuple[str, object]]:
+        rows = app_conn.execute(
+            "SELECT piece_id FROM pgmem.explain_recall(%s, %s::vector[], floor => -1, show => 30)",
+            (arg, vecs(1)),
+            binary=True,
+        ).fetchall()
+        return [("piece", r[0]) for r in rows]
+
+    def hashes(arg: str) -> list[tuple[str, object]]:
+        rows = app_conn.execute(
+            "SELECT turn_index FROM pgmem.turn_hashes(%s, %s, %s)", (arg, f"thread-{rng.integers(3)}", list(range(24)))
+        ).fetchall()
+        return [("turn", (arg, r[0])) for r in rows]
+
+    def logged(arg: str) -> list[tuple[str, object]]:
+        rid = int(rng.choice(sorted(int(str(x)) for s in SCOPES for x in owned[s]["recall"])))
+        rows = app_conn.execute("SELECT piece_id FROM pgmem.explain_logged_recall(%s, %s)", (arg, rid)).fetchall()
+        return [("piece", r[0]) for r in rows]
+
+    def table(arg: str) -> list[tuple[str, object]]:
+        name = str(rng.choice(tables))
+        rows = app_conn.execute(f"SELECT scope_id FROM pgmem.{name}").fetchall()  # name from a fixed list
+        return [("scope_id", r[0]) for r in rows]
+
+    ops: dict[str, Callable[[str], list[tuple[str, object]]]] = {
+        "memory_recall": memory,
+        "fact_recall": facts,
+        "explain_recall": explain,
+        "turn_hashes": hashes,
+        "explain_logged_recall": logged,
+        "select": table,
+    }
+    names = list(ops)
+
+    def allowed(kind: str, value: object, scope: str) -> bool:
+        if kind == "scope_id":
+            return value == scope
+        if kind == "turn":
+            return isinstance(value, tuple) and value[0] == scope
+        return value in owned[scope]["recall" if kind == "recall" else kind]
+
+    for i in range(CALLS):
+        name = names[i % len(names)] if i < len(names) else str(rng.choice(names))
+        arg = str(rng.choice(SCOPES))
+        pick = int(rng.integers(3))
+        setting = SCOPES[pick] if pick < 2 else None
+        tried[name] += 1
+        if setting is None:
+            got = ops[name](arg)
+            leaked += len(got)  # no scope: every row is a leak
+            continue
+        with scoped(app_conn, setting):
+            got = ops[name](arg)
+        leaked += sum(1 for kind, value in got if not allowed(kind, value, setting))
+        if got:
+            nonempty[name] += 1
+    assert sum(tried.values()) == CALLS
+    assert leaked == 0
+    # The calls did return rows of their own scope (so the zero above means something).
+    assert all(nonempty[n] > 0 for n in names), nonempty
+
+
+def test_no_scope_set_sees_nothing(app_conn: Conn, db_url: str) -> None:
+    _populate(app_conn)
+    for name in ("scope", "thread", "turn", "piece", "fact", "recall_log"):
+        assert app_conn.execute(f"SELECT count(*) FROM pgmem.{name}").fetchone() == (0,)
+    # an empty setting (what a pooled connection has after a scoped transaction ended) is no scope
+    app_conn.execute("SET pgmem.scope = ''")
+    assert app_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        assert reader.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+        with scoped(reader, SCOPES[0]):
+            assert reader.execute("SELECT count(*) > 0 FROM pgmem.piece").fetchone() == (True,)
+            assert reader.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = %s", (SCOPES[1],)).fetchone() == (
+                0,
+            )
+    finally:
+        reader.close()
+
+
+def _put_turn_sql(scope: str) -> tuple[str, tuple[object, ...]]:
+    return (
+        """SELECT pgmem.put_turn(%s, 'intruder', 0, NULL, '[]'::jsonb, '\\x00'::bytea, 'test:hash',
+                                 ARRAY['user'], ARRAY[0], ARRAY['[Turn 0 · User]'], ARRAY['x'], %s::vector[])""",
+        (scope, [hash_vector("x")]),
+    )
+
+
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_writes_into_another_scope_are_refused(app_conn: Conn, target_exists: bool) -> None:
+    _populate(app_conn)
+    other = SCOPES[1] if target_exists else "tenant-new"
+    writes: list[tuple[str, tuple[object, ...]]] = [
+        _put_turn_sql(other),
+        ("SELECT pgmem.add_facts(%s, 'test:hash', ARRAY['f'], %s::vector[])", (other, [hash_vector("f")])),
+        ("SELECT pgmem.reblend(%s, 0.5)", (other,)),
+        ("SELECT pgmem.remove_document(%s, 'doc')", (other,)),
+        ("SELECT pgmem.reblend_documents(%s, 0.5)", (other,)),
+        ("SELECT pgmem.bind_scope_model(%s, 'test:hash', 384)", (other,)),
+        (
+            "SELECT pgmem.log_recall(%s, 'memory', 'm', ARRAY['p'], %s::vector[], 5, 0.3, NULL, 'vector', '[]')",
+            (other, [hash_vector("p")]),
+        ),
+    ]
+    for query, params in writes:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(app_conn, SCOPES[0]):
+            app_conn.execute(query, params, binary=True)
+        # and with no scope set at all
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app_conn.execute(query, params, binary=True)
+    direct = [
+        "INSERT INTO pgmem.scope (scope_id) VALUES ('tenant-a')",
+        "INSERT INTO pgmem.embedding_model (model_id, dims) VALUES ('x', 384)",
+        "UPDATE pgmem.piece SET body = 'owned'",
+        "DELETE FROM pgmem.turn",
+        "TRUNCATE pgmem.fact",
+        "UPDATE pgmem.vector_column SET dims = 3",
+        "CREATE TABLE pgmem.evil (x int)",
+        "CREATE FUNCTION pgmem.evil() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "ALTER TABLE pgmem.piece DISABLE ROW LEVEL SECURITY",
+        "DROP POLICY scope_isolation ON pgmem.piece",
+    ]
+    for statement in direct:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(app_conn, SCOPES[0]):
+            app_conn.execute(statement)
+    # The other scope is exactly as it was.
+    with scoped(app_conn, other):
+        assert app_conn.execute("SELECT count(*) FROM pgmem.turn WHERE thread_id = 'intruder'").fetchone() == (0,)
+    if target_exists:
+        with scoped(app_conn, other):
+            assert app_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (24,)
+            assert app_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (10,)
+            assert app_conn.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (1,)
+    else:
+        with scoped(app_conn, other):
+            assert app_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == (0,)
+
+
+def test_own_scope_writes_work_as_app(app_conn: Conn) -> None:
+    """The definer write functions do work for the app in its own scope (not just refuse)."""
+    query, params = _put_turn_sql(SCOPES[0])
+    with scoped(app_conn, SCOPES[0]):
+        row = app_conn.execute(query, params, binary=True).fetchone()
+        assert row is not None and "inserted" in str(row[0])
+        assert app_conn.execute("SELECT pgmem.reblend(%s, 0.5)", (SCOPES[0],)).fetchone() == (1,)
+        logged = app_conn.execute(
+            "SELECT pgmem.log_recall(%s, 'memory', 'm', ARRAY['p'], %s::vector[], 5, 0.3, NULL, 'vector', %s)",
+            (SCOPES[0], [hash_vector("p")], json.dumps([])),
+            binary=True,
+        ).fetchone()
+        assert logged is not None
