@@ -1,0 +1,148 @@
+"""Functions are safe to call: pinned search_path everywhere, no hijack by objects a
+low-privilege session plants, and hostile names only ever travel as data."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents, remove_document, search_documents
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.recall import recall
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, hash_vector, make_turn
+
+__all__ = ["app_conn"]
+
+HOSTILE_NAMES = [
+    'x"; DROP TABLE pgmem.piece; --',
+    "'); DROP TABLE pgmem.turn; --",
+    "Robert'); DROP SCHEMA pgmem CASCADE;--",
+    "$$; DROP TABLE pgmem.fact; $$",
+    "%s %(x)s {} {0} %I %L",
+    "back\\slash\\'quote",
+    "pgmem.scope = 'other'",
+    "čšž 漢字 🙂",
+    "a" * 200,
+    " leading and trailing ",
+]
+
+
+def test_every_function_pins_search_path(conn: Conn) -> None:
+    rows = conn.execute(
+        """SELECT p.oid::regprocedure::text, p.prosecdef,
+                  (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%%'),
+                  has_function_privilege('public', p.oid, 'EXECUTE'),
+                  coalesce(obj_description(p.oid, 'pg_proc'), '')
+             FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace ORDER BY 1"""
+    ).fetchall()
+    assert len(rows) >= 15
+    for fn, secdef, path, public_exec, comment in rows:
+        assert path is not None, f"{fn} does not pin search_path"
+        schemas = [s.strip() for s in str(path).removeprefix("search_path=").split(",")]
+        assert schemas[0] == "pg_catalog" and schemas[-1] == "pg_temp", f"{fn}: {path}"
+        assert comment, f"{fn} has no COMMENT"
+        if secdef:
+            assert not public_exec, f"SECURITY DEFINER {fn} is executable by PUBLIC"
+            assert "SECURITY DEFINER:" in str(comment), f"SECURITY DEFINER {fn} has no written reason"
+    definers = {str(r[0]).split("(")[0] for r in rows if r[1]}
+    assert {"pgmem.put_turn", "pgmem.add_facts", "pgmem.log_recall"} <= definers
+
+
+PLANTS = [
+    # tables that would shadow pgmem's if a function resolved names through the caller's path
+    "CREATE TEMP TABLE piece (scope_id text, piece_id bigint, kind text, thread_id text, turn_index int,"
+    " label text, body text, embedding public.vector(384))",
+    "CREATE TEMP TABLE turn (scope_id text, thread_id text, turn_index int, content_hash bytea)",
+    "CREATE TEMP TABLE vector_column (column_name text, dims int)",
+    "CREATE TEMP TABLE scope (scope_id text, piece_model_key smallint, fact_model_key smallint)",
+    "INSERT INTO pg_temp.vector_column VALUES ('piece.embedding', 3), ('fact.embedding', 3)",
+    "INSERT INTO pg_temp.turn VALUES ('s', 't', 0, '\\x00')",
+    # masking functions: same names and argument types as ones the pgmem functions call
+    "CREATE FUNCTION pg_temp.l2_normalize(public.vector) RETURNS public.vector LANGUAGE sql"
+    " AS $$ SELECT array_fill(0.5::real, ARRAY[384])::public.vector $$",
+    "CREATE FUNCTION pg_temp.column_dims(text) RETURNS integer LANGUAGE sql AS 'SELECT 3'",
+    "CREATE FUNCTION pg_temp.current_setting(text, boolean) RETURNS text LANGUAGE sql AS $$ SELECT 's' $$",
+    "SET search_path = pg_temp, pgmem, public",
+]
+
+
+def test_planted_temp_objects_do_not_hijack(app_conn: Conn, conn: Conn) -> None:
+    emb = HashEmbedder()
+    # Control: a function WITHOUT a pinned search_path is hijacked by the same plants,
+    # so the assertions below would catch a pgmem function that forgot to pin it.
+    conn.execute("CREATE SCHEMA control")
+    conn.execute("SET check_function_bodies = off")  # `piece` resolves only when called
+    conn.execute("CREATE FUNCTION control.piece_rows() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM piece'")
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA control TO {}").format(sql.Identifier(APP_LOGIN)))
+
+    report = ingest_turns(app_conn, [make_turn("s", "t", i, f"turn {i} about freight") for i in range(3)], emb)
+    assert report.inserted == 3
+    for plant in PLANTS:
+        app_conn.execute(plant)
+    app_conn.execute(
+        "INSERT INTO pg_temp.piece VALUES ('s', -1, 'memory', 't', 0, 'FAKE', 'FAKE', %s)", (hash_vector("q"),)
+    )
+    assert app_conn.execute("SELECT control.piece_rows()").fetchone() == (1,)  # hijacked: the plants work
+
+    # The low-privilege session cannot plant anywhere the functions do look.
+    for statement in (
+        "CREATE FUNCTION public.l2_normalize(public.vector) RETURNS public.vector LANGUAGE sql AS 'SELECT $1'",
+        "CREATE FUNCTION pgmem.column_dims(text, integer) RETURNS integer LANGUAGE sql AS 'SELECT 3'",
+        "CREATE TABLE public.piece (x int)",
+        "CREATE OPERATOR public.<=> (LEFTARG = text, RIGHTARG = text, FUNCTION = texteq)",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app_conn.execute(statement)
+
+    # pgmem's functions see only pgmem's objects: writes store the real vectors, reads the real rows.
+    report = ingest_turns(app_conn, [make_turn("s", "t", 9, "a planted session writes")], emb)
+    assert report.inserted == 1 and not report.failed
+    hits = recall(app_conn, "s", "freight", emb, x=10, floor=-1.0)
+    bodies = [h.body for g in hits.groups for h in g.hits]
+    assert "FAKE" not in bodies and len(bodies) == 4
+    with scoped(app_conn, "s"):
+        hashes = app_conn.execute("SELECT turn_index FROM pgmem.turn_hashes('s', 't', ARRAY[0, 1, 2, 9])").fetchall()
+        assert sorted(int(str(r[0])) for r in hashes) == [0, 1, 2, 9]
+        dims = app_conn.execute("SELECT pgmem.column_dims('piece.embedding')").fetchone()
+        assert dims == (384,)
+        raw = app_conn.execute(
+            "SELECT raw_embedding FROM pgmem.piece WHERE turn_index = 9 ORDER BY piece_id LIMIT 1"
+        ).fetchone()
+    assert raw is not None
+    stored = raw[0].to_numpy()  # type: ignore[attr-defined]
+    assert abs(float(stored[0]) - 0.5) > 1e-3 or abs(float(stored[1]) - 0.5) > 1e-3  # not the masking function's
+    # A different scope is still invisible although the session "set" one through a masking current_setting.
+    assert app_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
+def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, name: str) -> None:
+    emb = HashEmbedder()
+    turns = [make_turn(name, name, i, f"hostile name turn {i}", tool="result") for i in range(2)]
+    report = ingest_turns(app_conn, turns, emb)
+    assert report.inserted == 2, report.failed
+    assert ingest_turns(app_conn, turns, emb).unchanged == 2
+    hits = recall(app_conn, name, "hostile name turn", emb, x=5, floor=-1.0, thread=name, log=True)
+    assert {h.thread_id for g in hits.groups for h in g.hits} == {name}
+    assert hits.recall_id is not None
+    add_facts(app_conn, name, [Fact("a fact", thread=name, turn_index=0, section=name)], emb)
+    facts = fact_recall(app_conn, name, "a fact", emb, floor=-1.0, thread=name)
+    assert [h.body for g in facts.groups for h in g.hits] == ["a fact"]
+    docs = add_documents(app_conn, name, [Document(name, f"# {name}\n\nSome text about {name}.\n")], emb)
+    assert docs.inserted == 1, docs
+    found = search_documents(app_conn, name, "some text", emb, floor=-1.0)
+    assert found.groups and found.groups[0].hits
+    with scoped(app_conn, name):
+        assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() is not None
+        assert app_conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall(%s, %s)", (name, hits.recall_id))
+    assert remove_document(app_conn, name, name)
+    # Stored exactly as given, and every table is still there.
+    assert conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
+    tables = conn.execute(
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'pgmem' AND tablename = ANY(%s)",
+        (["scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"],),
+    ).fetchone()
+    assert tables == (8,)
