@@ -138,47 +138,28 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    """Resumable: turns stored after this rebuild began are done; a rerun picks up the rest."""
-    from pgmem.ingest import ingest_turns
-    from pgmem.turns import turn_from_dict
+    from pgmem.rebuild import rebuild
 
     s = settings()
     state_file = s.home / f"rebuild-{args.scope or '_all'}.json"
-    started = None
-    if state_file.exists():
-        started = json.loads(state_file.read_text())["started"]
-        print(f"resuming the rebuild begun at {started}", file=sys.stderr)
     with open_conn() as conn:
-        if started is None:
-            started = str(conn.execute("SELECT now()::text").fetchone()[0])  # type: ignore[index]
-            state_file.parent.mkdir(parents=True, exist_ok=True)
-            state_file.write_text(json.dumps({"started": started}))
         emb = embedder_for(conn)
-        rows = conn.execute(
-            """SELECT scope_id, thread_id, turn_index, turn_time, messages FROM pgmem.turn
-                WHERE (%s::text IS NULL OR scope_id = %s) AND ingested_at < %s::timestamptz
-                ORDER BY scope_id, thread_id, turn_index""",
-            (args.scope, args.scope, started),
-        ).fetchall()
-        turns = [
-            turn_from_dict({"scope": r[0], "thread": r[1], "turn": r[2], "time": r[3], "messages": r[4]}) for r in rows
-        ]
-        print(f"{len(turns)} turns to rebuild", file=sys.stderr)
         t0 = time.monotonic()
-        report = ingest_turns(
+        res = rebuild(
             conn,
-            turns,
             emb,
+            state_file,
+            scope=args.scope,
             max_bytes=args.max_bytes,
             weight=args.weight,
             reembed=args.reembed,
-            force=True,
             progress=Progress("rebuild"),
         )
-    if not report.failed:
-        state_file.unlink(missing_ok=True)
+    report = res.report
+    if res.resumed:
+        print(f"resumed the rebuild begun at {res.started}", file=sys.stderr)
     print(
-        f"rebuilt {report.inserted + report.replaced} turns into {report.pieces} pieces in "
+        f"rebuilt {report.inserted + report.replaced} of {res.turns} turns into {report.pieces} pieces in "
         f"{time.monotonic() - t0:.1f}s; {len(report.failed)} failed"
     )
     for key, err in report.failed:

@@ -1,0 +1,105 @@
+"""Rebuild (resumable) and the `pgmem db` commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem import server
+from pgmem.embedders.base import Embedder, FloatArray
+from pgmem.errors import EmbeddingError
+from pgmem.ingest import ingest_turns
+from pgmem.rebuild import rebuild
+from pgmem.turns import Turn, turn_from_dict
+from tests.helpers import CountingEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+class FailingAfter(CountingEmbedder):
+    """Fails on the n-th call: an interrupted rebuild."""
+
+    def __init__(self, inner: Embedder, fail_on: int) -> None:
+        super().__init__(inner)
+        self.fail_on = fail_on
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if self.calls + 1 == self.fail_on:
+            self.calls += 1
+            raise EmbeddingError("endpoint went away")
+        return super().embed(texts)
+
+
+def turns(n: int) -> list[Turn]:
+    return [
+        turn_from_dict(
+            {
+                "scope": "r",
+                "thread": "t",
+                "turn": i,
+                "messages": [{"role": "user", "content": f"Turn number {i} here."}],
+            }
+        )
+        for i in range(n)
+    ]
+
+
+def stamps(conn: Conn) -> dict[int, datetime]:
+    rows = conn.execute("SELECT turn_index, ingested_at FROM pgmem.turn").fetchall()
+    return {int(str(i)): t for i, t in rows if isinstance(t, datetime)}
+
+
+def test_rebuild_is_resumable_and_complete(conn: Conn, embedder: Embedder, tmp_path: Path) -> None:
+    ingest_turns(conn, turns(6), embedder)
+    before = stamps(conn)
+    state = tmp_path / "rebuild.json"
+    flaky = FailingAfter(embedder, fail_on=2)
+    with pytest.raises(EmbeddingError):
+        rebuild(conn, flaky, state, scope="r", group_pieces=1)  # one embedding call per turn
+    assert state.exists()
+    done_first = conn.execute("SELECT count(*) FROM pgmem.turn WHERE ingested_at > %s", (max(before.values()),))
+    assert done_first.fetchone() == (1,)
+    counting = CountingEmbedder(embedder)
+    res = rebuild(conn, counting, state, scope="r")
+    assert res.resumed and res.turns == 5 and res.report.replaced == 5
+    assert not state.exists()
+    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (6,)
+    after = stamps(conn)
+    assert all(after[i] > before[i] for i in before)
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PGMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert run(home, "db", "status").returncode == 3
+    started = run(home, "db", "start")
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    try:
+        st = run(home, "db", "status")
+        assert st.returncode == 0 and st.stdout.startswith("running")
+        assert run(home, "db", "url").stdout.strip() == url
+        # a second process using the same folder reuses the running server
+        assert server.start(home / "pgdata") == url
+        q = run(home, "db", "psql", "-At", "-c", "SELECT 40 + 2")
+        assert q.stdout.strip() == "42", q.stderr
+        mig = run(home, "migrate")
+        assert mig.returncode == 0, mig.stderr
+        tables = run(home, "db", "psql", "-At", "-c", r"\dt pgmem.*")
+        assert "piece" in tables.stdout
+    finally:
+        stopped = run(home, "db", "stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert run(home, "db", "status").returncode == 3
