@@ -1,0 +1,193 @@
+"""Documents on the real database: visibility, code hits, versioning, exclusion from memory recall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.cli.docs import PLAIN_OFF, PLAIN_ON, highlight
+from pgmem.documents.store import Document, add_documents, remove_document, search_documents
+from pgmem.embedders.base import Embedder
+from pgmem.ingest import ingest_turns
+from pgmem.recall import recall
+from pgmem.turns import Turn
+from tests.helpers import CountingEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+GARDEN = """# Garden Care
+
+## Watering tomatoes
+
+Tomatoes want deep watering twice a week, at the base of the plant, early in the morning.
+
+## Pests
+
+### Aphids on roses
+
+Spray aphids off the roses with a strong jet of water, or release ladybirds in the evening.
+
+### Slugs in lettuce beds
+
+Set beer traps between the lettuce rows and collect slugs by torchlight after rain.
+"""
+
+KITCHEN = """# Kitchen Notes
+
+## Baking sourdough bread
+
+Feed the starter the night before. Bake at 250 degrees with steam for the first twenty minutes.
+
+## Knife sharpening
+
+Hold the blade at fifteen degrees on the whetstone and alternate sides every ten strokes.
+
+```python
+def sharpen(angle_degrees: float = 15.0, strokes_per_side: int = 10) -> None:
+    whetstone.grind(angle=angle_degrees, strokes=strokes_per_side)
+```
+
+Keep the stone wet; see [[garden]] for where the hose is.
+"""
+
+
+def _docs() -> list[Document]:
+    return [Document("garden.md", GARDEN), Document("kitchen.md", KITCHEN)]
+
+
+def _chunks(conn: Conn, scope: str) -> list[tuple[int, str, list[str]]]:
+    rows = conn.execute(
+        "SELECT chunk_id, document_id, heading_path FROM pgmem.chunk WHERE scope_id = %s ORDER BY chunk_id", (scope,)
+    ).fetchall()
+    return [(int(str(r[0])), str(r[1]), list(r[2])) for r in rows]  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("mode", ["units", "chunk"])
+def test_every_chunk_is_found_by_its_own_title(conn: Conn, embedder: Embedder, mode: str) -> None:
+    report = add_documents(conn, "s", _docs(), embedder, mode=mode)
+    assert report.inserted == 2 and not report.failed
+    chunks = _chunks(conn, "s")
+    # Heading-only chunks (Garden Care, Pests, Kitchen Notes) are among them.
+    assert len(chunks) == 8
+    for chunk_id, _doc, path in chunks:
+        result = search_documents(conn, "s", path[-1], embedder, x=5, floor=-1.0)
+        found = [h.chunk_id for g in result.groups for h in g.hits]
+        assert chunk_id in found, f"{path} is invisible to a query equal to its title"
+    orphans = conn.execute(
+        """SELECT count(*) FROM pgmem.chunk c WHERE NOT EXISTS
+             (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = c.scope_id AND p.chunk_id = c.chunk_id)"""
+    ).fetchone()
+    assert orphans == (0,)
+
+
+def test_code_hit_returns_the_whole_chunk_with_the_code_span(conn: Conn, embedder: Embedder) -> None:
+    add_documents(conn, "s", _docs(), embedder)
+    result = search_documents(conn, "s", "sharpen(angle_degrees, strokes_per_side) whetstone.grind", embedder, x=3)
+    top = result.groups[0].hits[0]
+    assert top.unit_kind == "code"
+    assert top.heading_path == ["Kitchen Notes", "Knife sharpening"]
+    assert top.chunk_body.startswith("## Knife sharpening") and "Keep the stone wet" in top.chunk_body
+    assert top.matched.startswith("```python") and top.matched.rstrip().endswith("```")
+    assert "whetstone.grind" in top.matched
+    marked = highlight(top, ansi=False)
+    assert f"{PLAIN_ON}```python" in marked and f"```{PLAIN_OFF}" in marked
+    # Each chunk at most once per part, even when several of its units match.
+    for g in result.groups:
+        assert len({h.chunk_id for h in g.hits}) == len(g.hits)
+
+
+def test_transclusion_resolves_to_the_target_title(conn: Conn, embedder: Embedder) -> None:
+    add_documents(conn, "s", _docs(), embedder)
+    row = conn.execute(
+        "SELECT body, span_start, span_end FROM pgmem.piece WHERE scope_id = 's' AND unit_kind = 'transclusion'"
+    ).fetchone()
+    assert row is not None and str(row[0]).endswith("→ Garden Care")
+
+
+def test_re_adding_unchanged_writes_nothing_and_a_change_replaces_in_one_go(conn: Conn, embedder: Embedder) -> None:
+    counting = CountingEmbedder(embedder)
+    add_documents(conn, "s", _docs(), counting)
+    before = conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall()
+    doc_xmin = conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall()
+    calls = counting.calls
+    again = add_documents(conn, "s", _docs(), counting)
+    assert (again.inserted, again.replaced, again.unchanged, again.units) == (0, 0, 2, 0)
+    assert counting.calls == calls, "an unchanged document must not be embedded again"
+    assert conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall() == before
+    assert conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall() == doc_xmin
+
+    old_kitchen = {c for c, d, _ in _chunks(conn, "s") if d == "kitchen.md"}
+    changed = KITCHEN.replace("fifteen degrees", "twenty degrees")
+    rep = add_documents(conn, "s", [Document("kitchen.md", changed)], embedder)
+    assert (rep.replaced, rep.inserted) == (1, 0)
+    new_kitchen = {c for c, d, _ in _chunks(conn, "s") if d == "kitchen.md"}
+    assert new_kitchen and not (old_kitchen & new_kitchen)
+    stale = conn.execute("SELECT count(*) FROM pgmem.piece WHERE chunk_id = ANY(%s)", (list(old_kitchen),)).fetchone()
+    assert stale == (0,)
+    assert remove_document(conn, "s", "kitchen.md") is True
+    assert remove_document(conn, "s", "kitchen.md") is False
+    assert {d for _, d, _ in _chunks(conn, "s")} == {"garden.md"}
+
+
+def test_memory_recall_never_returns_a_document_row(conn: Conn, embedder: Embedder) -> None:
+    ingest_turns(
+        conn, [Turn("s", "t", 0, None, ({"role": "user", "content": "I adopted a cat named Pixel."},))], embedder
+    )
+    add_documents(conn, "s", _docs(), embedder)
+    # Queries equal to document text: the document units would be perfect matches.
+    for message in ("Spray aphids off the roses with a strong jet of water", "Knife sharpening", "Garden Care"):
+        result = recall(conn, "s", message, embedder, x=10, floor=-1.0)
+        ids = [h.piece_id for g in result.groups for h in g.hits]
+        assert ids, "the memory piece itself should still come back"
+        kinds = conn.execute("SELECT DISTINCT kind FROM pgmem.piece WHERE piece_id = ANY(%s)", (ids,)).fetchall()
+        assert kinds == [("memory",)]
+
+
+def test_put_document_refuses_a_chunk_without_unit(conn: Conn, embedder: Embedder) -> None:
+    vec = embedder.embed(["x"])[0]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="no search unit"):
+        conn.execute(
+            """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"], ["D", "E"]]'::jsonb,
+                   ARRAY['# D', '## E'], ARRAY[0], ARRAY['heading'], ARRAY[0], ARRAY[0], ARRAY[3],
+                   ARRAY['D'], ARRAY[''], ARRAY[%s]::vector[])""",
+            (vec,),
+        )
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="span"):
+        conn.execute(
+            """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"]]'::jsonb,
+                   ARRAY['# D'], ARRAY[0], ARRAY['heading'], ARRAY[0], ARRAY[0], ARRAY[30],
+                   ARRAY['D'], ARRAY[''], ARRAY[%s]::vector[])""",
+            (vec,),
+        )
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="not a document unit kind"):
+        conn.execute(
+            """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"]]'::jsonb,
+                   ARRAY['# D'], ARRAY[0], ARRAY['user'], ARRAY[0], ARRAY[0], ARRAY[3],
+                   ARRAY['D'], ARRAY[''], ARRAY[%s]::vector[])""",
+            (vec,),
+        )
+
+
+def test_cli_add_search_rm(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "garden.md").write_text(GARDEN, encoding="utf-8")
+    (folder / "sub" / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
+    assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
+    assert "2 inserted" in capsys.readouterr().out
+    assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
+    assert "2 unchanged" in capsys.readouterr().out
+    assert main(["docs", "search", "how do I sharpen a knife on a whetstone", "--scope", "c", "-x", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "sub/kitchen.md · Kitchen Notes > Knife sharpening" in out and PLAIN_ON in out and "\x1b[" not in out
+    assert main(["docs", "rm", "sub/kitchen.md", "--scope", "c"]) == 0
+    assert main(["docs", "rm", "sub/kitchen.md", "--scope", "c"]) == 1
+    assert main(["docs", "add", str(tmp_path / "missing"), "--scope", "c"]) == 2
