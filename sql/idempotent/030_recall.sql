@@ -38,6 +38,71 @@ $$;
 COMMENT ON FUNCTION pgmem.check_recall_args(vector[], text[], integer, double precision, text, text) IS
 'Validate recall arguments; raises 22004 (NULL) or 22023/22000 (out of range, wrong dimension) naming the argument.';
 
+-- Earlier signatures (before exact / ef_search were added): dropped so named calls stay unambiguous.
+DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer);
+DROP FUNCTION IF EXISTS pgmem.fact_recall(text, @VECTOR_SCHEMA@.vector[], integer, double precision, text);
+
+-- Candidate search, the one place that chooses between exact and index search.
+-- Vectors are unit length on both sides (put_turn and add_facts store unit vectors; the query
+-- parts are normalised here), so ordering by inner product (<#>) is ordering by cosine and costs a
+-- third of a cosine distance. A scope with a valid partial ANN index (060_indexes.sql) is searched
+-- through it; every other scope, and every thread-filtered search, is an exact scan within the
+-- scope (the "+ 0" keeps the planner from using an ANN index there).
+CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
+    scope text,
+    unit_vectors vector[],
+    k integer,
+    thread text DEFAULT NULL,
+    exact boolean DEFAULT false,
+    ef_search integer DEFAULT NULL
+) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+SET jit = off
+SET hnsw.ef_search = 100
+SET hnsw.iterative_scan = strict_order
+SET ivfflat.probes = 10
+AS $$
+#variable_conflict use_column
+DECLARE
+    ann regclass;
+    ef integer;
+BEGIN
+    IF thread IS NULL AND NOT coalesce(exact, false) THEN
+        ann := pgmem.scope_ann_index('piece', scope);
+    END IF;
+    IF ann IS NULL THEN
+        RETURN QUERY
+        SELECT q.part_no::integer, h.piece_id, h.ip
+          FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
+                  FROM pgmem.piece c
+                 WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
+                   AND (_memory_candidates.thread IS NULL OR c.thread_id = _memory_candidates.thread)
+                 ORDER BY 2, 1
+                 LIMIT k) h;
+    ELSE
+        ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer, 100), k);
+        PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
+        PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
+        -- The scope as a literal, so the planner can prove the partial index applies.
+        RETURN QUERY EXECUTE format(
+            $q$SELECT q.part_no::integer, h.piece_id, h.ip
+                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                 CROSS JOIN LATERAL (
+                       SELECT c.piece_id, c.embedding <#> q.vec AS ip
+                         FROM pgmem.piece c
+                        WHERE c.scope_id = %L AND c.kind = 'memory'
+                        ORDER BY c.embedding <#> q.vec
+                        LIMIT $2) h$q$, scope)
+        USING unit_vectors, k;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer) IS
+'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else 100.';
+
 CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     scope text,
     part_vectors vector[],
@@ -47,33 +112,35 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     thread text DEFAULT NULL,
     mode text DEFAULT 'vector',
     candidates integer DEFAULT 20,
-    rrf_k integer DEFAULT 60
+    rrf_k integer DEFAULT 60,
+    exact boolean DEFAULT false,
+    ef_search integer DEFAULT NULL
 ) RETURNS SETOF pgmem.recall_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    vecs vector[];
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, floor, mode, 'piece.embedding');
+    IF ef_search IS NOT NULL AND (ef_search < 1 OR ef_search > 1000) THEN
+        RAISE EXCEPTION 'ef_search must be between 1 and 1000, got %', ef_search USING ERRCODE = '22023';
+    END IF;
+    vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     IF mode = 'vector' THEN
-        -- Each part: its own top-x by cosine within the scope's memory pieces, then the floor.
+        -- Each part: its own top-x within the scope's memory pieces, then the floor.
         -- Document units share the plane and are excluded by kind = 'memory'.
         RETURN QUERY
-        SELECT q.part_no::integer, (row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id))::integer,
-               h.piece_id, h.thread_id, h.turn_index, h.label, h.body,
-               1 - h.dist, (2 - h.dist) / 2, NULL::integer
-          FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
-          CROSS JOIN LATERAL (
-                SELECT p.piece_id, p.thread_id, p.turn_index, p.label, p.body, p.embedding <=> q.vec AS dist
-                  FROM pgmem.piece p
-                 WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
-                   AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
-                 ORDER BY p.embedding <=> q.vec, p.piece_id
-                 LIMIT x) h
-         WHERE 1 - h.dist >= floor
+        SELECT c.part_no, (row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.piece_id))::integer,
+               p.piece_id, p.thread_id, p.turn_index, p.label, p.body,
+               -c.ip, (1 - c.ip) / 2, NULL::integer
+          FROM pgmem._memory_candidates(memory_recall.scope, vecs, x, memory_recall.thread, exact, ef_search) c
+          JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = c.piece_id
+         WHERE -c.ip >= floor
          ORDER BY 1, 2;
     ELSE
         -- Hybrid: the part's vector candidates and word candidates (websearch_to_tsquery),
@@ -83,22 +150,18 @@ BEGIN
             -- websearch_to_tsquery ANDs every word; a part should match pieces sharing any of its words.
             SELECT v.vec, v.part_no,
                    replace(websearch_to_tsquery('english'::regconfig, coalesce(t.txt, ''))::text, ' & ', ' | ')::tsquery AS tsq
-              FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
+              FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
         ), vec AS (
-            SELECT q.part_no, c.piece_id, c.dist,
-                   row_number() OVER (PARTITION BY q.part_no ORDER BY c.dist, c.piece_id) AS vrank
-              FROM q CROSS JOIN LATERAL (
-                    SELECT p.piece_id, p.embedding <=> q.vec AS dist FROM pgmem.piece p
-                     WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
-                       AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
-                     ORDER BY p.embedding <=> q.vec, p.piece_id
-                     LIMIT greatest(candidates, x)) c
+            SELECT c.part_no, c.piece_id, 1 + c.ip AS dist,
+                   row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.piece_id) AS vrank
+              FROM pgmem._memory_candidates(memory_recall.scope, vecs, greatest(candidates, x),
+                                            memory_recall.thread, exact, ef_search) c
         ), word AS (
             SELECT q.part_no, c.piece_id, c.dist,
                    row_number() OVER (PARTITION BY q.part_no ORDER BY c.r DESC, c.piece_id) AS wrank
               FROM q CROSS JOIN LATERAL (
-                    SELECT p.piece_id, p.embedding <=> q.vec AS dist, ts_rank_cd(p.tsv, q.tsq) AS r
+                    SELECT p.piece_id, 1 + (p.embedding <#> q.vec) AS dist, ts_rank_cd(p.tsv, q.tsq) AS r
                       FROM pgmem.piece p
                      WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
                        AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
@@ -122,42 +185,98 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank).';
+COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer) IS
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default 100).';
+
+CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
+    scope text,
+    unit_vectors vector[],
+    k integer,
+    thread text DEFAULT NULL,
+    exact boolean DEFAULT false,
+    ef_search integer DEFAULT NULL
+) RETURNS TABLE (part_no integer, fact_id bigint, ip double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+SET jit = off
+SET hnsw.ef_search = 100
+SET hnsw.iterative_scan = strict_order
+SET ivfflat.probes = 10
+AS $$
+#variable_conflict use_column
+DECLARE
+    ann regclass;
+    ef integer;
+BEGIN
+    IF thread IS NULL AND NOT coalesce(exact, false) THEN
+        ann := pgmem.scope_ann_index('fact', scope);
+    END IF;
+    IF ann IS NULL THEN
+        RETURN QUERY
+        SELECT q.part_no::integer, h.fact_id, h.ip
+          FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT f.fact_id, (f.embedding <#> q.vec) + 0 AS ip
+                  FROM pgmem.fact f
+                 WHERE f.scope_id = _fact_candidates.scope
+                   AND (_fact_candidates.thread IS NULL OR f.thread_id = _fact_candidates.thread)
+                 ORDER BY 2, 1
+                 LIMIT k) h;
+    ELSE
+        ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer, 100), k);
+        PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);
+        PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
+        RETURN QUERY EXECUTE format(
+            $q$SELECT q.part_no::integer, h.fact_id, h.ip
+                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                 CROSS JOIN LATERAL (
+                       SELECT f.fact_id, f.embedding <#> q.vec AS ip
+                         FROM pgmem.fact f
+                        WHERE f.scope_id = %L
+                        ORDER BY f.embedding <#> q.vec
+                        LIMIT $2) h$q$, scope)
+        USING unit_vectors, k;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._fact_candidates(text, vector[], integer, text, boolean, integer) IS
+'Top-k facts per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index.';
 
 CREATE OR REPLACE FUNCTION pgmem.fact_recall(
     scope text,
     part_vectors vector[],
     x integer DEFAULT 5,
     floor double precision DEFAULT 0.35,
-    thread text DEFAULT NULL
+    thread text DEFAULT NULL,
+    exact boolean DEFAULT false,
+    ef_search integer DEFAULT NULL
 ) RETURNS SETOF pgmem.fact_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    vecs vector[];
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM pgmem.check_recall_args(part_vectors, NULL, x, floor, 'vector', 'fact.embedding');
+    IF ef_search IS NOT NULL AND (ef_search < 1 OR ef_search > 1000) THEN
+        RAISE EXCEPTION 'ef_search must be between 1 and 1000, got %', ef_search USING ERRCODE = '22023';
+    END IF;
+    vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     RETURN QUERY
-    SELECT q.part_no::integer, (row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.fact_id))::integer,
-           h.fact_id, h.thread_id, h.turn_index, h.section, h.body, 1 - h.dist, (2 - h.dist) / 2
-      FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
-      CROSS JOIN LATERAL (
-            SELECT f.fact_id, f.thread_id, f.turn_index, f.section, f.body, f.embedding <=> q.vec AS dist
-              FROM pgmem.fact f
-             WHERE f.scope_id = fact_recall.scope
-               AND (fact_recall.thread IS NULL OR f.thread_id = fact_recall.thread)
-             ORDER BY f.embedding <=> q.vec, f.fact_id
-             LIMIT x) h
-     WHERE 1 - h.dist >= floor
+    SELECT c.part_no, (row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.fact_id))::integer,
+           f.fact_id, f.thread_id, f.turn_index, f.section, f.body, -c.ip, (1 - c.ip) / 2
+      FROM pgmem._fact_candidates(fact_recall.scope, vecs, x, fact_recall.thread, exact, ef_search) c
+      JOIN pgmem.fact f ON f.scope_id = fact_recall.scope AND f.fact_id = c.fact_id
+     WHERE -c.ip >= floor
      ORDER BY 1, 2;
 END
 $$;
-COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text) IS
-'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35).';
+COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text, boolean, integer) IS
+'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35); exact within the scope unless the scope has a partial ANN index on the fact plane.';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     scope text,
@@ -173,6 +292,10 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    vecs vector[];
+    ann regclass;
+    found_ids bigint[] := '{}';
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
@@ -181,26 +304,38 @@ BEGIN
     IF show IS NULL OR show < 1 OR show > 1000 THEN
         RAISE EXCEPTION 'show must be between 1 and 1000, got %', show USING ERRCODE = '22023';
     END IF;
+    vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
+    IF thread IS NULL THEN
+        ann := pgmem.scope_ann_index('piece', scope);
+    END IF;
+    IF ann IS NOT NULL THEN
+        -- What the index path really returned, as part_no * 2^40 + piece_id keys.
+        found_ids := ARRAY(SELECT c.part_no::bigint * 1099511627776 + c.piece_id
+                             FROM pgmem._memory_candidates(explain_recall.scope, vecs, x) c);
+    END IF;
+    -- The exact candidates of each part (what memory_recall would return with exact => true).
     RETURN QUERY
     SELECT q.part_no::integer, part_texts[q.part_no], c.n::integer, c.piece_id, c.label,
-           1 - c.dist, (2 - c.dist) / 2, explain_recall.floor,
-           CASE WHEN 1 - c.dist < explain_recall.floor THEN 'cut: below floor'
+           -c.ip, (1 - c.ip) / 2, explain_recall.floor,
+           CASE WHEN -c.ip < explain_recall.floor THEN 'cut: below floor'
                 WHEN c.n > x THEN 'cut: beyond x'
+                WHEN ann IS NOT NULL AND NOT (q.part_no * 1099511627776 + c.piece_id = ANY (found_ids))
+                    THEN 'cut: missed by the approximate index ' || ann::text
                 ELSE 'kept' END
-      FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+      FROM unnest(vecs) WITH ORDINALITY AS q(vec, part_no)
       CROSS JOIN LATERAL (
-            SELECT p.piece_id, p.label, p.embedding <=> q.vec AS dist,
-                   row_number() OVER (ORDER BY p.embedding <=> q.vec, p.piece_id) AS n
+            SELECT p.piece_id, p.label, (p.embedding <#> q.vec) + 0 AS ip,
+                   row_number() OVER (ORDER BY (p.embedding <#> q.vec) + 0, p.piece_id) AS n
               FROM pgmem.piece p
              WHERE p.scope_id = explain_recall.scope AND p.kind = 'memory'
                AND (explain_recall.thread IS NULL OR p.thread_id = explain_recall.thread)
-             ORDER BY p.embedding <=> q.vec, p.piece_id
+             ORDER BY 3, 1
              LIMIT greatest(show, x)) c
      ORDER BY 1, 3;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer) IS
-'For debugging in psql: each part''s nearest candidates with cosine, the floor, and whether each was kept or cut (below floor, beyond x).';
+'For debugging in psql: each part''s nearest candidates (exact search in the scope) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
                                             x integer, floor double precision, thread text, mode text, results jsonb)

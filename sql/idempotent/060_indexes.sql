@@ -1,0 +1,141 @@
+-- Recall index strategy. Re-runnable.
+--
+-- Small scopes are searched exactly: a covering B-tree on (scope_id, kind, thread_id)
+-- INCLUDE (piece_id, embedding) keeps a scope's vectors together in the index's leaf pages, so an
+-- exact scan of a 2,000-piece scope is an index-only scan over a few hundred adjacent pages
+-- instead of one heap page per piece. Large scopes get their own partial ANN index
+-- (HNSW by default, inner product on the unit vectors) WHERE scope_id = '<scope>' AND kind = 'memory':
+-- the index holds exactly the rows the query may return, so nothing is filtered after the index
+-- scan and a scope-filtered query never comes back short. There is no table-wide ANN index:
+-- with one, the planner may pick it for a small scope and filter afterwards (pgvector README,
+-- "Filtering"). docs/scaling.md has the measurements behind this file.
+--
+-- Index builds on a live table should run CONCURRENTLY, which cannot happen inside a function:
+-- pgmem.scope_index_plan() returns the statements (run them from psql with \gexec, or from
+-- `pgmem bench`), pgmem.index_large_scopes() runs them in the current transaction (it blocks
+-- writes to the table while it builds; fine for a maintenance window or a fresh load).
+
+-- A covering index only fits while the vector fits a B-tree tuple (about 2,700 bytes: 384-d
+-- and 512-d float vectors do, 1,536-d do not). Wider installs keep the plain scope index.
+DO $$
+BEGIN
+    IF pgmem.column_dims('piece.embedding') * 4 + 64 <= 2600 THEN
+        CREATE INDEX IF NOT EXISTS piece_scope_cover_idx ON pgmem.piece (scope_id, kind, thread_id)
+            INCLUDE (piece_id, embedding);
+        COMMENT ON INDEX pgmem.piece_scope_cover_idx IS
+            'Exact recall in small scopes: an index-only scan over the scope''s vectors, stored together.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmem._scope_index_name(plane text, scope text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT plane || '_ann_' || left(md5(scope), 24)
+$$;
+COMMENT ON FUNCTION pgmem._scope_index_name(text, text) IS
+'Name of the partial ANN index of one scope on one plane (piece or fact): <plane>_ann_<md5(scope) prefix>.';
+
+CREATE OR REPLACE FUNCTION pgmem.scope_ann_index(plane text, scope text)
+RETURNS regclass
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT i.indexrelid::regclass
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+     WHERE c.relnamespace = 'pgmem'::regnamespace
+       AND c.relname = pgmem._scope_index_name(plane, scope)
+       AND i.indisvalid AND i.indisready
+$$;
+COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
+'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly.';
+
+CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
+    min_pieces integer DEFAULT 5000,
+    method text DEFAULT 'hnsw',
+    concurrent boolean DEFAULT true,
+    m integer DEFAULT 16,
+    ef_construction integer DEFAULT 64
+) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    conc text := CASE WHEN concurrent THEN 'CONCURRENTLY ' ELSE '' END;
+BEGIN
+    IF min_pieces IS NULL OR min_pieces < 100 THEN
+        RAISE EXCEPTION 'min_pieces must be at least 100, got %', min_pieces USING ERRCODE = '22023',
+            HINT = 'Below a few thousand rows an exact scan is as fast as an index and always exact.';
+    END IF;
+    IF method IS NULL OR method NOT IN ('hnsw', 'ivfflat') THEN
+        RAISE EXCEPTION 'method must be hnsw or ivfflat, got %', method USING ERRCODE = '22023';
+    END IF;
+    IF m IS NULL OR m NOT BETWEEN 2 AND 100 OR ef_construction IS NULL OR ef_construction NOT BETWEEN 4 AND 1000 THEN
+        RAISE EXCEPTION 'm must be 2..100 and ef_construction 4..1000, got % and %', m, ef_construction
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH counts AS (
+        SELECT 'piece'::text AS plane, p.scope_id, count(*) AS n
+          FROM pgmem.piece p WHERE p.kind = 'memory' GROUP BY p.scope_id
+        UNION ALL
+        SELECT 'fact', f.scope_id, count(*) FROM pgmem.fact f GROUP BY f.scope_id
+    ), existing AS (
+        SELECT CASE WHEN c.relname LIKE 'piece\_ann\_%' THEN 'piece' ELSE 'fact' END AS plane, c.relname::text AS name
+          FROM pg_catalog.pg_class c
+         WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
+           AND (c.relname LIKE 'piece\_ann\_%' OR c.relname LIKE 'fact\_ann\_%')
+    ), wanted AS (
+        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_id) AS name
+          FROM counts k WHERE k.n >= min_pieces
+    )
+    -- Scopes that reached the threshold and have no index yet.
+    SELECT w.scope_id, w.plane, w.n, 'create',
+           format('CREATE INDEX %sIF NOT EXISTS %I ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.vector_ip_ops) %s WHERE scope_id = %L%s',
+                  conc, w.name, w.plane, method,
+                  CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
+                              ELSE format('WITH (lists = %s)', greatest(10, (sqrt(w.n))::integer)) END,
+                  w.scope_id, CASE w.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END)
+      FROM wanted w
+     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.name = w.name)
+    UNION ALL
+    -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
+    -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
+    SELECT k.scope_id, e.plane, coalesce(k.n, 0), 'drop',
+           format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
+      FROM existing e
+      LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_id) = e.name
+      LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = format('pgmem.%I', e.name)::regclass
+     WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT i.indisvalid
+     ORDER BY 4, 3 DESC;
+END
+$$;
+COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
+'The index changes the recall strategy needs: a partial ANN index (hnsw or ivfflat, inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
+
+CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
+    min_pieces integer DEFAULT 5000,
+    method text DEFAULT 'hnsw',
+    m integer DEFAULT 16,
+    ef_construction integer DEFAULT 64
+) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT * FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction) LOOP
+        EXECUTE r.ddl;
+        scope_id := r.scope_id; plane := r.plane; row_count := r.row_count; action := r.action; ddl := r.ddl;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer) IS
+'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
