@@ -28,7 +28,8 @@ THRESHOLD = 2000
 def _np(v: object) -> F32:
     """A pgvector Vector (or array) as float32."""
     to_numpy = getattr(v, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy else v, dtype=np.float32)
+    out: F32 = np.asarray(to_numpy() if to_numpy else v, dtype=np.float32)
+    return out
 
 
 def _unit(rng: np.random.Generator, n: int) -> F32:
@@ -69,15 +70,21 @@ def store(conn: Conn) -> dict[str, tuple[npt.NDArray[np.int64], F32]]:
         _put_turn(conn, f"s{s}", 0, _unit(rng, size // 2))
         _put_turn(conn, f"s{s}", 1, _unit(rng, size - size // 2))
     # Document units in the same plane (kind = 'document'): excluded by memory_recall.
-    conn.execute("INSERT INTO pgmem.document (scope_id, document_id, title, body, content_hash) "
-                 "VALUES ('s0', 'd', 'd', 'd', '\\x00')")
-    chunk = conn.execute("INSERT INTO pgmem.chunk (scope_id, document_id, ordinal, heading_path, body) "
-                         "VALUES ('s0', 'd', 0, '{d}', 'd') RETURNING chunk_id").fetchone()
+    conn.execute(
+        "INSERT INTO pgmem.document (scope_id, document_id, title, body, content_hash) "
+        "VALUES ('s0', 'd', 'd', 'd', '\\x00')"
+    )
+    chunk = conn.execute(
+        "INSERT INTO pgmem.chunk (scope_id, document_id, ordinal, heading_path, body) "
+        "VALUES ('s0', 'd', 0, '{d}', 'd') RETURNING chunk_id"
+    ).fetchone()
     assert chunk is not None
     docs = _unit(rng, 50)
     conn.execute(
-        """INSERT INTO pgmem.piece (scope_id, kind, unit_kind, chunk_id, label, body, raw_embedding, embedding, model_key)
-           SELECT 's0', 'document', 'prose', %s, 'doc', 'doc', v, v, (SELECT model_key FROM pgmem.embedding_model LIMIT 1)
+        """INSERT INTO pgmem.piece (scope_id, kind, unit_kind, chunk_id, label, body,
+                                   raw_embedding, embedding, model_key)
+           SELECT 's0', 'document', 'prose', %s, 'doc', 'doc', v, v,
+                  (SELECT model_key FROM pgmem.embedding_model LIMIT 1)
              FROM unnest(%s::vector[]) AS u(v)""",
         (chunk[0], list(docs)),
         binary=True,
@@ -149,8 +156,9 @@ def _documents_never_returned(conn: Conn, store: dict[str, tuple[npt.NDArray[np.
 
 
 def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]) -> None:
-    made = conn.execute("SELECT plane, scope_id, action FROM pgmem.index_large_scopes(min_pieces => %s)",
-                        (THRESHOLD,)).fetchall()
+    made = conn.execute(
+        "SELECT plane, scope_id, action FROM pgmem.index_large_scopes(min_pieces => %s)", (THRESHOLD,)
+    ).fetchall()
     assert made == [("piece", BIG, "create")]
     index = conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (BIG,)).fetchone()
     assert index is not None and index[0] is not None
@@ -184,9 +192,14 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     # With a thread filter the search is exact again (a post-filtered index scan could come back short).
     queries = _unit(rng, 8)
     thread_ids = np.asarray(
-        [int(str(r[0])) for r in conn.execute(
-            "SELECT piece_id FROM pgmem.piece WHERE scope_id = 'big' AND thread_id = 't1' ORDER BY piece_id")],
-        dtype=np.int64)
+        [
+            int(str(r[0]))
+            for r in conn.execute(
+                "SELECT piece_id FROM pgmem.piece WHERE scope_id = 'big' AND thread_id = 't1' ORDER BY piece_id"
+            )
+        ],
+        dtype=np.int64,
+    )
     mask = np.isin(ids, thread_ids)
     assert _recall(conn, BIG, queries, 5, -1.0, thread="t1") == _exact(ids[mask], vecs[mask], queries, 5, -1.0)
 
@@ -205,7 +218,8 @@ def test_fact_recall_equals_brute_force(conn: Conn) -> None:
     sizes = {"fbig": 2100, **{f"f{i}": 40 + 9 * i for i in range(20)}}
     for scope, n in sizes.items():
         conn.execute(
-            "SELECT count(*) FROM pgmem.add_facts(scope => %s, model_id => 'random', bodies => %s, vectors => %s::vector[])",
+            "SELECT count(*) FROM pgmem.add_facts(scope => %s, model_id => 'random', bodies => %s, "
+            "vectors => %s::vector[])",
             (scope, [f"fact {i}" for i in range(n)], list(_unit(rng, n))),
             binary=True,
         )
@@ -213,8 +227,9 @@ def test_fact_recall_equals_brute_force(conn: Conn) -> None:
     assert conn.execute("SELECT pgmem.scope_ann_index('fact', 'fbig') IS NOT NULL").fetchone() == (True,)
     found = expected = 0
     for scope in sizes:
-        rows = conn.execute("SELECT fact_id, embedding FROM pgmem.fact WHERE scope_id = %s ORDER BY fact_id",
-                            (scope,), binary=True).fetchall()
+        rows = conn.execute(
+            "SELECT fact_id, embedding FROM pgmem.fact WHERE scope_id = %s ORDER BY fact_id", (scope,), binary=True
+        ).fetchall()
         ids = np.asarray([int(str(r[0])) for r in rows], dtype=np.int64)
         vecs = np.stack([_np(r[1]) for r in rows])
         queries = _unit(rng, 8)
