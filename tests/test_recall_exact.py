@@ -34,7 +34,8 @@ def _np(v: object) -> F32:
 
 def _unit(rng: np.random.Generator, n: int) -> F32:
     a = rng.standard_normal((n, TEST_DIMS)).astype(np.float32)
-    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+    out: F32 = (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def _put_turn(conn: Conn, scope: str, turn: int, vectors: F32, thread: str = "t") -> None:
