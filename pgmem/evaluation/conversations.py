@@ -1,0 +1,302 @@
+"""The six storage/search methods the conversation suites compare, on the same data,
+the same embedder and one database.
+
+Every method stores its vectors through `pgmem.put_turn` (each method in its own
+scope, `<prefix>/<method>`) and every search is `pgmem.memory_recall`, so the methods
+differ only in what a vector stands for and how the query is built:
+
+- `whole_turn`: one vector per turn (its messages' text joined); one whole-message
+  query vector. The seed's old indexer.
+- `per_message`: one vector per message (an assistant message's text includes its tool
+  calls as `name(arguments)`); one whole-message query vector. What mem0 and
+  LangGraph's PostgresStore store.
+- `fixed_chunks`: LangChain's `RecursiveCharacterTextSplitter(chunk_size=1000,
+  chunk_overlap=200)` over each turn's text; one whole-message query vector. What most
+  RAG stacks do today.
+- `pieces`: pgmem's labelled pieces (normal ingest path, `ingest_turns`) with no blend
+  (weight 1.0); the message's parts as queries, unblended.
+- `blended`: labelled pieces with the blend (weight 0.8 by default); blended query
+  parts (`pgmem.recall.embed_query`).
+- `hybrid`: `blended`'s store and query vectors with `memory_recall(mode => 'hybrid')`
+  (vector + word search). It shares `blended`'s scope: same data, only the search differs.
+
+Recall is asked without a floor and with a generous `x`, so the metrics see the full
+ranking; `top1_above_floor` applies the floor afterwards, the same floor for every
+method. Grouped results become one list by the rule of `pgmem.evaluation.ranking`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from pgmem.blend import DEFAULT_WEIGHT
+from pgmem.db import scoped
+from pgmem.embedders.base import Embedder
+from pgmem.evaluation.ranking import ScoredHit
+from pgmem.ingest import ingest_turns
+from pgmem.recall import QueryParts, embed_query, recall_vectors
+from pgmem.turns import Turn, content_text, split_sources
+
+METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
+#: Methods that own a scope (hybrid searches blended's).
+STORED = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended")
+CHUNK_SIZE = 1000
+CHUNK_OVERLAP = 200
+
+Conn = psycopg.Connection[tuple[object, ...]]
+#: What a hit counts as: (thread, turn index, the turn's message indexes it holds text of).
+UnitKey = tuple[str, int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One stored vector of a baseline method: embedded text and the messages it covers."""
+
+    unit_kind: str
+    source_index: int
+    text: str
+    messages: tuple[int, ...]
+
+
+def message_text(m: Mapping[str, Any]) -> str:
+    """A message as one text: its content, plus its tool calls as `name(arguments)`."""
+    parts = [content_text(m.get("content"))]
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False) if args else ""
+        parts.append(f"{fn.get('name') or 'tool'}({args_text})")
+    return "\n".join(p for p in parts if p.strip())
+
+
+def _kind(m: Mapping[str, Any]) -> str:
+    role = str(m.get("role"))
+    return role if role in ("user", "assistant", "tool") else "system"
+
+
+def per_message_units(turn: Turn) -> list[Unit]:
+    units: list[Unit] = []
+    for i, m in enumerate(turn.messages):
+        text = message_text(m)
+        if text.strip():
+            units.append(Unit(_kind(m), len(units), text, (i,)))
+    return units
+
+
+def _joined(turn: Turn) -> tuple[str, list[tuple[int, int, int]]]:
+    """The turn's text (messages joined by a blank line) and each message's span."""
+    spans: list[tuple[int, int, int]] = []
+    text = ""
+    for i, m in enumerate(turn.messages):
+        t = message_text(m)
+        if not t.strip():
+            continue
+        if text:
+            text += "\n\n"
+        spans.append((i, len(text), len(text) + len(t)))
+        text += t
+    return text, spans
+
+
+def whole_turn_units(turn: Turn) -> list[Unit]:
+    text, spans = _joined(turn)
+    return [Unit("chunk", 0, text, tuple(i for i, _, _ in spans))] if text.strip() else []
+
+
+def fixed_chunk_units(turn: Turn) -> list[Unit]:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    text, spans = _joined(turn)
+    if not text.strip():
+        return []
+    splitter = RecursiveCharacterTextSplitter(chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP, add_start_index=True)
+    units: list[Unit] = []
+    for doc in splitter.create_documents([text]):
+        start = int(doc.metadata["start_index"])
+        end = start + len(doc.page_content)
+        covered = tuple(i for i, s, e in spans if s < end and e > start)
+        units.append(Unit("chunk", len(units), doc.page_content, covered))
+    return units
+
+
+def source_messages(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
+    """For each source of `pgmem.turns.split_sources(messages)`, the message indexes its
+    text comes from: a tool call's source holds the calling assistant message's
+    arguments and the tool message's result, so it covers both."""
+    out: list[tuple[int, ...]] = []
+    call_msg: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "assistant":
+            if content_text(m.get("content")).strip():
+                out.append((i,))
+            for call in m.get("tool_calls") or []:
+                call_msg[str(call.get("id"))] = i
+        elif role == "tool":
+            call_id = str(m.get("tool_call_id"))
+            answered.add(call_id)
+            src = call_msg.get(call_id)
+            out.append((src, i) if src is not None else (i,))
+        elif content_text(m.get("content")).strip():
+            out.append((i,))
+    for call_id, i in call_msg.items():
+        if call_id not in answered:
+            out.append((i,))
+    n = len(split_sources(messages))
+    if len(out) != n:  # keep this mirror of split_sources honest
+        raise AssertionError(f"source map has {len(out)} entries for {n} sources")
+    return out
+
+
+@dataclass
+class ConversationStore:
+    """All methods' stores for a set of threads, in one database.
+
+    `prefix` names the scopes (`<prefix>/<method>`); `x` is the hits each group keeps
+    (recall runs with no floor so the metrics see the whole ranking)."""
+
+    conn: Conn
+    embedder: Embedder
+    prefix: str
+    weight: float = DEFAULT_WEIGHT
+    x: int = 30
+    methods: Sequence[str] = METHODS
+    _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
+    _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
+
+    def scope(self, method: str) -> str:
+        return f"{self.prefix}/{'blended' if method == 'hybrid' else method}"
+
+    def _stored(self) -> list[str]:
+        want = set(self.methods)
+        if "hybrid" in want:
+            want.add("blended")
+        return [m for m in STORED if m in want]
+
+    def ingest(self, turns: Sequence[Turn]) -> None:
+        """Store `turns` (any scope; they are re-scoped per method) under every method."""
+        for method in self._stored():
+            scope = self.scope(method)
+            scoped_turns = [Turn(scope, t.thread, t.index, t.time, t.messages) for t in turns]
+            if method in ("pieces", "blended"):
+                w = 1.0 if method == "pieces" else self.weight
+                report = ingest_turns(self.conn, scoped_turns, self.embedder, weight=w)
+                if report.failed:
+                    raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
+            else:
+                self._put_baseline(method, scoped_turns)
+            self._map_pieces(method, turns)
+
+    def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
+        build = {"whole_turn": whole_turn_units, "per_message": per_message_units, "fixed_chunks": fixed_chunk_units}
+        per_turn = [(t, build[method](t)) for t in turns]
+        texts = [u.text for _, us in per_turn for u in us]
+        vectors = self.embedder.embed(texts) if texts else None
+        offset = 0
+        for turn, units in per_turn:
+            if not units:
+                continue
+            assert vectors is not None
+            vecs = vectors[offset : offset + len(units)]
+            offset += len(units)
+            digest = hashlib.sha256(json.dumps([method, [u.text for u in units]]).encode("utf-8", "surrogatepass"))
+            with scoped(self.conn, turn.scope):
+                self.conn.execute(
+                    """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => %s,
+                           messages => %s::jsonb, content_hash => %s, model_id => %s, unit_kinds => %s,
+                           source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                           weight => 1.0)""",
+                    (
+                        turn.scope,
+                        turn.thread,
+                        turn.index,
+                        turn.time,
+                        json.dumps(list(turn.messages), ensure_ascii=False),
+                        digest.digest(),
+                        self.embedder.model_id,
+                        [u.unit_kind for u in units],
+                        [u.source_index for u in units],
+                        ["" for _ in units],
+                        [u.text for u in units],
+                        list(vecs),
+                    ),
+                    binary=True,
+                )
+            for u in units:
+                self._units[(turn.scope, turn.thread, turn.index, u.source_index)] = u.messages
+
+    def _map_pieces(self, method: str, turns: Sequence[Turn]) -> None:
+        """piece_id -> (thread, turn, messages) for every piece of this method's scope."""
+        scope = self.scope(method)
+        by_key = {(t.thread, t.index): t for t in turns}
+        mapping = self._piece_messages.setdefault(scope, {})
+        threads = sorted({t.thread for t in turns})
+        with scoped(self.conn, scope):
+            rows = self.conn.execute(
+                """SELECT piece_id, thread_id, turn_index, source_index FROM pgmem.piece
+                    WHERE scope_id = %s AND kind = 'memory' AND thread_id = ANY(%s)""",
+                (scope, threads),
+            ).fetchall()
+        src_cache: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        for pid, thread, tidx, sidx in rows:
+            key = (str(thread), int(str(tidx)))
+            if key not in by_key:
+                continue
+            s = int(str(sidx))
+            if method in ("pieces", "blended"):
+                if key not in src_cache:
+                    src_cache[key] = source_messages(by_key[key].messages)
+                msgs = src_cache[key][s]
+            else:
+                msgs = self._units[(scope, key[0], key[1], s)]
+            mapping[int(str(pid))] = (key[0], key[1], msgs)
+
+    def embed_question(self, question: str) -> QueryParts:
+        return embed_query(question, self.embedder, weight=self.weight)
+
+    def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
+        """The method's hits for a query, each keyed by (thread, turn, messages)."""
+        scope = self.scope(method)
+        if method in ("whole_turn", "per_message", "fixed_chunks"):
+            texts, vecs, mode = [q.texts[-1] if len(q.texts) == 1 else " ".join(q.texts)], q.whole[None, :], "vector"
+        elif method == "pieces":
+            texts, vecs, mode = q.texts, q.raw, "vector"
+        else:
+            texts, vecs, mode = q.texts, q.blended, "hybrid" if method == "hybrid" else "vector"
+        result = recall_vectors(self.conn, scope, texts, vecs, x=self.x, floor=-1.0, thread=thread, mode=mode)
+        mapping = self._piece_messages[scope]
+        return [
+            ScoredHit(g.part_no, h.rank, h.cosine, mapping[h.piece_id])
+            for g in result.groups
+            for h in g.hits
+            if h.piece_id in mapping
+        ]
+
+
+def bar_plot(results: Mapping[str, Mapping[str, float]], metrics: Sequence[str], title: str, path: Any) -> None:
+    """Grouped bars: one group per metric, one bar per method (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(results)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(metrics) + 2), 4))
+    width = 0.8 / max(1, len(methods))
+    for j, m in enumerate(methods):
+        xs = [i + j * width for i in range(len(metrics))]
+        ax.bar(xs, [results[m].get(k, 0.0) for k in metrics], width, label=m)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(metrics))], list(metrics))
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize="small", ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

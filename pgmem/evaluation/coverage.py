@@ -1,0 +1,180 @@
+"""`pgmem eval coverage DIR`: the seed's motivating failure, measured on LongMemEval.
+
+One store holds the haystacks of all the questions in the run (each question's
+sessions are one thread of the same scope, as one user's long memory), as blended
+labelled pieces. Each test message carries two or three questions of different
+question types, in random order, optionally with a long unrelated paragraph (a message
+from a held-out question's haystack, flattened to one line like a voice transcript)
+inserted at a random place. Everything is drawn from a seeded generator, so runs repeat.
+
+Coverage of a message = the share of its questions whose gold turn (a turn holding a
+`has_answer` message) appears anywhere in the returned results; the suite reports the
+mean over messages. Two ways to search the same store with the same budget:
+
+- `single_vector`: one vector for the whole message, top X·parts hits (parts = how many
+  parts the message splits into).
+- `per_part`: pgmem's recall: each part blended with the whole message, a group of up
+  to X hits per part.
+
+`floor` (raw cosine) applies to both; by default there is none, so only the allocation
+of result slots differs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgmem.blend import DEFAULT_WEIGHT
+from pgmem.db import connect
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.evaluation.common import progress, temporary_database
+from pgmem.evaluation.longmemeval import Question, load_dir
+from pgmem.ingest import ingest_turns
+from pgmem.recall import DEFAULT_X, embed_query, recall_vectors
+from pgmem.sqlfiles import InstallParams
+from pgmem.turns import Turn, content_text
+
+SCOPE = "coverage"
+PARAGRAPH_CHARS = (600, 2000)
+
+
+@dataclass(frozen=True)
+class TestMessage:
+    text: str
+    questions: tuple[int, ...]  # indexes into the store's questions
+
+
+def paragraphs_from(questions: Sequence[Question]) -> list[str]:
+    """Long messages of the given (held-out) haystacks, each flattened to one line."""
+    out = []
+    for q in questions:
+        for t in q.turns:
+            for m in t.messages:
+                text = " ".join(content_text(m.get("content")).split())
+                if PARAGRAPH_CHARS[0] <= len(text) <= PARAGRAPH_CHARS[1]:
+                    out.append(text)
+    return out
+
+
+def build_messages(
+    questions: Sequence[Question], paragraphs: Sequence[str], *, count: int, rng: random.Random
+) -> list[TestMessage]:
+    """`count` messages of 2-3 questions of different types (+ a paragraph if any)."""
+    if len(questions) < 2:
+        raise InputError("coverage needs at least two questions in the store")
+    by_type: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        by_type.setdefault(q.qtype, []).append(i)
+    out = []
+    for _ in range(count):
+        k = rng.choice((2, 3))
+        types = rng.sample(sorted(by_type), min(k, len(by_type)))
+        picked = [rng.choice(by_type[t]) for t in types]
+        while len(picked) < k:  # fewer types than k: any other question
+            extra = rng.randrange(len(questions))
+            if extra not in picked:
+                picked.append(extra)
+        rng.shuffle(picked)
+        texts = [" ".join(questions[i].question.split()) for i in picked]
+        if paragraphs:
+            texts.insert(rng.randrange(len(texts) + 1), rng.choice(paragraphs))
+        out.append(TestMessage(" ".join(texts), tuple(picked)))
+    return out
+
+
+def run(
+    path: Path,
+    *,
+    server_url: str,
+    embedder: Embedder,
+    limit: int | None = None,
+    seed: int = 0,
+    messages: int = 200,
+    paragraph: bool = False,
+    x: int = DEFAULT_X,
+    floor: float | None = None,
+    weight: float = DEFAULT_WEIGHT,
+    **_: object,
+) -> dict[str, Any]:
+    """`limit` = questions whose haystacks form the store (a seeded sample; default all)."""
+    rng = random.Random(seed)
+    # The same seeded sample as `longmemeval --limit` (so embeddings are shared), plus
+    # held-out questions after it whose messages serve as unrelated paragraphs.
+    n_all = len(list(path.glob("*.json"))) if path.is_dir() else 0
+    wanted = None if limit is None else limit + (max(1, limit // 10) if paragraph else 0)
+    pool = load_dir(path, limit=wanted if wanted is not None and wanted < n_all else None, seed=seed)
+    held: list[Question] = []
+    if paragraph:
+        n_held = max(1, (limit if limit is not None else len(pool)) // 10)
+        n_held = min(n_held, len(pool) - 2)
+        pool, held = pool[: len(pool) - n_held], pool[len(pool) - n_held :]
+    store_qs = pool[:limit] if limit is not None else pool
+    paragraphs = paragraphs_from(held)
+    if paragraph and not paragraphs:
+        raise InputError(
+            f"{path}: no message of {PARAGRAPH_CHARS[0]}-{PARAGRAPH_CHARS[1]} characters to use as a paragraph"
+        )
+    tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
+    turns = [Turn(SCOPE, q.qid, t.index, t.time, t.messages) for q in store_qs for t in q.turns]
+    progress(f"coverage: store of {len(store_qs)} questions, {len(turns)} turns; {len(tests)} messages")
+    gold = [{(q.qid, t) for t in q.gold} for q in store_qs]
+    f = -1.0 if floor is None else floor
+    shares: dict[str, list[float]] = {"single_vector": [], "per_part": []}
+    with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
+        report = ingest_turns(conn, turns, embedder, weight=weight, progress=_ingest_progress())
+        if report.failed:
+            raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
+        for n, msg in enumerate(tests, 1):
+            q = embed_query(msg.text, embedder, weight=weight)
+            single = recall_vectors(conn, SCOPE, [msg.text], q.whole[None, :], x=min(1000, x * len(q.texts)), floor=f)
+            parts = recall_vectors(conn, SCOPE, q.texts, q.blended, x=x, floor=f)
+            for name, res in (("single_vector", single), ("per_part", parts)):
+                found = {(h.thread_id, h.turn_index) for g in res.groups for h in g.hits}
+                shares[name].append(sum(1 for i in msg.questions if found & gold[i]) / len(msg.questions))
+            if n % 25 == 0 or n == len(tests):
+                progress(
+                    f"coverage: {n}/{len(tests)} messages · single {_mean(shares['single_vector']):.3f} "
+                    f"· per-part {_mean(shares['per_part']):.3f}"
+                )
+    return {"results": {k: {"coverage": _mean(v)} for k, v in shares.items()}, "messages": len(tests)}
+
+
+def _mean(v: Sequence[float]) -> float:
+    return sum(v) / len(v) if v else 0.0
+
+
+def _ingest_progress() -> Callable[[int, int, int], None]:
+    last = 0
+
+    def report(done: int, total: int, pieces: int) -> None:
+        nonlocal last
+        if done == total or done - last >= 200:
+            last = done
+            progress(f"coverage: ingested {done}/{total} turns, {pieces} pieces")
+
+    return report
+
+
+def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "coverage.png"
+    names = list(result["results"])
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.bar(names, [result["results"][n]["coverage"] for n in names], color=["#999999", "#1f77b4"][: len(names)])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of the message's questions covered")
+    ax.set_title(f"Coverage ({result['messages']} messages)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]

@@ -1,0 +1,207 @@
+"""`pgmem eval longmemeval DIR`: LongMemEval per-question files (see the data README).
+
+Per question: its haystack sessions become the turns of one thread, in file order; a
+turn is a user message and the assistant replies after it (a session opening with an
+assistant message gives that message a turn of its own); every turn carries its
+session's date. `has_answer` is removed before ingest and session ids are never
+stored. The question is the query; gold = the turns holding a `has_answer` message.
+Abstention questions (`_abs`) are left out, as in the LongMemEval paper. With `limit`,
+a seeded sample of the questions is run (file names sort by session count, so the
+first N would be biased).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgmem.blend import DEFAULT_WEIGHT
+from pgmem.db import connect
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.evaluation.common import progress, temporary_database
+from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot
+from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
+from pgmem.recall import DEFAULT_FLOOR
+from pgmem.sqlfiles import InstallParams
+from pgmem.turns import Turn
+
+_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s+(\d{1,2}):(\d{2})")
+METRICS = ("top1", "top1_above_floor", "mrr", "recall_at_5")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One retrieval question over its own thread of turns."""
+
+    qid: str
+    qtype: str
+    question: str
+    turns: list[Turn]
+    gold: frozenset[int]  # turn indexes
+
+    @property
+    def thread(self) -> str:
+        return self.turns[0].thread if self.turns else "t"
+
+
+def parse_date(value: object, where: str) -> datetime:
+    """LongMemEval dates look like `2023/05/27 (Sat) 22:10`."""
+    m = _DATE.match(value) if isinstance(value, str) else None
+    if not m:
+        raise InputError(f"{where}: date {value!r} is not like '2023/05/27 (Sat) 22:10'")
+    y, mo, d, h, mi = (int(g) for g in m.groups())
+    return datetime(y, mo, d, h, mi, tzinfo=UTC)
+
+
+def pair_turns(
+    sessions: Sequence[Sequence[Mapping[str, Any]]], dates: Sequence[datetime], *, thread: str, scope: str = "eval"
+) -> tuple[list[Turn], set[int]]:
+    """Turns of one thread (a user message + the replies after it) and the indexes of
+    turns holding a `has_answer` message. Only role and content are kept."""
+    turns: list[Turn] = []
+    gold: set[int] = set()
+    for session, date in zip(sessions, dates, strict=True):
+        groups: list[list[Mapping[str, Any]]] = []
+        for m in session:
+            if m.get("role") == "user" or not groups:
+                groups.append([])
+            groups[-1].append(m)
+        for group in groups:
+            if any(m.get("has_answer") for m in group):
+                gold.add(len(turns))
+            messages = tuple({"role": str(m.get("role")), "content": m.get("content") or ""} for m in group)
+            turns.append(Turn(scope, thread, len(turns), date, messages))
+    return turns, gold
+
+
+def load_question(path: Path) -> Question | None:
+    """One question file, or None for an abstention question or one without evidence."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read a LongMemEval question ({exc})") from None
+    for k in ("question_id", "question", "haystack_sessions", "haystack_dates"):
+        if k not in obj:
+            raise InputError(f"{path}: missing field {k!r}")
+    qid = str(obj["question_id"])
+    if qid.endswith("_abs"):
+        return None
+    sessions, raw_dates = obj["haystack_sessions"], obj["haystack_dates"]
+    if not isinstance(sessions, list) or not isinstance(raw_dates, list) or len(sessions) != len(raw_dates):
+        raise InputError(f"{path}: haystack_sessions and haystack_dates must be lists of the same length")
+    dates = [parse_date(d, f"{path}: haystack_dates[{i}]") for i, d in enumerate(raw_dates)]
+    turns, gold = pair_turns(sessions, dates, thread=qid)
+    if not gold:
+        return None
+    return Question(qid, str(obj.get("question_type", "")), str(obj["question"]), turns, frozenset(gold))
+
+
+def load_dir(path: Path, *, limit: int | None = None, seed: int = 0) -> list[Question]:
+    """The scored questions of a folder of per-question files (a seeded sample with `limit`)."""
+    if not path.is_dir():
+        raise InputError(f"{path}: not a folder of LongMemEval question files")
+    files = sorted(path.glob("*.json"))
+    if not files:
+        raise InputError(f"{path}: no *.json question files")
+    if limit is not None and limit < len(files):
+        if limit < 1:
+            raise InputError(f"limit must be positive, got {limit}")
+        # Sample files (cheap) and load only what is needed; _abs files are skipped.
+        order = files[:]
+        random.Random(seed).shuffle(order)
+        out: list[Question] = []
+        for f in order:
+            q = load_question(f)
+            if q is not None:
+                out.append(q)
+                if len(out) == limit:
+                    break
+        return out
+    return [q for q in (load_question(f) for f in files) if q is not None]
+
+
+def turn_hits(hits: Sequence[ScoredHit[UnitKey]]) -> list[ScoredHit[tuple[str, int]]]:
+    return [ScoredHit(h.part_no, h.rank, h.cosine, (h.key[0], h.key[1])) for h in hits]
+
+
+def score_turns(
+    hits: Sequence[ScoredHit[UnitKey]], gold: frozenset[tuple[str, int]], *, floor: float, depth: int
+) -> dict[str, float]:
+    ranked = rank_units(turn_hits(hits))
+    return {
+        "top1": top1(ranked, gold),
+        "top1_above_floor": top1(ranked, gold, floor=floor),
+        "mrr": reciprocal_rank(ranked, gold, depth=depth),
+        "recall_at_5": recall_at_k(ranked, gold, 5),
+    }
+
+
+def evaluate_threads(
+    conn: Any,
+    embedder: Embedder,
+    items: Sequence[tuple[str, str, Sequence[Turn], frozenset[tuple[str, int]]]],
+    *,
+    methods: Sequence[str],
+    floor: float,
+    weight: float,
+    depth: int,
+    what: str,
+) -> dict[str, dict[str, float]]:
+    """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
+    (thread, turn) keys); a store is ingested once and reused by the questions after it."""
+    per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
+    stores: dict[str, ConversationStore] = {}
+    for n, (name, question, turns, gold) in enumerate(items, 1):
+        store = stores.get(name)
+        if store is None:
+            store = ConversationStore(conn, embedder, name, weight=weight, x=max(30, 3 * depth), methods=methods)
+            store.ingest(turns)
+            stores[name] = store
+        q = store.embed_question(question)
+        for m in methods:
+            per[m].append(score_turns(store.search(m, q), gold, floor=floor, depth=depth))
+        if n % 5 == 0 or n == len(items):
+            tops = " ".join(f"{m}={mean([r['top1'] for r in per[m]]):.2f}" for m in methods)
+            progress(f"{what}: {n}/{len(items)} questions · top1 {tops}")
+    return {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+
+
+def run(
+    path: Path,
+    *,
+    server_url: str,
+    embedder: Embedder,
+    limit: int | None = None,
+    seed: int = 0,
+    floor: float = DEFAULT_FLOOR,
+    weight: float = DEFAULT_WEIGHT,
+    depth: int = 10,
+    methods: Sequence[str] = METHODS,
+    **_: object,
+) -> dict[str, Any]:
+    """Run every method on the folder's questions; the JSON object of the issue."""
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    questions = load_dir(path, limit=limit, seed=seed)
+    progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
+    items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
+    with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
+        results = evaluate_threads(
+            conn, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="longmemeval"
+        )
+    return {"questions": len(questions), "results": results}
+
+
+def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "longmemeval.png"
+    bar_plot(result["results"], METRICS, f"LongMemEval ({result['questions']} questions)", path)
+    return [path]
