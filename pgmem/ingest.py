@@ -19,7 +19,7 @@ from pgmem.db import scoped
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
-from pgmem.turns import Turn
+from pgmem.turns import Turn, check_storable, split_sources
 
 #: Bumped whenever splitting, packing or labelling changes what a turn's pieces are.
 PIECING_VERSION = 1
@@ -33,6 +33,9 @@ class IngestReport:
     unchanged: int = 0
     pieces: int = 0
     failed: list[tuple[tuple[str, str, int], str]] = field(default_factory=list)
+    #: Turns asked to use their text as context that were over the model's input limit
+    #: and fell back to the mean of their pieces.
+    context_fallbacks: list[tuple[str, str, int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -41,15 +44,20 @@ class IngestReport:
             "unchanged": self.unchanged,
             "pieces": self.pieces,
             "failed": [{"turn": list(k), "error": e} for k, e in self.failed],
+            "context_fallbacks": [list(k) for k in self.context_fallbacks],
         }
 
 
 Progress = Callable[[int, int, int], None]  # turns done, turns total, pieces written
 
 
-def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float) -> bytes:
+CONTEXT_MODES = ("mean", "text")
+
+
+def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float, context: str = "mean") -> bytes:
     payload = {
         "v": PIECING_VERSION,
+        "context": context,
         "model": model_id,
         "max_bytes": max_bytes,
         "weight": weight,
@@ -58,6 +66,11 @@ def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float) ->
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
+
+
+def turn_text(turn: Turn) -> str:
+    """The whole turn as one text: its sources in order, as the pieces label them."""
+    return "\n".join(f"{s.name}: {s.text}" for s in split_sources(turn.messages))
 
 
 def _existing_hashes(
@@ -88,17 +101,28 @@ def ingest_turns(
     group_pieces: int = 512,
     reembed: bool = False,
     force: bool = False,
+    context: str = "mean",
     progress: Progress | None = None,
 ) -> IngestReport:
     """Store `turns` (idempotently). `conn` must be in autocommit mode: every turn gets its
-    own transaction. Embeds about `group_pieces` pieces at a time to bound memory."""
+    own transaction. Embeds about `group_pieces` pieces at a time to bound memory.
+
+    `context="mean"` (default) blends each piece with the unit mean of its turn's pieces;
+    `context="text"` embeds the turn's whole text as its context (one more input per turn),
+    falling back to the mean, and saying so in the report, when the turn is over the
+    model's input limit."""
+    if context not in CONTEXT_MODES:
+        raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
     if not conn.autocommit:
         raise InputError("ingest_turns needs an autocommit connection (one transaction per turn)")
     if not 0.0 <= weight <= 1.0:
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_turns = list(turns)
     report = IngestReport()
-    hashes = {t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight) for t in all_turns}
+    hashes = {
+        t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context)
+        for t in all_turns
+    }
     existing = {} if force else _existing_hashes(conn, all_turns)
     todo: list[Turn] = []
     seen: set[tuple[str, str, int]] = set()
@@ -117,12 +141,22 @@ def ingest_turns(
         if not group:
             return
         texts = [p.text for _, ps in group for p in ps]
+        contexts: dict[tuple[str, str, int], int] = {}
+        if context == "text":
+            for turn, _ in group:
+                text = turn_text(turn)
+                if embedder.count_tokens([text])[0] <= embedder.max_input_tokens:
+                    contexts[turn.key] = len(texts)
+                    texts.append(text)
+                else:
+                    report.context_fallbacks.append(turn.key)
         vectors = embedder.embed(texts)
         offset = 0
         for turn, ps in group:
             vecs = vectors[offset : offset + len(ps)]
             offset += len(ps)
-            _put(conn, turn, ps, vecs, hashes[turn.key], embedder.model_id, weight, reembed, force, report)
+            ctx = vectors[contexts[turn.key]] if turn.key in contexts else None
+            _put(conn, turn, ps, vecs, ctx, hashes[turn.key], embedder.model_id, weight, reembed, force, report)
             done += 1
             if progress:
                 progress(done, len(all_turns), report.pieces)
@@ -130,6 +164,7 @@ def ingest_turns(
 
     for turn in todo:
         try:
+            check_storable(turn)
             ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
             if not ps:
                 raise InputError("the turn has no text in any message")
@@ -152,6 +187,7 @@ def _put(
     turn: Turn,
     pieces: list[Piece],
     vectors: FloatArray,
+    context: FloatArray | None,
     digest: bytes,
     model_id: str,
     weight: float,
@@ -166,7 +202,8 @@ def _put(
                        scope => %s, thread => %s, turn_index => %s, turn_time => %s,
                        messages => %s::jsonb, content_hash => %s, model_id => %s,
                        unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
-                       vectors => %s::vector[], weight => %s, reembed => %s, force => %s)""",
+                       vectors => %s::vector[], weight => %s, reembed => %s, force => %s,
+                       context => %s::vector)""",
                 (
                     turn.scope,
                     turn.thread,
@@ -183,6 +220,7 @@ def _put(
                     weight,
                     reembed,
                     force,
+                    context,
                 ),
                 binary=True,
             ).fetchone()

@@ -11,6 +11,7 @@ chat-completions format (user / assistant with `tool_calls` / `tool` with
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -100,6 +101,48 @@ def read_jsonl(path: Path, *, scope: str | None = None) -> Iterator[Turn]:
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
             yield turn_from_dict(obj, scope=scope, where=where)
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_storable(turn: Turn) -> None:
+    """Refuse a turn Postgres cannot store faithfully, naming the field and offset.
+
+    Postgres text and jsonb cannot hold NUL (U+0000), and text must be valid UTF-8: an
+    invalid byte read from a file (decoded as a lone surrogate) has no faithful form.
+    pgmem never rewrites such text silently; the caller decides (strip NUL, or decode the
+    tool output with errors="replace")."""
+    for i, m in enumerate(turn.messages):
+        found = _find_unstorable(m, f"messages[{i}]")
+        if found is not None:
+            where, offset, char = found
+            what = (
+                "a NUL character (U+0000)"
+                if char == "\x00"
+                else f"an invalid UTF-8 byte (lone surrogate U+{ord(char):04X})"
+            )
+            raise InputError(
+                f"{where} contains {what} at offset {offset}: Postgres text cannot store it; "
+                "strip NUL characters or decode the text with errors='replace' before ingest"
+            )
+
+
+def _find_unstorable(value: object, where: str) -> tuple[str, int, str] | None:
+    if isinstance(value, str):
+        m = _UNSTORABLE.search(value)
+        return (where, m.start(), m.group()) if m else None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            found = _find_unstorable(k, f"{where} key") or _find_unstorable(v, f"{where}.{k}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for j, v in enumerate(value):
+            found = _find_unstorable(v, f"{where}[{j}]")
+            if found:
+                return found
+    return None
 
 
 def content_text(content: object) -> str:

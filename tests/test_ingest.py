@@ -194,3 +194,18 @@ def test_ingest_cli_and_pieces_visible(db_url: str, tmp_path: object, monkeypatc
     assert main(["ingest", str(path), "--scope", "cli"]) == 0
     with psycopg.connect(db_url) as c:
         assert c.execute("SELECT label, body FROM pgmem.piece").fetchall() == [("[Turn 1 · User]", "Hello there.")]
+
+
+def test_turn_text_as_context_option(conn: Conn, embedder: Embedder) -> None:
+    small = turn_from_dict(
+        {"scope": "c", "thread": "t", "turn": 1, "messages": [{"role": "user", "content": "Short turn about dogs."}]}
+    )
+    report = ingest_turns(conn, [small, sample_turn(2, scope="c")], embedder, context="text")
+    assert report.inserted == 2
+    # the 300-row tool result is far over 256 tokens: that turn falls back to the mean, and says so
+    assert report.context_fallbacks == [("c", "t1", 2)]
+    ctx = vec(conn.execute("SELECT context FROM pgmem.turn WHERE turn_index = 1").fetchone()[0])  # type: ignore[index]
+    expected = embedder.embed(["User: Short turn about dogs."])[0]
+    assert np.allclose(ctx, expected, atol=1e-5)
+    with pytest.raises(InputError, match="context must be one of"):
+        ingest_turns(conn, [small], embedder, context="summary")

@@ -27,7 +27,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_turn(
     vectors vector[],
     weight double precision DEFAULT 0.8,
     reembed boolean DEFAULT false,
-    force boolean DEFAULT false
+    force boolean DEFAULT false,
+    context vector DEFAULT NULL
 ) RETURNS pgmem.put_result
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -79,7 +80,13 @@ BEGIN
          WHERE p.scope_id = put_turn.scope AND p.thread_id = put_turn.thread AND p.turn_index = put_turn.turn_index;
     END IF;
 
-    ctx := pgmem.unit_mean(vectors);
+    IF put_turn.context IS NOT NULL THEN
+        -- The caller embedded the turn's text as its context (the seed's +0.5-point option).
+        PERFORM pgmem.check_vectors(ARRAY[put_turn.context], 'piece.embedding', 'context');
+        ctx := l2_normalize(put_turn.context);
+    ELSE
+        ctx := pgmem.unit_mean(vectors);
+    END IF;
     INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context, blend_weight, model_key)
     VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key)
     ON CONFLICT (scope_id, thread_id, turn_index) DO UPDATE
@@ -98,8 +105,8 @@ BEGIN
     RETURN ROW(status, n)::pgmem.put_result;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
-'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild); changed = pieces replaced. Computes the turn context (unit mean) and each piece''s blended search vector in SQL.';
+COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector) IS
+'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild); changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL.';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
 RETURNS bigint
