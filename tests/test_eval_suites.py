@@ -1,0 +1,298 @@
+"""The conversation suites on tiny hand-made fixtures in their real formats (LoCoMo,
+LongMemEval, toolqa), run end to end on a temporary database with the local model."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgmem.embedders.base import Embedder
+from pgmem.evaluation import coverage, locomo, longmemeval, toolqa
+from pgmem.evaluation.conversations import METHODS, fixed_chunk_units, per_message_units, source_messages
+from pgmem.turns import Turn, split_sources
+
+LOCOMO = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Wren",
+            "speaker_b": "Tobin",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Wren", "dia_id": "D1:1", "text": "We adopted a beagle puppy and named him Biscuit."},
+                {"speaker": "Tobin", "dia_id": "D1:2", "text": "Biscuit is a lovely name for a dog!"},
+                {"speaker": "Wren", "dia_id": "D1:3", "text": "My sister is learning to play the cello this year."},
+                {"speaker": "Tobin", "dia_id": "D1:4", "text": "The cello has such a warm sound."},
+            ],
+            "session_2_date_time": "10:05 am on 2 June, 2023",
+            "session_2": [
+                {"speaker": "Tobin", "dia_id": "D2:1", "text": "How was your weekend?"},
+                {
+                    "speaker": "Wren",
+                    "dia_id": "D2:2",
+                    "text": "We hiked up Mount Tamalpais and saw the fog roll in over the bay.",
+                    "blip_caption": "a photo of a foggy mountain trail",
+                },
+                {"speaker": "Tobin", "dia_id": "D2:3", "text": "That hike is beautiful in the morning."},
+                {"speaker": "Wren", "dia_id": "D2:4", "text": "Next month I start a new job as a pastry chef."},
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Wren's dog?", "answer": "Biscuit", "evidence": ["D1:1"], "category": 1},
+            {"question": "Which mountain did Wren hike?", "answer": "Tamalpais", "evidence": ["D2:2"], "category": 4},
+            {
+                "question": "What new job is Wren starting?",
+                "answer": "pastry chef",
+                "evidence": ["D2:4"],
+                "category": 2,
+            },
+            {
+                "question": "What instrument does Tobin play?",
+                "adversarial_answer": "cello",
+                "evidence": ["D1:3"],
+                "category": 5,
+            },
+            {"question": "What is Wren's favourite colour?", "answer": "unknown", "evidence": [], "category": 3},
+        ],
+    }
+]
+
+
+def test_locomo_turns_follow_the_format() -> None:
+    turns, where = locomo.conversation_turns(LOCOMO[0]["conversation"], "conv-x", "fixture")  # type: ignore[arg-type]
+    # session 1: (D1:1, D1:2), (D1:3, D1:4); session 2 opens with Tobin: (D2:1), (D2:2, D2:3), (D2:4)
+    assert [len(t.messages) for t in turns] == [2, 2, 1, 2, 1]
+    assert where == {"D1:1": 0, "D1:2": 0, "D1:3": 1, "D1:4": 1, "D2:1": 2, "D2:2": 3, "D2:3": 3, "D2:4": 4}
+    assert turns[0].messages[0] == {"role": "user", "content": "Wren: We adopted a beagle puppy and named him Biscuit."}
+    assert turns[2].messages[0]["role"] == "assistant"
+    assert "foggy mountain trail" in turns[3].messages[0]["content"]
+    assert not any("D1:" in m["content"] or "D2:" in m["content"] for t in turns for m in t.messages)
+    assert turns[0].time is not None and (turns[0].time.month, turns[0].time.hour) == (5, 13)
+    assert turns[3].time is not None and turns[3].time.month == 6
+
+
+def test_locomo_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO))
+    items = locomo.load(path)
+    assert len(items) == 3  # category 5 and the question without evidence are skipped
+    result = locomo.run(path, server_url=db_url, embedder=embedder)
+    assert result["questions"] == 3
+    assert set(result["results"]) == set(METHODS)
+    for metrics in result["results"].values():
+        assert set(metrics) == {"top1", "top1_above_floor", "mrr", "recall_at_5"}
+        assert all(0.0 <= v <= 1.0 for v in metrics.values())
+    assert result["results"]["blended"]["top1"] == 1.0
+    assert result["results"]["blended"]["mrr"] == 1.0
+
+
+def lme_question(qid: str, qtype: str, question: str, sessions: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    return {
+        "question_id": qid,
+        "question_type": qtype,
+        "question": question,
+        "answer": "-",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "haystack_sessions": sessions,
+        "haystack_session_ids": [f"answer_{i}" for i in range(len(sessions))],
+        "haystack_dates": [f"2023/05/{10 + i:02d} (Wed) 09:{i:02d}" for i in range(len(sessions))],
+        "answer_session_ids": ["answer_0"],
+    }
+
+
+def u(text: str, has: bool = False) -> dict[str, Any]:
+    return {"role": "user", "content": text, "has_answer": has}
+
+
+def a(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, "has_answer": False}
+
+
+def write_lme(d: Path) -> Path:
+    d.mkdir()
+    qs = [
+        lme_question(
+            "q1",
+            "single-session-user",
+            "What breed is my dog?",
+            [
+                [
+                    u("I just got a golden retriever named Max.", True),
+                    a("Golden retrievers are friendly."),
+                    u("Can you suggest a pasta recipe?"),
+                    a("Try carbonara with eggs and pecorino."),
+                ]
+            ],
+        ),
+        lme_question(
+            "q2",
+            "multi-session",
+            "Which city did I fly to for the conference?",
+            [
+                [a("Hello! How can I help today?"), u("Recommend a sci-fi novel."), a("Read Dune.")],
+                [u("I flew to Lisbon for the robotics conference last week.", True), a("Lisbon is lovely.")],
+            ],
+        ),
+        lme_question(
+            "q3",
+            "temporal-reasoning",
+            "When did I start learning the violin?",
+            [
+                [
+                    u("I started violin lessons in March.", True),
+                    a("Great, practise scales daily."),
+                    u("What is a good stretching routine?"),
+                    a("Hamstrings and shoulders, ten minutes."),
+                ]
+            ],
+        ),
+        lme_question(
+            "q4_abs", "multi-session", "What is my cat's name?", [[u("I like tea.", True), a("Tea is nice.")]]
+        ),
+    ]
+    for i, q in enumerate(qs):
+        (d / f"{len(q['haystack_sessions'])}_{q['question_id']}_{i}.json").write_text(json.dumps(q))
+    return d
+
+
+def test_longmemeval_loading(tmp_path: Path) -> None:
+    d = write_lme(tmp_path / "lme")
+    qs = {q.qid: q for q in longmemeval.load_dir(d)}
+    assert set(qs) == {"q1", "q2", "q3"}  # _abs is left out
+    q2 = qs["q2"]
+    # a session opening with an assistant message gives it a turn of its own
+    assert [len(t.messages) for t in q2.turns] == [1, 2, 2]
+    assert q2.gold == frozenset({2})
+    assert q2.turns[2].time is not None and q2.turns[2].time.day == 11
+    assert all(set(m) == {"role", "content"} for t in q2.turns for m in t.messages)  # has_answer removed
+    assert len(longmemeval.load_dir(d, limit=2, seed=1)) == 2
+
+
+def test_longmemeval_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    d = write_lme(tmp_path / "lme")
+    result = longmemeval.run(d, server_url=db_url, embedder=embedder, methods=("per_message", "blended", "hybrid"))
+    assert result["questions"] == 3
+    assert set(result["results"]) == {"per_message", "blended", "hybrid"}
+    assert result["results"]["blended"]["top1"] == 1.0
+    assert result["results"]["blended"]["recall_at_5"] == 1.0
+
+
+def test_coverage_messages_are_seeded(tmp_path: Path) -> None:
+    qs = longmemeval.load_dir(write_lme(tmp_path / "lme"))
+    m1 = coverage.build_messages(qs, ["An unrelated paragraph."], count=5, rng=random.Random(3))
+    m2 = coverage.build_messages(qs, ["An unrelated paragraph."], count=5, rng=random.Random(3))
+    assert m1 == m2
+    for m in m1:
+        assert len(m.questions) in (2, 3) and len(set(m.questions)) == len(m.questions)
+        assert len({qs[i].qtype for i in m.questions}) == len(m.questions)  # different types
+        assert "An unrelated paragraph." in m.text
+        assert all(qs[i].question in m.text for i in m.questions)
+
+
+def test_coverage_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    d = write_lme(tmp_path / "lme")
+    result = coverage.run(d, server_url=db_url, embedder=embedder, messages=4, seed=2)
+    assert result["messages"] == 4
+    assert set(result["results"]) == {"single_vector", "per_part"}
+    # a three-question store with x = 5 per part: every gold turn is returned
+    assert result["results"]["per_part"]["coverage"] == 1.0
+    assert 0.0 <= result["results"]["single_vector"]["coverage"] <= 1.0
+
+
+TRAJ = {
+    "id": "demo/run1",
+    "messages": [
+        {"role": "user", "content": "Fix the failing date parser in utils.py."},
+        {
+            "role": "assistant",
+            "content": "Let me look at the file.",
+            "tool_calls": [
+                {
+                    "id": "call_000",
+                    "type": "function",
+                    "function": {"name": "open", "arguments": '{"command": "open utils.py"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_000",
+            "content": (
+                "1: import re\n2: DATE = re.compile(r'\\d{4}-\\d{2}')\n3: def parse(s):\n4:     return DATE.match(s)\n"
+            ),
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_001",
+                    "type": "function",
+                    "function": {"name": "pip", "arguments": '{"command": "pip install python-dateutil"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_001",
+            "content": "Collecting python-dateutil\nSuccessfully installed python-dateutil-2.8.2 six-1.16.0",
+        },
+    ],
+    "questions": [
+        {
+            "question": "Which version of dateutil got installed?",
+            "gold_message": 4,
+            "gold_kind": "tool_result",
+            "answer": "2.8.2",
+            "gold_chars": 80,
+        },
+        {
+            "question": "What regular expression did the date parser use?",
+            "gold_message": 2,
+            "gold_kind": "tool_result",
+            "answer": "DATE",
+            "gold_chars": 90,
+        },
+    ],
+}
+
+
+def test_message_maps() -> None:
+    msgs = TRAJ["messages"]
+    assert isinstance(msgs, list)
+    turn = Turn("s", "t", 0, None, tuple(msgs))
+    # sources: user, assistant step 1 thought, tool open (call + result), tool pip (call + result)
+    assert source_messages(msgs) == [(0,), (1,), (1, 2), (3, 4)]
+    assert len(split_sources(msgs)) == 4
+    assert [x.messages for x in per_message_units(turn)] == [(0,), (1,), (2,), (3,), (4,)]
+    assert "pip(" in per_message_units(turn)[3].text
+    chunks = fixed_chunk_units(turn)
+    assert chunks and all(c.messages for c in chunks)
+
+
+def test_toolqa_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    path = tmp_path / "toolqa.jsonl"
+    path.write_text(json.dumps(TRAJ) + "\n")
+    result = toolqa.run(path, server_url=db_url, embedder=embedder)
+    assert result["questions"] == 2
+    assert set(result["results"]) == set(METHODS)
+    r = result["results"]
+    assert all(r[m]["top1_turn"] == 1.0 for m in METHODS)  # one turn
+    assert r["whole_turn"]["top1_message"] == 0.0  # a whole turn points at no message
+    assert r["blended"]["top1_message"] == 1.0
+    assert set(result["by_kind"]) == {"tool_result", "tool_result<=1500"}
+    assert result["by_kind"]["tool_result"]["questions"] == 2
+
+
+@pytest.mark.parametrize("bad", [{"messages": []}, {"messages": [{"role": "user", "content": "x"}], "questions": [{}]}])
+def test_toolqa_bad_input(tmp_path: Path, bad: dict[str, Any]) -> None:
+    from pgmem.errors import InputError
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(InputError):
+        toolqa.load(path)
