@@ -47,7 +47,10 @@ DROP FUNCTION IF EXISTS pgmem.fact_recall(text, @VECTOR_SCHEMA@.vector[], intege
 -- parts are normalised here), so ordering by inner product (<#>) is ordering by cosine and costs a
 -- third of a cosine distance. A scope with a valid partial ANN index (060_indexes.sql) is searched
 -- through it; every other scope, and every thread-filtered search, is an exact scan within the
--- scope (the "+ 0" keeps the planner from using an ANN index there).
+-- scope (the "+ 0" keeps the planner from using an ANN index there). Sequential and bitmap scans
+-- are off inside these functions only: the exact scan must read the covering index
+-- (060_indexes.sql) index-only, which the default random_page_cost = 4 makes look dearer than a
+-- sequential scan of the whole table for scopes of a few thousand rows.
 CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
     scope text,
     unit_vectors vector[],
@@ -59,6 +62,8 @@ CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 SET jit = off
+SET enable_seqscan = off
+SET enable_bitmapscan = off
 SET hnsw.ef_search = 100
 SET hnsw.iterative_scan = strict_order
 SET ivfflat.probes = 10
@@ -199,6 +204,8 @@ CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 SET jit = off
+SET enable_seqscan = off
+SET enable_bitmapscan = off
 SET hnsw.ef_search = 100
 SET hnsw.iterative_scan = strict_order
 SET ivfflat.probes = 10

@@ -1,0 +1,330 @@
+"""`pgmem bench`: build a synthetic store, load it through pgmem's SQL, and measure recall."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from pgmem.bench.load import load
+from pgmem.bench.measure import (
+    build_indexes,
+    drop_ann_indexes,
+    recall_run,
+    relation_sizes,
+    server_memory,
+)
+from pgmem.bench.synth import PRESETS, ScopeSpec, Store
+from pgmem.cli.common import settings
+from pgmem.db import connect, database_url
+from pgmem.errors import InputError
+from pgmem.sqlfiles import InstallParams
+
+PIECE_DIMS = 384
+FACT_DIMS = 1024
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help="benchmark recall on a synthetic store (load, index, latency, recall)")
+    p.add_argument("--size", choices=sorted(PRESETS), default="100k", help="store size (1m: about 40 minutes here)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    p.add_argument("--out", type=Path, help="also write the JSON results to this file")
+    p.add_argument("--db", help="database name on the server (default pgmem_bench_<size>)")
+    p.add_argument("--reuse", action="store_true", help="measure an already loaded --db (skip the load)")
+    p.add_argument("--keep", action="store_true", help="keep the database afterwards (default: drop it)")
+    p.add_argument("--jobs", type=int, default=2, help="loader connections (disjoint scopes)")
+    p.add_argument("--min-pieces", type=int, default=5000, help="scopes at or above this get a partial ANN index")
+    p.add_argument("--method", choices=("hnsw", "ivfflat"), default="hnsw")
+    p.add_argument("--rebuild-indexes", action="store_true", help="drop and rebuild the ANN indexes (with --reuse)")
+    p.add_argument("--maintenance-work-mem", default="1GB", help="for the index builds")
+    p.add_argument("--ef-search", type=int, default=None, help="hnsw.ef_search for recall (default: pgmem's, 100)")
+    p.add_argument("--messages", type=int, default=10, help="messages per sampled scope and measurement")
+    p.add_argument("--scopes-per-bucket", type=int, default=3)
+    p.add_argument("-x", type=int, default=5)
+    p.add_argument("--floor", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_bench)
+
+
+def _with_db(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if args.jobs < 1 or args.messages < 1 or args.scopes_per_bucket < 1:
+        raise InputError("--jobs, --messages and --scopes-per-bucket must be at least 1")
+    server = database_url(settings())
+    name = args.db or f"pgmem_bench_{args.size}"
+    url = _with_db(server, name)
+    store = Store(args.size, PIECE_DIMS, FACT_DIMS, seed=args.seed)
+    results: dict[str, Any] = {
+        "config": {
+            "size": args.size,
+            "rows": store.total_rows,
+            "scopes": len(store.scopes),
+            "piece_dims": PIECE_DIMS,
+            "fact_dims": FACT_DIMS,
+            "method": args.method,
+            "min_pieces": args.min_pieces,
+            "ef_search": args.ef_search or 100,
+            "x": args.x,
+            "floor": args.floor,
+            "messages_per_scope": args.messages,
+            "database": name,
+        }
+    }
+    admin = _with_db(server, "postgres")
+    if not args.reuse:
+        from pgmem.migrate import upgrade
+
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        upgrade(url, params=InstallParams(PIECE_DIMS, FACT_DIMS))
+        _say(f"loading {store.total_rows:,} rows into {len(store.scopes)} scopes ({args.size}) ...")
+        rep = load(url, store, jobs=args.jobs)
+        results["load"] = {**rep.__dict__, **rep.rates()}
+        _say(f"loaded: {results['load']}")
+    try:
+        with connect(url) as conn:
+            if args.rebuild_indexes:
+                drop_ann_indexes(conn)
+            t0 = time.perf_counter()
+            builds = build_indexes(
+                conn, min_pieces=args.min_pieces, method=args.method, maintenance_work_mem=args.maintenance_work_mem
+            )
+            results["index_builds"] = [b.__dict__ for b in builds]
+            results["index_build_seconds"] = round(time.perf_counter() - t0, 2)
+            results["relation_sizes"] = relation_sizes(conn)
+            results["ann_index_bytes"] = sum(b.bytes for b in builds) or _ann_bytes(conn)
+            _say(f"indexes: {len(builds)} built in {results['index_build_seconds']} s")
+            _measure(conn, store, args, results)
+            results["server_memory"] = server_memory(conn)
+    finally:
+        if not args.keep:
+            with psycopg.connect(admin, autocommit=True) as c:
+                c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(render(results))
+    return 0
+
+
+def _ann_bytes(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    row = conn.execute(
+        "SELECT coalesce(sum(pg_relation_size(oid)), 0) FROM pg_class WHERE relnamespace = 'pgmem'::regnamespace "
+        "AND relkind = 'i' AND (relname LIKE 'piece\\_ann\\_%' OR relname LIKE 'fact\\_ann\\_%')"
+    ).fetchone()
+    return int(str(row[0])) if row else 0
+
+
+def _buckets(store: Store, per: int) -> dict[int, list[ScopeSpec]]:
+    by: dict[int, list[ScopeSpec]] = defaultdict(list)
+    for s in store.scopes:
+        if s.with_documents and len(by[s.rows]) < per:
+            by[s.rows].append(s)
+    return dict(sorted(by.items()))
+
+
+def _path(conn: psycopg.Connection[tuple[object, ...]], plane: str, scope: str) -> str:
+    row = conn.execute("SELECT pgmem.scope_ann_index(%s, %s) IS NOT NULL", (plane, scope)).fetchone()
+    return "index" if row and row[0] else "exact"
+
+
+def _measure(
+    conn: psycopg.Connection[tuple[object, ...]], store: Store, args: argparse.Namespace, results: dict[str, Any]
+) -> None:
+    kw: dict[str, Any] = {"x": args.x, "floor": args.floor, "ef_search": args.ef_search}
+    buckets = _buckets(store, args.scopes_per_bucket)
+    for plane in ("memory", "fact"):
+        rows = []
+        for size, specs in buckets.items():
+            entry: dict[str, Any] = {
+                "bucket": size,
+                "rows_per_scope": size if plane == "memory" else specs[0].facts,
+                "scopes": len(specs),
+                "path": _path(conn, "piece" if plane == "memory" else "fact", specs[0].scope_id),
+            }
+            for parts in (1, 8):
+                _say(f"{plane}_recall bucket {size:,} · {parts} part(s) ...")
+                t = recall_run(
+                    conn,
+                    store,
+                    specs,
+                    plane=plane,
+                    parts=parts,
+                    messages=args.messages,
+                    seed=args.seed + size + parts,
+                    **kw,
+                )
+                entry[f"parts_{parts}"] = t.summary()
+            rows.append(entry)
+        results[f"{plane}_recall"] = rows
+
+    largest = buckets[max(buckets)][0]
+    # Why the index: exact search on the largest scope, and the ef_search trade-off there.
+    _say("largest scope: exact vs index, ef_search sweep ...")
+    exact = recall_run(
+        conn,
+        store,
+        [largest],
+        plane="memory",
+        parts=8,
+        messages=max(3, args.messages // 2),
+        seed=7,
+        x=args.x,
+        floor=args.floor,
+        exact=True,
+    )
+    results["largest_scope_exact"] = {"scope_rows": largest.rows, **exact.summary()}
+    sweep = []
+    if _path(conn, "piece", largest.scope_id) == "index":
+        for ef in (20, 40, 64, 100, 200):
+            t = recall_run(
+                conn,
+                store,
+                [largest],
+                plane="memory",
+                parts=8,
+                messages=args.messages * 2,
+                seed=11,
+                x=args.x,
+                floor=args.floor,
+                ef_search=ef,
+            )
+            sweep.append({"ef_search": ef, **t.summary()})
+    results["ef_search_sweep"] = sweep
+
+    # Issue 4: an 8-part message on 2,000-row scopes (with and without document rows) and on the
+    # 100,000-row scope; one SQL call against 8 round trips.
+    _say("issue-4 comparison ...")
+    issue4 = []
+    picks = [s for s in store.scopes if s.rows == 2_000 and s.with_documents][:3]
+    nodoc = [s for s in store.scopes if s.rows == 2_000 and not s.with_documents][:3]
+    big = [s for s in store.scopes if s.rows == 100_000][:1]
+    for label, specs in (
+        ("2,000 rows (20% documents)", picks),
+        ("2,000 rows (no documents)", nodoc),
+        ("100,000 rows (20% documents)", big),
+    ):
+        if not specs:
+            continue
+        for trips in (False, True):
+            t = recall_run(
+                conn,
+                store,
+                specs,
+                plane="memory",
+                parts=8,
+                messages=args.messages * 2,
+                seed=13,
+                round_trips=trips,
+                check_recall=not trips,
+                **kw,
+            )
+            issue4.append(
+                {
+                    "scope": label,
+                    "calls": "8 round trips" if trips else "one SQL call",
+                    "path": _path(conn, "piece", specs[0].scope_id),
+                    **t.summary(),
+                }
+            )
+    results["issue4"] = issue4
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1048576:,.1f} MB"
+
+
+def render(r: dict[str, Any]) -> str:
+    c = r["config"]
+    out = [
+        f"pgmem bench --size {c['size']}: {c['rows']:,} rows in {c['scopes']} scopes · pieces {c['piece_dims']}-d, "
+        f"facts {c['fact_dims']}-d · {c['method']} for scopes >= {c['min_pieces']:,} · ef_search {c['ef_search']} · "
+        f"x={c['x']} floor={c['floor']}",
+    ]
+    if "load" in r:
+        ld = r["load"]
+        out.append(
+            f"load ({ld['jobs']} connections): memory {ld['memory_pieces']:,} pieces in {ld['memory_seconds']:.0f} s "
+            f"= {ld['memory_pieces_per_s']:,.0f}/s (put_turn) · documents {ld['document_units']:,} units "
+            f"= {ld['document_units_per_s']:,.0f}/s (put_document) · facts {ld['facts']:,} = "
+            f"{ld['facts_per_s']:,.0f}/s (add_facts) · VACUUM ANALYZE {ld['vacuum_seconds']:.0f} s"
+        )
+    out.append(
+        f"ANN indexes: {len(r['index_builds'])} built in {r['index_build_seconds']} s, {_mb(r['ann_index_bytes'])}"
+        + "".join(
+            f"\n  {b['plane']:5} {b['scope_id']:>18} {b['rows']:>8,} rows  {b['seconds']:7.1f} s  {_mb(b['bytes'])}"
+            for b in r["index_builds"]
+        )
+    )
+    sizes = r["relation_sizes"]
+    out.append("relations: " + ", ".join(f"{k} {_mb(v)}" for k, v in list(sizes.items())[:8]))
+    for plane in ("memory", "fact"):
+        out.append("")
+        out.append(f"{plane}_recall — database side (EXPLAIN ANALYZE) and end to end, ms; recall@{c['x']} vs exact")
+        out.append(
+            f"{'bucket':>8} {'rows':>7} {'path':>5} | {'1 part: p50':>11} {'p95':>6} {'p99':>6} {'e2e50':>6} "
+            f"{'recall':>6} | {'8 parts: p50':>12} {'p95':>6} {'p99':>6} {'e2e50':>6} {'recall':>6} {'hits':>5}"
+        )
+        for e in r[f"{plane}_recall"]:
+            a, b = e["parts_1"], e["parts_8"]
+            out.append(
+                f"{e['bucket']:>8,} {e['rows_per_scope']:>7,} {e['path']:>5} | {a['db_p50_ms']:>11} "
+                f"{a['db_p95_ms']:>6} {a['db_p99_ms']:>6} {a['e2e_p50_ms']:>6} {_rc(a['recall']):>6} | "
+                f"{b['db_p50_ms']:>12} {b['db_p95_ms']:>6} {b['db_p99_ms']:>6} {b['e2e_p50_ms']:>6} "
+                f"{_rc(b['recall']):>6} {b['hits_per_call']:>5}"
+            )
+    ex = r["largest_scope_exact"]
+    out.append("")
+    out.append(
+        f"largest scope ({ex['scope_rows']:,} rows), 8 parts, exact scan: db p50 {ex['db_p50_ms']} ms, "
+        f"p95 {ex['db_p95_ms']} ms"
+    )
+    if r["ef_search_sweep"]:
+        out.append(
+            "ef_search sweep on it (8 parts): "
+            + " · ".join(
+                f"ef {s['ef_search']}: p50 {s['db_p50_ms']} ms, recall {_rc(s['recall'])}" for s in r["ef_search_sweep"]
+            )
+        )
+    out.append("")
+    out.append("issue 4 — 8-part message, database side and end to end (ms)")
+    out.append(
+        f"{'scope':>30} {'calls':>14} {'path':>5} | {'db p50':>7} {'db p95':>7} | {'e2e p50':>7} "
+        f"{'e2e p95':>7} | {'recall':>6}"
+    )
+    for e in r["issue4"]:
+        out.append(
+            f"{e['scope']:>30} {e['calls']:>14} {e['path']:>5} | {e['db_p50_ms']:>7} {e['db_p95_ms']:>7} | "
+            f"{e['e2e_p50_ms']:>7} {e['e2e_p95_ms']:>7} | {_rc(e['recall']):>6}"
+        )
+    m = r["server_memory"]
+    out.append("")
+    out.append(
+        f"server: PSS {m.get('server_pss_mb')} MB over {m.get('server_processes')} processes · "
+        f"shared_buffers {m['shared_buffers']} · work_mem {m['work_mem']} · "
+        f"effective_cache_size {m['effective_cache_size']}"
+    )
+    return "\n".join(out)
+
+
+def _rc(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
