@@ -1,0 +1,355 @@
+"""Hostile and broken input: each case is stored faithfully or refused with a clear error
+(an InputError naming the field, or an SQLSTATE), never a crash and never a poisoned batch.
+
+NUL characters and invalid UTF-8 cannot be stored faithfully by Postgres text or jsonb, so
+a turn containing them is refused (and reported) before anything is embedded."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgmem.db import scoped
+from pgmem.embedders.base import FloatArray
+from pgmem.errors import InputError
+from pgmem.ingest import ingest_turns
+from pgmem.recall import recall, recall_vectors
+from pgmem.turns import Turn, read_jsonl
+from tests.security_helpers import DIMS, Conn, HashEmbedder, app_conn, hash_vector, make_turn, repo_root
+
+__all__ = ["app_conn"]
+
+#: Size of the big tool result in the default suite (the 50 MB variant is marked slow:
+#: storing its ~45,000 pieces takes minutes on a 2-core machine).
+BIG_MB = int(os.environ.get("PGMEM_BIG_MB", "5"))
+
+
+def _sqlstate_ok(exc: psycopg.Error) -> bool:
+    """A refusal is clear when it carries an SQLSTATE that is not an internal error."""
+    state = exc.sqlstate or ""
+    return len(state) == 5 and state[:2] not in ("XX", "58") and bool(str(exc).strip())
+
+
+def _stored_turns(conn: Conn) -> set[tuple[str, str, int]]:
+    rows = conn.execute("SELECT scope_id, thread_id, turn_index FROM pgmem.turn").fetchall()
+    return {(str(a), str(b), int(str(c))) for a, b, c in rows}
+
+
+def test_nul_and_invalid_utf8_are_refused_naming_the_field(app_conn: Conn, conn: Conn, tmp_path: Path) -> None:
+    good = make_turn("s", "t", 0, "fine")
+    nul = make_turn("s", "t", 1, "look", tool="binary\x00output")
+    surrogate = make_turn("s", "t", 2, "look", tool="latin-1 \udce9 byte")
+    report = ingest_turns(app_conn, [good, nul, surrogate], HashEmbedder())
+    assert report.inserted == 1
+    failed = dict(report.failed)
+    assert "messages[2].content contains a NUL character (U+0000) at offset 6" in failed[("s", "t", 1)]
+    assert "invalid UTF-8" in failed[("s", "t", 2)] and "offset 8" in failed[("s", "t", 2)]
+    assert _stored_turns(conn) == {("s", "t", 0)}
+
+    # The same from a JSONL file with raw invalid bytes: the reader keeps them as surrogates.
+    path = tmp_path / "turns.jsonl"
+    line = b'{"scope": "s", "thread": "f", "turn": %d, "messages": [{"role": "tool", "content": "%s"}]}\n'
+    path.write_bytes(line % (0, b"ok") + line % (1, b"bad \xff\xfe bytes") + line % (2, b"also ok"))
+    report = ingest_turns(app_conn, list(read_jsonl(path)), HashEmbedder())
+    assert report.inserted == 2 and [k for k, _ in report.failed] == [("s", "f", 1)]
+    assert "U+DCFF" in report.failed[0][1]
+
+    # At the SQL level the server refuses both, with an SQLSTATE.
+    with scoped(app_conn, "s"):
+        for query in (
+            "SELECT pgmem.turn_hashes(E'a\\u0000b', 't', '{}')",
+            "SELECT '[\"\\u0000\"]'::jsonb",
+        ):
+            with pytest.raises(psycopg.Error) as err, app_conn.transaction():
+                app_conn.execute(query)
+            assert _sqlstate_ok(err.value)
+        # as a bound parameter, the driver refuses NUL before sending
+        with pytest.raises(psycopg.DataError, match="NUL"), app_conn.transaction():
+            app_conn.execute("SELECT pgmem.turn_hashes(%s, 't', '{}')", ("a\x00b",))
+    with pytest.raises(psycopg.errors.CharacterNotInRepertoire):
+        app_conn.execute(b"SELECT pgmem.turn_hashes('\xff\xfe', 't', '{}')")
+
+
+def test_empty_and_whitespace_messages(app_conn: Conn, conn: Conn) -> None:
+    emb = HashEmbedder()
+    empty = Turn("s", "t", 0, None, ())
+    blank = Turn("s", "t", 1, None, ({"role": "user", "content": ""},))
+    spaces = Turn(
+        "s", "t", 2, None, ({"role": "user", "content": " \n\t  "}, {"role": "assistant", "content": "\u3000 "})
+    )
+    partly = Turn("s", "t", 3, None, ({"role": "user", "content": "   "}, {"role": "assistant", "content": "hi"}))
+    report = ingest_turns(app_conn, [empty, blank, spaces, partly], emb)
+    assert report.inserted == 1
+    assert sorted(k[2] for k, _ in report.failed) == [0, 1, 2]
+    assert all("no text" in e for _, e in report.failed)
+    # the stored turn keeps its blank message as sent (faithful), with one piece for the text
+    row = conn.execute("SELECT messages FROM pgmem.turn WHERE turn_index = 3").fetchone()
+    assert row is not None and row[0] == [dict(m) for m in partly.messages]
+    for message in ("", "   ", "\n\t\n"):
+        with pytest.raises(InputError, match="empty"):
+            recall(app_conn, "s", message, emb)
+
+
+def _put_turn(conn: Conn, vectors: Sequence[object], **over: object) -> None:
+    args: dict[str, object] = {
+        "scope": "s",
+        "thread": "t",
+        "turn_index": 0,
+        "messages": "[]",
+        "weight": 0.8,
+    }
+    args.update(over)
+    with scoped(conn, "s"):
+        conn.execute(
+            """SELECT pgmem.put_turn(scope => %(scope)s, thread => %(thread)s, turn_index => %(turn_index)s::integer,
+                   turn_time => NULL, messages => %(messages)s::jsonb, content_hash => '\\x01', model_id => 'test:hash',
+                   unit_kinds => %(kinds)s, source_indexes => %(srcs)s, labels => %(labels)s, bodies => %(bodies)s,
+                   vectors => %(vectors)s::vector[], weight => %(weight)s::float8)""",
+            {
+                **args,
+                "kinds": ["user"] * len(vectors),
+                "srcs": [0] * len(vectors),
+                "labels": ["[Turn 0 · User]"] * len(vectors),
+                "bodies": ["x"] * len(vectors),
+                "vectors": list(vectors),
+            },
+            binary=True,
+        )
+
+
+def _bad_vectors() -> Iterator[tuple[str, FloatArray]]:
+    v = hash_vector("x")
+    yield "wrong dimension", v[:-1]
+    yield "too many dimensions", np.concatenate([v, v])
+    nan = v.copy()
+    nan[3] = np.nan
+    yield "NaN", nan
+    inf = v.copy()
+    inf[0] = np.inf
+    yield "infinity", inf
+    yield "zero", np.zeros(DIMS, dtype=np.float32)
+
+
+@pytest.mark.parametrize("what", [w for w, _ in _bad_vectors()])
+def test_bad_vectors_are_refused_with_sqlstate(app_conn: Conn, conn: Conn, what: str) -> None:
+    vec = dict(_bad_vectors())[what]
+    with pytest.raises(psycopg.DataError) as err:
+        _put_turn(app_conn, [hash_vector("ok"), vec])
+    assert _sqlstate_ok(err.value)
+    with pytest.raises(psycopg.DataError) as err, scoped(app_conn, "s"):
+        app_conn.execute(
+            "SELECT * FROM pgmem.memory_recall('s', %s::vector[], floor => -1)", ([hash_vector("q"), vec],), binary=True
+        )
+    assert _sqlstate_ok(err.value)
+    with pytest.raises((psycopg.DataError, InputError)):
+        recall_vectors(app_conn, "s", ["a", "b"], np.stack([vec, vec]), floor=-1.0)
+    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
+def test_out_of_range_numbers_are_refused(app_conn: Conn) -> None:
+    emb = HashEmbedder()
+    ingest_turns(app_conn, [make_turn("s", "t", 0, "something to find")], emb)
+    q = [hash_vector("q")]
+    for x in (-1, 0, 1001, 2**31 - 1, 2**31, -(2**40)):
+        with pytest.raises(psycopg.DataError) as err, scoped(app_conn, "s"):
+            app_conn.execute("SELECT * FROM pgmem.memory_recall('s', %s::vector[], x => %s::integer)", (q, x))
+        assert err.value.sqlstate in ("22023", "22003"), (x, err.value.sqlstate)
+        with pytest.raises(psycopg.DataError), scoped(app_conn, "s"):
+            app_conn.execute("SELECT * FROM pgmem.fact_recall('s', %s::vector[], x => %s::integer)", (q, x))
+        with pytest.raises(InputError, match="x must be between"):
+            recall(app_conn, "s", "something", emb, x=x)
+    for floor in (math.nan, -1.5, 2.0, math.inf):
+        with pytest.raises(psycopg.DataError), scoped(app_conn, "s"):
+            app_conn.execute("SELECT * FROM pgmem.memory_recall('s', %s::vector[], floor => %s::float8)", (q, floor))
+        with pytest.raises(InputError):
+            recall(app_conn, "s", "something", emb, floor=floor)
+    for index in (-1, 2**31):
+        with pytest.raises(psycopg.DataError) as err:
+            _put_turn(app_conn, [hash_vector("ok")], turn_index=index)
+        assert err.value.sqlstate in ("22023", "22003")
+        with pytest.raises(InputError, match="non-negative integer"):
+            from pgmem.turns import turn_from_dict
+
+            turn_from_dict({"scope": "s", "thread": "t", "turn": index, "messages": []})
+    for weight in (math.nan, -0.1, 1.5):
+        with pytest.raises(psycopg.DataError):
+            _put_turn(app_conn, [hash_vector("ok")], turn_index=5, weight=weight)
+
+
+SAMPLE_BY_NAME: dict[str, object] = {
+    "plane": "piece",
+    "column_name": "piece.embedding",
+    "mode": "vector",
+    "what": "vectors",
+    "messages": "[]",
+    "chunk_heading_paths": '[["Title"]]',
+    "results": "[]",
+}
+
+
+def _sample(type_name: str, arg_name: str) -> object:
+    if arg_name in SAMPLE_BY_NAME:
+        return SAMPLE_BY_NAME[arg_name]
+    v = hash_vector("sample")
+    return {
+        "text": "s",
+        "integer": 0,
+        "bigint": 1,
+        "smallint": 1,
+        "double precision": 0.5,
+        "real": 0.5,
+        "boolean": False,
+        "jsonb": "[]",
+        "bytea": b"\x01",
+        "vector": v,
+        "vector[]": [v],
+        "text[]": ["user"],
+        "integer[]": [0],
+        "bigint[]": [1],
+        "timestamp with time zone": None,
+    }.get(type_name)
+
+
+def test_null_arguments_to_every_sql_function(app_conn: Conn, conn: Conn) -> None:
+    ingest_turns(app_conn, [make_turn("s", "t", 0, "something to find")], HashEmbedder())
+    functions = conn.execute(
+        """SELECT p.oid::regprocedure::text, p.proname,
+                  array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) AS t),
+                  coalesce(p.proargnames[1:p.pronargs], array_fill(''::text, ARRAY[p.pronargs]))
+             FROM pg_proc p
+            WHERE p.pronamespace = 'pgmem'::regnamespace AND has_function_privilege(%s, p.oid, 'EXECUTE')
+            ORDER BY 1""",
+        ("pgmem_app",),
+    ).fetchall()
+    assert len(functions) >= 15
+    calls = 0
+    outcomes: dict[str, int] = {}
+    for signature, name, types, names in functions:
+        types_l = [str(t) for t in types]  # type: ignore[attr-defined]
+        names_l = [str(n) for n in names]  # type: ignore[attr-defined]
+        variants: list[list[object]] = [[None] * len(types_l)]
+        for i in range(len(types_l)):
+            args: list[object] = [_sample(t, n) for t, n in zip(types_l, names_l, strict=True)]
+            args[i] = None
+            variants.append(args)
+        placeholders = ", ".join(f"%s::{t}" for t in types_l)
+        for args in variants:
+            calls += 1
+            try:
+                with app_conn.transaction(force_rollback=True):
+                    app_conn.execute("SELECT set_config('pgmem.scope', 's', true)")
+                    app_conn.execute(f"SELECT * FROM pgmem.{name}({placeholders})", args, binary=True).fetchall()
+                outcomes["returned"] = outcomes.get("returned", 0) + 1
+            except psycopg.Error as exc:
+                assert _sqlstate_ok(exc), f"{signature} with {args!r}: {exc!r}"
+                outcomes[str(exc.sqlstate)] = outcomes.get(str(exc.sqlstate), 0) + 1
+            assert app_conn.execute("SELECT 1").fetchone() == (1,), f"connection lost after {signature}"
+    assert calls > 60
+    print(f"NULL-argument calls: {calls}; outcomes by SQLSTATE: {dict(sorted(outcomes.items()))}")
+
+
+class PoisonEmbedder(HashEmbedder):
+    """Returns a NaN vector for any text containing the marker: a bad row mid-batch."""
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        out = super().embed(texts)
+        for i, t in enumerate(texts):
+            if "POISON" in t:
+                out[i, 0] = np.nan
+        return out
+
+
+@pytest.mark.parametrize("kind", ["nul-in-tool-output", "nan-vector-from-embedder"])
+def test_one_bad_turn_in_a_batch_of_100(app_conn: Conn, conn: Conn, kind: str) -> None:
+    turns = [make_turn("s", f"t{i % 4}", i, f"ordinary turn number {i}", tool=f"result {i}") for i in range(100)]
+    if kind == "nul-in-tool-output":
+        turns[57] = make_turn("s", "t1", 57, "bad one", tool="bytes \x00 here")
+    else:
+        turns[57] = make_turn("s", "t1", 57, "bad one POISON")
+    report = ingest_turns(app_conn, turns, PoisonEmbedder(), group_pieces=64)
+    assert report.inserted == 99
+    assert [k for k, _ in report.failed] == [("s", "t1", 57)]
+    if kind == "nan-vector-from-embedder":
+        assert report.failed[0][1].startswith("22")  # the SQLSTATE leads the message
+    stored = _stored_turns(conn)
+    assert len(stored) == 99 and ("s", "t1", 57) not in stored
+    # every stored turn is whole: 2 pieces each (user + tool)
+    counts = conn.execute("SELECT count(*) FROM pgmem.piece GROUP BY thread_id, turn_index").fetchall()
+    assert {int(str(c[0])) for c in counts} == {2}
+
+
+BIG_SCRIPT = r"""
+import json, resource, sys, time
+from pgmem.db import connect
+from pgmem.ingest import ingest_turns
+from tests.security_helpers import HashEmbedder, make_turn
+
+url, mb = sys.argv[1], int(sys.argv[2])
+line = "2026-10-16 14:02:11 INFO shipment 48213 pallet scanned at dock 7, freezer temp -18.4C ok\n"
+text = (line * (mb * 1024 * 1024 // len(line) + 1))[: mb * 1024 * 1024]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+conn = connect(url)
+backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+t0 = time.monotonic()
+report = ingest_turns(conn, [make_turn("big", "t", 0, "run the export", tool=text)], HashEmbedder())
+server_peak = None
+try:  # the server backend's own peak (readable when the test runs as root or as the server's user)
+    with open(f"/proc/{backend}/status") as f:
+        server_peak = int(next(l for l in f if l.startswith("VmHWM")).split()[1]) / 1024
+except (OSError, StopIteration):
+    pass
+print(json.dumps({"inserted": report.inserted, "pieces": report.pieces, "failed": report.failed,
+                  "seconds": round(time.monotonic() - t0, 1), "text_mb": len(text) / 2**20,
+                  "rss_before_mb": before / 1024,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "server_backend_peak_mb": server_peak}))
+"""
+
+
+@pytest.mark.parametrize("mb", [BIG_MB, pytest.param(50, marks=pytest.mark.slow)])
+def test_big_tool_result_is_stored_whole_with_bounded_memory(
+    app_conn: Conn, conn: Conn, db_url: str, mb: int, request: pytest.FixtureRequest
+) -> None:
+    """A 50 MB tool result (5 MB in the default suite): stored whole, cut into pieces under
+    the byte budget, client peak RSS reported and bounded by a fixed multiple of the payload."""
+    from tests.security_helpers import APP_LOGIN, role_url, slow_enabled
+
+    if mb == 50 and not slow_enabled(request.config):
+        pytest.skip("50 MB variant: run with -m slow")
+    proc = subprocess.run(
+        [sys.executable, "-c", BIG_SCRIPT, role_url(db_url, APP_LOGIN), str(mb)],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"{mb} MB tool result: {result}")
+    assert result["inserted"] == 1 and not result["failed"]
+    size = mb * 2**20
+    row = conn.execute(
+        "SELECT octet_length(messages->2->>'content'), md5(messages->2->>'content') FROM pgmem.turn"
+    ).fetchone()
+    line = "2026-10-16 14:02:11 INFO shipment 48213 pallet scanned at dock 7, freezer temp -18.4C ok\n"
+    text = (line * (size // len(line) + 1))[:size]
+    import hashlib
+
+    assert row == (size, hashlib.md5(text.encode()).hexdigest())  # stored faithfully, whole
+    pieces = conn.execute("SELECT count(*), max(octet_length(label || ' ' || body)) FROM pgmem.piece").fetchone()
+    assert pieces is not None and int(str(pieces[0])) == result["pieces"] and int(str(pieces[1])) <= 1200
+    # Bounded: the client's peak grows linearly with the payload, by a fixed factor (it holds
+    # the message, its JSON, the pieces, their texts and vectors and the encoded call at once:
+    # about 22x at 50 MB, measured), never by the number of pieces times anything larger.
+    growth = result["peak_rss_mb"] - result["rss_before_mb"]
+    assert growth < 26 * mb + 150, result
