@@ -142,3 +142,19 @@ def test_report_tables_are_generic() -> None:
     assert "| questions | 12 |" in text
     assert "| intro | 3 | 50.0% | 0.700 | 100.0% | 1.000 |" in text
     assert fmt(None, percent=True) == "–"
+
+
+def test_options_are_checked_against_the_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    from typing import Any
+
+    from pgmem.errors import InputError
+
+    def strict(path: Path, *, x: int = 5) -> None: ...
+
+    def loose(path: Path, *, x: int = 5, **_: Any) -> None: ...
+
+    ev._accepts(strict, {"x": 3}, "s")
+    with pytest.raises(InputError, match="no option y; its options: x"):
+        ev._accepts(strict, {"y": 1}, "s")
+    ev._accepts(loose, {"y": 1}, "s")
+    assert "does not name option(s) y" in capsys.readouterr().err

@@ -116,13 +116,18 @@ def _check_path(path: Path, kind: str, what: str) -> None:
 
 
 def _accepts(fn: Callable[..., Any], options: dict[str, Any], suite: str) -> None:
+    """Refuse options the suite's function does not name (warn only if it takes **kwargs)."""
+    from pgmem.evaluation.common import progress
+
     params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    unknown = sorted(set(options) - {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD})
+    if not unknown:
         return
-    unknown = sorted(set(options) - set(params))
-    if unknown:
-        known = sorted(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
-        raise InputError(f"the {suite!r} suite has no option {', '.join(unknown)}; its options: {', '.join(known)}")
+    known = ", ".join(sorted(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY))
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        progress(f"warning: the {suite!r} suite does not name option(s) {', '.join(unknown)} (its options: {known})")
+        return
+    raise InputError(f"the {suite!r} suite has no option {', '.join(unknown)}; its options: {known}")
 
 
 def command_line(args: argparse.Namespace) -> str:
