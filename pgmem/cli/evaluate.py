@@ -14,7 +14,9 @@ import importlib
 import inspect
 import json
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,7 +153,22 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM becomes KeyboardInterrupt, so `finally` blocks drop the temporary database.
+    raise KeyboardInterrupt
+
+
 def _run(args: argparse.Namespace) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _run_suite(args)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _run_suite(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_suite(args: argparse.Namespace) -> int:
     from pgmem.embedders import from_settings
     from pgmem.evaluation.common import CachedEmbedder, progress
 
