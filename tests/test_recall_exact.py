@@ -233,7 +233,8 @@ def test_fact_recall_equals_brute_force(conn: Conn) -> None:
         ).fetchall()
         ids = np.asarray([int(str(r[0])) for r in rows], dtype=np.int64)
         vecs = np.stack([_np(r[1]) for r in rows])
-        queries = _unit(rng, 8)
+        # The fact plane is halfvec: the database searches with the query rounded to half precision.
+        queries = _unit(rng, 8).astype(np.float16).astype(np.float32)
         got_rows = conn.execute(
             "SELECT part_no, fact_id FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], floor => -1) "
             "ORDER BY part_no, rank",

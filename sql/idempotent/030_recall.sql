@@ -221,7 +221,7 @@ BEGIN
     IF ann IS NULL THEN
         RETURN QUERY
         SELECT q.part_no::integer, h.fact_id, h.ip
-          FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+          FROM unnest(unit_vectors::halfvec[]) WITH ORDINALITY AS q(vec, part_no)
           CROSS JOIN LATERAL (
                 SELECT f.fact_id, (f.embedding <#> q.vec) + 0 AS ip
                   FROM pgmem.fact f
@@ -235,7 +235,7 @@ BEGIN
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
         RETURN QUERY EXECUTE format(
             $q$SELECT q.part_no::integer, h.fact_id, h.ip
-                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                 FROM unnest($1::halfvec[]) WITH ORDINALITY AS q(vec, part_no)
                  CROSS JOIN LATERAL (
                        SELECT f.fact_id, f.embedding <#> q.vec AS ip
                          FROM pgmem.fact f
@@ -247,7 +247,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._fact_candidates(text, vector[], integer, text, boolean, integer) IS
-'Top-k facts per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index.';
+'Top-k facts per unit query vector by inner product (the plane is halfvec: queries are cast to it): exact within the scope, or through the scope''s partial ANN index.';
 
 CREATE OR REPLACE FUNCTION pgmem.fact_recall(
     scope text,

@@ -16,7 +16,8 @@
 -- writes to the table while it builds; fine for a maintenance window or a fresh load).
 
 -- A covering index only fits while the vector fits a B-tree tuple (about 2,700 bytes: 384-d
--- and 512-d float vectors do, 1,536-d do not). Wider installs keep the plain scope index.
+-- and 512-d float vectors do, 1,536-d do not; 1,024-d halfvec facts do). Wider installs keep the
+-- plain scope index.
 DO $$
 BEGIN
     IF pgmem.column_dims('piece.embedding') * 4 + 64 <= 2600 THEN
@@ -24,6 +25,13 @@ BEGIN
             INCLUDE (piece_id, embedding);
         COMMENT ON INDEX pgmem.piece_scope_cover_idx IS
             'Exact recall in small scopes: an index-only scan over the scope''s vectors, stored together.';
+    END IF;
+    -- The fact plane is halfvec (2 bytes a dimension): 1,024-d fits.
+    IF pgmem.column_dims('fact.embedding') * 2 + 64 <= 2600 THEN
+        CREATE INDEX IF NOT EXISTS fact_scope_cover_idx ON pgmem.fact (scope_id, thread_id)
+            INCLUDE (fact_id, embedding);
+        COMMENT ON INDEX pgmem.fact_scope_cover_idx IS
+            'Exact fact recall in small scopes: an index-only scan over the scope''s fact vectors.';
     END IF;
 END
 $$;
@@ -90,13 +98,16 @@ BEGIN
          WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
            AND (c.relname LIKE 'piece\_ann\_%' OR c.relname LIKE 'fact\_ann\_%')
     ), wanted AS (
-        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_id) AS name
+        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_id) AS name,
+               -- vector_ip_ops or halfvec_ip_ops, after the column's type
+               (SELECT t.typname || '_ip_ops' FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                 WHERE a.attrelid = format('pgmem.%I', k.plane)::regclass AND a.attname = 'embedding') AS opclass
           FROM counts k WHERE k.n >= min_pieces
     )
     -- Scopes that reached the threshold and have no index yet.
     SELECT w.scope_id, w.plane, w.n, 'create',
-           format('CREATE INDEX %sIF NOT EXISTS %I ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.vector_ip_ops) %s WHERE scope_id = %L%s',
-                  conc, w.name, w.plane, method,
+           format('CREATE INDEX %sIF NOT EXISTS %I ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_id = %L%s',
+                  conc, w.name, w.plane, method, w.opclass,
                   CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
                               ELSE format('WITH (lists = %s)', greatest(10, (sqrt(w.n))::integer)) END,
                   w.scope_id, CASE w.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END)

@@ -175,7 +175,7 @@ CREATE TABLE pgmem.fact (
     turn_index integer,
     section    text,
     body       text NOT NULL CHECK (length(body) > 0),
-    embedding  vector(@FACT_DIMS@) NOT NULL,
+    embedding  halfvec(@FACT_DIMS@) NOT NULL,
     model_key  smallint NOT NULL REFERENCES pgmem.embedding_model (model_key),
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope_id, fact_id)
@@ -188,7 +188,7 @@ COMMENT ON COLUMN pgmem.fact.thread_id IS 'Thread the fact describes, if any.';
 COMMENT ON COLUMN pgmem.fact.turn_index IS 'Turn the fact describes, if any.';
 COMMENT ON COLUMN pgmem.fact.section IS 'Free-form section reference (e.g. a document chunk) the fact describes.';
 COMMENT ON COLUMN pgmem.fact.body IS 'The fact sentence.';
-COMMENT ON COLUMN pgmem.fact.embedding IS 'Unit vector of the sentence, at the fact plane''s own dimension.';
+COMMENT ON COLUMN pgmem.fact.embedding IS 'Unit vector of the sentence, at the fact plane''s own dimension, stored as halfvec (2 bytes a dimension: a 1,024-d row fits three to a page instead of one; docs/scaling.md).';
 COMMENT ON COLUMN pgmem.fact.model_key IS 'Embedding model of the vector.';
 COMMENT ON COLUMN pgmem.fact.created_at IS 'When the fact was stored.';
 CREATE INDEX fact_scope_idx ON pgmem.fact (scope_id);
