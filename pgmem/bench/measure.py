@@ -211,3 +211,67 @@ def _pss_kb(pid: int) -> int:
     except OSError:
         return 0
     return 0
+
+
+GLOBAL_INDEX = "bench_global_hnsw"
+GLOBAL_SQL = """SELECT q.part_no, 0, h.piece_id FROM unnest(%s::vector[]) WITH ORDINALITY AS q(vec, part_no)
+    CROSS JOIN LATERAL (SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = %s AND c.kind = 'memory'
+                         ORDER BY l2_normalize(c.embedding)::vector(384) <#> q.vec LIMIT %s) h"""
+
+
+def build_global_hnsw(conn: Conn, maintenance_work_mem: str) -> float:
+    """The alternative to per-scope indexes: one HNSW index over every scope's memory pieces
+    (on an expression only the comparison query uses, so memory_recall never sees it)."""
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
+    t0 = time.perf_counter()
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {GLOBAL_INDEX} ON pgmem.piece USING hnsw "
+        "((l2_normalize(embedding)::vector(384)) vector_ip_ops) WHERE kind = 'memory'"
+    )
+    return time.perf_counter() - t0
+
+
+def global_hnsw_run(
+    conn: Conn,
+    store: Store,
+    specs: Sequence[ScopeSpec],
+    *,
+    iterative: str,
+    max_scan_tuples: int,
+    ef_search: int,
+    messages: int,
+    x: int,
+    floor: float,
+    seed: int,
+) -> Timings:
+    """8-part messages through the shared index with a scope filter; recall vs exact memory_recall."""
+    rng = np.random.default_rng(seed)
+    t = Timings()
+    for spec in specs:
+        for i in range(messages + 1):
+            q = store.queries(spec, 8, rng)
+            with conn.transaction():
+                conn.execute("SELECT set_config('hnsw.iterative_scan', %s, true)", (iterative,))
+                conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", (str(max_scan_tuples),))
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+                conn.execute("SELECT set_config('jit', 'off', true)")
+                db = _db_ms(conn, GLOBAL_SQL, (list(q), spec.scope_id, x))
+                t0 = time.perf_counter()
+                rows = conn.execute(GLOBAL_SQL, (list(q), spec.scope_id, x), binary=True).fetchall()
+                e2e = (time.perf_counter() - t0) * 1000
+            if i == 0:
+                continue  # warm-up
+            t.db_ms.append(db)
+            t.e2e_ms.append(e2e)
+            truth = conn.execute(MEMORY_SQL, (spec.scope_id, list(q), x, -1.0, True, None), binary=True).fetchall()
+            got, want = _ids(rows, 8), _ids(truth, 8)
+            t.found += sum(len(g & w) for g, w in zip(got, want, strict=True))
+            t.expected += sum(len(w) for w in want)
+            t.hits += len(rows)
+            t.calls += 1
+    return t
+
+
+def uses_index(conn: Conn, sql: str, params: tuple[object, ...], index: str) -> bool:
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params, binary=True).fetchone()
+    return row is not None and index in str(row[0])

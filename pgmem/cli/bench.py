@@ -11,16 +11,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import psycopg
 from psycopg import sql
 
 from pgmem.bench.load import load
 from pgmem.bench.measure import (
+    GLOBAL_INDEX,
+    GLOBAL_SQL,
+    build_global_hnsw,
     build_indexes,
     drop_ann_indexes,
+    global_hnsw_run,
     recall_run,
     relation_sizes,
     server_memory,
+    uses_index,
 )
 from pgmem.bench.synth import PRESETS, ScopeSpec, Store
 from pgmem.cli.common import settings
@@ -51,6 +57,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-x", type=int, default=5)
     p.add_argument("--floor", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--compare-global",
+        action="store_true",
+        help="also build one table-wide HNSW index and measure scope-filtered search through it (iterative scans)",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -194,7 +205,23 @@ def _measure(
     )
     results["largest_scope_exact"] = {"scope_rows": largest.rows, **exact.summary()}
     sweep = []
-    if _path(conn, "piece", largest.scope_id) == "index":
+    if _path(conn, "piece", largest.scope_id) == "index" and args.method == "ivfflat":
+        for probes in (1, 5, 10, 20, 40):
+            conn.execute("SELECT set_config('pgmem.ivfflat_probes', %s, false)", (str(probes),))
+            t = recall_run(
+                conn,
+                store,
+                [largest],
+                plane="memory",
+                parts=8,
+                messages=args.messages * 2,
+                seed=11,
+                x=args.x,
+                floor=args.floor,
+            )
+            sweep.append({"probes": probes, **t.summary()})
+        conn.execute("SELECT set_config('pgmem.ivfflat_probes', '', false)")
+    elif _path(conn, "piece", largest.scope_id) == "index":
         for ef in (20, 40, 64, 100, 200):
             t = recall_run(
                 conn,
@@ -247,6 +274,57 @@ def _measure(
                 }
             )
     results["issue4"] = issue4
+    if args.compare_global:
+        _compare_global(conn, store, args, results, picks, big or [largest])
+
+
+def _compare_global(
+    conn: psycopg.Connection[tuple[object, ...]],
+    store: Store,
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    small: list[ScopeSpec],
+    large: list[ScopeSpec],
+) -> None:
+    """The road not taken: one HNSW index over all scopes, scope applied as a filter."""
+    _say("building one table-wide HNSW index for comparison ...")
+    secs = build_global_hnsw(conn, args.maintenance_work_mem)
+    conn.execute("ANALYZE pgmem.piece")
+    size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"pgmem.{GLOBAL_INDEX}",)).fetchone()
+    out: dict[str, Any] = {"build_seconds": round(secs, 1), "bytes": int(str(size[0])) if size else 0, "runs": []}
+    probe = store.queries(small[0], 8, np.random.default_rng(0))
+    for label, specs in (("2,000 rows", small), (f"{large[0].rows:,} rows", large)):
+        used = uses_index(conn, GLOBAL_SQL, (list(probe), specs[0].scope_id, args.x), GLOBAL_INDEX)
+        for iterative, max_tuples in (
+            ("off", 20000),
+            ("strict_order", 20000),
+            ("relaxed_order", 20000),
+            ("strict_order", 200000),
+        ):
+            _say(f"  global index · {label} · iterative {iterative} · max_scan_tuples {max_tuples}")
+            t = global_hnsw_run(
+                conn,
+                store,
+                specs,
+                iterative=iterative,
+                max_scan_tuples=max_tuples,
+                ef_search=args.ef_search or 100,
+                messages=args.messages,
+                x=args.x,
+                floor=args.floor,
+                seed=17,
+            )
+            out["runs"].append(
+                {
+                    "scope": label,
+                    "planner_uses_global_index": used,
+                    "iterative_scan": iterative,
+                    "max_scan_tuples": max_tuples,
+                    **t.summary(),
+                }
+            )
+    conn.execute(f"DROP INDEX pgmem.{GLOBAL_INDEX}")
+    results["global_hnsw"] = out
 
 
 def _mb(n: int) -> str:
@@ -300,9 +378,11 @@ def render(r: dict[str, Any]) -> str:
     )
     if r["ef_search_sweep"]:
         out.append(
-            "ef_search sweep on it (8 parts): "
+            "sweep on it (8 parts): "
             + " · ".join(
-                f"ef {s['ef_search']}: p50 {s['db_p50_ms']} ms, recall {_rc(s['recall'])}" for s in r["ef_search_sweep"]
+                f"{'ef' if 'ef_search' in s else 'probes'} {s.get('ef_search', s.get('probes'))}: "
+                f"p50 {s['db_p50_ms']} ms, recall {_rc(s['recall'])}"
+                for s in r["ef_search_sweep"]
             )
         )
     out.append("")
@@ -316,6 +396,23 @@ def render(r: dict[str, Any]) -> str:
             f"{e['scope']:>30} {e['calls']:>14} {e['path']:>5} | {e['db_p50_ms']:>7} {e['db_p95_ms']:>7} | "
             f"{e['e2e_p50_ms']:>7} {e['e2e_p95_ms']:>7} | {_rc(e['recall']):>6}"
         )
+    if "global_hnsw" in r:
+        g = r["global_hnsw"]
+        out.append("")
+        out.append(
+            f"alternative: one table-wide HNSW index ({_mb(g['bytes'])}, built in {g['build_seconds']} s), "
+            "scope as a filter, 8 parts"
+        )
+        out.append(
+            f"{'scope':>14} {'iterative':>14} {'max_tuples':>10} {'planner':>7} | {'db p50':>7} {'db p95':>7} | "
+            f"{'recall':>6} {'hits':>5}"
+        )
+        for e in g["runs"]:
+            out.append(
+                f"{e['scope']:>14} {e['iterative_scan']:>14} {e['max_scan_tuples']:>10} "
+                f"{'index' if e['planner_uses_global_index'] else 'other':>7} | {e['db_p50_ms']:>7} "
+                f"{e['db_p95_ms']:>7} | {_rc(e['recall']):>6} {e['hits_per_call']:>5}"
+            )
     m = r["server_memory"]
     out.append("")
     out.append(
