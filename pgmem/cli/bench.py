@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -122,7 +123,14 @@ def _bench(args: argparse.Namespace) -> int:
             results["relation_sizes"] = relation_sizes(conn)
             results["ann_index_bytes"] = sum(b.bytes for b in builds) or _ann_bytes(conn)
             _say(f"indexes: {len(builds)} built in {results['index_build_seconds']} s")
+            load_before = [round(v, 1) for v in os.getloadavg()]
             _measure(conn, store, args, results)
+            # Other work on the machine inflates every latency: say how busy it was.
+            results["load_average"] = {
+                "before": load_before,
+                "after": [round(v, 1) for v in os.getloadavg()],
+                "cpus": os.cpu_count(),
+            }
             results["server_memory"] = server_memory(conn)
     finally:
         if not args.keep:
@@ -414,6 +422,13 @@ def render(r: dict[str, Any]) -> str:
                 f"{e['db_p95_ms']:>7} | {_rc(e['recall']):>6} {e['hits_per_call']:>5}"
             )
     m = r["server_memory"]
+    if "load_average" in r:
+        la = r["load_average"]
+        out.append("")
+        out.append(
+            f"machine load average (1, 5, 15 min) before {la['before']}, after {la['after']} on {la['cpus']} CPUs "
+            "(figures above are wall-clock: other processes on the machine inflate them)"
+        )
     out.append("")
     out.append(
         f"server: PSS {m.get('server_pss_mb')} MB over {m.get('server_processes')} processes · "
