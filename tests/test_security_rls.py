@@ -322,3 +322,42 @@ def test_own_scope_writes_work_as_app(app_conn: Conn) -> None:
             binary=True,
         ).fetchone()
         assert logged is not None
+
+
+def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> None:
+    """The production path: a DBA runs `pgmem roles create`, a LOGIN member of pgmem_owner
+    (not a superuser) migrates, and a LOGIN member of pgmem_app uses the API."""
+    from pgmem.cli.roles import Login, setup_sql
+    from pgmem.migrate import upgrade
+    from pgmem.sqlfiles import InstallParams
+    from tests.conftest import conninfo_url
+    from tests.security_helpers import role_url
+
+    name = f"{conn.info.dbname}_dba"
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    conn.execute(f'CREATE DATABASE "{name}"')
+    url = conninfo_url(name)
+    logins = [Login("pgmem_test_migrator", "owner"), Login("pgmem_test_app2", "app")]
+    try:
+        with psycopg.connect(url, autocommit=True) as dba:
+            dba.execute(setup_sql(database=name, logins=logins))
+            dba.execute(setup_sql(database=name, logins=logins))  # idempotent
+        upgrade(role_url(url, "pgmem_test_migrator"), params=InstallParams(384, 384))
+        with psycopg.connect(url, autocommit=True) as c:
+            strays = c.execute(
+                """SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace
+                      AND c.relowner <> 'pgmem_owner'::regrole
+                   UNION ALL SELECT p.oid::regprocedure::text FROM pg_proc p
+                    WHERE p.pronamespace = 'pgmem'::regnamespace AND p.proowner <> 'pgmem_owner'::regrole"""
+            ).fetchall()
+            assert strays == []
+        app = connect_as(url, "pgmem_test_app2")
+        try:
+            report = ingest_turns(app, [make_turn("s", "t", 0, "hello from the app")], HashEmbedder())
+            assert report.inserted == 1
+            hits = recall_vectors(app, "s", ["hello"], hash_vector("hello")[None, :], floor=-1.0)
+            assert [h.turn_index for h in hits.groups[0].hits] == [0]
+        finally:
+            app.close()
+    finally:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

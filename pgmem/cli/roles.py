@@ -1,0 +1,164 @@
+"""`pgmem roles create|show`: the roles pgmem expects, for a DBA to create once.
+
+    pgmem_owner   owns the schema and everything in it; migrations run as it (or a member)
+    pgmem_app     applications: read under row-level security, write through pgmem functions
+    pgmem_reader  read-only debugging in psql (still filtered by scope)
+
+The group roles are NOLOGIN; `--login NAME:ROLE[:PASSWORD_ENV]` adds LOGIN members (the
+password is read from the named environment variable, never from the command line, and is
+never printed). `--print` writes the SQL instead of running it (docs/security.md shows it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgmem.cli.common import settings
+from pgmem.errors import ConfigError
+
+GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
+_SAFE_ATTRS = "NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION"
+_LOGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Login:
+    """A LOGIN role that is a member of one pgmem group role."""
+
+    name: str
+    group: str  # owner | app | reader
+    password_env: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Login:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise ConfigError(f"--login takes NAME:ROLE[:PASSWORD_ENV], got {spec!r}")
+        name, group = parts[0], parts[1]
+        if not _LOGIN_NAME.match(name):
+            raise ConfigError(f"login name {name!r}: use letters, digits and underscores (at most 63)")
+        if group not in GROUPS:
+            raise ConfigError(f"login {name}: role must be one of {sorted(GROUPS)}, got {group!r}")
+        if name in GROUPS.values():
+            raise ConfigError(f"{name} is a group role; choose another login name")
+        return cls(name, group, parts[2] if len(parts) == 3 and parts[2] else None)
+
+
+def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[Login] = ()) -> sql.Composed:
+    """Idempotent SQL: the group roles, LOGIN members, pgvector, the pgmem schema."""
+
+    def create_role(name: str, login: bool) -> sql.Composed:
+        return sql.SQL(
+            "    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = {lit}) THEN\n"
+            "        CREATE ROLE {ident} {login} " + _SAFE_ATTRS + ";\n"
+            "    END IF;\n"
+        ).format(lit=sql.Literal(name), ident=sql.Identifier(name), login=sql.SQL("LOGIN" if login else "NOLOGIN"))
+
+    body = [create_role(g, False) for g in GROUPS.values()] + [create_role(x.name, True) for x in logins]
+    parts: list[sql.Composable] = [
+        sql.SQL("-- pgmem roles: run once as a superuser (or a role with CREATEROLE); safe to re-run.\n"),
+        sql.SQL("DO $pgmem_roles$\nBEGIN\n"),
+        *body,
+        sql.SQL("END\n$pgmem_roles$;\n"),
+    ]
+    for x in logins:
+        parts.append(sql.SQL("GRANT {} TO {};\n").format(sql.Identifier(GROUPS[x.group]), sql.Identifier(x.name)))
+    parts += [
+        sql.SQL("-- pgvector is not a trusted extension: only a superuser can install it.\n"),
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS vector SCHEMA {};\n").format(sql.Identifier(vector_schema)),
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;\n"),
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO pgmem_owner, pgmem_app, pgmem_reader;\n").format(
+            sql.Identifier(database)
+        ),
+        # the migrations start with CREATE SCHEMA IF NOT EXISTS pgmem, which checks this privilege
+        sql.SQL("GRANT CREATE ON DATABASE {} TO pgmem_owner;\n").format(sql.Identifier(database)),
+        sql.SQL(
+            "-- PostgreSQL 15+ default; every pgmem function searches this schema, so nobody else may create in it.\n"
+        ),
+        sql.SQL("REVOKE CREATE ON SCHEMA {} FROM PUBLIC;\n").format(sql.Identifier(vector_schema)),
+    ]
+    return sql.Composed(parts)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    roles = sub.add_parser("roles", help="create the pgmem roles (for a DBA), or show them")
+    rsub = roles.add_subparsers(dest="roles_command", required=True, metavar="ACTION")
+    c = rsub.add_parser("create", help="create pgmem_owner, pgmem_app, pgmem_reader (and LOGIN members)")
+    c.add_argument(
+        "--login",
+        action="append",
+        default=[],
+        metavar="NAME:ROLE[:PASSWORD_ENV]",
+        help="a LOGIN member of owner/app/reader; its password is read from PASSWORD_ENV",
+    )
+    c.add_argument("--vector-schema", default=None, help="schema of pgvector (default PGMEM_VECTOR_SCHEMA or public)")
+    c.add_argument("--print", action="store_true", help="print the SQL instead of running it")
+    c.set_defaults(func=_create)
+    rsub.add_parser("show", help="the pgmem roles, their attributes and members").set_defaults(func=_show)
+
+
+def _connect() -> psycopg.Connection[tuple[object, ...]]:
+    from pgmem.db import database_url
+
+    return psycopg.connect(database_url(settings()), autocommit=True)
+
+
+def _create(args: argparse.Namespace) -> int:
+    logins = [Login.parse(s) for s in args.login]
+    vector_schema = args.vector_schema or os.environ.get("PGMEM_VECTOR_SCHEMA") or "public"
+    if args.print:
+        # Rendering needs no server: names are quoted by psycopg's rules for the default encoding.
+        script = setup_sql(database="<database>", vector_schema=vector_schema, logins=logins).as_string(None)
+        print(script.replace('"<database>"', "<database>"), end="")
+        for x in logins:
+            if x.password_env:
+                print(f"-- then: ALTER ROLE {x.name} PASSWORD '...';  (from ${x.password_env})")
+        return 0
+    passwords: dict[str, str] = {}
+    for x in logins:
+        if x.password_env:
+            value = os.environ.get(x.password_env)
+            if not value:
+                raise ConfigError(f"login {x.name}: environment variable {x.password_env} is not set")
+            passwords[x.name] = value
+    with _connect() as conn:
+        database = conn.info.dbname
+        conn.execute(setup_sql(database=database, vector_schema=vector_schema, logins=logins))
+        for name, value in passwords.items():
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(name), sql.Literal(value)))
+    print(f"roles ready in database {database}: {', '.join(GROUPS.values())}", file=sys.stderr)
+    for x in logins:
+        print(
+            f"  login {x.name} -> {GROUPS[x.group]}{' (password set)' if x.name in passwords else ''}", file=sys.stderr
+        )
+    print("next: migrate as pgmem_owner (or a member of it): pgmem migrate", file=sys.stderr)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _connect() as conn:
+        rows = conn.execute(
+            """SELECT r.rolname, r.rolcanlogin, r.rolsuper, r.rolbypassrls,
+                      coalesce(array_agg(m.rolname ORDER BY m.rolname) FILTER (WHERE m.rolname IS NOT NULL), '{}')
+                 FROM pg_catalog.pg_roles r
+                 LEFT JOIN pg_catalog.pg_auth_members am ON am.roleid = r.oid
+                 LEFT JOIN pg_catalog.pg_roles m ON m.oid = am.member
+                WHERE r.rolname = ANY(%s)
+                GROUP BY 1, 2, 3, 4 ORDER BY 1""",
+            (list(GROUPS.values()),),
+        ).fetchall()
+    if not rows:
+        print("no pgmem roles here: run `pgmem roles create` as a DBA")
+        return 3
+    for name, login, superuser, bypass, members in rows:
+        flags = [f for f, on in (("LOGIN", login), ("SUPERUSER", superuser), ("BYPASSRLS", bypass)) if on]
+        warn = "  <- unsafe: row-level security does not apply" if superuser or bypass else ""
+        print(f"{name}: {' '.join(flags) or 'NOLOGIN'}; members: {', '.join(map(str, members)) or '-'}{warn}")  # type: ignore[call-overload]
+    return 0
