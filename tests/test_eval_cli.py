@@ -130,16 +130,18 @@ def test_report_tables_are_generic() -> None:
     result = {
         "questions": 12,
         "results": {"whole_turn": {"top1": 0.5, "mrr": 0.61}, "pieces": {"top1": 0.75, "mrr": 0.8}},
-        "by_kind": {"tool": {"pieces": {"top1_message": 1.0}}},
+        "best_weight": 0.5,
+        "by_kind": {"tool": {"pieces": {"top1_message": 1.0}}, "user": {"questions": 5, "results": {"a": {"b": 1.0}}}},
         "by_target": {"intro": {"n": 3, "chunk": {"top1": 0.5, "mrr": 0.7}, "units": {"top1": 1.0, "mrr": 1.0}}},
     }
     found = {t.title: t for t in tables(result)}
-    assert set(found) == {"summary", "results", "by_kind / tool", "by_target"}
+    assert set(found) == {"summary", "results", "by_kind / tool", "by_kind / user (questions 5) / results", "by_target"}
     assert found["results"].columns == ["top1", "mrr"]
     assert found["by_target"].columns == ["n", "chunk.top1", "chunk.mrr", "units.top1", "units.mrr"]
     text = markdown(result)
     assert "| whole_turn | 50.0% | 0.610 |" in text
     assert "| questions | 12 |" in text
+    assert "| best_weight | 0.500 |" in text
     assert "| intro | 3 | 50.0% | 0.700 | 100.0% | 1.000 |" in text
     assert fmt(None, percent=True) == "–"
 

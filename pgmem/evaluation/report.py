@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 #: Names of floats that are not shares of queries: shown as plain numbers, not percentages.
-_PLAIN = re.compile(r"^(mrr.*|weight|floor|cosine|score|threshold|.*_ms|.*_seconds|seconds|ms)$", re.I)
+_PLAIN = re.compile(
+    r"^(mrr.*|(best_|floor_)?weight|(best_)?floor|cosine.*|score|threshold|.*_ms|.*_seconds|seconds|ms)$", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,18 @@ def _is_table(v: object) -> bool:
     return not all(isinstance(x, Mapping) for row in v.values() for x in row.values())
 
 
+def _scalar(v: object) -> bool:
+    return _is_number(v) or isinstance(v, str | bool) or v is None
+
+
 def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
-    """Every table found in `result`, in key order. Scalars of one level form one table."""
+    """Every table found in `result`, in key order. The scalars of the top level form a
+    `summary` table; nested scalars (a group's `questions`) label that group's tables."""
     out: list[Table] = []
-    scalars: list[tuple[str, list[Any]]] = []
+    scalars = [(str(k), [v]) for k, v in result.items() if _scalar(v)]
+    if title and scalars and any(isinstance(v, Mapping) for v in result.values()):
+        title = f"{title} ({', '.join(f'{k} {fmt(v[0], percent=False)}' for k, v in scalars)})"
+        scalars = []
     for key, value in result.items():
         name = f"{title} / {key}" if title else str(key)
         if _is_table(value):
@@ -73,8 +83,6 @@ def tables(result: Mapping[str, Any], title: str = "") -> list[Table]:
             out.append(Table(name, ["value"], [(str(k), [v]) for k, v in value.items()]))
         elif isinstance(value, Mapping):
             out.extend(tables(value, name))
-        elif _is_number(value) or isinstance(value, str | bool) or value is None:
-            scalars.append((str(key), [value]))
     if scalars:
         out.insert(0, Table(title or "summary", ["value"], scalars))
     return out
