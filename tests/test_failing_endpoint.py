@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from psycopg import sql
 
 from pgmem.db import scoped
 from pgmem.embedders.openai_compat import OpenAIEmbedder
@@ -235,10 +236,14 @@ def test_401_fails_at_once_and_the_key_appears_nowhere(
     tables = [
         str(r[0])
         for r in conn.execute(
-            "SELECT c.oid::regclass FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'r'"
+            "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'r'"
         ).fetchall()
     ]
+    assert "turn" in tables
     for table in tables:
-        hits = conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE '%%SECRETKEY%%'").fetchone()
+        query = sql.SQL("SELECT count(*) FROM {} t WHERE t::text LIKE '%%SECRETKEY%%'").format(
+            sql.Identifier("pgmem", table)
+        )
+        hits = conn.execute(query).fetchone()
         assert hits == (0,), table
     assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgmem.db import scoped
 from pgmem.embedders.base import FloatArray
@@ -241,13 +242,17 @@ def test_null_arguments_to_every_sql_function(app_conn: Conn, conn: Conn) -> Non
             args: list[object] = [_sample(t, n) for t, n in zip(types_l, names_l, strict=True)]
             args[i] = None
             variants.append(args)
-        placeholders = ", ".join(f"%s::{t}" for t in types_l)
+        # type names come from the catalog (format_type), not from input
+        call = sql.SQL("SELECT * FROM {}({})").format(
+            sql.Identifier("pgmem", str(name)),
+            sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Placeholder(), sql.SQL(t)) for t in types_l),
+        )
         for args in variants:
             calls += 1
             try:
                 with app_conn.transaction(force_rollback=True):
                     app_conn.execute("SELECT set_config('pgmem.scope', 's', true)")
-                    app_conn.execute(f"SELECT * FROM pgmem.{name}({placeholders})", args, binary=True).fetchall()
+                    app_conn.execute(call, args, binary=True).fetchall()
                 outcomes["returned"] = outcomes.get("returned", 0) + 1
             except psycopg.Error as exc:
                 assert _sqlstate_ok(exc), f"{signature} with {args!r}: {exc!r}"

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgmem.db import scoped
 from pgmem.embedders.base import FloatArray
@@ -191,7 +192,7 @@ def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
 
     def table(arg: str) -> list[tuple[str, object]]:
         name = str(rng.choice(tables))
-        rows = app_conn.execute(f"SELECT scope_id FROM pgmem.{name}").fetchall()  # name from a fixed list
+        rows = app_conn.execute(sql.SQL("SELECT scope_id FROM {}").format(sql.Identifier("pgmem", name))).fetchall()
         return [("scope_id", r[0]) for r in rows]
 
     ops: dict[str, Callable[[str], list[tuple[str, object]]]] = {
@@ -235,7 +236,9 @@ def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
 def test_no_scope_set_sees_nothing(app_conn: Conn, db_url: str) -> None:
     _populate(app_conn)
     for name in ("scope", "thread", "turn", "piece", "fact", "recall_log"):
-        assert app_conn.execute(f"SELECT count(*) FROM pgmem.{name}").fetchone() == (0,)
+        assert app_conn.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("pgmem", name))
+        ).fetchone() == (0,)
     # an empty setting (what a pooled connection has after a scoped transaction ended) is no scope
     app_conn.execute("SET pgmem.scope = ''")
     assert app_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
@@ -334,8 +337,8 @@ def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> N
     from tests.security_helpers import role_url
 
     name = f"{conn.info.dbname}_dba"
-    conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    conn.execute(f'CREATE DATABASE "{name}"')
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = conninfo_url(name)
     logins = [Login("pgmem_test_migrator", "owner"), Login("pgmem_test_app2", "app")]
     try:
@@ -360,4 +363,4 @@ def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> N
         finally:
             app.close()
     finally:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
