@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pgmem.evaluation.ranking import ScoredHit, covered, rank_units, recall_at_k, reciprocal_rank, top1
-from pgmem.evaluation.sweep import floor_curve, floor_for_precision
+from pgmem.evaluation.sweep import floor_curve, floor_for_keep, floor_for_precision
 
 
 def hits(*rows: tuple[int, int, float, str]) -> list[ScoredHit[str]]:
@@ -75,8 +75,9 @@ def test_floor_curve_and_choice() -> None:
     negatives = [0.45, 0.3, 0.2]
     mixed = [0.4, 0.2, None]
     curve = floor_curve(positives, negatives, mixed, floors=[0.0, 0.3, 0.46])
-    assert curve[0]["precision"] == pytest.approx(3 / 7)
-    assert curve[1]["precision"] == pytest.approx(3 / 6)
+    # precision: kept top hits from a haystack that holds the answer (right or not)
+    assert curve[0]["precision"] == pytest.approx(4 / 7)
+    assert curve[1]["precision"] == pytest.approx(4 / 6)
     assert curve[2]["precision"] == pytest.approx(1.0)
     assert curve[2]["top1_above_floor"] == pytest.approx(0.5)
     assert curve[1]["negatives_above"] == pytest.approx(2 / 3)
@@ -84,3 +85,6 @@ def test_floor_curve_and_choice() -> None:
     chosen = floor_for_precision(curve, 0.9)
     assert chosen is not None and chosen["floor"] == 0.46
     assert floor_for_precision(curve[:2], 0.9) is None
+    keep = floor_for_keep(curve, 0.6)
+    assert keep is not None and keep["floor"] == 0.0  # 0.3 keeps only 1/3 of the mixed gold hits
+    assert floor_for_keep(curve, 1.0) is None

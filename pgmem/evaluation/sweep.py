@@ -18,11 +18,14 @@ through and keep wrong ones out, so three query sets are scored:
   best gold hit of any part, i.e. what a floor must let through when a question shares
   its message with other subjects (the seed's voice-turn case).
 
-For a floor f: `precision` = right top hits >= f / all top hits >= f (positives and
-negatives), `top1_above_floor` = right top hits >= f / positives, `negatives_above` =
-share of negatives returning anything, `mixed_gold_kept` = share of mixed-message
-questions whose best gold hit is >= f. The floor reported is the lowest f whose
-precision reaches `precision` (the chosen target).
+For a floor f, over the top hits that clear it: `precision` = share that come from a
+haystack holding the answer (a positive query), i.e. how well the floor tells "there is
+related memory" from "there is none" (a wrong top hit in the right haystack is a ranking
+error that no floor can fix); `top1_above_floor` = right top hits >= f / positives;
+`negatives_above` = share of negatives returning anything; `mixed_gold_kept` = share of
+mixed-message questions whose best gold hit is >= f. Two floors are reported: `floor`,
+the lowest f whose precision reaches `precision` (the chosen target), and `floor_keep`,
+the highest f that still keeps `keep` of the mixed-message gold hits.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
-WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
+WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 FLOORS = tuple(round(0.01 * i, 2) for i in range(0, 81))
 
 
@@ -67,11 +70,12 @@ def floor_curve(
     out = []
     for f in floors:
         right = sum(1 for c, ok in positives if ok and c >= f)
-        kept = sum(1 for c, _ in positives if c >= f) + sum(1 for c in negatives if c >= f)
+        related = sum(1 for c, _ in positives if c >= f)
+        kept = related + sum(1 for c in negatives if c >= f)
         out.append(
             {
                 "floor": f,
-                "precision": right / kept if kept else 1.0,
+                "precision": related / kept if kept else 1.0,
                 "top1_above_floor": right / len(positives) if positives else 0.0,
                 "negatives_above": sum(1 for c in negatives if c >= f) / len(negatives) if negatives else 0.0,
                 "mixed_gold_kept": sum(1 for c in mixed if c is not None and c >= f) / len(mixed) if mixed else 0.0,
@@ -88,6 +92,15 @@ def floor_for_precision(curve: Sequence[dict[str, float]], target: float) -> dic
     return None
 
 
+def floor_for_keep(curve: Sequence[dict[str, float]], keep: float) -> dict[str, float] | None:
+    """The highest floor that still keeps `keep` of the mixed-message gold hits."""
+    best = None
+    for row in curve:
+        if row["mixed_gold_kept"] >= keep:
+            best = row
+    return best
+
+
 def run(
     path: Path,
     *,
@@ -97,7 +110,8 @@ def run(
     seed: int = 0,
     weights: Sequence[float] = WEIGHTS,
     floor_weight: float = DEFAULT_WEIGHT,
-    precision: float = 0.8,
+    precision: float = 0.9,
+    keep: float = 0.95,
     messages: int = 100,
     x: int = 30,
     depth: int = 10,
@@ -159,12 +173,14 @@ def run(
     best = max(all_w, key=lambda w: (table[str(w)]["mrr"], table[str(w)]["top1"]))
     curve = floor_curve(positives, negatives, mixed)
     chosen = floor_for_precision(curve, precision)
+    kept = floor_for_keep(curve, keep)
     return {
         "model": embedder.model_id,
         "questions": n,
         "weights": table,
         "best_weight": best,
         "floor": {"weight": floor_weight, "precision_target": precision, **(chosen or {"floor": None})},
+        "floor_keep": {"weight": floor_weight, "keep_target": keep, **(kept or {"floor": None})},
         "floor_curve": curve,
         "cosines": {
             "positive_top": [[round(c, 4), ok] for c, ok in positives],
@@ -198,8 +214,9 @@ def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
     fs = [r["floor"] for r in curve]
     for k in ("precision", "top1_above_floor", "negatives_above", "mixed_gold_kept"):
         ax.plot(fs, [r[k] for r in curve], label=k)
-    if result["floor"].get("floor") is not None:
-        ax.axvline(result["floor"]["floor"], color="grey", linestyle="--", linewidth=1)
+    for key, style in (("floor", "--"), ("floor_keep", ":")):
+        if result.get(key, {}).get("floor") is not None:
+            ax.axvline(result[key]["floor"], color="grey", linestyle=style, linewidth=1)
     ax.set_xlabel("cosine floor")
     ax.set_ylim(0, 1.02)
     ax.set_title(f"Floor, {result['model']} (w = {result['floor']['weight']})")
