@@ -364,3 +364,22 @@ def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> N
             app.close()
     finally:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> None:
+    from pgmem.cli import main
+
+    assert main(["roles", "create", "--print", "--login", "svc_app:app:SVC_PW", "--login", "migrator:owner"]) == 0
+    out = capsys.readouterr().out
+    for expected in (
+        'CREATE ROLE "pgmem_app" NOLOGIN NOSUPERUSER NOBYPASSRLS',
+        'CREATE ROLE "svc_app" LOGIN NOSUPERUSER NOBYPASSRLS',
+        'GRANT "pgmem_app" TO "svc_app";',
+        'GRANT "pgmem_owner" TO "migrator";',
+        "CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;",
+    ):
+        assert expected in out
+    assert "PASSWORD" not in out.replace("-- then: ALTER ROLE svc_app PASSWORD '...'", "")
+    for bad in ("x;drop:app", "svc:admin", "pgmem_app:app", "nocolon"):
+        assert main(["roles", "create", "--print", "--login", bad]) == 2
+        assert "error" in capsys.readouterr().err
