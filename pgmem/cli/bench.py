@@ -365,7 +365,7 @@ def render(r: dict[str, Any]) -> str:
     out.append("relations: " + ", ".join(f"{k} {_mb(v)}" for k, v in list(sizes.items())[:8]))
     for plane in ("memory", "fact"):
         out.append("")
-        out.append(f"{plane}_recall — database side (EXPLAIN ANALYZE) and end to end, ms; recall@{c['x']} vs exact")
+        out.append(f"{plane}_recall — database side and end to end (same call), ms; recall@{c['x']} vs exact")
         out.append(
             f"{'bucket':>8} {'rows':>7} {'path':>5} | {'1 part: p50':>11} {'p95':>6} {'p99':>6} {'e2e50':>6} "
             f"{'recall':>6} | {'8 parts: p50':>12} {'p95':>6} {'p99':>6} {'e2e50':>6} {'recall':>6} {'hits':>5}"
