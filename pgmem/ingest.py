@@ -119,20 +119,30 @@ def ingest_turns(
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_turns = list(turns)
     report = IngestReport()
+    # A turn the database cannot store (bad key, NUL, invalid UTF-8) is reported, never
+    # sent: it must not fail the hash lookup or the transaction of the turns around it.
+    valid: list[Turn] = []
+    for t in all_turns:
+        try:
+            check_storable(t)
+        except InputError as exc:
+            report.failed.append((t.key, str(exc)))
+        else:
+            valid.append(t)
     hashes = {
         t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context)
-        for t in all_turns
+        for t in valid
     }
-    existing = {} if force else _existing_hashes(conn, all_turns)
+    existing = {} if force else _existing_hashes(conn, valid)
     todo: list[Turn] = []
     seen: set[tuple[str, str, int]] = set()
-    for t in all_turns:
+    for t in valid:
         if (not force and existing.get(t.key) == hashes[t.key]) or t.key in seen:
             report.unchanged += 1
         else:
             todo.append(t)
             seen.add(t.key)
-    done = report.unchanged
+    done = report.unchanged + len(report.failed)
     group: list[tuple[Turn, list[Piece]]] = []
     group_size = 0
 
@@ -164,7 +174,6 @@ def ingest_turns(
 
     for turn in todo:
         try:
-            check_storable(turn)
             ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
             if not ps:
                 raise InputError("the turn has no text in any message")
@@ -224,7 +233,7 @@ def _put(
                 ),
                 binary=True,
             ).fetchone()
-    except psycopg.DataError as exc:
+    except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this turn's data, not the connection
         report.failed.append((turn.key, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
     assert row is not None

@@ -112,7 +112,14 @@ def check_storable(turn: Turn) -> None:
     Postgres text and jsonb cannot hold NUL (U+0000), and text must be valid UTF-8: an
     invalid byte read from a file (decoded as a lone surrogate) has no faithful form.
     pgmem never rewrites such text silently; the caller decides (strip NUL, or decode the
-    tool output with errors="replace")."""
+    tool output with errors="replace"). The key is checked too: a Turn built directly in
+    Python has not been through turn_from_dict."""
+    where = f"turn {turn.key!r}"
+    _name(turn.scope, "scope", where)
+    _name(turn.thread, "thread", where)
+    idx = turn.index
+    if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx <= 2**31 - 1:
+        raise InputError(f"{where}: turn index must be an integer between 0 and 2147483647, got {idx!r}")
     for i, m in enumerate(turn.messages):
         found = _find_unstorable(m, f"messages[{i}]")
         if found is not None:

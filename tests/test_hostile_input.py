@@ -358,3 +358,23 @@ def test_big_tool_result_is_stored_whole_with_bounded_memory(
     # about 22x at 50 MB, measured), never by the number of pieces times anything larger.
     growth = result["peak_rss_mb"] - result["rss_before_mb"]
     assert growth < 26 * mb + 150, result
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Turn("s", "x" * 201, 57, None, ({"role": "user", "content": "long thread id"},)),
+        Turn("", "t1", 57, None, ({"role": "user", "content": "empty scope"},)),
+        Turn("s" * 201, "t1", 57, None, ({"role": "user", "content": "long scope"},)),
+        Turn("s", "t1", -57, None, ({"role": "user", "content": "negative index"},)),
+        Turn("s", "t1", 2**31, None, ({"role": "user", "content": "huge index"},)),
+    ],
+    ids=["long-thread", "empty-scope", "long-scope", "negative-index", "huge-index"],
+)
+def test_one_badly_keyed_turn_built_in_python_is_reported(app_conn: Conn, conn: Conn, bad: Turn) -> None:
+    """Turns built directly (not read through turn_from_dict) are checked too."""
+    turns = [make_turn("s", "t1", i, f"turn {i}") for i in range(10)]
+    report = ingest_turns(app_conn, [*turns[:5], bad, *turns[5:]], HashEmbedder())
+    assert report.inserted == 10
+    assert [k for k, _ in report.failed] == [bad.key]
+    assert len(_stored_turns(conn)) == 10
