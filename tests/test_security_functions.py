@@ -139,6 +139,10 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, nam
         assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() is not None
         assert app_conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall(%s, %s)", (name, hits.recall_id))
     assert remove_document(app_conn, name, name)
+    # The dynamic DDL of the per-scope index builder quotes the name as data too (as a DBA).
+    built = conn.execute("SELECT scope_id, ddl FROM pgmem.index_large_scopes(min_pieces => 1)").fetchall()
+    assert name in {r[0] for r in built}
+    assert conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone() == (True,)
     # Stored exactly as given, and every table is still there.
     assert conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
     tables = conn.execute(
