@@ -139,10 +139,6 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, nam
         assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() is not None
         assert app_conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall(%s, %s)", (name, hits.recall_id))
     assert remove_document(app_conn, name, name)
-    # The dynamic DDL of the per-scope index builder quotes the name as data too (as a DBA).
-    built = conn.execute("SELECT scope_id, ddl FROM pgmem.index_large_scopes(min_pieces => 1)").fetchall()
-    assert name in {r[0] for r in built}
-    assert conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone() == (True,)
     # Stored exactly as given, and every table is still there.
     assert conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
     tables = conn.execute(
@@ -150,3 +146,17 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, nam
         (["scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"],),
     ).fetchone()
     assert tables == (8,)
+
+
+def test_hostile_names_through_the_index_builders_dynamic_ddl(app_conn: Conn, conn: Conn) -> None:
+    """pgmem.index_large_scopes builds DDL from scope names (run by a DBA): they stay data."""
+    emb = HashEmbedder()
+    names = [HOSTILE_NAMES[0], HOSTILE_NAMES[3]]
+    for name in names:
+        turns = [make_turn(name, "t", i, f"turn {i}", tool=f"output {i}") for i in range(50)]
+        assert ingest_turns(app_conn, turns, emb).inserted == 50
+    built = conn.execute("SELECT scope_id FROM pgmem.index_large_scopes(min_pieces => 100)").fetchall()
+    assert {str(r[0]) for r in built} == set(names)
+    for name in names:
+        assert conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone() == (True,)
+    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (200,)
