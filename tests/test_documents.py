@@ -181,8 +181,10 @@ def test_cli_add_search_rm(
     (folder / "sub").mkdir(parents=True)
     (folder / "garden.md").write_text(GARDEN, encoding="utf-8")
     (folder / "sub" / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
+    (folder / "blank.md").write_text("\n", encoding="utf-8")
     assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
-    assert "2 inserted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 inserted" in out and "1 empty (skipped)" in out
     assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
     assert "2 unchanged" in capsys.readouterr().out
     assert main(["docs", "search", "how do I sharpen a knife on a whetstone", "--scope", "c", "-x", "1"]) == 0

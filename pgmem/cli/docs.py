@@ -65,7 +65,7 @@ def _add(args: argparse.Namespace) -> int:
     else:
         print(
             f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged, "
-            f"{report.units} units written, {len(report.failed)} failed"
+            f"{report.empty} empty (skipped), {report.units} units written, {len(report.failed)} failed"
         )
         for doc, err in report.failed:
             print(f"  failed {doc}: {err}", file=sys.stderr)

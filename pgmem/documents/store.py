@@ -72,6 +72,7 @@ class DocumentReport:
     inserted: int = 0
     replaced: int = 0
     unchanged: int = 0
+    empty: int = 0  # documents with no text: nothing to store, skipped
     units: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
 
@@ -80,6 +81,7 @@ class DocumentReport:
             "inserted": self.inserted,
             "replaced": self.replaced,
             "unchanged": self.unchanged,
+            "empty": self.empty,
             "units": self.units,
             "failed": [{"document": d, "error": e} for d, e in self.failed],
         }
@@ -229,6 +231,10 @@ def add_documents(
         group, size = [], 0
 
     for d in all_docs:
+        if not d.text.strip():
+            report.empty += 1
+            done += 1
+            continue
         try:
             if d.id in seen:
                 raise InputError(f"document {d.id} is given twice")

@@ -19,8 +19,9 @@ Question files (JSON lines) come in two shapes, read by their fields:
 (`shape:mixed`, `shape:prose-only`, `shape:heading-only`, `shape:page` for whole-page
 golds): the seed's claim is about mixed-content against prose-only chunks.
 
-`invisible_chunks` counts the chunks of the units index that a query equal to their own
-heading path does not return within the top 5."""
+`invisible_chunks` counts the chunks of the units index that no query finds: neither their
+heading path, nor their own heading, nor the start of their own text returns them within
+the top 5 (heading-only chunks have only the first two)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from pgmem.db import scoped
 from pgmem.documents.chunking import chunk_markdown
 from pgmem.documents.store import (
     DEFAULT_UNIT_WEIGHT,
+    DocHit,
     Document,
     Progress,
     add_documents,
@@ -120,9 +122,9 @@ def gold_shape(q: Question, docs: dict[str, Document]) -> str:
 
 def _search_all(
     conn: psycopg.Connection[tuple[object, ...]], scope: str, texts: Sequence[str], vectors: F32, depth: int
-) -> list[list[tuple[str, list[str]]]]:
-    """Ranked (document_id, heading_path) lists, one per query, PARTS_PER_CALL queries per SQL call."""
-    out: list[list[tuple[str, list[str]]]] = []
+) -> list[list[DocHit]]:
+    """Ranked chunk lists, one per query, PARTS_PER_CALL queries per SQL call."""
+    out: list[list[DocHit]] = []
     for i in range(0, len(texts), PARTS_PER_CALL):
         res = search_vectors(
             conn,
@@ -133,7 +135,7 @@ def _search_all(
             floor=-1.0,
             candidates=CANDIDATES,
         )
-        out.extend([(h.document_id, h.heading_path) for h in g.hits] for g in res.groups)
+        out.extend(g.hits for g in res.groups)
     return out
 
 
@@ -145,17 +147,19 @@ def _score(ranks: Sequence[int | None]) -> dict[str, float]:
     }
 
 
-def _ranks(questions: Sequence[Question], lists: Sequence[list[tuple[str, list[str]]]]) -> list[int | None]:
+def _ranks(questions: Sequence[Question], lists: Sequence[list[DocHit]]) -> list[int | None]:
     out: list[int | None] = []
     for q, hits in zip(questions, lists, strict=True):
-        out.append(next((i + 1 for i, (d, p) in enumerate(hits) if is_gold(q, d, p)), None))
+        out.append(next((h.rank for h in hits if is_gold(q, h.document_id, h.heading_path)), None))
     return out
 
 
 def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedder: Embedder) -> int:
+    """Chunks that none of three queries returns within the top VISIBLE_WITHIN: the chunk's heading
+    path, its own heading, and the start of its own text. A heading-only chunk has only the first two."""
     with scoped(conn, scope):
         rows = conn.execute(
-            """SELECT c.document_id, c.heading_path, d.title FROM pgmem.chunk c
+            """SELECT c.chunk_id, c.heading_path, d.title, c.body FROM pgmem.chunk c
                  JOIN pgmem.document d USING (scope_id, document_id)
                 WHERE c.scope_id = %s ORDER BY c.document_id, c.ordinal""",
             (scope,),
@@ -169,15 +173,23 @@ def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedde
     assert orphans is not None
     if int(str(orphans[0])):
         raise AssertionError(f"{orphans[0]} chunks have no search unit")
-    chunks = [(str(r[0]), [str(h) for h in r[1]] if isinstance(r[1], list) else [], str(r[2])) for r in rows]
-    queries = [" > ".join(p) if p else t for _, p, t in chunks]
-    vecs = embedder.embed(queries)
-    lists = _search_all(conn, scope, queries, vecs, VISIBLE_WITHIN)
-    missed = 0
-    for (doc, path, _), hits in zip(chunks, lists, strict=True):
-        if not any(d == doc and p == path for d, p in hits):
-            missed += 1
-    return missed
+    todo: dict[int, list[str]] = {}
+    for r in rows:
+        path = [str(h) for h in r[1]] if isinstance(r[1], list) else []
+        body = str(r[3])
+        text = " ".join((body.split("\n", 1)[1] if path and "\n" in body else ("" if path else body)).split())
+        queries = [" > ".join(path) if path else str(r[2]), path[-1] if path else ""]
+        todo[int(str(r[0]))] = [q for q in [*queries, text[:300]] if q]
+    for stage in range(3):
+        ids = [c for c, qs in todo.items() if len(qs) > stage]
+        if not ids:
+            break
+        texts = [todo[c][stage] for c in ids]
+        found = _search_all(conn, scope, texts, embedder.embed(texts), VISIBLE_WITHIN)
+        for c, hits in zip(ids, found, strict=True):
+            if any(h.chunk_id == c for h in hits):
+                del todo[c]
+    return len(todo)
 
 
 def run_docs_eval(
@@ -219,7 +231,7 @@ def run_docs_eval(
         try:
             ranks[mode] = _ranks(questions, _search_all(conn, scope, texts, qvecs, RANK_DEPTH))
             if mode == "units":
-                progress("docs eval: checking every chunk is found by its own heading path")
+                progress("docs eval: looking for invisible chunks (heading path, heading, own text)")
                 invisible = _invisible(conn, scope, embedder)
         finally:
             with conn.transaction():
