@@ -52,7 +52,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--method", choices=("hnsw", "ivfflat"), default="hnsw")
     p.add_argument("--rebuild-indexes", action="store_true", help="drop and rebuild the ANN indexes (with --reuse)")
     p.add_argument("--maintenance-work-mem", default="1GB", help="for the index builds")
-    p.add_argument("--ef-search", type=int, default=None, help="hnsw.ef_search for recall (default: pgmem's, 100)")
+    p.add_argument(
+        "--ef-search",
+        type=int,
+        default=None,
+        help="hnsw.ef_search for recall (default: pgmem's, 100 or 200 by index size)",
+    )
     p.add_argument("--messages", type=int, default=10, help="messages per sampled scope and measurement")
     p.add_argument("--scopes-per-bucket", type=int, default=3)
     p.add_argument("-x", type=int, default=5)
@@ -91,7 +96,7 @@ def _bench(args: argparse.Namespace) -> int:
             "fact_dims": FACT_DIMS,
             "method": args.method,
             "min_pieces": args.min_pieces,
-            "ef_search": args.ef_search or 100,
+            "ef_search": args.ef_search or "100 (200 for indexes of 50,000+ rows)",
             "x": args.x,
             "floor": args.floor,
             "messages_per_scope": args.messages,

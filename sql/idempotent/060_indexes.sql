@@ -65,8 +65,8 @@ CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
     concurrent boolean DEFAULT true,
-    m integer DEFAULT 16,
-    ef_construction integer DEFAULT 64
+    m integer DEFAULT 24,
+    ef_construction integer DEFAULT 128
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -126,13 +126,13 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
-'The index changes the recall strategy needs: a partial ANN index (hnsw or ivfflat, inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
+'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 128 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
-    m integer DEFAULT 16,
-    ef_construction integer DEFAULT 64
+    m integer DEFAULT 24,
+    ef_construction integer DEFAULT 128
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
