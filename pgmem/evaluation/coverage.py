@@ -87,6 +87,25 @@ def build_messages(
     return out
 
 
+def sample_questions(path: Path, *, limit: int | None, seed: int, paragraph: bool) -> tuple[list[Question], list[str]]:
+    """The same seeded sample as `longmemeval --limit` (so embeddings are shared) and,
+    with `paragraph`, paragraphs from held-out questions drawn after it."""
+    n_all = len(list(path.glob("*.json"))) if path.is_dir() else 0
+    wanted = None if limit is None else limit + (max(1, limit // 10) if paragraph else 0)
+    pool = load_dir(path, limit=wanted if wanted is not None and wanted < n_all else None, seed=seed)
+    held: list[Question] = []
+    if paragraph:
+        n_held = max(1, (limit if limit is not None else len(pool)) // 10)
+        n_held = min(n_held, len(pool) - 2)
+        pool, held = pool[: len(pool) - n_held], pool[len(pool) - n_held :]
+    paragraphs = paragraphs_from(held)
+    if paragraph and not paragraphs:
+        raise InputError(
+            f"{path}: no message of {PARAGRAPH_CHARS[0]}-{PARAGRAPH_CHARS[1]} characters to use as a paragraph"
+        )
+    return (pool[:limit] if limit is not None else pool), paragraphs
+
+
 def run(
     path: Path,
     *,
@@ -103,22 +122,7 @@ def run(
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all)."""
     rng = random.Random(seed)
-    # The same seeded sample as `longmemeval --limit` (so embeddings are shared), plus
-    # held-out questions after it whose messages serve as unrelated paragraphs.
-    n_all = len(list(path.glob("*.json"))) if path.is_dir() else 0
-    wanted = None if limit is None else limit + (max(1, limit // 10) if paragraph else 0)
-    pool = load_dir(path, limit=wanted if wanted is not None and wanted < n_all else None, seed=seed)
-    held: list[Question] = []
-    if paragraph:
-        n_held = max(1, (limit if limit is not None else len(pool)) // 10)
-        n_held = min(n_held, len(pool) - 2)
-        pool, held = pool[: len(pool) - n_held], pool[len(pool) - n_held :]
-    store_qs = pool[:limit] if limit is not None else pool
-    paragraphs = paragraphs_from(held)
-    if paragraph and not paragraphs:
-        raise InputError(
-            f"{path}: no message of {PARAGRAPH_CHARS[0]}-{PARAGRAPH_CHARS[1]} characters to use as a paragraph"
-        )
+    store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
     tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
     turns = [Turn(SCOPE, q.qid, t.index, t.time, t.messages) for q in store_qs for t in q.turns]
     progress(f"coverage: store of {len(store_qs)} questions, {len(turns)} turns; {len(tests)} messages")

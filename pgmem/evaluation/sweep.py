@@ -13,7 +13,8 @@ through and keep wrong ones out, so three query sets are scored:
 - positives: each question against its own haystack (its top hit may be right or wrong);
 - negatives: each question against another question's haystack (nothing there is
   relevant, so anything returned is wrong);
-- mixed: messages of two or three questions (as in the coverage suite), each question
+- mixed: messages of two or three questions plus, with `paragraph` (default), a long
+  unrelated paragraph (as in the coverage suite), each question
   searched in its own haystack with the message's blended parts: the cosine of the
   best gold hit of any part, i.e. what a floor must let through when a question shares
   its message with other subjects (the seed's voice-turn case).
@@ -42,8 +43,7 @@ from pgmem.db import connect, scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.coverage import build_messages
-from pgmem.evaluation.longmemeval import load_dir
+from pgmem.evaluation.coverage import build_messages, sample_questions
 from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.ingest import ingest_turns
 from pgmem.recall import QueryParts, embed_query, recall_vectors
@@ -112,6 +112,7 @@ def run(
     floor_weight: float = DEFAULT_WEIGHT,
     precision: float = 0.9,
     keep: float = 0.95,
+    paragraph: bool = True,
     messages: int = 100,
     x: int = 30,
     depth: int = 10,
@@ -122,7 +123,7 @@ def run(
     if not 0.0 < precision <= 1.0:
         raise InputError(f"precision must be in (0, 1], got {precision}")
     all_w = sorted(set(weights) | {floor_weight})
-    questions = load_dir(path, limit=limit, seed=seed)
+    questions, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
     if len(questions) < 2:
         raise InputError(f"{path}: the sweep needs at least two questions")
     n = len(questions)
@@ -132,7 +133,7 @@ def run(
     negatives: list[float] = []
     mixed: list[float | None] = []
     gold = [frozenset((q.qid, t) for t in q.gold) for q in questions]
-    mix = build_messages(questions, [], count=messages, rng=random.Random(seed))
+    mix = build_messages(questions, paragraphs, count=messages, rng=random.Random(seed))
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
         for i, q in enumerate(questions):
             turns = [Turn(f"q{i}", q.qid, t.index, t.time, t.messages) for t in q.turns]
