@@ -40,7 +40,7 @@ CREATE OR REPLACE FUNCTION pgmem.put_document(
     labels text[],
     bodies text[],
     vectors vector[],
-    weight double precision DEFAULT 1.0,
+    weight double precision DEFAULT 0.8,
     reembed boolean DEFAULT false,
     force boolean DEFAULT false
 ) RETURNS pgmem.put_result
@@ -180,7 +180,7 @@ $$;
 COMMENT ON FUNCTION pgmem.remove_document(text, text) IS
 'Remove a document with its chunks and search units; false when the scope has no such document.';
 
-CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 1.0)
+CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 0.8)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
