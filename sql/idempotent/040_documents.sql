@@ -216,7 +216,7 @@ CREATE OR REPLACE FUNCTION pgmem.document_search(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.3,
+    floor double precision DEFAULT 0.2,
     candidates integer DEFAULT 50
 ) RETURNS SETOF pgmem.document_hit
 LANGUAGE plpgsql STABLE
