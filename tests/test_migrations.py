@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -60,8 +61,23 @@ def _version(url: str) -> list[tuple[object, ...]]:
         return c.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
 
 
-def test_downgrade_then_upgrade_gives_the_fresh_catalog(db_url: str) -> None:
-    fresh = schema_dump(db_url)
+@pytest.fixture
+def fresh_url(conn: Conn) -> Iterator[str]:
+    """A database migrated now, from the files as they are (the session's template database
+    was migrated when the session started)."""
+    name = f"{conn.info.dbname}_fresh"
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = conninfo_url(name)
+        upgrade(url, params=PARAMS)
+        yield url
+    finally:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_downgrade_then_upgrade_gives_the_fresh_catalog(db_url: str, fresh_url: str) -> None:
+    fresh = schema_dump(fresh_url)
     assert "CREATE TABLE pgmem.piece" in fresh and "ROW LEVEL SECURITY" in fresh
     downgrade(db_url, "base", params=PARAMS)
     with psycopg.connect(db_url) as c:
@@ -84,20 +100,20 @@ def test_upgrade_head_twice_is_a_no_op(db_url: str) -> None:
     assert after == before, _diff(before, after)
 
 
-def test_reapplying_every_idempotent_file_changes_nothing(db_url: str) -> None:
+def test_reapplying_every_idempotent_file_changes_nothing(fresh_url: str) -> None:
     """The re-runnable files really are: applying them all again leaves the same catalog
     (policies recreated, grants reapplied, SECURITY DEFINER reasons not appended twice)."""
     from pgmem.sqlfiles import idempotent_files, render
 
-    before = schema_dump(db_url)
-    with psycopg.connect(db_url, autocommit=True) as c:
+    before = schema_dump(fresh_url)
+    with psycopg.connect(fresh_url, autocommit=True) as c:
         for path in idempotent_files():
             c.execute(render(path.read_text(encoding="utf-8"), PARAMS).encode())
-    after = schema_dump(db_url)
+    after = schema_dump(fresh_url)
     assert after == before, _diff(before, after)
 
 
-def test_offline_sql_script_installs_the_same_catalog(db_url: str, conn: Conn) -> None:
+def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, conn: Conn) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     proc = subprocess.run(
         [
@@ -134,7 +150,7 @@ def test_offline_sql_script_installs_the_same_catalog(db_url: str, conn: Conn) -
             check=False,
         )
         assert psql.returncode == 0, psql.stderr[-3000:]
-        offline, fresh = schema_dump(url), schema_dump(db_url)
+        offline, fresh = schema_dump(url), schema_dump(fresh_url)
         assert offline == fresh, _diff(fresh, offline)
     finally:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
