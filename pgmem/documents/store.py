@@ -304,7 +304,7 @@ def _put(
                 ),
                 binary=True,
             ).fetchone()
-    except psycopg.DataError as exc:
+    except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this document's data, not the connection
         report.failed.append((prep.document.id, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
     assert row is not None
