@@ -194,6 +194,18 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
         binary=True,
     ).fetchone()
     assert plan is not None and str(index[0]).split(".")[-1] in json.dumps(plan[0])
+    # explain_recall lists the exact candidates and says which ones the index path missed.
+    verdicts = conn.execute(
+        "SELECT part_no, verdict FROM pgmem.explain_recall(scope => 'big', part_vectors => %s::vector[], "
+        "floor => -1, show => 8)",
+        (list(_unit(rng, 8)),),
+        binary=True,
+    ).fetchall()
+    assert len(verdicts) == 64
+    for part in range(1, 9):
+        mine = [str(v) for p, v in verdicts if p == part]
+        assert mine[5:] == ["cut: beyond x"] * 3
+        assert all(v == "kept" or v.startswith("cut: missed by the approximate index") for v in mine[:5])
     # With a thread filter the search is exact again (a post-filtered index scan could come back short).
     queries = _unit(rng, 8)
     thread_ids = np.asarray(
