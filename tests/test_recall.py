@@ -67,10 +67,10 @@ def test_a_memory_relevant_to_two_parts_appears_in_both(store: Conn, embedder: E
 
 def test_no_padding_below_the_floor(store: Conn, embedder: Embedder) -> None:
     msg = "What are my dogs called again, remind me?"
-    loose = recall(store, "s", msg, embedder, x=5, floor=-1.0).groups[0].hits
+    loose = recall(store, "s", msg, embedder, x=5, floor=-1.0, mode="vector").groups[0].hits
     assert len(loose) == 5
     floor = (loose[0].cosine + loose[1].cosine) / 2
-    strict = recall(store, "s", msg, embedder, x=5, floor=floor).groups[0].hits
+    strict = recall(store, "s", msg, embedder, x=5, floor=floor, mode="vector").groups[0].hits
     assert [h.piece_id for h in strict] == [loose[0].piece_id]
     assert all(h.cosine >= floor for h in strict)
 
@@ -142,7 +142,7 @@ def test_bad_arguments_are_refused_with_sqlstate(store: Conn, embedder: Embedder
 
 def test_explain_shows_candidates_floor_and_verdicts(store: Conn, embedder: Embedder) -> None:
     msg = "What are my dogs called again, remind me?"
-    r = recall(store, "s", msg, embedder, x=1, floor=0.2, log=True)
+    r = recall(store, "s", msg, embedder, x=1, floor=0.2, log=True, mode="vector")
     assert r.recall_id is not None
     rows = store.execute(
         "SELECT candidate, cosine, cosine_floor, verdict FROM pgmem.explain_logged_recall('s', %s, 4)", (r.recall_id,)

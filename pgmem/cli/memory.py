@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
-from pgmem.recall import DEFAULT_FLOOR, DEFAULT_X, Recall
+from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--thread")
     r.add_argument("-x", type=int, default=DEFAULT_X, help="hits kept per part")
     r.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="raw cosine floor")
-    r.add_argument("--mode", choices=("vector", "hybrid"), default="vector")
+    r.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="hybrid = vector + word search (default)")
     r.add_argument("--log", action="store_true", help="log the request for explain/replay in psql")
     r.add_argument(
         "--compare", action="store_true", help="first show what one whole-message vector returns (top x·parts)"
@@ -119,7 +119,9 @@ def _recall(args: argparse.Namespace) -> int:
             from pgmem.recall import whole_message_recall
 
             k = args.x * len(result.groups)
-            base = whole_message_recall(conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread)
+            base = whole_message_recall(
+                conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread, mode=args.mode
+            )
             print(f"═══ one whole-message vector, top {k} ═══")
             for h in base.groups[0].hits:
                 body = " ".join(h.body.split())
