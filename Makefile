@@ -21,9 +21,8 @@ demo: setup
 	$(BIN)/pgmem migrate
 	$(BIN)/pgmem ingest examples/conversation.jsonl --scope demo
 	$(BIN)/pgmem db psql -c "SELECT turn_index, unit_kind, label, left(body, 60) AS body FROM pgmem.piece WHERE scope_id = 'demo' ORDER BY piece_id LIMIT 12"
-	@echo "# Recall of examples/voice_message.txt. The floor is lowered to 0.2 for this tiny store: with MiniLM"
-	@echo "# the dog-names piece scores ~0.25 against the mixed voice message (default floor 0.3, docs/evaluation.md)."
-	$(BIN)/pgmem recall --scope demo --compare --floor 0.2 "$$(cat examples/voice_message.txt)"
+	@echo "# Recall of examples/voice_message.txt: one whole-message vector, then the per-part groups."
+	$(BIN)/pgmem recall --scope demo --compare "$$(cat examples/voice_message.txt)"
 
 test: setup
 	$(BIN)/python -m pytest -q

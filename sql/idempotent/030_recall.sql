@@ -118,7 +118,7 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.3,
+    floor double precision DEFAULT 0.2,
     thread text DEFAULT NULL,
     mode text DEFAULT 'vector',
     candidates integer DEFAULT 20,
@@ -300,7 +300,7 @@ CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.3,
+    floor double precision DEFAULT 0.2,
     thread text DEFAULT NULL,
     show integer DEFAULT 10
 ) RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
