@@ -119,14 +119,15 @@ def _recall(args: argparse.Namespace) -> int:
             from pgmem.recall import whole_message_recall
 
             k = args.x * len(result.groups)
+            # The baseline the seed replaced: one vector for the whole message, one ranked list.
             base = whole_message_recall(
-                conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread, mode=args.mode
+                conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread, mode="vector"
             )
-            print(f"═══ one whole-message vector, top {k} ═══")
+            print(f"═══ one whole-message vector, top {k} by cosine ═══")
             for h in base.groups[0].hits:
                 body = " ".join(h.body.split())
                 print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body[:110]}")
-            print(f"═══ per-part groups ({len(result.groups)} parts, up to {args.x} each) ═══")
+            print(f"═══ per-part groups ({len(result.groups)} parts, up to {args.x} each, {args.mode}) ═══")
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
     else:
