@@ -74,10 +74,6 @@ def render(text: str, params: InstallParams) -> str:
     return out
 
 
-def incremental_files() -> list[Path]:
-    return sorted((SQL_DIR / "incremental").glob("*.sql"))
-
-
 def idempotent_files() -> list[Path]:
     return sorted((SQL_DIR / "idempotent").glob("*.sql"))
 

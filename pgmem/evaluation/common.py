@@ -16,7 +16,6 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from pgmem.db import connect
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.sqlfiles import InstallParams
 
@@ -43,12 +42,6 @@ def temporary_database(server_url: str, params: InstallParams) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@contextmanager
-def eval_connection(server_url: str, params: InstallParams) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    with temporary_database(server_url, params) as url, connect(url) as conn:
-        yield conn
 
 
 class CachedEmbedder:

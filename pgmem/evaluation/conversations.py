@@ -38,12 +38,20 @@ import psycopg
 from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
 from pgmem.evaluation.ranking import ScoredHit
 from pgmem.ingest import ingest_turns
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.turns import Turn, content_text, split_sources
 
 METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
+
+
+def check_methods(methods: Sequence[str]) -> None:
+    """Refuse method names this module does not know, naming them."""
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
 #: Methods that own a scope (hybrid searches blended's).
 STORED = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended")
 CHUNK_SIZE = 1000

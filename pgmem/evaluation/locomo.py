@@ -33,7 +33,7 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.conversations import METHODS, bar_plot
+from pgmem.evaluation.conversations import METHODS, bar_plot, check_methods
 from pgmem.evaluation.longmemeval import METRICS, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
@@ -148,9 +148,7 @@ def run(
     methods: Sequence[str] = METHODS,
     **_: object,
 ) -> dict[str, Any]:
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    check_methods(methods)
     items = load(path)
     if limit is not None and limit < len(items):
         keep = sorted(random.Random(seed).sample(range(len(items)), limit))

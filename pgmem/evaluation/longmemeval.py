@@ -26,7 +26,7 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot
+from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
 from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
@@ -187,9 +187,7 @@ def run(
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue."""
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    check_methods(methods)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]

@@ -35,7 +35,7 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot
+from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
 from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
@@ -149,9 +149,7 @@ def run(
     **_: object,
 ) -> dict[str, Any]:
     """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample)."""
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    check_methods(methods)
     trajs = load(path)
     if limit is not None and limit < len(trajs):
         trajs = random.Random(seed).sample(trajs, limit)
