@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -76,9 +77,18 @@ def test_rebuild_is_resumable_and_complete(conn: Conn, embedder: Embedder, tmp_p
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PGMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("ram_gb", "shared", "maintenance"),
+    [(0.5, "128MB", "64MB"), (2, "256MB", "64MB"), (24, "3072MB", "768MB"), (256, "4096MB", "1024MB")],
+)
+def test_embedded_memory_settings_scale_with_the_machine_within_bounds(
+    ram_gb: float, shared: str, maintenance: str
+) -> None:
+    got = server.memory_settings(int(ram_gb * 1024**3))
+    assert got == {"shared_buffers": shared, "maintenance_work_mem": maintenance}
 
 
 def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
@@ -95,6 +105,25 @@ def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
         assert server.start(home / "pgdata") == url
         q = run(home, "db", "psql", "-At", "-c", "SELECT 40 + 2")
         assert q.stdout.strip() == "42", q.stderr
+        # the memory settings written after initdb apply from the first start
+        mem = run(
+            home,
+            "db",
+            "psql",
+            "-At",
+            "-F",
+            " ",
+            "-c",
+            "SELECT name, pg_size_bytes(setting || ' ' || replace(unit, '8kB', 'kB')) * "
+            "CASE unit WHEN '8kB' THEN 8 ELSE 1 END / 1048576, sourcefile FROM pg_settings "
+            "WHERE name IN ('maintenance_work_mem', 'shared_buffers') ORDER BY name",
+        )
+        want = server.memory_settings(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        conf = str((home / "pgdata" / "pgmem.conf").resolve())
+        assert [line.split(" ") for line in mem.stdout.splitlines()] == [
+            ["maintenance_work_mem", want["maintenance_work_mem"].removesuffix("MB"), conf],
+            ["shared_buffers", want["shared_buffers"].removesuffix("MB"), conf],
+        ], mem.stderr
         mig = run(home, "migrate")
         assert mig.returncode == 0, mig.stderr
         tables = run(home, "db", "psql", "-At", "-c", r"\dt pgmem.*")

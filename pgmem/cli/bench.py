@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ef-search",
         type=int,
         default=None,
-        help="hnsw.ef_search for recall (default: pgmem's, 100 or 200 by index size)",
+        help="hnsw.ef_search for recall (default: pgmem.default_ef_search, 64, 100 or 128 by index size)",
     )
     p.add_argument("--messages", type=int, default=10, help="messages per sampled scope and measurement")
     p.add_argument("--scopes-per-bucket", type=int, default=3)
@@ -96,7 +96,7 @@ def _bench(args: argparse.Namespace) -> int:
             "fact_dims": FACT_DIMS,
             "method": args.method,
             "min_pieces": args.min_pieces,
-            "ef_search": args.ef_search or "100 (200 for indexes of 50,000+ rows)",
+            "ef_search": args.ef_search or "64, 100 or 128 by index size",
             "x": args.x,
             "floor": args.floor,
             "messages_per_scope": args.messages,
@@ -235,7 +235,7 @@ def _measure(
             sweep.append({"probes": probes, **t.summary()})
         conn.execute("SELECT set_config('pgmem.ivfflat_probes', '', false)")
     elif _path(conn, "piece", largest.scope_id) == "index":
-        for ef in (20, 40, 64, 100, 200):
+        for ef in (40, 64, 100, 128, 160, 200):
             t = recall_run(
                 conn,
                 store,

@@ -88,12 +88,10 @@ BEGIN
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
-        -- Default search width: 100, and 200 for an index of 50,000+ rows (recall >= 0.99 measured
-        -- on a 160,000-row scope needs it; docs/scaling.md). The pgmem.ef_search setting or the
-        -- argument overrides it.
+        -- Search width: the argument, else the pgmem.ef_search setting, else by index size.
         ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
-                                (SELECT CASE WHEN c.reltuples >= 50000 THEN 200 ELSE 100 END
-                                   FROM pg_catalog.pg_class c WHERE c.oid = ann)), k);
+                                (SELECT pgmem.default_ef_search(c.reltuples) FROM pg_catalog.pg_class c
+                                  WHERE c.oid = ann)), k);
         PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
         -- The scope as a literal, so the planner can prove the partial index applies.
@@ -111,7 +109,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer) IS
-'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else 100 (200 for an index of 50,000+ rows).';
+'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search (by index size).';
 
 CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     scope text,
@@ -196,7 +194,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default 100, 200 for a scope index of 50,000+ rows).';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search: 64, 100 or 128 by the scope index''s size).';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -235,12 +233,10 @@ BEGIN
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
-        -- Default search width: 100, and 200 for an index of 50,000+ rows (recall >= 0.99 measured
-        -- on a 160,000-row scope needs it; docs/scaling.md). The pgmem.ef_search setting or the
-        -- argument overrides it.
+        -- Search width: the argument, else the pgmem.ef_search setting, else by index size.
         ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
-                                (SELECT CASE WHEN c.reltuples >= 50000 THEN 200 ELSE 100 END
-                                   FROM pg_catalog.pg_class c WHERE c.oid = ann)), k);
+                                (SELECT pgmem.default_ef_search(c.reltuples) FROM pg_catalog.pg_class c
+                                  WHERE c.oid = ann)), k);
         PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
         RETURN QUERY EXECUTE format(

@@ -1,0 +1,27 @@
+"""Recall functions: hnsw.ef_search by the scope index's size (pgmem.default_ef_search).
+
+Only re-runnable definitions change (sql/idempotent); no table changes.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-30
+"""
+
+from alembic import op
+
+from pgmem.sqlfiles import apply_idempotent
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_idempotent(op)
+
+
+def downgrade() -> None:
+    # No table changed. The functions are the re-runnable definitions in sql/idempotent, which
+    # are whatever this checkout holds; the added pgmem.default_ef_search is harmless to keep.
+    pass
