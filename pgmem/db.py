@@ -23,6 +23,12 @@ def database_url(settings: Settings | None = None) -> str:
     return server.start(settings.pgdata)
 
 
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL naming another database."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
+
+
 def sqlalchemy_url(url: str | None) -> str:
     url = url or database_url()
     parts = urlsplit(url)

@@ -9,6 +9,7 @@ the data folder only, never on TCP.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -60,15 +61,18 @@ def start(pgdata: Path) -> str:
     Returns the URL of the `pgmem` database, creating that database if needed."""
     pgdata = pgdata.expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    fresh = not (pgdata / "PG_VERSION").exists()
-    if not fresh:
-        write_memory_settings(pgdata)  # applies from this start on if the server is down
-    server = _get_server(pgdata)
-    if fresh and write_memory_settings(pgdata):
-        # initdb and the first start happen in one library call: restart once so the
-        # memory settings written after initdb apply from the start.
-        stop(pgdata)
-        server.start()
+    # One process at a time initialises and (re)starts a folder's server.
+    with (pgdata.parent / f".{pgdata.name}.start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = not (pgdata / "PG_VERSION").exists()
+        if not fresh:
+            write_memory_settings(pgdata)  # applies from this start on if the server is down
+        server = _get_server(pgdata)
+        if fresh and write_memory_settings(pgdata):
+            # initdb and the first start happen in one library call: restart once so the
+            # memory settings written after initdb apply from the start.
+            stop(pgdata)
+            server.start()
     base = server.get_uri()
     _ensure_database(base, DATABASE)
     return _socket_url(Path(_socket_dir(pgdata)), DATABASE)

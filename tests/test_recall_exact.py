@@ -173,7 +173,7 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
         "SELECT array_agg(pgmem.default_ef_search(n) ORDER BY n) FROM unnest(%s::float8[]) AS n",
         ([5000.0, 19999.0, 20000.0, 99999.0, 100000.0, 2e6],),
     ).fetchone()
-    assert widths == ([64, 64, 100, 100, 128, 128],)
+    assert widths == ([64, 64, 64, 64, 80, 80],)
     ids, vecs = store[BIG]
     rng = np.random.default_rng(5)
     found = expected = 0

@@ -1,4 +1,5 @@
-"""Recall functions: hnsw.ef_search by the scope index's size (pgmem.default_ef_search).
+"""Recall functions: hnsw.ef_search by the scope index's size (pgmem.default_ef_search);
+scope indexes built with ef_construction = 400 (pgmem.scope_index_plan).
 
 Only re-runnable definitions change (sql/idempotent); no table changes.
 

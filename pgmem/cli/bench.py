@@ -10,7 +10,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -31,7 +30,7 @@ from pgmem.bench.measure import (
 )
 from pgmem.bench.synth import PRESETS, ScopeSpec, Store
 from pgmem.cli.common import settings
-from pgmem.db import connect, database_url
+from pgmem.db import connect, database_url, with_database
 from pgmem.errors import InputError
 from pgmem.sqlfiles import InstallParams
 
@@ -56,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ef-search",
         type=int,
         default=None,
-        help="hnsw.ef_search for recall (default: pgmem.default_ef_search, 64, 100 or 128 by index size)",
+        help="hnsw.ef_search for recall (default: pgmem.default_ef_search, 64, or 80 for indexes of 100,000+ rows)",
     )
     p.add_argument("--messages", type=int, default=10, help="messages per sampled scope and measurement")
     p.add_argument("--scopes-per-bucket", type=int, default=3)
@@ -71,11 +70,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_bench)
 
 
-def _with_db(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
-
-
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -85,7 +79,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise InputError("--jobs, --messages and --scopes-per-bucket must be at least 1")
     server = database_url(settings())
     name = args.db or f"pgmem_bench_{args.size}"
-    url = _with_db(server, name)
+    url = with_database(server, name)
     store = Store(args.size, PIECE_DIMS, FACT_DIMS, seed=args.seed)
     results: dict[str, Any] = {
         "config": {
@@ -96,14 +90,14 @@ def _bench(args: argparse.Namespace) -> int:
             "fact_dims": FACT_DIMS,
             "method": args.method,
             "min_pieces": args.min_pieces,
-            "ef_search": args.ef_search or "64, 100 or 128 by index size",
+            "ef_search": args.ef_search or "64 (80 for indexes of 100,000+ rows)",
             "x": args.x,
             "floor": args.floor,
             "messages_per_scope": args.messages,
             "database": name,
         }
     }
-    admin = _with_db(server, "postgres")
+    admin = with_database(server, "postgres")
     if not args.reuse:
         from pgmem.migrate import upgrade
 
@@ -235,7 +229,7 @@ def _measure(
             sweep.append({"probes": probes, **t.summary()})
         conn.execute("SELECT set_config('pgmem.ivfflat_probes', '', false)")
     elif _path(conn, "piece", largest.scope_id) == "index":
-        for ef in (40, 64, 100, 128, 160, 200):
+        for ef in (40, 64, 80, 100, 128, 200):
             t = recall_run(
                 conn,
                 store,

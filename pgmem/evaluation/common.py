@@ -10,19 +10,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
+from pgmem.db import with_database
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.sqlfiles import InstallParams
-
-
-def _with_db(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
 
 
 @contextmanager
@@ -32,10 +27,10 @@ def temporary_database(server_url: str, params: InstallParams) -> Iterator[str]:
     from pgmem.migrate import upgrade
 
     name = f"pgmem_eval_{secrets.token_hex(4)}"
-    admin = _with_db(server_url, "postgres")
+    admin = with_database(server_url, "postgres")
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = _with_db(server_url, name)
+    url = with_database(server_url, name)
     try:
         upgrade(url, params=params)
         yield url

@@ -194,7 +194,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search: 64, 100 or 128 by the scope index''s size).';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search: 64, or 80 for a scope index of 100,000+ rows).';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,

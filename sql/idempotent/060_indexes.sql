@@ -62,28 +62,26 @@ COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
 'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly.';
 
 -- The HNSW search width that keeps recall@5 >= 0.99 against exact search, by the index's size.
--- Measured on the 1m bench store (docs/scaling.md, "Search width"), 8-part messages, with the
--- graph in shared_buffers: 16,000 rows reach 1.000 at 60; 80,000 rows 0.999 at 100;
--- 160,000 rows 0.993 at 100 and 0.993-0.996 at 120. Every step up costs about 1 ms per 8 parts
--- per 10 of ef, so the width grows with the graph rather than being set for the largest one.
+-- Measured on the 1m bench store (docs/scaling.md, "Search width and graph quality"), 8-part
+-- messages, graphs built with m = 24, ef_construction = 400 and held in shared_buffers: on the
+-- 160,000-row scope 0.995 at 64 and 0.997 at 80 (13 and 15 ms). Each step up costs latency on
+-- every part, so the width grows with the graph instead of being set for the largest one.
 CREATE OR REPLACE FUNCTION pgmem.default_ef_search(index_rows double precision)
 RETURNS integer
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT CASE WHEN index_rows >= 100000 THEN 128
-                WHEN index_rows >= 20000 THEN 100
-                ELSE 64 END
+    SELECT CASE WHEN index_rows >= 100000 THEN 80 ELSE 64 END
 $$;
 COMMENT ON FUNCTION pgmem.default_ef_search(double precision) IS
-'Default hnsw.ef_search for a scope''s ANN index of index_rows rows (the recall functions pass pg_class.reltuples): 64 below 20,000 rows, 100 below 100,000, 128 from there (recall >= 0.99 measured, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
+'Default hnsw.ef_search for a scope''s ANN index of index_rows rows (the recall functions pass pg_class.reltuples): 64 below 100,000 rows, 80 from there (recall >= 0.99 measured on graphs built with ef_construction = 400, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
 
 CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
     concurrent boolean DEFAULT true,
     m integer DEFAULT 24,
-    ef_construction integer DEFAULT 128
+    ef_construction integer DEFAULT 400
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -143,13 +141,13 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
-'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 128 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
+'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
     m integer DEFAULT 24,
-    ef_construction integer DEFAULT 128
+    ef_construction integer DEFAULT 400
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
