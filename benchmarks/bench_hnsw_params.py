@@ -54,13 +54,24 @@ def _other_indexes(conn: Conn, scope: str, keep: str) -> list[str]:
 
 
 def measure(
-    conn: Conn, scope: str, index: str, halfvec: bool, messages: list[np.ndarray], truth: list[list[set[int]]], ef: int
+    conn: Conn,
+    scope: str,
+    index: str,
+    halfvec: bool,
+    messages: list[np.ndarray],
+    truth: list[list[set[int]]],
+    ef: int,
+    iterative: str,
 ) -> tuple[float, float, float]:
     sql = _search_sql(scope, halfvec)
     with conn.transaction(force_rollback=True):
         for other in _other_indexes(conn, scope, index):
             conn.execute(psycopg.sql.SQL("DROP INDEX pgmem.{}").format(psycopg.sql.Identifier(other)))
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('jit', 'off', true)", (str(ef),))
+        conn.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), set_config('jit', 'off', true), "
+            "set_config('hnsw.iterative_scan', %s, true)",
+            (str(ef), iterative),
+        )
         plan = conn.execute("EXPLAIN " + sql, (list(messages[0]),), binary=True).fetchall()
         if index not in " ".join(str(r[0]) for r in plan):
             raise SystemExit(f"the planner did not use {index}")
@@ -80,11 +91,17 @@ def measure(
 
 
 def _print_row(
-    conn: Conn, scope: str, index: str, halfvec: bool, sets: dict[int, tuple[list[Any], list[Any]]], ef: int
+    conn: Conn,
+    scope: str,
+    index: str,
+    halfvec: bool,
+    sets: dict[int, tuple[list[Any], list[Any]]],
+    ef: int,
+    iterative: str,
 ) -> None:
     cells = []
     for seed, (msgs, truth) in sets.items():
-        p50, p95, rec = measure(conn, scope, index, halfvec, msgs, truth, ef)
+        p50, p95, rec = measure(conn, scope, index, halfvec, msgs, truth, ef, iterative)
         cells.append(f"set {seed}: p50 {p50:6.2f} ms p95 {p95:6.2f} recall {rec:.4f}")
     print(f"  ef {ef:4d} | " + " | ".join(cells) + f" | load {os.getloadavg()[0]:.1f}", flush=True)
 
@@ -105,6 +122,12 @@ def main() -> None:
         help="measure the scope's own pgmem index instead of building (--params ignored)",
     )
     ap.add_argument("--maintenance-work-mem", default="1500MB")
+    ap.add_argument(
+        "--iterative-scan",
+        choices=("off", "strict_order", "relaxed_order"),
+        default="strict_order",
+        help="as the recall functions set it (strict_order)",
+    )
     args = ap.parse_args()
 
     store = Store(args.size, 384, 1024, seed=0)
@@ -127,7 +150,7 @@ def main() -> None:
         sets[seed] = (msgs, truth)
     print(f"scope {spec.scope_id}: {spec.memory:,} memory pieces; {args.messages} messages of 8 parts per set")
     row = conn.execute("SELECT current_setting('shared_buffers')").fetchone()
-    print(f"shared_buffers {row[0] if row else '?'}")
+    print(f"shared_buffers {row[0] if row else '?'} · hnsw.iterative_scan {args.iterative_scan}")
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (args.maintenance_work_mem,))
     if args.current:
         row = conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (spec.scope_id,)).fetchone()
@@ -136,7 +159,7 @@ def main() -> None:
         index = str(row[0]).split(".")[-1]
         print(f"\n{index} (the scope's own index)")
         for ef in (int(e) for e in args.ef.split(",")):
-            _print_row(conn, spec.scope_id, index, False, sets, ef)
+            _print_row(conn, spec.scope_id, index, False, sets, ef, args.iterative_scan)
         return
     variants = [
         (int(p.split(":")[0]), int(p.split(":")[1]), h)
@@ -163,7 +186,7 @@ def main() -> None:
         print(f"\n{index}: built in {build:.0f} s, {int(str(size[0])) / 2**20 if size else 0:.0f} MB")
         try:
             for ef in (int(e) for e in args.ef.split(",")):
-                _print_row(conn, spec.scope_id, index, halfvec, sets, ef)
+                _print_row(conn, spec.scope_id, index, halfvec, sets, ef, args.iterative_scan)
         finally:
             conn.execute(psycopg.sql.SQL("DROP INDEX pgmem.{}").format(psycopg.sql.Identifier(index)))
 

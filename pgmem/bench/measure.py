@@ -3,6 +3,7 @@ recall against exact search, server memory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -80,6 +81,12 @@ def build_indexes(conn: Conn, *, min_pieces: int, method: str, maintenance_work_
         out.append(IndexBuild(str(scope), str(plane), int(str(rows)), round(secs, 2), int(str(size[0])) if size else 0))
     conn.execute("ANALYZE pgmem.piece")
     conn.execute("ANALYZE pgmem.fact")
+    if out:
+        # Flush the builds' pages now, not while the first latencies are measured (after the
+        # 1m rebuild the 2,000-row bucket measured 8.4 ms where it measures 4.6-5.1 ms).
+        # (On a managed server without the privilege the checkpointer flushes them on its schedule.)
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CHECKPOINT")
     return out
 
 
