@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ef-search",
         type=int,
         default=None,
-        help="hnsw.ef_search for recall (default: pgmem.default_ef_search, 64, or 80 for indexes of 100,000+ rows)",
+        help="hnsw.ef_search for recall (default: pgmem.default_ef_search(), 64)",
     )
     p.add_argument("--messages", type=int, default=10, help="messages per sampled scope and measurement")
     p.add_argument("--scopes-per-bucket", type=int, default=3)
@@ -90,7 +90,7 @@ def _bench(args: argparse.Namespace) -> int:
             "fact_dims": FACT_DIMS,
             "method": args.method,
             "min_pieces": args.min_pieces,
-            "ef_search": args.ef_search or "64 (80 for indexes of 100,000+ rows)",
+            "ef_search": args.ef_search or "64 (pgmem.default_ef_search())",
             "x": args.x,
             "floor": args.floor,
             "messages_per_scope": args.messages,

@@ -64,7 +64,7 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
-SET hnsw.ef_search = 100
+SET hnsw.ef_search = 64
 SET hnsw.iterative_scan = strict_order
 SET ivfflat.probes = 10
 AS $$
@@ -88,10 +88,9 @@ BEGIN
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
-        -- Search width: the argument, else the pgmem.ef_search setting, else by index size.
+        -- Search width: the argument, else the pgmem.ef_search setting, else the default.
         ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
-                                (SELECT pgmem.default_ef_search(c.reltuples) FROM pg_catalog.pg_class c
-                                  WHERE c.oid = ann)), k);
+                                pgmem.default_ef_search()), k);
         PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
         -- The scope as a literal, so the planner can prove the partial index applies.
@@ -109,7 +108,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer) IS
-'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search (by index size).';
+'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64).';
 
 CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     scope text,
@@ -194,7 +193,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search: 64, or 80 for a scope index of 100,000+ rows).';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64).';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -209,7 +208,7 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
-SET hnsw.ef_search = 100
+SET hnsw.ef_search = 64
 SET hnsw.iterative_scan = strict_order
 SET ivfflat.probes = 10
 AS $$
@@ -233,10 +232,9 @@ BEGIN
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
-        -- Search width: the argument, else the pgmem.ef_search setting, else by index size.
+        -- Search width: the argument, else the pgmem.ef_search setting, else the default.
         ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
-                                (SELECT pgmem.default_ef_search(c.reltuples) FROM pg_catalog.pg_class c
-                                  WHERE c.oid = ann)), k);
+                                pgmem.default_ef_search()), k);
         PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
         RETURN QUERY EXECUTE format(

@@ -61,20 +61,21 @@ $$;
 COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
 'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly.';
 
--- The HNSW search width that keeps recall@5 >= 0.99 against exact search, by the index's size.
--- Measured on the 1m bench store (docs/scaling.md, "Search width and graph quality"), 8-part
--- messages, graphs built with m = 24, ef_construction = 400 and held in shared_buffers: on the
--- 160,000-row scope 0.995 at 64 and 0.997 at 80 (13 and 15 ms). Each step up costs latency on
--- every part, so the width grows with the graph instead of being set for the largest one.
-CREATE OR REPLACE FUNCTION pgmem.default_ef_search(index_rows double precision)
+-- The HNSW search width of the recall functions when neither their ef_search argument nor the
+-- pgmem.ef_search setting gives one. Measured on the 1m bench store (docs/scaling.md, "Search
+-- width and graph quality"), 8-part messages, graphs built with m = 24, ef_construction = 400:
+-- 64 gives recall@5 >= 0.99 against exact search on every scope measured, 16,000 to 160,000
+-- rows (0.991-0.998 on the largest), and each step wider costs every part of every message
+-- (80 on the largest scope: the same 0.998, 2-4 ms more for 8 parts).
+CREATE OR REPLACE FUNCTION pgmem.default_ef_search()
 RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT CASE WHEN index_rows >= 100000 THEN 80 ELSE 64 END
+    SELECT 64
 $$;
-COMMENT ON FUNCTION pgmem.default_ef_search(double precision) IS
-'Default hnsw.ef_search for a scope''s ANN index of index_rows rows (the recall functions pass pg_class.reltuples): 64 below 100,000 rows, 80 from there (recall >= 0.99 measured on graphs built with ef_construction = 400, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
+COMMENT ON FUNCTION pgmem.default_ef_search() IS
+'Default hnsw.ef_search of the recall functions on a scope''s HNSW index: 64 (recall >= 0.99 measured from 16,000 to 160,000 rows on graphs built with ef_construction = 400, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
 
 CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
     min_pieces integer DEFAULT 5000,

@@ -1,5 +1,5 @@
-"""Recall functions: hnsw.ef_search by the scope index's size (pgmem.default_ef_search);
-scope indexes built with ef_construction = 400 (pgmem.scope_index_plan).
+"""Recall functions: default hnsw.ef_search 64 (pgmem.default_ef_search); scope indexes
+built with ef_construction = 400 (pgmem.scope_index_plan).
 
 Only re-runnable definitions change (sql/idempotent); no table changes.
 
