@@ -66,7 +66,7 @@ COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
 -- width and graph quality"), 8-part messages, graphs built with m = 24, ef_construction = 400:
 -- 64 gives recall@5 >= 0.99 against exact search on every scope measured, 16,000 to 160,000
 -- rows (0.991-0.998 on the largest), and each step wider costs every part of every message
--- (80 on the largest scope: the same 0.998, 2-4 ms more for 8 parts).
+-- (80 on the largest scope: the same 0.998, about 2 ms more for 8 parts, median of five sweeps).
 CREATE OR REPLACE FUNCTION pgmem.default_ef_search()
 RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
