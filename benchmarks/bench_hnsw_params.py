@@ -129,18 +129,26 @@ def main() -> None:
         help="as the recall functions set it (strict_order)",
     )
     args = ap.parse_args()
+    try:
+        efs = [int(e) for e in args.ef.split(",")]
+        seeds = [int(s) for s in args.seeds.split(",")]
+        pairs = [(int(p.split(":")[0]), int(p.split(":")[1])) for p in args.params.split(",")]
+    except (ValueError, IndexError):
+        ap.error(
+            f"--ef and --seeds take integers, --params m:ef_construction pairs (24:400,32:256); got "
+            f"--ef {args.ef!r} --seeds {args.seeds!r} --params {args.params!r}"
+        )
 
     store = Store(args.size, 384, 1024, seed=0)
-    spec = (
-        next(s for s in store.scopes if s.scope_id == args.scope)
-        if args.scope
-        else max(store.scopes, key=lambda s: s.rows)
-    )
+    by_id = {s.scope_id: s for s in store.scopes}
+    if args.scope and args.scope not in by_id:
+        ap.error(f"--scope {args.scope!r} is not a scope of the {args.size} store")
+    spec = by_id[args.scope] if args.scope else max(store.scopes, key=lambda s: s.rows)
     url = with_database(database_url(), args.db or f"pgmem_bench_{args.size}")
     conn: Conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
     sets = {}
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         msgs = [store.queries(spec, 8, rng) for _ in range(args.messages)]
         truth = [
@@ -158,14 +166,10 @@ def main() -> None:
             raise SystemExit(f"scope {spec.scope_id} has no pgmem index")
         index = str(row[0]).split(".")[-1]
         print(f"\n{index} (the scope's own index)")
-        for ef in (int(e) for e in args.ef.split(",")):
+        for ef in efs:
             _print_row(conn, spec.scope_id, index, False, sets, ef, args.iterative_scan)
         return
-    variants = [
-        (int(p.split(":")[0]), int(p.split(":")[1]), h)
-        for p in args.params.split(",")
-        for h in ((False, True) if args.halfvec else (False,))
-    ]
+    variants = [(m, efc, h) for m, efc in pairs for h in ((False, True) if args.halfvec else (False,))]
     for m, efc, halfvec in variants:
         index = f"bench_hnsw_m{m}_efc{efc}" + ("_half" if halfvec else "")
         expr = "(embedding::halfvec(384)) halfvec_ip_ops" if halfvec else "embedding vector_ip_ops"
@@ -185,7 +189,7 @@ def main() -> None:
         size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"pgmem.{index}",)).fetchone()
         print(f"\n{index}: built in {build:.0f} s, {int(str(size[0])) / 2**20 if size else 0:.0f} MB")
         try:
-            for ef in (int(e) for e in args.ef.split(",")):
+            for ef in efs:
                 _print_row(conn, spec.scope_id, index, halfvec, sets, ef, args.iterative_scan)
         finally:
             conn.execute(psycopg.sql.SQL("DROP INDEX pgmem.{}").format(psycopg.sql.Identifier(index)))
