@@ -175,8 +175,8 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
         for _ in range(6):
             queries = _unit(rng, 8)
             # Uniform random 384-d vectors are the worst case for a graph index (every distance alike):
-            # The default width (64, pgmem.default_ef_search(): >= 0.99 on clustered data,
-            # docs/scaling.md) finds well under 0.99 of the top 5 here; a wider search restores >= 0.99.
+            # the default width (64, pgmem.default_ef_search()) is measured on clustered data
+            # (docs/scaling.md); here the test asks for a wide search and >= 0.99.
             got = _recall(conn, BIG, queries, 5, -1.0, ef_search=400)
             want = _exact(ids, vecs, queries, 5, -1.0)
             found += sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
