@@ -142,6 +142,7 @@ def test_memory_recall_against_brute_force(conn: Conn, store: dict[str, tuple[np
     _small_scopes_equal_brute_force(conn, store)
     _documents_never_returned(conn, store)
     _large_scope_takes_the_index_path(conn, store)
+    _index_plan_rebuilds_indexes_built_with_other_parameters(conn)
     _index_plan_drops_indexes_of_shrunk_scopes(conn)
 
 
@@ -219,6 +220,31 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     )
     mask = np.isin(ids, thread_ids)
     assert _recall(conn, BIG, queries, 5, -1.0, thread="t1") == _exact(ids[mask], vecs[mask], queries, 5, -1.0)
+
+
+def _index_plan_rebuilds_indexes_built_with_other_parameters(conn: Conn) -> None:
+    def built_with() -> list[str]:
+        row = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = pgmem.scope_ann_index('piece', %s)", (BIG,)
+        ).fetchone()
+        assert row is not None
+        return sorted(str(o) for o in row[0])  # type: ignore[attr-defined]
+
+    assert built_with() == ["ef_construction=400", "m=24"]
+    plan = conn.execute(
+        "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan(%s, ef_construction => 200)", (THRESHOLD,)
+    ).fetchall()
+    assert [(p[0], p[1]) for p in plan] == [(BIG, "rebuild")] * 3
+    assert [str(p[2]).split(" ")[:2] for p in plan] == [["CREATE", "INDEX"], ["DROP", "INDEX"], ["ALTER", "INDEX"]]
+    assert "CONCURRENTLY" in str(plan[0][2]) and "ef_construction = 200" in str(plan[0][2])
+    conn.execute("SELECT * FROM pgmem.index_large_scopes(%s, 'hnsw', 24, 200)", (THRESHOLD,))
+    assert built_with() == ["ef_construction=200", "m=24"]
+    assert conn.execute(
+        "SELECT count(*) FROM pgmem.scope_index_plan(%s, ef_construction => 200)", (THRESHOLD,)
+    ).fetchone() == (0,)
+    # and back to the defaults, so the next check starts from them
+    conn.execute("SELECT * FROM pgmem.index_large_scopes(%s)", (THRESHOLD,))
+    assert built_with() == ["ef_construction=400", "m=24"]
 
 
 def _index_plan_drops_indexes_of_shrunk_scopes(conn: Conn) -> None:

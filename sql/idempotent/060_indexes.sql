@@ -109,40 +109,61 @@ BEGIN
         UNION ALL
         SELECT 'fact', f.scope_id, count(*) FROM pgmem.fact f GROUP BY f.scope_id
     ), existing AS (
-        SELECT CASE WHEN c.relname LIKE 'piece\_ann\_%' THEN 'piece' ELSE 'fact' END AS plane, c.relname::text AS name
+        SELECT CASE WHEN c.relname LIKE 'piece\_ann\_%' THEN 'piece' ELSE 'fact' END AS plane, c.relname::text AS name,
+               am.amname::text AS am, i.indisvalid AS valid,
+               -- HNSW build parameters as stored (pgvector's defaults when built without WITH)
+               coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o WHERE o LIKE 'm=%'), 16) AS built_m,
+               coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o
+                          WHERE o LIKE 'ef\_construction=%'), 64) AS built_efc
           FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_am am ON am.oid = c.relam
+          JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
          WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
            AND (c.relname LIKE 'piece\_ann\_%' OR c.relname LIKE 'fact\_ann\_%')
     ), wanted AS (
         SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_id) AS name,
-               -- vector_ip_ops or halfvec_ip_ops, after the column's type
-               (SELECT t.typname || '_ip_ops' FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-                 WHERE a.attrelid = format('pgmem.%I', k.plane)::regclass AND a.attname = 'embedding') AS opclass
+               -- everything after the index name: the same for a new index and for a rebuild
+               format('ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_id = %L%s',
+                      k.plane, method,
+                      -- vector_ip_ops or halfvec_ip_ops, after the column's type
+                      (SELECT t.typname || '_ip_ops' FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                        WHERE a.attrelid = format('pgmem.%I', k.plane)::regclass AND a.attname = 'embedding'),
+                      CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
+                                  ELSE format('WITH (lists = %s)', greatest(10, (sqrt(k.n))::integer)) END,
+                      k.scope_id, CASE k.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END) AS spec
           FROM counts k WHERE k.n >= min_pieces
+    ), plan AS (
+        -- Scopes that reached the threshold and have no index yet.
+        SELECT w.scope_id, w.plane, w.n, 'create' AS action, 0 AS step,
+               format('CREATE INDEX %sIF NOT EXISTS %I %s', conc, w.name, w.spec) AS ddl
+          FROM wanted w
+         WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.name = w.name)
+        UNION ALL
+        -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
+        -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
+        SELECT k.scope_id, e.plane, coalesce(k.n, 0), 'drop', 0,
+               format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
+          FROM existing e
+          LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_id) = e.name
+         WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid
+        UNION ALL
+        -- Valid indexes built with another method or other HNSW parameters than asked for: built
+        -- again beside the old one, which serves recall until it is swapped out.
+        SELECT w.scope_id, w.plane, w.n, 'rebuild', r.step, r.ddl
+          FROM wanted w
+          JOIN existing e ON e.name = w.name AND e.valid
+         CROSS JOIN LATERAL (VALUES
+                (1, format('CREATE INDEX %sIF NOT EXISTS %I %s', conc, w.name || '_rebuild', w.spec)),
+                (2, format('DROP INDEX %sIF EXISTS pgmem.%I', conc, w.name)),
+                (3, format('ALTER INDEX IF EXISTS pgmem.%I RENAME TO %I', w.name || '_rebuild', w.name))) AS r(step, ddl)
+         WHERE e.am <> method OR (method = 'hnsw' AND (e.built_m <> m OR e.built_efc <> ef_construction))
     )
-    -- Scopes that reached the threshold and have no index yet.
-    SELECT w.scope_id, w.plane, w.n, 'create',
-           format('CREATE INDEX %sIF NOT EXISTS %I ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_id = %L%s',
-                  conc, w.name, w.plane, method, w.opclass,
-                  CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
-                              ELSE format('WITH (lists = %s)', greatest(10, (sqrt(w.n))::integer)) END,
-                  w.scope_id, CASE w.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END)
-      FROM wanted w
-     WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.name = w.name)
-    UNION ALL
-    -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
-    -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
-    SELECT k.scope_id, e.plane, coalesce(k.n, 0), 'drop',
-           format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
-      FROM existing e
-      LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_id) = e.name
-      LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = format('pgmem.%I', e.name)::regclass
-     WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT i.indisvalid
-     ORDER BY 4, 3 DESC;
+    SELECT p.scope_id, p.plane, p.n, p.action, p.ddl FROM plan p
+     ORDER BY p.action, p.n DESC, p.scope_id, p.step;
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
-'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), and DROP for indexes of scopes that fell below min_pieces/2. Returns the DDL; run it from psql with \gexec (CONCURRENTLY by default).';
+'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), and a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
