@@ -96,8 +96,9 @@ def memory_settings(total_bytes: int) -> dict[str, str]:
     shared_buffers: an eighth of the machine, 128 MB to 4 GB. Recall reads a large scope's HNSW
     graph page by page; with the initdb default of 128 MB a 160,000-piece scope's 313 MB index
     is read through the OS cache on every query, and an 8-part search took 31.5-33.6 ms p50
-    instead of 15.2-15.8 ms with 3 GB (docs/bench/1m-shared-buffers.txt). An eighth, not the usual quarter, because the
-    embedded server shares the machine with the application and its embedding model.
+    instead of 15.2-15.8 ms with 3 GB (docs/bench/1m-shared-buffers.txt). An eighth, not the
+    usual quarter, because the embedded server shares the machine with the application and its
+    embedding model.
     maintenance_work_mem: a thirty-second, 64 MB to 1 GB, so a large scope's HNSW graph is built
     in memory (pgmem.index_large_scopes)."""
 
