@@ -212,9 +212,15 @@ def _measure(
     )
     results["largest_scope_exact"] = {"scope_rows": largest.rows, **exact.summary()}
     sweep = []
-    if _path(conn, "piece", largest.scope_id) == "index" and args.method == "ivfflat":
-        for probes in (1, 5, 10, 20, 40):
-            conn.execute("SELECT set_config('pgmem.ivfflat_probes', %s, false)", (str(probes),))
+    if _path(conn, "piece", largest.scope_id) == "index":
+        # The search-width knob of the index kind, set through the pgmem setting the recall functions read.
+        knob, setting, values = (
+            ("probes", "pgmem.ivfflat_probes", (1, 5, 10, 20, 40))
+            if args.method == "ivfflat"
+            else ("ef_search", "pgmem.ef_search", (40, 64, 80, 100, 128, 200))
+        )
+        for value in values:
+            conn.execute("SELECT set_config(%s, %s, false)", (setting, str(value)))
             t = recall_run(
                 conn,
                 store,
@@ -226,23 +232,8 @@ def _measure(
                 x=args.x,
                 floor=args.floor,
             )
-            sweep.append({"probes": probes, **t.summary()})
-        conn.execute("SELECT set_config('pgmem.ivfflat_probes', '', false)")
-    elif _path(conn, "piece", largest.scope_id) == "index":
-        for ef in (40, 64, 80, 100, 128, 200):
-            t = recall_run(
-                conn,
-                store,
-                [largest],
-                plane="memory",
-                parts=8,
-                messages=args.messages * 2,
-                seed=11,
-                x=args.x,
-                floor=args.floor,
-                ef_search=ef,
-            )
-            sweep.append({"ef_search": ef, **t.summary()})
+            sweep.append({knob: value, **t.summary()})
+        conn.execute("SELECT set_config(%s, '', false)", (setting,))
     results["ef_search_sweep"] = sweep
 
     # Issue 4: an 8-part message on 2,000-row scopes (with and without document rows) and on the
