@@ -88,6 +88,16 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     c.close()
 
 
+@pytest.fixture
+def admin_conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A superuser autocommit connection to this test's database, for tests that need more
+    than a service has (roles, catalog, server settings)."""
+    c = psycopg.connect(db_url, autocommit=True)
+    register_vector(c)
+    yield c
+    c.close()
+
+
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
     from pgmem.embedders.local import LocalEmbedder
