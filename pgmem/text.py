@@ -1,0 +1,44 @@
+"""Checks on text before it is sent to Postgres, which stores neither NUL (U+0000) nor
+invalid UTF-8. In Python an invalid byte read with errors="surrogateescape" (or passed in by
+a caller) is a lone surrogate; encoding it later fails deep inside psycopg. These checks fail
+first, with an `InputError` naming the field and the offset."""
+
+from __future__ import annotations
+
+import re
+
+from pgmem.errors import InputError
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable(value: str) -> tuple[int, str] | None:
+    """Offset and character of the first NUL or lone surrogate in `value`, if any."""
+    m = _UNSTORABLE.search(value)
+    return (m.start(), m.group()) if m else None
+
+
+def describe(char: str) -> str:
+    if char == "\x00":
+        return "a NUL character (U+0000)"
+    return f"an invalid UTF-8 byte (lone surrogate U+{ord(char):04X})"
+
+
+def check_text(value: object, what: str) -> str:
+    """`value` if it is a str Postgres can store; else an InputError naming `what`."""
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, got {type(value).__name__}")
+    found = unstorable(value)
+    if found is not None:
+        offset, char = found
+        raise InputError(f"{what} contains {describe(char)} at offset {offset}: Postgres text cannot store it")
+    return value
+
+
+def check_name(value: object, what: str, *, max_chars: int = 200) -> str:
+    """A scope, thread or document name: a non-empty storable string of at most `max_chars`."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{what} must be a non-empty string, got {value!r:.80}")
+    if len(value) > max_chars:
+        raise InputError(f"{what} is {len(value)} characters; at most {max_chars}")
+    return check_text(value, what)
