@@ -11,6 +11,7 @@ from pgvector.psycopg import register_vector
 
 from pgmem.config import Settings
 from pgmem.errors import ModelMismatchError, SchemaError
+from pgmem.text import check_name
 
 
 def database_url(settings: Settings | None = None) -> str:
@@ -74,7 +75,22 @@ def check_model(conn: psycopg.Connection[tuple[object, ...]], *, plane: str, mod
 
 @contextmanager
 def scoped(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> Iterator[None]:
-    """A transaction with the row-level-security scope set locally (safe with pools)."""
+    """A transaction (or, inside the caller's open transaction, a savepoint) with the
+    row-level-security scope set locally; the scope never outlives the block.
+
+    On an autocommit connection the transaction ends with the block, and the local setting
+    with it. Inside an open transaction a savepoint does not end the transaction, so the
+    value the transaction had before (none, or the caller's own scope) is put back on the
+    way out; when the block fails, rolling back to the savepoint undoes the setting too."""
+    check_name(scope, "scope")
+    nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     with conn.transaction():
-        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        row = conn.execute(
+            "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scope', %s, true)", (scope,)
+        ).fetchone()
         yield
+        if nested:
+            # Put back what the transaction had; functions called in the block may have set
+            # the scope too (set_config(..., true)), so this runs whatever they did.
+            before = row[0] if row else None
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (before or "",))

@@ -33,6 +33,10 @@ class IngestReport:
     unchanged: int = 0
     pieces: int = 0
     failed: list[tuple[tuple[str, str, int], str]] = field(default_factory=list)
+    #: Earlier versions of a turn that appears more than once in one batch: the last one
+    #: is stored (a later line is a later version), each earlier one is listed here as
+    #: (key, "where it was, superseded by where").
+    superseded: list[tuple[tuple[str, str, int], str]] = field(default_factory=list)
     #: Turns asked to use their text as context that were over the model's input limit
     #: and fell back to the mean of their pieces.
     context_fallbacks: list[tuple[str, str, int]] = field(default_factory=list)
@@ -44,6 +48,7 @@ class IngestReport:
             "unchanged": self.unchanged,
             "pieces": self.pieces,
             "failed": [{"turn": list(k), "error": e} for k, e in self.failed],
+            "superseded": [{"turn": list(k), "note": n} for k, n in self.superseded],
             "context_fallbacks": [list(k) for k in self.context_fallbacks],
         }
 
@@ -119,41 +124,46 @@ def ingest_turns(
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_turns = list(turns)
     report = IngestReport()
-    # A turn the database cannot store (bad key, NUL, invalid UTF-8) is reported, never
-    # sent: it must not fail the hash lookup or the transaction of the turns around it.
-    valid: list[Turn] = []
+    # A turn the database cannot store (bad key, NUL, invalid UTF-8, wrong shape) is
+    # reported, never sent: it must not fail the hash lookup or the transaction of the turns
+    # around it. The same turn twice in one batch: the last version wins (it is the later
+    # one in the caller's log), and each earlier version is reported as superseded.
+    latest: dict[tuple[str, str, int], Turn] = {}
     for t in all_turns:
         try:
             check_storable(t)
         except InputError as exc:
             report.failed.append((t.key, str(exc)))
-        else:
-            valid.append(t)
-    hashes = {
-        t.key: content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context)
+            continue
+        earlier = latest.pop(t.key, None)
+        if earlier is not None:
+            report.superseded.append((t.key, f"{earlier.where} superseded by {t.where}"))
+        latest[t.key] = t
+    valid = list(latest.values())
+    # The hash travels with its own turn: the stored hash is always that of the stored messages.
+    hashed = [
+        (t, content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context))
         for t in valid
-    }
+    ]
     existing = {} if force else _existing_hashes(conn, valid)
-    todo: list[Turn] = []
-    seen: set[tuple[str, str, int]] = set()
-    for t in valid:
-        if (not force and existing.get(t.key) == hashes[t.key]) or t.key in seen:
+    todo: list[tuple[Turn, bytes]] = []
+    for t, digest in hashed:
+        if not force and existing.get(t.key) == digest:
             report.unchanged += 1
         else:
-            todo.append(t)
-            seen.add(t.key)
-    done = report.unchanged + len(report.failed)
-    group: list[tuple[Turn, list[Piece]]] = []
+            todo.append((t, digest))
+    done = report.unchanged + len(report.failed) + len(report.superseded)
+    group: list[tuple[Turn, bytes, list[Piece]]] = []
     group_size = 0
 
     def flush() -> None:
         nonlocal done, group, group_size
         if not group:
             return
-        texts = [p.text for _, ps in group for p in ps]
+        texts = [p.text for _, _, ps in group for p in ps]
         contexts: dict[tuple[str, str, int], int] = {}
         if context == "text":
-            for turn, _ in group:
+            for turn, _, _ in group:
                 text = turn_text(turn)
                 if embedder.count_tokens([text])[0] <= embedder.max_input_tokens:
                     contexts[turn.key] = len(texts)
@@ -162,26 +172,26 @@ def ingest_turns(
                     report.context_fallbacks.append(turn.key)
         vectors = embedder.embed(texts)
         offset = 0
-        for turn, ps in group:
+        for turn, digest, ps in group:
             vecs = vectors[offset : offset + len(ps)]
             offset += len(ps)
             ctx = vectors[contexts[turn.key]] if turn.key in contexts else None
-            _put(conn, turn, ps, vecs, ctx, hashes[turn.key], embedder.model_id, weight, reembed, force, report)
+            _put(conn, turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
             done += 1
             if progress:
                 progress(done, len(all_turns), report.pieces)
         group, group_size = [], 0
 
-    for turn in todo:
+    for turn, digest in todo:
         try:
             ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
             if not ps:
-                raise InputError("the turn has no text in any message")
+                raise InputError(f"{turn.where}: the turn has no text in any message")
         except InputError as exc:
             report.failed.append((turn.key, str(exc)))
             done += 1
             continue
-        group.append((turn, ps))
+        group.append((turn, digest, ps))
         group_size += len(ps)
         if group_size >= group_pieces:
             flush()
@@ -234,7 +244,8 @@ def _put(
                 binary=True,
             ).fetchone()
     except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this turn's data, not the connection
-        report.failed.append((turn.key, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
+        detail = f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"
+        report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
         return
     assert row is not None
     status, n = str(row[0]), int(str(row[1]))

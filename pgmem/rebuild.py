@@ -12,9 +12,11 @@ from pathlib import Path
 
 import psycopg
 
+from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.ingest import DEFAULT_WEIGHT, IngestReport, Progress, ingest_turns
 from pgmem.pieces import DEFAULT_MAX_BYTES
+from pgmem.text import check_name
 from pgmem.turns import Turn, turn_from_dict
 
 
@@ -26,14 +28,14 @@ class RebuildResult:
     report: IngestReport
 
 
-def pending_turns(conn: psycopg.Connection[tuple[object, ...]], scope: str | None, started: str) -> list[Turn]:
-    rows = conn.execute(
-        """SELECT scope_id, thread_id, turn_index, turn_time, messages FROM pgmem.turn
-            WHERE (%s::text IS NULL OR scope_id = %s) AND ingested_at < %s::timestamptz
-            ORDER BY scope_id, thread_id, turn_index""",
-        (scope, scope, started),
-    ).fetchall()
-    return [turn_from_dict({"scope": r[0], "thread": r[1], "turn": r[2], "time": r[3], "messages": r[4]}) for r in rows]
+def pending_turns(conn: psycopg.Connection[tuple[object, ...]], scope: str, started: str) -> list[Turn]:
+    """The scope's turns stored before `started`, read inside the scope (row-level security)."""
+    with scoped(conn, scope):
+        rows = conn.execute(
+            "SELECT thread_id, turn_index, turn_time, messages FROM pgmem.pending_turns(%s, %s::timestamptz)",
+            (scope, started),
+        ).fetchall()
+    return [turn_from_dict({"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3]}) for r in rows]
 
 
 def rebuild(
@@ -41,13 +43,16 @@ def rebuild(
     embedder: Embedder,
     state_file: Path,
     *,
-    scope: str | None = None,
+    scope: str,
     max_bytes: int = DEFAULT_MAX_BYTES,
     weight: float = DEFAULT_WEIGHT,
     reembed: bool = False,
     group_pieces: int = 512,
     progress: Progress | None = None,
 ) -> RebuildResult:
+    """Re-piece and re-embed every turn of `scope` stored before the rebuild began. A rebuild
+    runs inside one scope, like every read and write (row-level security)."""
+    check_name(scope, "scope")
     resumed = state_file.exists()
     if resumed:
         started = str(json.loads(state_file.read_text())["started"])

@@ -11,14 +11,14 @@ chat-completions format (user / assistant with `tool_calls` / `tool` with
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pgmem.errors import InputError
+from pgmem.text import check_name, describe, unstorable
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,16 @@ class Turn:
     index: int
     time: datetime | None
     messages: tuple[Mapping[str, Any], ...]
+    #: Where the turn came from (`file:line`), for reports; not part of its identity.
+    origin: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.scope, self.thread, self.index)
+
+    @property
+    def where(self) -> str:
+        return self.origin or f"turn {self.key!r}"
 
 
 @dataclass(frozen=True)
@@ -44,66 +50,127 @@ class Source:
     index: int  # position among the turn's sources
 
 
-def _name(value: object, what: str, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{where}: {what} must be a non-empty string, got {value!r}")
-    if len(value) > 200:
-        raise InputError(f"{where}: {what} is {len(value)} characters; at most 200")
-    if "\x00" in value:
-        raise InputError(f"{where}: {what} contains a NUL character")
-    return value
-
-
 def parse_time(value: object, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
         t = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        t = datetime.fromtimestamp(value, tz=UTC)
+        try:
+            t = datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, ValueError, OSError):
+            raise InputError(f"{where}: time {value!r} is not a valid epoch time in seconds") from None
     elif isinstance(value, str):
         try:
             t = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise InputError(f"{where}: time {value!r} is not ISO 8601") from None
     else:
-        raise InputError(f"{where}: time must be an ISO 8601 string or epoch seconds")
+        raise InputError(f"{where}: time must be an ISO 8601 string or epoch seconds, got {type(value).__name__}")
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def turn_from_dict(obj: Mapping[str, Any], *, scope: str | None = None, where: str = "turn") -> Turn:
+def turn_from_dict(
+    obj: Mapping[str, Any], *, scope: str | None = None, where: str = "turn", origin: str | None = None
+) -> Turn:
     """Validate one JSON turn. `scope` overrides (or supplies) the turn's scope."""
     if not isinstance(obj, Mapping):
-        raise InputError(f"{where}: a turn must be a JSON object")
-    sc = _name(scope if scope is not None else obj.get("scope"), "scope", where)
-    thread = _name(obj.get("thread", obj.get("thread_id")), "thread", where)
+        raise InputError(f"{where}: a turn must be a JSON object, got {type(obj).__name__}")
+    sc = check_name(scope if scope is not None else obj.get("scope"), f"{where}: scope")
+    thread = check_name(obj.get("thread", obj.get("thread_id")), f"{where}: thread")
     idx = obj.get("turn", obj.get("turn_index"))
     if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0 or idx > 2**31 - 1:
-        raise InputError(f"{where}: turn must be a non-negative integer, got {idx!r}")
+        raise InputError(f"{where}: turn must be an integer between 0 and 2147483647, got {idx!r:.40}")
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise InputError(f"{where}: messages must be a list of OpenAI chat messages")
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise InputError(f"{where}: messages[{i}] must be an object with a string role")
-    return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages))
+    check_messages(messages, where)
+    return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages), origin)
 
 
-def read_jsonl(path: Path, *, scope: str | None = None) -> Iterator[Turn]:
-    """Turns from a JSONL file, one per line; errors name the line."""
+def read_jsonl(
+    path: Path, *, scope: str | None = None, failed: list[tuple[str, str]] | None = None
+) -> Iterator[Turn]:
+    """Turns from a JSONL file, one per line; errors name the line and the field.
+
+    Without `failed`, the first bad line raises `InputError`. With it, each bad line is
+    appended as `(path:line, reason)` and reading goes on, so one malformed turn never
+    costs the good turns after it."""
     with path.open(encoding="utf-8", errors="surrogateescape") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
-            yield turn_from_dict(obj, scope=scope, where=where)
+                yield turn_from_dict(_parse_line(line, where), scope=scope, where=where, origin=where)
+            except InputError as exc:
+                if failed is None:
+                    raise
+                failed.append((where, str(exc)))
 
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+def _parse_line(line: str, where: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise InputError(f"{where}: not valid JSON ({exc})") from None
+
+
+#: Deepest nesting accepted inside a message (Python and Postgres both recurse on it).
+MAX_DEPTH = 64
+
+
+def check_messages(messages: Sequence[object], where: str) -> None:
+    """The shapes pgmem reads: every message an object with a string role; `tool_calls` a list
+    of objects whose `function` is an object with a string `name`; nothing nested deeper
+    than MAX_DEPTH; everything JSON (no NaN, no non-JSON types)."""
+    for i, m in enumerate(messages):
+        at = f"{where}: messages[{i}]"
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            raise InputError(f"{at} must be an object with a string role")
+        content = m.get("content")
+        if not (content is None or isinstance(content, str | list | Mapping)):
+            raise InputError(f"{at}.content must be a string, a list of parts or null, got {type(content).__name__}")
+        calls = m.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list):
+                raise InputError(f"{at}.tool_calls must be a list of tool calls, got {type(calls).__name__}")
+            for j, call in enumerate(calls):
+                fn = call.get("function") if isinstance(call, Mapping) else None
+                if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+                    raise InputError(
+                        f"{at}.tool_calls[{j}] must be an object whose function is an object with a string name"
+                    )
+                args = fn.get("arguments")
+                if not (args is None or isinstance(args, str | Mapping | list)):
+                    raise InputError(f"{at}.tool_calls[{j}].function.arguments must be a string or JSON")
+        depth = _depth(m)
+        if depth > MAX_DEPTH:
+            raise InputError(f"{at} nests {depth} levels deep; at most {MAX_DEPTH}")
+        try:
+            json.dumps(m, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{at} is not JSON: {exc}") from None
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of lists/objects, without recursion (so any depth is measured)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, Mapping):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list | tuple):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in v)
+        if deepest > MAX_DEPTH:
+            break
+    return deepest
 
 
 def check_storable(turn: Turn) -> None:
@@ -114,31 +181,29 @@ def check_storable(turn: Turn) -> None:
     pgmem never rewrites such text silently; the caller decides (strip NUL, or decode the
     tool output with errors="replace"). The key is checked too: a Turn built directly in
     Python has not been through turn_from_dict."""
-    where = f"turn {turn.key!r}"
-    _name(turn.scope, "scope", where)
-    _name(turn.thread, "thread", where)
+    where = turn.where
+    check_name(turn.scope, f"{where}: scope")
+    check_name(turn.thread, f"{where}: thread")
     idx = turn.index
     if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx <= 2**31 - 1:
-        raise InputError(f"{where}: turn index must be an integer between 0 and 2147483647, got {idx!r}")
+        raise InputError(f"{where}: turn index must be an integer between 0 and 2147483647, got {idx!r:.40}")
+    if turn.time is not None and not isinstance(turn.time, datetime):
+        raise InputError(f"{where}: time must be a datetime or None, got {type(turn.time).__name__}")
+    check_messages(turn.messages, where)
     for i, m in enumerate(turn.messages):
         found = _find_unstorable(m, f"messages[{i}]")
         if found is not None:
-            where, offset, char = found
-            what = (
-                "a NUL character (U+0000)"
-                if char == "\x00"
-                else f"an invalid UTF-8 byte (lone surrogate U+{ord(char):04X})"
-            )
+            field_name, offset, char = found
             raise InputError(
-                f"{where} contains {what} at offset {offset}: Postgres text cannot store it; "
+                f"{field_name} contains {describe(char)} at offset {offset}: Postgres text cannot store it; "
                 "strip NUL characters or decode the text with errors='replace' before ingest"
             )
 
 
 def _find_unstorable(value: object, where: str) -> tuple[str, int, str] | None:
     if isinstance(value, str):
-        m = _UNSTORABLE.search(value)
-        return (where, m.start(), m.group()) if m else None
+        found = unstorable(value)
+        return (where, *found) if found else None
     if isinstance(value, Mapping):
         for k, v in value.items():
             found = _find_unstorable(k, f"{where} key") or _find_unstorable(v, f"{where}.{k}")

@@ -7,7 +7,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from pgmem.errors import PgmemError
+import psycopg
+
+from pgmem.errors import DatabaseError, PgmemError
 
 #: Modules under pgmem.cli that add subcommands, in help order.
 COMMAND_MODULES = ("db", "memory", "docs", "evaluate", "bench", "roles")
@@ -40,6 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except PgmemError as exc:
         print(f"pgmem: error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.Error as exc:
+        # The server's refusal (bad argument, unknown scope, privilege) in one line, never a
+        # traceback; the SQLSTATE says which.
+        print(f"pgmem: error: {DatabaseError.from_driver(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("pgmem: interrupted", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
+from pgmem.text import check_name
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 
 
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=_recall)
 
     b = sub.add_parser("rebuild", help="re-piece and re-embed stored turns (resumable)")
-    b.add_argument("--scope", help="only this scope")
+    b.add_argument("--scope", required=True, help="the scope to rebuild (a rebuild runs inside one scope)")
     b.add_argument("--max-bytes", type=int, default=1200)
     b.add_argument("--weight", type=float, default=0.8)
     b.add_argument("--reembed", action="store_true", help="allow a model other than the scope's")
@@ -69,22 +71,33 @@ def _ingest(args: argparse.Namespace) -> int:
 
     if not args.file.is_file():
         raise InputError(f"no such file: {args.file}")
-    turns = list(read_jsonl(args.file, scope=args.scope))
+    if args.scope is not None:
+        check_name(args.scope, "--scope")
+    unreadable: list[tuple[str, str]] = []
+    turns = list(read_jsonl(args.file, scope=args.scope, failed=unreadable))
     with open_conn() as conn:
         emb = embedder_for(conn)
         report = ingest_turns(
             conn, turns, emb, max_bytes=args.max_bytes, weight=args.weight, progress=Progress("ingest")
         )
+    failed = len(unreadable) + len(report.failed)
     if args.json:
-        print(json.dumps(report.as_dict()))
+        out = report.as_dict()
+        out["unreadable"] = [{"line": where, "error": err} for where, err in unreadable]
+        print(json.dumps(out))
     else:
+        superseded = f", {len(report.superseded)} superseded" if report.superseded else ""
         print(
-            f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged, "
-            f"{report.pieces} pieces written, {len(report.failed)} failed"
+            f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged{superseded}, "
+            f"{report.pieces} pieces written, {failed} failed"
         )
+        for _, err in unreadable:
+            print(f"  failed {err}", file=sys.stderr)
         for key, err in report.failed:
             print(f"  failed turn {key}: {err}", file=sys.stderr)
-    return 1 if report.failed else 0
+        for key, note in report.superseded:
+            print(f"  superseded turn {key}: {note}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def print_recall(result: Recall, out: object = sys.stdout) -> None:
@@ -144,7 +157,10 @@ def _rebuild(args: argparse.Namespace) -> int:
     from pgmem.rebuild import rebuild
 
     s = settings()
-    state_file = s.home / f"rebuild-{args.scope or '_all'}.json"
+    check_name(args.scope, "--scope")
+    # The name is a digest: a scope is caller text and must never become a path.
+    digest = hashlib.sha256(args.scope.encode("utf-8")).hexdigest()[:24]
+    state_file = s.home / f"rebuild-{digest}.json"
     with open_conn() as conn:
         emb = embedder_for(conn)
         t0 = time.monotonic()

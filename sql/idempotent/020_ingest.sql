@@ -12,6 +12,27 @@ $$;
 COMMENT ON FUNCTION pgmem.turn_hashes(text, text, integer[]) IS
 'Stored content hashes of the given turns: the client skips (and never embeds) turns whose hash is unchanged.';
 
+CREATE OR REPLACE FUNCTION pgmem.pending_turns(scope text, stored_before timestamptz)
+RETURNS TABLE (thread_id text, turn_index integer, turn_time timestamptz, messages jsonb)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF stored_before IS NULL THEN
+        RAISE EXCEPTION 'pending_turns: stored_before must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    -- Read under row-level security like every read: the scope must be this transaction's.
+    PERFORM pgmem._write_scope(pending_turns.scope);
+    RETURN QUERY
+    SELECT t.thread_id, t.turn_index, t.turn_time, t.messages FROM pgmem.turn t
+     WHERE t.scope_id = pending_turns.scope AND t.ingested_at < stored_before
+     ORDER BY t.thread_id, t.turn_index;
+END
+$$;
+COMMENT ON FUNCTION pgmem.pending_turns(text, timestamptz) IS
+'Turns of a scope stored before a moment (a rebuild''s start): what a resumable rebuild still has to redo. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,
     thread text,
@@ -121,8 +142,12 @@ BEGIN
         RAISE EXCEPTION 'reblend: scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(reblend.scope), true);
-    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
+    IF weight IS NULL OR weight < 0 OR weight > 1 OR weight = 'NaN'::double precision THEN
         RAISE EXCEPTION 'reblend: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pgmem.scope s WHERE s.scope_id = reblend.scope) THEN
+        RAISE EXCEPTION 'reblend: scope % has no memory stored', reblend.scope USING ERRCODE = '42704',
+            HINT = 'Check the scope name: scopes are created by their first stored turn.';
     END IF;
     UPDATE pgmem.piece p SET embedding = pgmem.blend(p.raw_embedding, t.context, weight)
       FROM pgmem.turn t
@@ -137,6 +162,19 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.reblend(text, double precision, text) IS
 'Rewrite the search vectors of a scope''s memory pieces with a new weight, from the stored raw and context vectors: no embedding call. Returns the pieces rewritten.';
+
+-- What makes two facts the same: the same scope and the same (thread, turn, section, body),
+-- compared exactly (case, spaces and all). The JSON array keeps NULL apart from '' and each
+-- field apart from the next. 002_hardening.sql filled existing rows with this same expression.
+CREATE OR REPLACE FUNCTION pgmem._fact_hash(thread text, turn integer, section text, body text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.jsonb_build_array(thread, turn, section, body)::text, 'UTF8'))
+$$;
+COMMENT ON FUNCTION pgmem._fact_hash(text, integer, text, text) IS
+'fact.content_hash: sha256 of [thread, turn, section, body] as JSON text. A fact whose scope and content hash are stored already is not stored again.';
 
 CREATE OR REPLACE FUNCTION pgmem.add_facts(
     scope text,

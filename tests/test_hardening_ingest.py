@@ -1,0 +1,316 @@
+"""Issue 12, write side: no silent data loss, the scope never outlives a call, rebuild as the
+app role, and every bad input one clear line (CLI, exit 2) or a PgmemError (Python).
+
+Everything runs as a LOGIN member of pgmem_app, the role a service uses."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem import cli
+from pgmem.db import connect, scoped
+from pgmem.errors import InputError
+from pgmem.ingest import content_hash, ingest_turns
+from pgmem.rebuild import rebuild
+from pgmem.recall import recall
+from pgmem.turns import Turn, read_jsonl, turn_from_dict
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, make_turn, role_url
+
+__all__ = ["app_conn"]
+
+
+def _line(turn: int, text: str, *, scope: str = "s", thread: str = "t", **extra: object) -> str:
+    obj = {"scope": scope, "thread": thread, "turn": turn, "messages": [{"role": "user", "content": text}], **extra}
+    return json.dumps(obj)
+
+
+def _stored(conn: Conn, scope: str) -> dict[tuple[str, int], tuple[list[dict[str, object]], bytes]]:
+    with scoped(conn, scope):
+        rows = conn.execute("SELECT thread_id, turn_index, messages, content_hash FROM pgmem.turn").fetchall()
+    return {(str(t), int(str(i))): (m, bytes(h)) for t, i, m, h in rows}  # type: ignore[misc,call-overload]
+
+
+def _hash_of_stored(messages: list[dict[str, object]], emb: HashEmbedder) -> bytes:
+    turn = Turn("s", "t", 0, None, tuple(messages))
+    return content_hash(turn, model_id=emb.model_id, max_bytes=1200, weight=0.8)
+
+
+# 1. Duplicate turns in one batch ---------------------------------------------------------------
+
+
+def test_duplicate_turn_in_one_batch_last_line_wins_and_hash_matches(app_conn: Conn, tmp_path: Path) -> None:
+    emb = HashEmbedder()
+    path = tmp_path / "dup.jsonl"
+    path.write_text(_line(0, "my dog is Rex") + "\n" + _line(0, "my dog is Fido") + "\n")
+    report = ingest_turns(app_conn, list(read_jsonl(path)), emb)
+    assert (report.inserted, report.unchanged) == (1, 0)
+    assert report.superseded == [(("s", "t", 0), f"{path}:1 superseded by {path}:2")]
+    messages, stored_hash = _stored(app_conn, "s")[("t", 0)]
+    assert messages == [{"role": "user", "content": "my dog is Fido"}]
+    assert stored_hash == _hash_of_stored(messages, emb)
+    # The Fido line alone is now unchanged; the Rex line alone is an update that is stored.
+    fido = tmp_path / "fido.jsonl"
+    fido.write_text(_line(0, "my dog is Fido") + "\n")
+    assert ingest_turns(app_conn, list(read_jsonl(fido)), emb).unchanged == 1
+    rex = tmp_path / "rex.jsonl"
+    rex.write_text(_line(0, "my dog is Rex") + "\n")
+    assert ingest_turns(app_conn, list(read_jsonl(rex)), emb).replaced == 1
+    messages, stored_hash = _stored(app_conn, "s")[("t", 0)]
+    assert messages == [{"role": "user", "content": "my dog is Rex"}]
+    assert stored_hash == _hash_of_stored(messages, emb)
+
+
+def test_concurrent_writers_of_one_turn_leave_a_hash_that_matches_the_messages(db_url: str, app_conn: Conn) -> None:
+    emb = HashEmbedder()
+    url = role_url(db_url, APP_LOGIN)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            with connect(url) as c:
+                for round_ in range(6):
+                    versions = [make_turn("s", "t", 0, f"writer {w} round {round_} version {v}") for v in range(2)]
+                    ingest_turns(c, [*versions, make_turn("s", "t", 1, f"w{w} r{round_}")], emb)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    stored = _stored(app_conn, "s")
+    assert set(stored) == {("t", 0), ("t", 1)}
+    for messages, stored_hash in stored.values():
+        assert stored_hash == _hash_of_stored(messages, emb)
+    assert "version 1" in str(stored[("t", 0)][0])  # the last version of each batch, never the first
+
+
+# 2. One malformed turn never costs the good turns after it ---------------------------------------
+
+BAD_TOOL_CALLS: list[object] = ["call it", [1], [{"function": "oops"}], {"function": {"name": "x"}}]
+
+
+@pytest.mark.parametrize("tool_calls", BAD_TOOL_CALLS, ids=["string", "list-of-int", "function-string", "object"])
+def test_malformed_tool_calls_are_reported_and_every_good_turn_is_stored(
+    app_conn: Conn, tmp_path: Path, tool_calls: object
+) -> None:
+    lines = [_line(i, f"good turn number {i}") for i in range(260)]
+    bad = {
+        "scope": "s",
+        "thread": "t",
+        "turn": 220,
+        "messages": [{"role": "assistant", "content": "calling", "tool_calls": tool_calls}],
+    }
+    lines[220] = json.dumps(bad)
+    path = tmp_path / "turns.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    failed: list[tuple[str, str]] = []
+    report = ingest_turns(app_conn, list(read_jsonl(path, failed=failed)), HashEmbedder())
+    assert report.inserted == 259 and not report.failed
+    assert len(failed) == 1
+    where, reason = failed[0]
+    assert where == f"{path}:221" and "messages[0].tool_calls" in reason
+    assert len(_stored(app_conn, "s")) == 259
+    # Without a list to report into, the reader names the line and stops.
+    with pytest.raises(InputError, match=r"turns.jsonl:221: messages\[0\]\.tool_calls"):
+        list(read_jsonl(path))
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"scope": "s\xff", "thread": "t", "turn": 5, "messages": []}', "scope"),
+        (b'{"scope": "s", "thread": "t\xfe", "turn": 5, "messages": []}', "thread"),
+        (b'{"scope": "s", "thread": "\\udc80", "turn": 5, "messages": []}', "thread"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "time": 1e20, "messages": []}', "time"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "time": NaN, "messages": []}', "time"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "time": [1], "messages": []}', "time"),
+        (b'{"scope": "s", "thread": "t", "turn": ' + b"9" * 5000 + b', "messages": []}', "JSON"),
+        (b'{"scope": "s", "thread": "t", "turn": "abc", "messages": []}', "turn"),
+        (b'{"scope": "s", "thread": "t", "turn": true, "messages": []}', "turn"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": '
+         + b'{"a":' * 100 + b"1" + b"}" * 100 + b"}]}", "levels deep"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": NaN}]}', "content"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": 7}]}', "content"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": "hi"}', "messages"),
+        (b"[1, 2]", "object"),
+        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [], "x": 1', "JSON"),
+    ],
+    ids=[
+        "scope-bad-utf8",
+        "thread-bad-utf8",
+        "thread-lone-surrogate",
+        "time-overflow",
+        "time-nan",
+        "time-list",
+        "turn-5000-digits",
+        "turn-string",
+        "turn-bool",
+        "nested-200000",
+        "nested-100",
+        "content-nan",
+        "content-int",
+        "messages-string",
+        "not-an-object",
+        "truncated",
+    ],
+)
+def test_bad_lines_are_reported_by_line_and_field_and_the_rest_is_stored(
+    app_conn: Conn, tmp_path: Path, raw: bytes, field: str
+) -> None:
+    path = tmp_path / "turns.jsonl"
+    path.write_bytes(_line(0, "before").encode() + b"\n" + raw + b"\n" + _line(1, "after").encode() + b"\n")
+    failed: list[tuple[str, str]] = []
+    report = ingest_turns(app_conn, list(read_jsonl(path, failed=failed)), HashEmbedder())
+    assert report.inserted == 2 and not report.failed
+    assert [w for w, _ in failed] == [f"{path}:2"]
+    assert field in failed[0][1]
+    assert set(_stored(app_conn, "s")) == {("t", 0), ("t", 1)}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Turn("s\udcff", "t", 3, None, ({"role": "user", "content": "x"},)),
+        Turn("s", "t\x00", 3, None, ({"role": "user", "content": "x"},)),
+        Turn("s", "t", 3, None, ({"role": "assistant", "tool_calls": "oops"},)),
+        Turn("s", "t", 3, None, ({"role": "user", "content": {1, 2}},)),  # type: ignore[dict-item]
+        Turn("s", "t", 3, "yesterday", ({"role": "user", "content": "x"},)),  # type: ignore[arg-type]
+        Turn("s", "t", True, None, ({"role": "user", "content": "x"},)),
+    ],
+    ids=["scope-surrogate", "thread-nul", "tool-calls-string", "content-set", "time-string", "index-bool"],
+)
+def test_bad_turns_built_in_python_are_reported_not_raised(app_conn: Conn, bad: Turn) -> None:
+    good = [make_turn("s", "t", i, f"good {i}") for i in (0, 1, 2)]
+    report = ingest_turns(app_conn, [good[0], bad, good[1], good[2]], HashEmbedder())
+    assert report.inserted == 3 and len(report.failed) == 1
+    assert set(_stored(app_conn, "s")) == {("t", 0), ("t", 1), ("t", 2)}
+
+
+# 3. The scope never outlives the call ------------------------------------------------------------
+
+
+def test_scope_does_not_outlive_a_call_on_a_connection_in_a_transaction(db_url: str, app_conn: Conn) -> None:
+    emb = HashEmbedder()
+    ingest_turns(app_conn, [make_turn("a", "t", i, f"alpha {i}") for i in range(3)], emb)
+    with connect(role_url(db_url, APP_LOGIN), autocommit=False) as c:
+        c.execute("SELECT 1")  # the caller's transaction is open: pgmem's block is a savepoint in it
+        assert recall(c, "a", "alpha", emb, mode="vector").groups[0].hits
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert c.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+        assert c.execute("SELECT current_setting('pgmem.scope', true)").fetchone() in ((None,), ("",))
+        # The caller's own scope, set before, is put back.
+        c.execute("SELECT set_config('pgmem.scope', 'b', true)")
+        with scoped(c, "a"):
+            assert c.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (3,)
+        assert c.execute("SELECT current_setting('pgmem.scope', true)").fetchone() == ("b",)
+        # A block that fails leaves the caller's scope too (the savepoint rolls it back).
+        with pytest.raises(ZeroDivisionError), scoped(c, "a"):
+            raise ZeroDivisionError
+        assert c.execute("SELECT current_setting('pgmem.scope', true)").fetchone() == ("b",)
+        c.rollback()
+        # Idle, not in autocommit: the block is the transaction, committed at its end.
+        with scoped(c, "a"):
+            pass
+        assert c.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
+# 4. Rebuild as the app role -----------------------------------------------------------------------
+
+
+def test_rebuild_as_the_app_role_rebuilds_its_scope_only(app_conn: Conn, tmp_path: Path) -> None:
+    emb = HashEmbedder()
+    ingest_turns(app_conn, [make_turn("r", "t", i, f"turn {i}") for i in range(4)], emb)
+    ingest_turns(app_conn, [make_turn("other", "t", 0, "not mine")], emb)
+    res = rebuild(app_conn, emb, tmp_path / "state.json", scope="r")
+    assert res.turns == 4 and res.report.replaced == 4 and not res.report.failed
+    assert not (tmp_path / "state.json").exists()
+    with pytest.raises(InputError, match="scope"):
+        rebuild(app_conn, emb, tmp_path / "state.json", scope="")
+    # The SQL function reads inside the transaction's scope only.
+    with scoped(app_conn, "r"), pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        app_conn.execute("SELECT * FROM pgmem.pending_turns('other', now())")
+
+
+# 8. The CLI: one line, exit 2 ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(db_url: str, app_conn: Conn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI as a service account runs it: DATABASE_URL names the app login."""
+    monkeypatch.setenv("DATABASE_URL", role_url(db_url, APP_LOGIN))
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    path = tmp_path / "t.jsonl"
+    path.write_text(_line(0, "my dog is Rex", scope="demo") + "\n")
+    assert cli.main(["ingest", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ingest", "{file}", "--scope", "\udcff"], "--scope contains an invalid UTF-8 byte"),
+        (["recall", "dogs", "--scope", "\udcff"], "invalid UTF-8"),
+        (["reblend", "--scope", "\udcff", "--weight", "0.5"], "invalid UTF-8"),
+        (["reblend", "--scope", "demo", "--weight", "nan"], "weight must be between 0 and 1"),
+        (["reblend", "--scope", "demo", "--weight", "2"], "weight must be between 0 and 1"),
+        (["reblend", "--scope", "nosuch", "--weight", "0.5"], "scope nosuch has no memory stored"),
+        (["rebuild", "--scope", "\x00"], "NUL"),
+    ],
+    ids=["ingest-scope", "recall-scope", "reblend-scope", "weight-nan", "weight-2", "unknown-scope", "rebuild-nul"],
+)
+def test_cli_bad_arguments_give_one_line_and_exit_2(
+    cli_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    capsys.readouterr()
+    code = cli.main([a.replace("{file}", str(cli_env)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert expected in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cli_ingest_reports_bad_lines_duplicates_and_stores_the_rest(
+    cli_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], app_conn: Conn
+) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                _line(1, "my cat is Tom", scope="demo"),
+                '{"scope": "demo", "thread": "t", "turn": 2, "messages": [{"role": "assistant", "tool_calls": "x"}]}',
+                _line(3, "my dog is Rex", scope="demo"),
+                _line(3, "my dog is Fido", scope="demo"),
+            ]
+        )
+        + "\n"
+    )
+    capsys.readouterr()
+    assert cli.main(["ingest", str(path)]) == 1  # some turns failed: said, and the rest stored
+    out, err = capsys.readouterr()
+    assert out.startswith("2 inserted, 0 replaced, 0 unchanged, 1 superseded,") and "1 failed" in out
+    assert f"{path}:2: messages[0].tool_calls" in err
+    assert f"{path}:3 superseded by {path}:4" in err
+    assert "Traceback" not in err
+    stored = _stored(app_conn, "demo")
+    assert set(stored) == {("t", 0), ("t", 1), ("t", 3)}
+    assert "Fido" in str(stored[("t", 3)][0])
+
+
+def test_reblend_cli_works_for_a_known_scope(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli.main(["reblend", "--scope", "demo", "--weight", "0.7"]) == 0
+    assert "reblended 1 pieces of scope 'demo' at weight 0.7" in capsys.readouterr().out
+
+
+def test_turn_from_dict_names_the_field() -> None:
+    with pytest.raises(InputError, match=r"turn: messages\[0\]\.tool_calls\[0\]"):
+        turn_from_dict({"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "assistant", "tool_calls": [1]}]})
