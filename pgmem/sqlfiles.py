@@ -101,6 +101,30 @@ def apply(op: Any, relative: str, params: InstallParams | None = None) -> None:
     raw.execute(text)
 
 
-def apply_idempotent(op: Any, params: InstallParams | None = None) -> None:
+def _is_last_step(revision: str) -> bool:
+    """Whether `revision` is where this alembic run stops: the script head, or the revision
+    named on the command line."""
+    from alembic import context
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(context.config)
+    if revision == script.get_current_head():
+        return True
+    try:
+        target = script.get_revision(context.get_revision_argument())
+    except Exception:  # a relative or partial argument: apply, as before
+        return True
+    return target is not None and target.revision == revision
+
+
+def apply_idempotent(op: Any, params: InstallParams | None = None, *, revision: str | None = None) -> None:
+    """Apply every re-runnable file. With `revision`, only when the run stops there: the files
+    are those of this checkout and may read columns a later revision adds, so a run from an
+    empty database to head applies them once, after the last run-once file."""
+    if revision is not None and not _is_last_step(revision):
+        ctx = op.get_context()
+        if ctx.as_sql:
+            ctx.impl.static_output(f"-- sql/idempotent: applied after the last revision of this run, not at {revision}\n")
+        return
     for path in idempotent_files():
         apply(op, str(path.relative_to(SQL_DIR)), params)

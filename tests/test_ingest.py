@@ -154,9 +154,9 @@ def test_bad_turn_is_reported_and_the_rest_stored(conn: Conn, embedder: Embedder
     assert "no text" in report.failed[0][1]
 
 
-def test_model_of_another_dimension_is_refused_naming_both(conn: Conn) -> None:
+def test_model_of_another_dimension_is_refused_naming_both(conn: Conn, admin_conn: Conn) -> None:
     with pytest.raises(psycopg.errors.DataException) as err:
-        conn.execute("SELECT pgmem.model_key('openai:text-embedding-3-small', 256, 'piece.embedding')")
+        admin_conn.execute("SELECT pgmem._model_key('openai:text-embedding-3-small', 256, 'piece.embedding')")
     assert "256 dimensions" in str(err.value) and "384 dimensions" in str(err.value)
     from pgmem.db import check_model
     from pgmem.errors import ModelMismatchError

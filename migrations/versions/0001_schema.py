@@ -17,7 +17,7 @@ depends_on = None
 
 def upgrade() -> None:
     apply(op, "incremental/001_schema.sql")
-    apply_idempotent(op)
+    apply_idempotent(op, revision=revision)
 
 
 def downgrade() -> None:

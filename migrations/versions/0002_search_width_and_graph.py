@@ -21,7 +21,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_idempotent(op)
+    apply_idempotent(op, revision=revision)
 
 
 def downgrade() -> None:

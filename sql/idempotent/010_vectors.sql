@@ -69,15 +69,33 @@ $$;
 COMMENT ON FUNCTION pgmem.check_vectors(vector[], text, text) IS
 'Raise 22004/22000/22023 if any vector is NULL, of the wrong dimension for the column, or zero.';
 
-CREATE OR REPLACE FUNCTION pgmem.model_key(model_id text, dims integer, column_name text)
-RETURNS smallint
+-- Registering a model is internal: pgmem_app reaches it only through bind_scope_model, which
+-- requires the caller's write scope. Keys are max + 1 under a lock instead of a sequence, so a
+-- registration rolled back burns nothing; they are integers, so committed registrations cannot
+-- run out either (each costs a row in a shared table and a scope binding).
+DROP FUNCTION IF EXISTS pgmem.model_key(text, integer, text);
+DO $$
+BEGIN
+    -- The return type changed from smallint: CREATE OR REPLACE cannot change it.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                WHERE p.oid = 'pgmem.bind_scope_model(text, text, integer, text, boolean)'::regprocedure
+                  AND p.prorettype = 'smallint'::regtype) THEN
+        DROP FUNCTION pgmem.bind_scope_model(text, text, integer, text, boolean);
+    END IF;
+EXCEPTION WHEN undefined_function THEN
+    NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmem._model_key(model_id text, dims integer, column_name text)
+RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     want integer := pgmem.column_dims(column_name);
-    key smallint;
+    key integer;
 BEGIN
     IF model_id IS NULL OR dims IS NULL THEN
         RAISE EXCEPTION 'model_id and dims must not be NULL' USING ERRCODE = '22004';
@@ -92,28 +110,34 @@ BEGIN
                   HINT = 'Configure the model the schema was installed for (PGMEM_PIECE_DIMS / PGMEM_FACT_DIMS), or install into a new database.';
     END IF;
     SELECT m.model_key INTO key FROM pgmem.embedding_model m
-     WHERE m.model_id = model_key.model_id AND m.dims = model_key.dims;
+     WHERE m.model_id = _model_key.model_id AND m.dims = _model_key.dims;
     IF key IS NULL THEN
-        INSERT INTO pgmem.embedding_model (model_id, dims) VALUES (model_key.model_id, model_key.dims)
-        ON CONFLICT (model_id, dims) DO NOTHING;
+        -- One registration at a time (SELECTs and foreign-key checks do not wait); look again
+        -- once the lock is held, in case another transaction registered the model meanwhile.
+        LOCK TABLE pgmem.embedding_model IN SHARE ROW EXCLUSIVE MODE;
         SELECT m.model_key INTO key FROM pgmem.embedding_model m
-         WHERE m.model_id = model_key.model_id AND m.dims = model_key.dims;
+         WHERE m.model_id = _model_key.model_id AND m.dims = _model_key.dims;
+        IF key IS NULL THEN
+            INSERT INTO pgmem.embedding_model (model_key, model_id, dims)
+            SELECT coalesce(max(m.model_key), 0) + 1, _model_key.model_id, _model_key.dims FROM pgmem.embedding_model m
+            RETURNING embedding_model.model_key INTO key;
+        END IF;
     END IF;
     RETURN key;
 END
 $$;
-COMMENT ON FUNCTION pgmem.model_key(text, integer, text) IS
-'Register (or find) an embedding model for a vector column; a dimension other than the installed one is an error naming both.';
+COMMENT ON FUNCTION pgmem._model_key(text, integer, text) IS
+'Internal (not granted to pgmem_app): find or register an embedding model for a vector column, key = max + 1 under a lock (no sequence: a rolled-back registration burns nothing); a dimension other than the installed one is an error naming both. Services register models through bind_scope_model, inside their scope.';
 
 CREATE OR REPLACE FUNCTION pgmem.bind_scope_model(scope text, model_id text, dims integer, plane text DEFAULT 'piece', reembed boolean DEFAULT false)
-RETURNS smallint
+RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    key smallint;
-    bound smallint;
+    key integer;
+    bound integer;
     bound_id text;
     bound_dims integer;
 BEGIN
@@ -124,7 +148,7 @@ BEGIN
     IF plane NOT IN ('piece', 'fact') THEN
         RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
     END IF;
-    key := pgmem.model_key(model_id, dims, plane || '.embedding');
+    key := pgmem._model_key(model_id, dims, plane || '.embedding');
     INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;
     IF plane = 'piece' THEN
         SELECT s.piece_model_key INTO bound FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR UPDATE;

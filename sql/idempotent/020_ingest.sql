@@ -191,7 +191,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     n integer := coalesce(array_length(vectors, 1), 0);
-    key smallint;
+    key integer;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -209,13 +209,23 @@ BEGIN
     END IF;
     PERFORM pgmem.check_vectors(vectors, 'fact.embedding', 'vectors');
     key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'fact', false);
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE bodies[u.i] IS NULL OR bodies[u.i] = '') THEN
+        RAISE EXCEPTION 'add_facts: bodies[%] is empty',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE bodies[u.i] IS NULL OR bodies[u.i] = '')
+            USING ERRCODE = '22023';
+    END IF;
+    -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
+    -- or repeated in this call, is skipped; only the ids of new rows come back.
     RETURN QUERY
-    INSERT INTO pgmem.fact (scope_id, thread_id, turn_index, section, body, embedding, model_key)
+    INSERT INTO pgmem.fact AS f (scope_id, thread_id, turn_index, section, body, embedding, model_key, content_hash)
     SELECT add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
-           l2_normalize(vectors[u.i]), key
+           l2_normalize(vectors[u.i]), key,
+           pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i])
       FROM generate_series(1, n) AS u(i)
-    RETURNING fact_id;
+     ORDER BY u.i
+    ON CONFLICT (scope_id, content_hash) DO NOTHING
+    RETURNING f.fact_id;
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the new fact ids.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';

@@ -104,7 +104,6 @@ BEGIN
     FOR r IN
         SELECT p.oid::regprocedure AS fn, d.reason, pg_catalog.obj_description(p.oid, 'pg_proc') AS cmt
           FROM (VALUES
-                ('model_key', 'registers a model in the shared embedding_model table, which pgmem_app may not write.'),
                 ('bind_scope_model', 'creates the caller''s scope row and records its model; pgmem_app may not write tables.'),
                 ('put_turn', 'writes the turn, thread and pieces atomically; pgmem_app may not write tables.'),
                 ('reblend', 'rewrites piece vectors of the caller''s scope; pgmem_app may not write tables.'),
