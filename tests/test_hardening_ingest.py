@@ -203,7 +203,7 @@ def test_scope_does_not_outlive_a_call_on_a_connection_in_a_transaction(db_url: 
     ingest_turns(app_conn, [make_turn("a", "t", i, f"alpha {i}") for i in range(3)], emb)
     with connect(role_url(db_url, APP_LOGIN), autocommit=False) as c:
         c.execute("SELECT 1")  # the caller's transaction is open: pgmem's block is a savepoint in it
-        assert recall(c, "a", "alpha", emb, mode="vector").groups[0].hits
+        assert recall(c, "a", "alpha", emb, mode="vector", floor=-1.0).groups[0].hits
         assert c.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         assert c.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
         assert c.execute("SELECT current_setting('pgmem.scope', true)").fetchone() in ((None,), ("",))
