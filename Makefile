@@ -26,7 +26,7 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
-	$(BIN)/ruff check pgmem tests migrations benchmarks examples
+	$(BIN)/ruff check pgmem tests migrations examples
 	$(BIN)/mypy
 
 stop:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pgmem.cli import evaluate as ev
+from pgmem.lab.evaluation import cli as ev
 from pgmem.cli import main
-from pgmem.evaluation.report import fmt, markdown, tables
+from pgmem.lab.evaluation.report import fmt, markdown, tables
 
 
 def _fixture(tmp_path: Path) -> tuple[Path, Path]:
@@ -101,11 +101,11 @@ def test_families_cli_json_and_report(tmp_path: Path, home: Path, capsys: pytest
 def test_missing_suite_module_is_named(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(ev.SUITES, "locomo", ev.Suite("locomo", "pgmem.evaluation._no_such_suite", "x", "file"))
+    monkeypatch.setitem(ev.SUITES, "locomo", ev.Suite("locomo", "pgmem.lab.evaluation._no_such_suite", "x", "file"))
     f = tmp_path / "locomo.json"
     f.write_text("[]", encoding="utf-8")
     assert main(["eval", "locomo", str(f)]) == 2
-    assert "pgmem.evaluation._no_such_suite" in capsys.readouterr().err
+    assert "pgmem.lab.evaluation._no_such_suite" in capsys.readouterr().err
 
 
 def test_bad_arguments_are_named(tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:

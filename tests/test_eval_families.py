@@ -15,7 +15,7 @@ import pytest
 from pgmem.blend import blend
 from pgmem.embedders.base import FloatArray
 from pgmem.errors import InputError
-from pgmem.evaluation.families import (
+from pgmem.lab.evaluation.families import (
     CONDITIONS,
     REPRESENTATIONS,
     distractor_lines,
@@ -172,7 +172,7 @@ def test_numpy_blend_matches_sql_blend(conn: psycopg.Connection[tuple[object, ..
 
 
 def test_report_notes_name_the_protocol(fixture_files: tuple[Path, Path]) -> None:
-    from pgmem.evaluation.families import evaluate_files, report_notes
+    from pgmem.lab.evaluation.families import evaluate_files, report_notes
 
     path, distractors = fixture_files
     notes = report_notes(evaluate_files(path, embedder=BagOfWords(), distractors=distractors))

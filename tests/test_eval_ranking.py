@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pgmem.evaluation.ranking import ScoredHit, covered, rank_units, recall_at_k, reciprocal_rank, top1
-from pgmem.evaluation.sweep import floor_curve, floor_for_keep, floor_for_precision
+from pgmem.lab.evaluation.ranking import ScoredHit, covered, rank_units, recall_at_k, reciprocal_rank, top1
+from pgmem.lab.evaluation.sweep import floor_curve, floor_for_keep, floor_for_precision
 
 
 def hits(*rows: tuple[int, int, float, str]) -> list[ScoredHit[str]]:

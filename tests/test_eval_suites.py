@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pgmem.embedders.base import Embedder
-from pgmem.evaluation import coverage, locomo, longmemeval, toolqa
-from pgmem.evaluation.conversations import METHODS, fixed_chunk_units, per_message_units, source_messages
+from pgmem.lab.evaluation import coverage, locomo, longmemeval, toolqa
+from pgmem.lab.evaluation.conversations import METHODS, fixed_chunk_units, per_message_units, source_messages
 from pgmem.turns import Turn, split_sources
 
 LOCOMO = [

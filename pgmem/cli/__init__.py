@@ -6,27 +6,53 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 import psycopg
 
-from pgmem.errors import DatabaseError, PgmemError
+from pgmem.errors import ConfigError, DatabaseError, PgmemError
 
-#: Modules under pgmem.cli that add subcommands, in help order.
-COMMAND_MODULES = ("db", "memory", "docs", "evaluate", "bench", "roles")
+#: Modules that add subcommands (each has `register`), in help order.
+COMMAND_MODULES = (
+    "pgmem.cli.db",
+    "pgmem.cli.memory",
+    "pgmem.cli.docs",
+    "pgmem.lab.evaluation.cli",
+    "pgmem.lab.bench.cli",
+    "pgmem.cli.roles",
+)
+
+#: The lab's commands: their module and their line in `pgmem --help`. The module is imported
+#: only when its command runs, so the library and the rest of the CLI never load pgmem.lab.
+LAB_COMMANDS = {
+    "eval": ("pgmem.lab.evaluation.cli", "evaluation suites on development data (see docs/evaluation.md)"),
+    "bench": ("pgmem.lab.bench.cli", "benchmark recall on a synthetic store (load, index, latency, recall)"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, lab: str | None = None) -> argparse.ArgumentParser:
+    """The `pgmem` parser. Lab commands are listed by name only, except `lab`, the one about to
+    run, whose own arguments are added (importing its module)."""
     parser = argparse.ArgumentParser(prog="pgmem", description="Agent memory retrieval inside Postgres.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lab_modules = {module: (command, text) for command, (module, text) in LAB_COMMANDS.items()}
     for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"pgmem.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"pgmem.cli.{name}":
-                continue  # a command group not built yet
-            raise
-        mod.register(sub)
+        if name in lab_modules and lab_modules[name][0] != lab:
+            sub.add_parser(lab_modules[name][0], help=lab_modules[name][1])
+        else:
+            _command_module(name).register(sub)
     return parser
+
+
+def _command_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if not name.startswith("pgmem.lab.") or exc.name is None or exc.name.split(".")[0] == "pgmem":
+            raise
+        # A lab command whose extra is not installed: one line, naming the extra.
+        missing = f"no package {exc.name!r}"
+        raise ConfigError(f"{name} needs the [eval] extra ({missing}): pip install 'pgmem[eval]'") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,7 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pgmem.cli.db import run_psql
 
         return run_psql(argv[2:])
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser(lab=argv[0] if argv and argv[0] in LAB_COMMANDS else None)
+    except ConfigError as exc:
+        print(f"pgmem: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
         return code

@@ -8,7 +8,7 @@ are never ingested. Every method's hits are mapped back to the messages their te
 came from; a pgmem tool-call source holds the call's arguments and its whole result, so
 its pieces come from both the calling assistant message and the tool message.
 
-Metrics, averaged over questions (ranked lists by `pgmem.evaluation.ranking`):
+Metrics, averaged over questions (ranked lists by `pgmem.lab.evaluation.ranking`):
 
 - `top1_turn`: the top hit lies in the gold turn (trivially 1 when a trajectory is one turn).
 - `top1_message`: the top hit comes from the gold message. A unit identifies a message
@@ -34,9 +34,9 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
-from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
+from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
+from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pgmem.cli import LAB_COMMANDS
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError, InputError
 
@@ -39,13 +40,13 @@ class Suite:
 SUITES = {
     s.name: s
     for s in (
-        Suite("families", "pgmem.evaluation.families", "sentence families: the seed's controlled test", "file"),
-        Suite("longmemeval", "pgmem.evaluation.longmemeval", "LongMemEval questions: six methods", "dir"),
-        Suite("locomo", "pgmem.evaluation.locomo", "LoCoMo conversations: six methods", "file"),
-        Suite("toolqa", "pgmem.evaluation.toolqa", "questions on tool-heavy agent trajectories", "file"),
-        Suite("coverage", "pgmem.evaluation.coverage", "multi-question messages: one vector vs per-part", "dir"),
-        Suite("docs", "pgmem.evaluation.docs_suite", "documents: one vector per chunk vs derived units", None),
-        Suite("sweep", "pgmem.evaluation.sweep", "blend weight and floor sweeps on development data", "path"),
+        Suite("families", "pgmem.lab.evaluation.families", "sentence families: the seed's controlled test", "file"),
+        Suite("longmemeval", "pgmem.lab.evaluation.longmemeval", "LongMemEval questions: six methods", "dir"),
+        Suite("locomo", "pgmem.lab.evaluation.locomo", "LoCoMo conversations: six methods", "file"),
+        Suite("toolqa", "pgmem.lab.evaluation.toolqa", "questions on tool-heavy agent trajectories", "file"),
+        Suite("coverage", "pgmem.lab.evaluation.coverage", "multi-question messages: one vector vs per-part", "dir"),
+        Suite("docs", "pgmem.lab.evaluation.docs_suite", "documents: one vector per chunk vs derived units", None),
+        Suite("sweep", "pgmem.lab.evaluation.sweep", "blend weight and floor sweeps on development data", "path"),
     )
 }
 
@@ -59,9 +60,11 @@ def load_suite(name: str) -> ModuleType:
         if exc.name == suite.module:
             raise ConfigError(
                 f"the {name!r} suite is not available: module {suite.module} is missing "
-                f"(pgmem/evaluation/{suite.module.rsplit('.', 1)[1]}.py)"
+                f"(pgmem/lab/evaluation/{suite.module.rsplit('.', 1)[1]}.py)"
             ) from None
-        raise ConfigError(f"the {name!r} suite needs the package {exc.name!r}: pip install 'pgmem[eval]'") from None
+        raise ConfigError(
+            f"the {name!r} suite needs the [eval] extra (no package {exc.name!r}): pip install 'pgmem[eval]'"
+        ) from None
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a suite-specific option passed to its run() (VALUE read as JSON when it parses)",
     )
 
-    ev = sub.add_parser("eval", help="evaluation suites on development data (see docs/evaluation.md)")
+    ev = sub.add_parser("eval", help=LAB_COMMANDS["eval"][1])
     evsub = ev.add_subparsers(dest="suite", required=True, metavar="SUITE")
     for suite in SUITES.values():
         p = evsub.add_parser(suite.name, help=suite.help, parents=[common])
@@ -119,7 +122,7 @@ def _check_path(path: Path, kind: str, what: str) -> None:
 
 def _accepts(fn: Callable[..., Any], options: dict[str, Any], suite: str) -> None:
     """Refuse options the suite's function does not name (warn only if it takes **kwargs)."""
-    from pgmem.evaluation.common import progress
+    from pgmem.lab.evaluation.common import progress
 
     params = inspect.signature(fn).parameters
     unknown = sorted(set(options) - {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD})
@@ -170,8 +173,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_suite(args: argparse.Namespace) -> int:
     from pgmem.embedders import from_settings
-    from pgmem.evaluation.common import CachedEmbedder, progress
+    from pgmem.lab import require_eval_extra
+    from pgmem.lab.evaluation.common import CachedEmbedder, progress
 
+    require_eval_extra("pgmem eval")
     suite = SUITES[args.suite]
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be at least 1, got {args.limit}")
@@ -218,7 +223,7 @@ def _run_suite(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        from pgmem.evaluation.report import markdown
+        from pgmem.lab.evaluation.report import markdown
 
         print(markdown(result))
     if args.out is not None:
@@ -228,7 +233,7 @@ def _run_suite(args: argparse.Namespace) -> int:
 
 def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options: dict[str, Any]) -> dict[str, Any]:
     from pgmem.db import connect, database_url
-    from pgmem.evaluation.common import temporary_database
+    from pgmem.lab.evaluation.common import temporary_database
     from pgmem.sqlfiles import InstallParams
 
     params = InstallParams.from_mapping({})
@@ -242,8 +247,8 @@ def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options:
 
 
 def _write_out(name: str, mod: ModuleType, result: dict[str, Any], args: argparse.Namespace, notes: list[str]) -> None:
-    from pgmem.evaluation.common import progress
-    from pgmem.evaluation.report import write_report
+    from pgmem.lab.evaluation.common import progress
+    from pgmem.lab.evaluation.report import write_report
 
     out: Path = args.out
     extra: list[Path] = []

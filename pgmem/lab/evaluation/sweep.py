@@ -5,7 +5,7 @@ Weight. Each question's haystack is ingested once as labelled pieces (its own sc
 for every weight w, `pgmem.reblend` rewrites the stored vectors in SQL from the kept
 raw and context vectors (no new embedding), and the query parts are re-blended with
 the same w from the raw part and whole-message vectors already computed. Reported per
-weight: top1 and mrr over turns (ranking rules of `pgmem.evaluation.ranking`).
+weight: top1 and mrr over turns (ranking rules of `pgmem.lab.evaluation.ranking`).
 
 Floor (per model, at `floor_weight`, 0.8 by default). A floor must let the right memory
 through and keep wrong ones out, so three query sets are scored:
@@ -42,10 +42,10 @@ from pgmem.blend import DEFAULT_WEIGHT, blend
 from pgmem.db import connect, scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.coverage import build_messages, sample_questions
-from pgmem.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.ingest import ingest_turns
+from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.coverage import build_messages, sample_questions
+from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn

@@ -1,6 +1,6 @@
 """Ingest throughput, side by side in one run (a benchmark, not a test).
 
-    python benchmarks/bench_ingest.py [--turns 400] [--e2e-turns 40]
+    python -m pgmem.lab.bench.ingest [--turns 400] [--e2e-turns 40]
 
 1. database side: pieces/s through ingest_turns -> pgmem.put_turn with precomputed vectors
    (a lookup table stands in for the model, so the embedder is not measured);
@@ -25,8 +25,8 @@ from pgmem.config import Settings
 from pgmem.db import connect, database_url
 from pgmem.embedders.base import FloatArray
 from pgmem.embedders.local import LocalEmbedder
-from pgmem.evaluation.common import temporary_database
 from pgmem.ingest import ingest_turns
+from pgmem.lab.evaluation.common import temporary_database
 from pgmem.pieces import turn_pieces
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn, turn_from_dict
@@ -101,7 +101,7 @@ def main() -> int:
 
     real = LocalEmbedder()
     server = database_url(Settings.from_env())
-    results: dict[str, object] = {}
+    results: dict[str, float] = {}
     with temporary_database(server, InstallParams(384, 384)) as url, connect(url) as conn:
         db_rates, copy_rates = [], []
         for r in range(args.repeats):
@@ -140,8 +140,7 @@ def main() -> int:
         results["end_to_end_local_model_pieces_per_s"] = round(rep.pieces / dt, 1)
         results["end_to_end_pieces"] = rep.pieces
     results["ratio_db_side_over_end_to_end"] = round(
-        float(results["db_side_put_turn_pieces_per_s"]) / float(results["end_to_end_local_model_pieces_per_s"]),
-        1,  # type: ignore[arg-type]
+        results["db_side_put_turn_pieces_per_s"] / results["end_to_end_local_model_pieces_per_s"], 1
     )
     for k, v in results.items():
         print(f"{k:40s} {v}", file=sys.stderr)

@@ -48,7 +48,7 @@ from pgmem.documents.store import (
 from pgmem.documents.units import chunk_shape
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.common import progress
+from pgmem.lab.evaluation.common import progress
 
 RANK_DEPTH = 20
 CANDIDATES = 400

@@ -2,7 +2,7 @@
 (a benchmark, not a test).
 
     pgmem bench --size 1m --keep                       # once: load the store (about 40 minutes)
-    python benchmarks/bench_hnsw_params.py [--size 1m] [--scope s200000-0] \\
+    python -m pgmem.lab.bench.hnsw_params [--size 1m] [--scope s200000-0] \\
         [--params 24:128,24:400,32:256] [--ef 64,80,100,128] [--seeds 7,200008] [--messages 40]
 
 For each m:ef_construction pair it builds a partial HNSW index on the scope's memory pieces (the
@@ -27,9 +27,9 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from pgmem.bench.measure import MEMORY_SQL, _ids, _timed
-from pgmem.bench.synth import PRESETS, Store
 from pgmem.db import database_url, with_database
+from pgmem.lab.bench.measure import MEMORY_SQL, ids_by_part, timed_query
+from pgmem.lab.bench.synth import PRESETS, Store
 
 Conn = psycopg.Connection[tuple[object, ...]]
 X, FLOOR = 5, 0.3
@@ -79,7 +79,7 @@ def measure(
             times: list[float] = []
             found = expected = 0
             for q, want in zip(messages, truth, strict=True):
-                rows, db_ms, _ = _timed(conn, sql, (list(q),))
+                rows, db_ms, _ = timed_query(conn, sql, (list(q),))
                 times.append(db_ms)
                 got: list[set[int]] = [set() for _ in range(8)]
                 for part, pid, ip in rows:
@@ -151,10 +151,8 @@ def main() -> None:
     for seed in seeds:
         rng = np.random.default_rng(seed)
         msgs = [store.queries(spec, 8, rng) for _ in range(args.messages)]
-        truth = [
-            _ids(conn.execute(MEMORY_SQL, (spec.scope_id, list(q), X, FLOOR, True, None), binary=True).fetchall(), 8)
-            for q in msgs
-        ]
+        exact = (conn.execute(MEMORY_SQL, (spec.scope_id, list(q), X, FLOOR, True, None), binary=True) for q in msgs)
+        truth = [ids_by_part(cur.fetchall(), 8) for cur in exact]
         sets[seed] = (msgs, truth)
     print(f"scope {spec.scope_id}: {spec.memory:,} memory pieces; {args.messages} messages of 8 parts per set")
     row = conn.execute("SELECT current_setting('shared_buffers')").fetchone()

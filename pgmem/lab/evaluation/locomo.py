@@ -32,9 +32,9 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.conversations import METHODS, bar_plot, check_methods
-from pgmem.evaluation.longmemeval import METRICS, evaluate_threads
+from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.conversations import METHODS, bar_plot, check_methods
+from pgmem.lab.evaluation.longmemeval import METRICS, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn

@@ -15,8 +15,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from pgmem.bench.load import load
-from pgmem.bench.measure import (
+from pgmem.cli import LAB_COMMANDS
+from pgmem.cli.common import settings
+from pgmem.db import connect, database_url, with_database
+from pgmem.errors import InputError
+from pgmem.lab.bench.load import load
+from pgmem.lab.bench.measure import (
     GLOBAL_INDEX,
     GLOBAL_SQL,
     build_global_hnsw,
@@ -28,10 +32,7 @@ from pgmem.bench.measure import (
     server_memory,
     uses_index,
 )
-from pgmem.bench.synth import PRESETS, ScopeSpec, Store
-from pgmem.cli.common import settings
-from pgmem.db import connect, database_url, with_database
-from pgmem.errors import InputError
+from pgmem.lab.bench.synth import PRESETS, ScopeSpec, Store
 from pgmem.sqlfiles import InstallParams
 
 PIECE_DIMS = 384
@@ -39,7 +40,7 @@ FACT_DIMS = 1024
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="benchmark recall on a synthetic store (load, index, latency, recall)")
+    p = sub.add_parser("bench", help=LAB_COMMANDS["bench"][1])
     p.add_argument("--size", choices=sorted(PRESETS), default="100k", help="store size (1m: about 40 minutes here)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     p.add_argument("--out", type=Path, help="also write the JSON results to this file")

@@ -22,7 +22,7 @@ differ only in what a vector stands for and how the query is built:
 
 Recall is asked without a floor and with a generous `x`, so the metrics see the full
 ranking; `top1_above_floor` applies the floor afterwards, the same floor for every
-method. Grouped results become one list by the rule of `pgmem.evaluation.ranking`.
+method. Grouped results become one list by the rule of `pgmem.lab.evaluation.ranking`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.ranking import ScoredHit
 from pgmem.ingest import ingest_turns
+from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.turns import Turn, content_text, split_sources
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from pgmem.bench.synth import F32, ScopeSpec, Store
+from pgmem.lab.bench.synth import F32, ScopeSpec, Store
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -109,7 +109,7 @@ def relation_sizes(conn: Conn) -> dict[str, int]:
     return {str(n): int(str(s)) for n, s in rows if int(str(s)) > 0}
 
 
-def _timed(conn: Conn, sql: str, params: tuple[object, ...]) -> tuple[list[tuple[object, ...]], float, float]:
+def timed_query(conn: Conn, sql: str, params: tuple[object, ...]) -> tuple[list[tuple[object, ...]], float, float]:
     """Rows, database-side ms and end-to-end ms of one call. The database side is measured in
     the same statement (so both see the same cache state): the time from the statement's arrival
     to the moment its last row was produced, read by a window over all rows; parse and plan
@@ -131,7 +131,8 @@ def _timed(conn: Conn, sql: str, params: tuple[object, ...]) -> tuple[list[tuple
     return [], float(str(row[1])) if row else float("nan"), e2e
 
 
-def _ids(rows: Sequence[tuple[object, ...]], parts: int) -> list[set[int]]:
+def ids_by_part(rows: Sequence[tuple[object, ...]], parts: int) -> list[set[int]]:
+    """The ids of each part's hits, from rows whose first column is part_no (1-based) and third the id."""
     groups: list[set[int]] = [set() for _ in range(parts)]
     for r in rows:
         groups[int(str(r[0])) - 1].add(int(str(r[2])))
@@ -159,7 +160,7 @@ def recall_run(
     check_recall: bool = True,
 ) -> Timings:
     """`messages` messages of `parts` parts on each scope: database-side and end-to-end time of
-    each call (see _timed), and recall against the same call with exact => true."""
+    each call (see timed_query), and recall against the same call with exact => true."""
     sql = MEMORY_SQL if plane == "memory" else FACT_SQL
     rng = np.random.default_rng(seed)
     t = Timings()
@@ -172,7 +173,7 @@ def recall_run(
             db = e2e = 0.0
             rows: list[tuple[object, ...]] = []
             for c in calls:
-                got_rows, db_ms, e2e_ms = _timed(conn, sql, (spec.scope_id, list(c), x, floor, exact, ef_search))
+                got_rows, db_ms, e2e_ms = timed_query(conn, sql, (spec.scope_id, list(c), x, floor, exact, ef_search))
                 rows.extend(got_rows)
                 db += db_ms
                 e2e += e2e_ms
@@ -187,7 +188,7 @@ def recall_run(
                         sql, (spec.scope_id, list(q), x, floor, True, None), binary=True
                     ).fetchall()
                 truth = _TRUTH[key]
-                got, want = _ids(rows, parts), _ids(truth, parts)
+                got, want = ids_by_part(rows, parts), ids_by_part(truth, parts)
                 t.found += sum(len(g & w) for g, w in zip(got, want, strict=True))
                 t.expected += sum(len(w) for w in want)
     return t
@@ -274,13 +275,13 @@ def global_hnsw_run(
                 conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", (str(max_scan_tuples),))
                 conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
                 conn.execute("SELECT set_config('jit', 'off', true)")
-                rows, db, e2e = _timed(conn, GLOBAL_SQL, (list(q), spec.scope_id, x))
+                rows, db, e2e = timed_query(conn, GLOBAL_SQL, (list(q), spec.scope_id, x))
             if i == 0:
                 continue  # warm-up
             t.db_ms.append(db)
             t.e2e_ms.append(e2e)
             truth = conn.execute(MEMORY_SQL, (spec.scope_id, list(q), x, -1.0, True, None), binary=True).fetchall()
-            got, want = _ids(rows, 8), _ids(truth, 8)
+            got, want = ids_by_part(rows, 8), ids_by_part(truth, 8)
             t.found += sum(len(g & w) for g, w in zip(got, want, strict=True))
             t.expected += sum(len(w) for w in want)
             t.hits += len(rows)

@@ -1,6 +1,6 @@
 """memory_recall latency with and without document units in the same scope (a benchmark, not a test).
 
-    python benchmarks/bench_doc_exclusion.py [--memory 1000] [--ratio 10] [--parts 4] [--reps 200]
+    python -m pgmem.lab.bench.doc_exclusion [--memory 1000] [--ratio 10] [--parts 4] [--reps 200]
 
 Two scopes hold the same memory pieces (same vectors); the second also holds `ratio` times
 as many document units in the same plane. memory_recall runs with the same query vectors
@@ -25,7 +25,7 @@ import psycopg
 
 from pgmem.config import Settings
 from pgmem.db import connect, database_url, scoped
-from pgmem.evaluation.common import temporary_database
+from pgmem.lab.evaluation.common import temporary_database
 from pgmem.sqlfiles import InstallParams
 
 Conn = psycopg.Connection[tuple[object, ...]]

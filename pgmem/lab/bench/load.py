@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import psycopg
 
-from pgmem.bench.synth import Document, Store, Turn
 from pgmem.db import connect
+from pgmem.lab.bench.synth import Document, Store, Turn
 
 MODEL_ID = "bench-synthetic"
 T = TypeVar("T")

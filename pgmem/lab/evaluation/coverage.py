@@ -32,9 +32,9 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.evaluation.common import progress, temporary_database
-from pgmem.evaluation.longmemeval import Question, load_dir
 from pgmem.ingest import ingest_turns
+from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.recall import DEFAULT_X, embed_query, recall_vectors
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn, content_text
