@@ -110,8 +110,11 @@ def _is_last_step(revision: str) -> bool:
     script = ScriptDirectory.from_config(context.config)
     if revision == script.get_current_head():
         return True
+    argument = context.get_revision_argument()
+    if not isinstance(argument, str):
+        return True  # several heads or none named: apply, as before
     try:
-        target = script.get_revision(context.get_revision_argument())
+        target = script.get_revision(argument)
     except Exception:  # a relative or partial argument: apply, as before
         return True
     return target is not None and target.revision == revision

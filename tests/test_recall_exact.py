@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.conftest import TEST_DIMS
 
@@ -188,9 +189,14 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     assert found / expected >= 0.99
     assert scans is not None and int(str(scans[0])) >= 6 * 8  # one index scan per part per call
     # The planner uses the partial index for the query memory_recall runs.
+    # (memory_recall pins the scope's number too, as a literal: the index is keyed on it)
+    number = conn.execute("SELECT pgmem.scope_no('big')").fetchone()
+    assert number is not None and number[0] is not None
     plan = conn.execute(
-        "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = 'big' AND c.kind = 'memory' "
-        "ORDER BY c.embedding <#> %s::vector LIMIT 5",
+        sql.SQL(
+            "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = 'big' "
+            "AND c.scope_no = {} AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 5"
+        ).format(sql.Literal(number[0])),
         (_unit(rng, 1)[0],),
         binary=True,
     ).fetchone()

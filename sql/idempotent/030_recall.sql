@@ -100,9 +100,9 @@ BEGIN
                  CROSS JOIN LATERAL (
                        SELECT c.piece_id, c.embedding <#> q.vec AS ip
                          FROM pgmem.piece c
-                        WHERE c.scope_id = %L AND c.kind = 'memory'
+                        WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
                         ORDER BY c.embedding <#> q.vec
-                        LIMIT $2) h$q$, scope)
+                        LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
         USING unit_vectors, k;
     END IF;
 END
@@ -243,9 +243,9 @@ BEGIN
                  CROSS JOIN LATERAL (
                        SELECT f.fact_id, f.embedding <#> q.vec AS ip
                          FROM pgmem.fact f
-                        WHERE f.scope_id = %L
+                        WHERE f.scope_id = %L AND f.scope_no = %s
                         ORDER BY f.embedding <#> q.vec
-                        LIMIT $2) h$q$, scope)
+                        LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
         USING unit_vectors, k;
     END IF;
 END

@@ -13,7 +13,8 @@
 --
 -- Reference tables without scope_id (embedding_model, vector_column, alembic_version) hold no
 -- tenant data (model names and installed dimensions); they stay unfiltered, readable by the
--- app and reader roles, and writable only through pgmem.model_key (see 900_grants.sql).
+-- app and reader roles, and writable only through pgmem._model_key, which the app reaches
+-- only through bind_scope_model inside its scope (see 900_grants.sql).
 --
 -- Superusers and BYPASSRLS roles are never filtered: the roles pgmem uses are neither
 -- (900_grants.sql refuses to install otherwise).
@@ -43,3 +44,41 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Index maintenance (pgmem.scope_index_plan) must count every scope's rows: a plan that sees one
+-- scope drops every other scope's index. pgmem_owner is filtered by FORCE like everyone else,
+-- so piece and fact get a second, SELECT-only policy for it, true only when both hold:
+--   * pgmem.maintenance = 'on', which scope_index_plan sets for its own duration (SET clause);
+--   * the session's login is a member of pgmem_owner. An app session cannot meet this, even
+--     inside the SECURITY DEFINER write functions (which run as pgmem_owner): session_user
+--     stays the app's login, and only a superuser can change it. So SET pgmem.maintenance
+--     widens nothing for the app, and its queries never carry this policy (TO pgmem_owner).
+-- Writes stay confined to the scope: the policy is FOR SELECT, the scope policy still checks
+-- every INSERT, UPDATE and DELETE. A DBA who is a member of pgmem_owner could disable RLS on
+-- the tables anyway: this grants the owner nothing it could not already take.
+DO $$
+BEGIN
+    -- 900_grants.sql creates and checks the roles; the policy needs pgmem_owner already.
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_owner') THEN
+        BEGIN
+            CREATE ROLE pgmem_owner NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'role pgmem_owner does not exist and % may not create roles', current_user
+                USING ERRCODE = '42501',
+                      HINT = 'Have a DBA run `pgmem roles create` (or the SQL in docs/security.md) once, then migrate again.';
+        END;
+    END IF;
+END
+$$;
+DROP POLICY IF EXISTS maintenance_read ON pgmem.piece;
+CREATE POLICY maintenance_read ON pgmem.piece AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.piece IS
+    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows when the login is a member of pgmem_owner; SELECT only.';
+DROP POLICY IF EXISTS maintenance_read ON pgmem.fact;
+CREATE POLICY maintenance_read ON pgmem.fact AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.fact IS
+    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows when the login is a member of pgmem_owner; SELECT only.';

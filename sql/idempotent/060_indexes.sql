@@ -4,7 +4,9 @@
 -- INCLUDE (piece_id, embedding) keeps a scope's vectors together in the index's leaf pages, so an
 -- exact scan of a 2,000-piece scope is an index-only scan over a few hundred adjacent pages
 -- instead of one heap page per piece. Large scopes get their own partial ANN index
--- (HNSW by default, inner product on the unit vectors) WHERE scope_id = '<scope>' AND kind = 'memory':
+-- (HNSW by default, inner product on the unit vectors) WHERE scope_no = <n> AND kind = 'memory', keyed
+-- on the scope's surrogate number (pgmem.scope.scope_no) so that index names and definitions,
+-- which every role can read in pg_indexes, do not show scope names (often e-mail addresses):
 -- the index holds exactly the rows the query may return, so nothing is filtered after the index
 -- scan and a scope-filtered query never comes back short. There is no table-wide ANN index:
 -- with one, the planner may pick it for a small scope and filter afterwards (pgvector README,
@@ -36,15 +38,18 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmem._scope_index_name(plane text, scope text)
+-- Until 0003 the name was <plane>_ann_<md5(scope) prefix> and the predicate scope_id = '<scope>':
+-- scope_index_plan replaces such indexes (create the new one, then drop the old).
+DROP FUNCTION IF EXISTS pgmem._scope_index_name(text, text);
+CREATE OR REPLACE FUNCTION pgmem._scope_index_name(plane text, scope_no bigint)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT plane || '_ann_' || left(md5(scope), 24)
+    SELECT plane || '_ann_s' || scope_no
 $$;
-COMMENT ON FUNCTION pgmem._scope_index_name(text, text) IS
-'Name of the partial ANN index of one scope on one plane (piece or fact): <plane>_ann_<md5(scope) prefix>.';
+COMMENT ON FUNCTION pgmem._scope_index_name(text, bigint) IS
+'Name of the partial ANN index of one scope on one plane (piece or fact): <plane>_ann_s<scope_no>, from the scope''s surrogate number (no scope name in the catalog).';
 
 CREATE OR REPLACE FUNCTION pgmem.scope_ann_index(plane text, scope text)
 RETURNS regclass
@@ -55,11 +60,11 @@ AS $$
       FROM pg_catalog.pg_class c
       JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
      WHERE c.relnamespace = 'pgmem'::regnamespace
-       AND c.relname = pgmem._scope_index_name(plane, scope)
+       AND c.relname = pgmem._scope_index_name(plane, pgmem.scope_no(scope))
        AND i.indisvalid AND i.indisready
 $$;
 COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
-'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly.';
+'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly (or is not visible: under row-level security, only the transaction''s scope is).';
 
 -- The HNSW search width of the recall functions when neither their ef_search argument nor the
 -- pgmem.ef_search setting gives one. Measured on the 1m bench store (docs/scaling.md, "Search
@@ -86,11 +91,26 @@ CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
+-- Read by the maintenance policy (050_security.sql): inside this function, and only for a login
+-- member of pgmem_owner, every scope's rows are visible.
+SET pgmem.maintenance = 'on'
 AS $$
 #variable_conflict use_column
 DECLARE
     conc text := CASE WHEN concurrent THEN 'CONCURRENTLY ' ELSE '' END;
 BEGIN
+    -- The plan drops the index of every scope it does not see: it must see them all. A superuser
+    -- or BYPASSRLS role does; so does a login member of pgmem_owner (the maintenance policy);
+    -- anyone else sees one scope at most, and is refused rather than given a plan that drops
+    -- every other scope's index.
+    IF pg_catalog.row_security_active('pgmem.piece'::regclass)
+       AND NOT (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE')) THEN
+        RAISE EXCEPTION 'index maintenance must see every scope, and % (as %) sees only its own under row-level security',
+            session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner, without SET ROLE) or as a superuser; no pgmem.scope is needed (docs/scaling.md, "Index maintenance").';
+    END IF;
     IF min_pieces IS NULL OR min_pieces < 100 THEN
         RAISE EXCEPTION 'min_pieces must be at least 100, got %', min_pieces USING ERRCODE = '22023',
             HINT = 'Below a few thousand rows an exact scan is as fast as an index and always exact.';
@@ -104,10 +124,10 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH counts AS (
-        SELECT 'piece'::text AS plane, p.scope_id, count(*) AS n
-          FROM pgmem.piece p WHERE p.kind = 'memory' GROUP BY p.scope_id
+        SELECT 'piece'::text AS plane, p.scope_id, p.scope_no, count(*) AS n
+          FROM pgmem.piece p WHERE p.kind = 'memory' GROUP BY p.scope_id, p.scope_no
         UNION ALL
-        SELECT 'fact', f.scope_id, count(*) FROM pgmem.fact f GROUP BY f.scope_id
+        SELECT 'fact', f.scope_id, f.scope_no, count(*) FROM pgmem.fact f GROUP BY f.scope_id, f.scope_no
     ), existing AS (
         SELECT CASE WHEN c.relname LIKE 'piece\_ann\_%' THEN 'piece' ELSE 'fact' END AS plane, c.relname::text AS name,
                am.amname::text AS am, i.indisvalid AS valid,
@@ -121,16 +141,16 @@ BEGIN
          WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
            AND (c.relname LIKE 'piece\_ann\_%' OR c.relname LIKE 'fact\_ann\_%')
     ), wanted AS (
-        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_id) AS name,
+        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_no) AS name,
                -- everything after the index name: the same for a new index and for a rebuild
-               format('ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_id = %L%s',
+               format('ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_no = %s%s',
                       k.plane, method,
                       -- vector_ip_ops or halfvec_ip_ops, after the column's type
                       (SELECT t.typname || '_ip_ops' FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
                         WHERE a.attrelid = format('pgmem.%I', k.plane)::regclass AND a.attname = 'embedding'),
                       CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
                                   ELSE format('WITH (lists = %s)', greatest(10, (sqrt(k.n))::integer)) END,
-                      k.scope_id, CASE k.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END) AS spec
+                      k.scope_no, CASE k.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END) AS spec
           FROM counts k WHERE k.n >= min_pieces
     ), plan AS (
         -- Scopes that reached the threshold and have no index yet.
@@ -141,10 +161,13 @@ BEGIN
         UNION ALL
         -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
         -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
+        -- Indexes named and keyed the way they were before 0003 (<plane>_ann_<md5 prefix>, WHERE
+        -- scope_id = '<scope>') match no scope either: dropped after the new index is built
+        -- ('create' sorts first), so a large scope always has one.
         SELECT k.scope_id, e.plane, coalesce(k.n, 0), 'drop', 0,
                format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
           FROM existing e
-          LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_id) = e.name
+          LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_no) = e.name
          WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid
         UNION ALL
         -- Valid indexes built with another method or other HNSW parameters than asked for: built
@@ -163,7 +186,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
-'The index changes the recall strategy needs: a partial ANN index (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), and a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), and a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,

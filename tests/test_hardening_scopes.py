@@ -1,0 +1,302 @@
+"""One tenant must not affect the others (issue 12, items 5-7), tried as the roles a real
+deployment uses: the app's login (a member of pgmem_app), the reader's, and the DBA's login
+that migrates pgmem (a member of pgmem_owner).
+
+- Index maintenance sees every scope, or refuses: run the way docs/scaling.md says, under a
+  scope or not, it never plans the DROP of another scope's index.
+- The model registry is reached only through bind_scope_model inside the caller's scope, and
+  33,000 registrations rolled back burn no key.
+- No scope name shows in the catalog (index names and definitions), and recall still takes the
+  scope's partial index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgmem.embedders.base import FloatArray
+from tests.security_helpers import (
+    READER_LOGIN,
+    Conn,
+    app_conn,
+    connect_as,
+    ensure_login_roles,
+    hash_vector,
+)
+
+__all__ = ["app_conn"]
+
+#: A LOGIN member of pgmem_owner, like the `migrator` login of docs/security.md.
+OWNER_LOGIN = "pgmem_test_maint"
+#: Two large scopes (named like real tenants: e-mail addresses) and a small one.
+LARGE = ("alice@example.com", "bob@example.com")
+SMALL = "carol@example.com"
+MIN = 100  # min_pieces of the maintenance calls: small fixtures
+
+
+def _vectors(n: int, salt: str) -> list[FloatArray]:
+    return [hash_vector(f"{salt} {i}") for i in range(n)]
+
+
+@pytest.fixture
+def store(admin_conn: Conn) -> Conn:
+    """120 memory pieces and 110 facts in each large scope, 5 of each in the small one, written
+    as a DBA would load them (one statement per scope); returns the superuser connection."""
+    ensure_login_roles(admin_conn)
+    with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        admin_conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE").format(
+                sql.Identifier(OWNER_LOGIN)
+            )
+        )
+    admin_conn.execute(sql.SQL("GRANT pgmem_owner TO {}").format(sql.Identifier(OWNER_LOGIN)))
+    for scope in (*LARGE, SMALL):
+        n = 120 if scope in LARGE else 5
+        with admin_conn.transaction():
+            admin_conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            admin_conn.execute("SELECT pgmem.bind_scope_model(%s, 'test:hash', 384, 'piece')", (scope,))
+            admin_conn.execute("INSERT INTO pgmem.thread (scope_id, thread_id) VALUES (%s, 't')", (scope,))
+            admin_conn.execute(
+                "INSERT INTO pgmem.turn (scope_id, thread_id, turn_index, messages, content_hash)"
+                " SELECT %s, 't', g, '[]', '\\x00' FROM generate_series(0, %s - 1) g",
+                (scope, n),
+            )
+            admin_conn.execute(
+                """INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, label, body,
+                                            raw_embedding, embedding, model_key)
+                   SELECT %s, 'memory', 'user', 't', v.i - 1, 'label', 'body', v.e, v.e,
+                          (SELECT piece_model_key FROM pgmem.scope WHERE scope_id = %s)
+                     FROM unnest(%s::vector[]) WITH ORDINALITY AS v(e, i)""",
+                (scope, scope, _vectors(n, scope)),
+            )
+            m = 110 if scope in LARGE else 5
+            admin_conn.execute(
+                "SELECT count(*) FROM pgmem.add_facts(%s, 'test:hash', %s, %s::vector[])",
+                (scope, [f"fact {i}" for i in range(m)], _vectors(m, "fact " + scope)),
+            )
+    return admin_conn
+
+
+@pytest.fixture
+def owner(store: Conn, db_url: str) -> Iterator[Conn]:
+    """The DBA's login (member of pgmem_owner): what docs/scaling.md says maintenance runs as."""
+    c = connect_as(db_url, OWNER_LOGIN)
+    yield c
+    c.close()
+
+
+def _indexed(admin: Conn) -> dict[tuple[str, str], str]:
+    """(plane, scope) -> name of the scope's valid partial ANN index, read by a superuser."""
+    out = {}
+    for scope in (*LARGE, SMALL):
+        for plane in ("piece", "fact"):
+            row = admin.execute("SELECT pgmem.scope_ann_index(%s, %s)::text", (plane, scope)).fetchone()
+            if row is not None and row[0] is not None:
+                out[(plane, scope)] = str(row[0])
+    return out
+
+
+def _every_large_scope_indexed(admin: Conn) -> None:
+    want = {(plane, scope) for plane in ("piece", "fact") for scope in LARGE}
+    assert set(_indexed(admin)) == want
+
+
+# --- item 5: index maintenance sees every scope, or refuses ------------------------------
+
+
+def test_maintenance_as_documented_indexes_every_large_scope(store: Conn, owner: Conn) -> None:
+    """docs/scaling.md: as the migrating login, `SELECT ddl FROM pgmem.scope_index_plan(...)
+    \\gexec` (each statement on its own, CONCURRENTLY), with or without a scope set."""
+    plan = owner.execute("SELECT plane, scope_id, action, ddl FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchall()
+    assert sorted((str(p[0]), str(p[1]), str(p[2])) for p in plan) == sorted(
+        (plane, scope, "create") for plane in ("piece", "fact") for scope in LARGE
+    )
+    for row in plan:
+        owner.execute(str(row[3]))  # \gexec: one autocommit statement each
+    _every_large_scope_indexed(store)
+    # What docs/security.md used to advise ("setting each scope in turn") now changes nothing:
+    # under any scope the plan still sees the others and drops none of their indexes.
+    for scope in (*LARGE, SMALL):
+        with owner.transaction():
+            owner.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            assert owner.execute("SELECT count(*) FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchone() == (0,)
+            owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    _every_large_scope_indexed(store)
+
+
+def test_index_large_scopes_under_a_scope_keeps_the_other_scopes_indexes(store: Conn, owner: Conn) -> None:
+    """The report's reproduction: index_large_scopes with SET LOCAL pgmem.scope = <one scope>."""
+    owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    _every_large_scope_indexed(store)
+    with owner.transaction():
+        owner.execute("SET LOCAL pgmem.scope = 'alice@example.com'")
+        done = owner.execute("SELECT action FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,)).fetchall()
+    assert done == []
+    _every_large_scope_indexed(store)
+
+
+def test_maintenance_refused_to_whoever_sees_one_scope(store: Conn, app_conn: Conn, db_url: str) -> None:
+    store.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    before = _indexed(store)
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        for c in (app_conn, reader):
+            for call in (
+                "SELECT * FROM pgmem.scope_index_plan(%s)",
+                "SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)",
+            ):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege) as err, c.transaction():
+                    c.execute("SET LOCAL pgmem.scope = 'alice@example.com'")
+                    c.execute(call, (MIN,))
+                if "index_large_scopes" in call and c is reader:
+                    continue  # the reader may not even call the volatile function
+                assert "must see every scope" in str(err.value)
+                assert err.value.diag.message_hint and "pgmem_owner" in err.value.diag.message_hint
+    finally:
+        reader.close()
+    assert _indexed(store) == before
+
+
+def test_the_maintenance_policy_widens_nothing_for_the_app(store: Conn, app_conn: Conn, owner: Conn) -> None:
+    """pgmem.maintenance is an ordinary setting anyone can SET: it must not let the app (even
+    inside the SECURITY DEFINER write functions, which run as pgmem_owner) read another scope,
+    and outside scope_index_plan the owner's login is filtered like everyone."""
+    with app_conn.transaction():
+        app_conn.execute("SET LOCAL pgmem.maintenance = 'on'")
+        app_conn.execute("SET LOCAL pgmem.scope = 'alice@example.com'")
+        seen = app_conn.execute("SELECT DISTINCT scope_id FROM pgmem.piece UNION SELECT scope_id FROM pgmem.fact")
+        assert [r[0] for r in seen] == ["alice@example.com"]
+        # a definer write function, run as pgmem_owner with the setting on: still one scope
+        assert app_conn.execute(
+            "SELECT count(*) FROM pgmem.add_facts('alice@example.com', 'test:hash', %s, %s::vector[])",
+            (["one more"], _vectors(1, "x")),
+        ).fetchone() == (1,)
+    with owner.transaction():
+        owner.execute("SET LOCAL pgmem.scope = 'alice@example.com'")
+        assert owner.execute("SELECT count(DISTINCT scope_id) FROM pgmem.piece").fetchone() == (1,)
+    assert owner.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
+# --- item 6: the model registry -------------------------------------------------------------
+
+
+def test_model_registry_cannot_be_exhausted_by_one_tenant(store: Conn, app_conn: Conn) -> None:
+    # Direct registration is not the app's to call any more.
+    for call in (
+        "SELECT pgmem.model_key('junk', 384, 'piece.embedding')",
+        "SELECT pgmem._model_key('junk', 384, 'piece.embedding')",
+    ):
+        with pytest.raises((psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege)):
+            app_conn.execute(call)
+    # The way that is left (binding models to its own scope) costs nothing once rolled back:
+    # 33,000 registrations, more than a smallint key has.
+    top = store.execute("SELECT max(model_key) FROM pgmem.embedding_model").fetchone()
+    assert top is not None
+    with app_conn.transaction():
+        # a scope of its own for each (rebinding one scope 33,000 times is merely slower)
+        n = app_conn.execute(
+            "SELECT count(pgmem.bind_scope_model(s.scope, 'junk' || g, 384, 'piece'))"
+            " FROM generate_series(1, 33000) g,"
+            " LATERAL (SELECT set_config('pgmem.scope', 'mallory' || g, true) AS scope) s"
+        ).fetchone()
+        assert n == (33000,)
+        raise psycopg.Rollback()  # as the report's attacker did
+    # Any tenant can still register a new model, and its key is the next one: nothing was burnt.
+    with app_conn.transaction():
+        app_conn.execute("SET LOCAL pgmem.scope = 'dave'")
+        key = app_conn.execute("SELECT pgmem.bind_scope_model('dave', 'new-model', 384, 'piece')").fetchone()
+    assert key == (int(str(top[0])) + 1,)
+    # and a scope may register only inside its own scope
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), app_conn.transaction():
+        app_conn.execute("SET LOCAL pgmem.scope = 'dave'")
+        app_conn.execute("SELECT pgmem.bind_scope_model('erin', 'other-model', 384, 'piece')")
+
+
+# --- item 7: no scope names in the catalog ------------------------------------------------
+
+
+def _names_in(text: str) -> list[str]:
+    """Scope names, or the md5 prefixes the old index names were made of, found in `text`."""
+    found = []
+    for scope in (*LARGE, SMALL):
+        for needle in (scope, scope.split("@")[0], hashlib.md5(scope.encode()).hexdigest()[:24]):
+            if needle in text:
+                found.append(needle)
+    return found
+
+
+def test_catalog_shows_no_scope_name_and_recall_takes_the_index(store: Conn, app_conn: Conn, db_url: str) -> None:
+    store.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    indexes = _indexed(store)
+    assert len(indexes) == 4
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        for c in (app_conn, reader):
+            rows = c.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pgmem'"
+                " UNION ALL SELECT relname, '' FROM pg_class WHERE relnamespace = 'pgmem'::regnamespace"
+            ).fetchall()
+            seen = " ".join(f"{r[0]} {r[1]}" for r in rows)
+            assert all(i.split(".")[-1] in seen for i in indexes.values())  # the indexes are there
+            assert _names_in(seen) == []
+    finally:
+        reader.close()
+    # Recall as the app still takes the scope's index: the query memory_recall runs is planned
+    # on it, and running memory_recall scans it once per part.
+    scope = LARGE[0]
+    index = indexes[("piece", scope)]
+    query = hash_vector("query")
+    with app_conn.transaction():
+        app_conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        number = app_conn.execute("SELECT pgmem.scope_no(%s)", (scope,)).fetchone()
+        assert number is not None and number[0] is not None
+        plan = app_conn.execute(
+            sql.SQL(
+                "EXPLAIN SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = {} AND c.scope_no = {}"
+                " AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 5"
+            ).format(sql.Literal(scope), sql.Literal(number[0])),
+            (query,),
+        ).fetchall()
+        assert f"Index Scan using {index.split('.')[-1]}" in "\n".join(str(r[0]) for r in plan)
+        hits = app_conn.execute(
+            "SELECT count(*) FROM pgmem.memory_recall(%s, %s::vector[], floor => -1)", (scope, [query, query])
+        ).fetchone()
+        assert hits == (10,)
+        scans = app_conn.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (index,)).fetchone()
+        assert scans is not None and int(str(scans[0])) >= 2
+        facts = app_conn.execute(
+            "SELECT count(*) FROM pgmem.fact_recall(%s, %s::vector[], floor => -1)", (scope, [query])
+        ).fetchone()
+        assert facts == (5,)
+        fscans = app_conn.execute(
+            "SELECT pg_stat_get_xact_numscans(%s::regclass)", (indexes[("fact", scope)],)
+        ).fetchone()
+        assert fscans is not None and int(str(fscans[0])) >= 1
+
+
+def test_indexes_named_after_scopes_are_replaced_by_the_plan(store: Conn, owner: Conn) -> None:
+    """An index built before 0003 (named from md5(scope), WHERE scope_id = '<scope>') is
+    replaced: the new one is created first, then the old one dropped."""
+    scope = LARGE[0]
+    old = "piece_ann_" + hashlib.md5(scope.encode()).hexdigest()[:24]
+    store.execute(
+        sql.SQL(
+            "CREATE INDEX {} ON pgmem.piece USING hnsw (embedding vector_ip_ops) WITH (m = 24, ef_construction = 400)"
+            " WHERE scope_id = {} AND kind = 'memory'"
+        ).format(sql.Identifier(old), sql.Literal(scope))
+    )
+    plan = owner.execute("SELECT plane, scope_id, action, ddl FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchall()
+    piece = [(str(p[2]), str(p[3])) for p in plan if p[0] == "piece" and (p[1] == scope or p[2] == "drop")]
+    assert [a for a, _ in piece] == ["create", "drop"]
+    assert old in piece[1][1] and old not in piece[0][1]
+    for row in plan:
+        owner.execute(str(row[3]))
+    _every_large_scope_indexed(store)
+    defs = store.execute("SELECT string_agg(indexname || ' ' || indexdef, ' ') FROM pg_indexes").fetchone()
+    assert defs is not None and _names_in(str(defs[0])) == []
