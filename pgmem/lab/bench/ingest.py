@@ -117,6 +117,8 @@ def main() -> int:
             key = conn.execute("SELECT piece_model_key FROM pgmem.scope WHERE scope_id = %s", (f"bench{r}",)).fetchone()
             assert key is not None
             conn.execute("ALTER TABLE pgmem.piece DROP CONSTRAINT IF EXISTS piece_scope_id_thread_id_turn_index_fkey")
+            # The scope row must exist: piece's insert trigger copies its scope_no.
+            conn.execute("SELECT pgmem.bind_scope_model(%s, %s, %s)", (f"copy{r}", fake.model_id, fake.dims))
             t0 = time.perf_counter()
             with (
                 conn.cursor() as cur,
@@ -125,7 +127,7 @@ def main() -> int:
                     " embedding, model_key) FROM STDIN WITH (FORMAT BINARY)"
                 ) as copy,
             ):
-                copy.set_types(["text", "text", "text", "text", "int4", "text", "text", "vector", "vector", "int2"])
+                copy.set_types(["text", "text", "text", "text", "int4", "text", "text", "vector", "vector", "int4"])
                 for p, v in zip(pieces, vecs, strict=True):
                     copy.write_row((f"copy{r}", "memory", p.unit_kind, "t", 0, p.label, p.body, v, v, key[0]))
             copy_rates.append(len(pieces) / (time.perf_counter() - t0))
