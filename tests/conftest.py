@@ -19,8 +19,10 @@ from pgvector.psycopg import register_vector
 from pytest_postgresql import factories
 
 from pgmem import server
+from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.sqlfiles import InstallParams
+from tests.security_helpers import APP_LOGIN, ensure_login_roles, role_url
 
 TEST_DIMS = 384
 _STARTED_HERE = False
@@ -80,8 +82,9 @@ def db_url(postgresql: psycopg.Connection[tuple[object, ...]]) -> str:
 
 
 @pytest.fixture
-def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    """An autocommit connection to this test's fresh database, pgvector types registered."""
+def admin_conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A superuser autocommit connection to this test's database, for tests that need more
+    than a service has (roles, catalog, server settings, fixtures only a DBA could set up)."""
     c = psycopg.connect(db_url, autocommit=True)
     register_vector(c)
     yield c
@@ -89,13 +92,28 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 @pytest.fixture
-def admin_conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    """A superuser autocommit connection to this test's database, for tests that need more
-    than a service has (roles, catalog, server settings)."""
-    c = psycopg.connect(db_url, autocommit=True)
-    register_vector(c)
+def app_url(db_url: str, admin_conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """URL of this test's database as APP_LOGIN, a LOGIN member of pgmem_app."""
+    ensure_login_roles(admin_conn)
+    return role_url(db_url, APP_LOGIN)
+
+
+@pytest.fixture
+def app_conn(app_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """An autocommit connection as a LOGIN member of pgmem_app, opened the way a service
+    opens one (pgmem.db.connect): no superuser, no BYPASSRLS, writes only through pgmem
+    functions, reads only inside a scope."""
+    c = connect(app_url)
     yield c
     c.close()
+
+
+@pytest.fixture
+def conn(app_conn: psycopg.Connection[tuple[object, ...]]) -> psycopg.Connection[tuple[object, ...]]:
+    """The default connection of the library tests: the app login's (`app_conn`), so every
+    test runs under row-level security as a service would. Use `admin_conn` where a test
+    needs more."""
+    return app_conn
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -104,13 +105,15 @@ def connect_as(url: str, role: str, *, autocommit: bool = True) -> Conn:
     return c
 
 
-@pytest.fixture
-def app_conn(conn: Conn, db_url: str) -> Iterator[Conn]:
-    """An autocommit connection to this test's database as a LOGIN member of pgmem_app."""
-    ensure_login_roles(conn)
-    c = connect_as(db_url, APP_LOGIN)
-    yield c
-    c.close()
+def __getattr__(name: str) -> Any:
+    """`from tests.security_helpers import app_conn` keeps working: the fixture lives in
+    tests/conftest.py now. Looked up lazily, so that importing this module (as the crash
+    tests' writer processes do) never imports conftest, which starts the test server."""
+    if name == "app_conn":
+        from tests import conftest
+
+        return conftest.app_conn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_turn(scope: str, thread: str, index: int, text: str, *, tool: str | None = None) -> Turn:

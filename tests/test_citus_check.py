@@ -44,21 +44,21 @@ def _scoped_tables(conn: Conn) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
-def test_every_table_is_scoped_reference_or_local(conn: Conn) -> None:
+def test_every_table_is_scoped_reference_or_local(admin_conn: Conn) -> None:
     tables = {
         str(r[0])
-        for r in conn.execute(
+        for r in admin_conn.execute(
             "SELECT relname FROM pg_class WHERE relnamespace = 'pgmem'::regnamespace AND relkind IN ('r', 'p')"
         )
     }
-    scoped = _scoped_tables(conn)
+    scoped = _scoped_tables(admin_conn)
     assert tables - scoped - REFERENCE - LOCAL == set(), "a table without scope_id must be declared a reference table"
     assert {"scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"} <= scoped
 
 
-def test_unique_constraints_and_indexes_include_scope_id(conn: Conn) -> None:
-    scoped = _scoped_tables(conn)
-    rows = conn.execute(
+def test_unique_constraints_and_indexes_include_scope_id(admin_conn: Conn) -> None:
+    scoped = _scoped_tables(admin_conn)
+    rows = admin_conn.execute(
         """SELECT c.relname, i.relname, ARRAY(SELECT a.attname FROM unnest(x.indkey) k
                                             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k)
              FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid
@@ -72,9 +72,9 @@ def test_unique_constraints_and_indexes_include_scope_id(conn: Conn) -> None:
     assert checked >= 8
 
 
-def test_foreign_keys_are_colocated_or_point_at_reference_tables(conn: Conn) -> None:
-    scoped = _scoped_tables(conn)
-    rows = conn.execute(
+def test_foreign_keys_are_colocated_or_point_at_reference_tables(admin_conn: Conn) -> None:
+    scoped = _scoped_tables(admin_conn)
+    rows = admin_conn.execute(
         """SELECT conname, conrelid::regclass::text, confrelid::regclass::text,
                   ARRAY(SELECT a.attname FROM unnest(conkey) k JOIN pg_attribute a
                           ON a.attrelid = conrelid AND a.attnum = k),
@@ -127,9 +127,9 @@ def unscoped_references(body: str, scoped: set[str]) -> list[str]:
     return bad
 
 
-def test_no_function_reads_across_scopes(conn: Conn) -> None:
-    scoped = _scoped_tables(conn)
-    rows = conn.execute(
+def test_no_function_reads_across_scopes(admin_conn: Conn) -> None:
+    scoped = _scoped_tables(admin_conn)
+    rows = admin_conn.execute(
         """SELECT p.proname, p.prosrc, coalesce(p.proargnames, '{}') FROM pg_proc p
             WHERE p.pronamespace = 'pgmem'::regnamespace AND p.prokind = 'f'"""
     ).fetchall()

@@ -34,7 +34,7 @@ def versions() -> tuple[list[Turn], list[Turn]]:
 
 
 @pytest.mark.parametrize("writers", [2, 8])
-def test_writers_and_readers(app_conn: Conn, db_url: str, conn: Conn, writers: int) -> None:
+def test_writers_and_readers(app_conn: Conn, db_url: str, admin_conn: Conn, writers: int) -> None:
     emb = HashEmbedder()
     va, vb = versions()
     expected = {t.index: len(turn_pieces(t, emb)) for t in va}
@@ -100,14 +100,14 @@ def test_writers_and_readers(app_conn: Conn, db_url: str, conn: Conn, writers: i
     assert reads["with hits"] > 0
 
     # Exactly one copy of each turn, each whole, each piece once, all from one version.
-    assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (N_TURNS,)
-    counts = conn.execute("SELECT turn_index, count(*) FROM pgmem.piece GROUP BY 1").fetchall()
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (N_TURNS,)
+    counts = admin_conn.execute("SELECT turn_index, count(*) FROM pgmem.piece GROUP BY 1").fetchall()
     assert {int(str(i)): int(str(n)) for i, n in counts} == expected
-    dup = conn.execute(
+    dup = admin_conn.execute(
         "SELECT count(*) - count(DISTINCT (scope_id, thread_id, turn_index, source_index, seq)) FROM pgmem.piece"
     ).fetchone()
     assert dup == (0,)
-    mixed = conn.execute(
+    mixed = admin_conn.execute(
         """SELECT t.turn_index FROM pgmem.turn t JOIN pgmem.piece p USING (scope_id, thread_id, turn_index)
             WHERE p.unit_kind = 'user' AND position(t.messages->0->>'content' IN p.body) = 0"""
     ).fetchall()

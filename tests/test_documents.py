@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from pgmem.cli.docs import PLAIN_OFF, PLAIN_ON, highlight
+from pgmem.db import scoped
 from pgmem.documents.store import Document, add_documents, remove_document, search_documents
 from pgmem.embedders.base import Embedder
 from pgmem.ingest import ingest_turns
@@ -58,9 +59,11 @@ def _docs() -> list[Document]:
 
 
 def _chunks(conn: Conn, scope: str) -> list[tuple[int, str, list[str]]]:
-    rows = conn.execute(
-        "SELECT chunk_id, document_id, heading_path FROM pgmem.chunk WHERE scope_id = %s ORDER BY chunk_id", (scope,)
-    ).fetchall()
+    with scoped(conn, scope):
+        rows = conn.execute(
+            "SELECT chunk_id, document_id, heading_path FROM pgmem.chunk WHERE scope_id = %s ORDER BY chunk_id",
+            (scope,),
+        ).fetchall()
     return [(int(str(r[0])), str(r[1]), list(r[2])) for r in rows]  # type: ignore[call-overload]
 
 
@@ -75,10 +78,11 @@ def test_every_chunk_is_found_by_its_own_title(conn: Conn, embedder: Embedder, m
         result = search_documents(conn, "s", path[-1], embedder, x=5, floor=-1.0)
         found = [h.chunk_id for g in result.groups for h in g.hits]
         assert chunk_id in found, f"{path} is invisible to a query equal to its title"
-    orphans = conn.execute(
-        """SELECT count(*) FROM pgmem.chunk c WHERE NOT EXISTS
-             (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = c.scope_id AND p.chunk_id = c.chunk_id)"""
-    ).fetchone()
+    with scoped(conn, "s"):
+        orphans = conn.execute(
+            """SELECT count(*) FROM pgmem.chunk c WHERE NOT EXISTS
+                 (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = c.scope_id AND p.chunk_id = c.chunk_id)"""
+        ).fetchone()
     assert orphans == (0,)
 
 
@@ -100,23 +104,26 @@ def test_code_hit_returns_the_whole_chunk_with_the_code_span(conn: Conn, embedde
 
 def test_transclusion_resolves_to_the_target_title(conn: Conn, embedder: Embedder) -> None:
     add_documents(conn, "s", _docs(), embedder)
-    row = conn.execute(
-        "SELECT body, span_start, span_end FROM pgmem.piece WHERE scope_id = 's' AND unit_kind = 'transclusion'"
-    ).fetchone()
+    with scoped(conn, "s"):
+        row = conn.execute(
+            "SELECT body, span_start, span_end FROM pgmem.piece WHERE scope_id = 's' AND unit_kind = 'transclusion'"
+        ).fetchone()
     assert row is not None and str(row[0]).endswith("→ Garden Care")
 
 
 def test_re_adding_unchanged_writes_nothing_and_a_change_replaces_in_one_go(conn: Conn, embedder: Embedder) -> None:
     counting = CountingEmbedder(embedder)
     add_documents(conn, "s", _docs(), counting)
-    before = conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall()
-    doc_xmin = conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall()
+    with scoped(conn, "s"):
+        before = conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall()
+        doc_xmin = conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall()
     calls = counting.calls
     again = add_documents(conn, "s", _docs(), counting)
     assert (again.inserted, again.replaced, again.unchanged, again.units) == (0, 0, 2, 0)
     assert counting.calls == calls, "an unchanged document must not be embedded again"
-    assert conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall() == before
-    assert conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall() == doc_xmin
+    with scoped(conn, "s"):
+        assert conn.execute("SELECT piece_id, xmin::text FROM pgmem.piece ORDER BY piece_id").fetchall() == before
+        assert conn.execute("SELECT document_id, xmin::text FROM pgmem.document ORDER BY 1").fetchall() == doc_xmin
 
     old_kitchen = {c for c, d, _ in _chunks(conn, "s") if d == "kitchen.md"}
     changed = KITCHEN.replace("fifteen degrees", "twenty degrees")
@@ -124,7 +131,10 @@ def test_re_adding_unchanged_writes_nothing_and_a_change_replaces_in_one_go(conn
     assert (rep.replaced, rep.inserted) == (1, 0)
     new_kitchen = {c for c, d, _ in _chunks(conn, "s") if d == "kitchen.md"}
     assert new_kitchen and not (old_kitchen & new_kitchen)
-    stale = conn.execute("SELECT count(*) FROM pgmem.piece WHERE chunk_id = ANY(%s)", (list(old_kitchen),)).fetchone()
+    with scoped(conn, "s"):
+        stale = conn.execute(
+            "SELECT count(*) FROM pgmem.piece WHERE chunk_id = ANY(%s)", (list(old_kitchen),)
+        ).fetchone()
     assert stale == (0,)
     assert remove_document(conn, "s", "kitchen.md") is True
     assert remove_document(conn, "s", "kitchen.md") is False
@@ -141,27 +151,28 @@ def test_memory_recall_never_returns_a_document_row(conn: Conn, embedder: Embedd
         result = recall(conn, "s", message, embedder, x=10, floor=-1.0)
         ids = [h.piece_id for g in result.groups for h in g.hits]
         assert ids, "the memory piece itself should still come back"
-        kinds = conn.execute("SELECT DISTINCT kind FROM pgmem.piece WHERE piece_id = ANY(%s)", (ids,)).fetchall()
+        with scoped(conn, "s"):
+            kinds = conn.execute("SELECT DISTINCT kind FROM pgmem.piece WHERE piece_id = ANY(%s)", (ids,)).fetchall()
         assert kinds == [("memory",)]
 
 
 def test_put_document_refuses_a_chunk_without_unit(conn: Conn, embedder: Embedder) -> None:
     vec = embedder.embed(["x"])[0]
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="no search unit"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="no search unit"), scoped(conn, "s"):
         conn.execute(
             """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"], ["D", "E"]]'::jsonb,
                    ARRAY['# D', '## E'], ARRAY[0], ARRAY['heading'], ARRAY[0], ARRAY[0], ARRAY[3],
                    ARRAY['D'], ARRAY[''], ARRAY[%s]::vector[])""",
             (vec,),
         )
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="span"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="span"), scoped(conn, "s"):
         conn.execute(
             """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"]]'::jsonb,
                    ARRAY['# D'], ARRAY[0], ARRAY['heading'], ARRAY[0], ARRAY[0], ARRAY[30],
                    ARRAY['D'], ARRAY[''], ARRAY[%s]::vector[])""",
             (vec,),
         )
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="not a document unit kind"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="not a document unit kind"), scoped(conn, "s"):
         conn.execute(
             """SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x00', 'm', '[["D"]]'::jsonb,
                    ARRAY['# D'], ARRAY[0], ARRAY['user'], ARRAY[0], ARRAY[0], ARRAY[3],
@@ -171,11 +182,11 @@ def test_put_document_refuses_a_chunk_without_unit(conn: Conn, embedder: Embedde
 
 
 def test_cli_add_search_rm(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pgmem.cli import main
 
-    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("DATABASE_URL", app_url)
     monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
     folder = tmp_path / "notes"
     (folder / "sub").mkdir(parents=True)

@@ -209,7 +209,7 @@ def test_flaky_endpoint_over_1000_turns(app_conn: Conn, endpoint: Endpoint) -> N
 
 
 def test_401_fails_at_once_and_the_key_appears_nowhere(
-    app_conn: Conn, conn: Conn, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+    app_conn: Conn, admin_conn: Conn, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     endpoint.mode = "401"
@@ -235,7 +235,7 @@ def test_401_fails_at_once_and_the_key_appears_nowhere(
     # and nothing was written anywhere
     tables = [
         str(r[0])
-        for r in conn.execute(
+        for r in admin_conn.execute(
             "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'r'"
         ).fetchall()
     ]
@@ -244,6 +244,6 @@ def test_401_fails_at_once_and_the_key_appears_nowhere(
         query = sql.SQL("SELECT count(*) FROM {} t WHERE t::text LIKE '%%SECRETKEY%%'").format(
             sql.Identifier("pgmem", table)
         )
-        hits = conn.execute(query).fetchone()
+        hits = admin_conn.execute(query).fetchone()
         assert hits == (0,), table
-    assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)

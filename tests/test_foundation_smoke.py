@@ -8,8 +8,8 @@ def test_schema_installed(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     assert rows == [("fact.embedding", 384), ("piece.embedding", 384)]
 
 
-def test_every_table_column_and_function_is_commented(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-    missing = conn.execute(
+def test_every_table_column_and_function_is_commented(admin_conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    missing = admin_conn.execute(
         """SELECT 'function ' || p.oid::regprocedure::text FROM pg_proc p
             WHERE p.pronamespace = 'pgmem'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL
            UNION ALL

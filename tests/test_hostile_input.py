@@ -45,7 +45,7 @@ def _stored_turns(conn: Conn) -> set[tuple[str, str, int]]:
     return {(str(a), str(b), int(str(c))) for a, b, c in rows}
 
 
-def test_nul_and_invalid_utf8_are_refused_naming_the_field(app_conn: Conn, conn: Conn, tmp_path: Path) -> None:
+def test_nul_and_invalid_utf8_are_refused_naming_the_field(app_conn: Conn, admin_conn: Conn, tmp_path: Path) -> None:
     good = make_turn("s", "t", 0, "fine")
     nul = make_turn("s", "t", 1, "look", tool="binary\x00output")
     surrogate = make_turn("s", "t", 2, "look", tool="latin-1 \udce9 byte")
@@ -54,7 +54,7 @@ def test_nul_and_invalid_utf8_are_refused_naming_the_field(app_conn: Conn, conn:
     failed = dict(report.failed)
     assert "messages[2].content contains a NUL character (U+0000) at offset 6" in failed[("s", "t", 1)]
     assert "invalid UTF-8" in failed[("s", "t", 2)] and "offset 8" in failed[("s", "t", 2)]
-    assert _stored_turns(conn) == {("s", "t", 0)}
+    assert _stored_turns(admin_conn) == {("s", "t", 0)}
 
     # The same from a JSONL file with raw invalid bytes: the reader keeps them as surrogates.
     path = tmp_path / "turns.jsonl"
@@ -80,7 +80,7 @@ def test_nul_and_invalid_utf8_are_refused_naming_the_field(app_conn: Conn, conn:
         app_conn.execute(b"SELECT pgmem.turn_hashes('\xff\xfe', 't', '{}')")
 
 
-def test_empty_and_whitespace_messages(app_conn: Conn, conn: Conn) -> None:
+def test_empty_and_whitespace_messages(app_conn: Conn, admin_conn: Conn) -> None:
     emb = HashEmbedder()
     empty = Turn("s", "t", 0, None, ())
     blank = Turn("s", "t", 1, None, ({"role": "user", "content": ""},))
@@ -93,7 +93,7 @@ def test_empty_and_whitespace_messages(app_conn: Conn, conn: Conn) -> None:
     assert sorted(k[2] for k, _ in report.failed) == [0, 1, 2]
     assert all("no text" in e for _, e in report.failed)
     # the stored turn keeps its blank message as sent (faithful), with one piece for the text
-    row = conn.execute("SELECT messages FROM pgmem.turn WHERE turn_index = 3").fetchone()
+    row = admin_conn.execute("SELECT messages FROM pgmem.turn WHERE turn_index = 3").fetchone()
     assert row is not None and row[0] == [dict(m) for m in partly.messages]
     for message in ("", "   ", "\n\t\n"):
         with pytest.raises(InputError, match="empty"):
@@ -141,7 +141,7 @@ def _bad_vectors() -> Iterator[tuple[str, FloatArray]]:
 
 
 @pytest.mark.parametrize("what", [w for w, _ in _bad_vectors()])
-def test_bad_vectors_are_refused_with_sqlstate(app_conn: Conn, conn: Conn, what: str) -> None:
+def test_bad_vectors_are_refused_with_sqlstate(app_conn: Conn, admin_conn: Conn, what: str) -> None:
     vec = dict(_bad_vectors())[what]
     with pytest.raises(psycopg.DataError) as err:
         _put_turn(app_conn, [hash_vector("ok"), vec])
@@ -153,7 +153,7 @@ def test_bad_vectors_are_refused_with_sqlstate(app_conn: Conn, conn: Conn, what:
     assert _sqlstate_ok(err.value)
     with pytest.raises((psycopg.DataError, InputError)):
         recall_vectors(app_conn, "s", ["a", "b"], np.stack([vec, vec]), floor=-1.0)
-    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
 
 
 def test_out_of_range_numbers_are_refused(app_conn: Conn) -> None:
@@ -220,9 +220,9 @@ def _sample(type_name: str, arg_name: str) -> object:
     }.get(type_name)
 
 
-def test_null_arguments_to_every_sql_function(app_conn: Conn, conn: Conn) -> None:
+def test_null_arguments_to_every_sql_function(app_conn: Conn, admin_conn: Conn) -> None:
     ingest_turns(app_conn, [make_turn("s", "t", 0, "something to find")], HashEmbedder())
-    functions = conn.execute(
+    functions = admin_conn.execute(
         """SELECT p.oid::regprocedure::text, p.proname,
                   array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) AS t),
                   coalesce(p.proargnames[1:p.pronargs], array_fill(''::text, ARRAY[p.pronargs]))
@@ -274,7 +274,7 @@ class PoisonEmbedder(HashEmbedder):
 
 
 @pytest.mark.parametrize("kind", ["nul-in-tool-output", "nan-vector-from-embedder"])
-def test_one_bad_turn_in_a_batch_of_100(app_conn: Conn, conn: Conn, kind: str) -> None:
+def test_one_bad_turn_in_a_batch_of_100(app_conn: Conn, admin_conn: Conn, kind: str) -> None:
     turns = [make_turn("s", f"t{i % 4}", i, f"ordinary turn number {i}", tool=f"result {i}") for i in range(100)]
     if kind == "nul-in-tool-output":
         turns[57] = make_turn("s", "t1", 57, "bad one", tool="bytes \x00 here")
@@ -285,10 +285,10 @@ def test_one_bad_turn_in_a_batch_of_100(app_conn: Conn, conn: Conn, kind: str) -
     assert [k for k, _ in report.failed] == [("s", "t1", 57)]
     if kind == "nan-vector-from-embedder":
         assert report.failed[0][1].startswith("22")  # the SQLSTATE leads the message
-    stored = _stored_turns(conn)
+    stored = _stored_turns(admin_conn)
     assert len(stored) == 99 and ("s", "t1", 57) not in stored
     # every stored turn is whole: 2 pieces each (user + tool)
-    counts = conn.execute("SELECT count(*) FROM pgmem.piece GROUP BY thread_id, turn_index").fetchall()
+    counts = admin_conn.execute("SELECT count(*) FROM pgmem.piece GROUP BY thread_id, turn_index").fetchall()
     assert {int(str(c[0])) for c in counts} == {2}
 
 
@@ -322,7 +322,7 @@ print(json.dumps({"inserted": report.inserted, "pieces": report.pieces, "failed"
 
 @pytest.mark.parametrize("mb", [BIG_MB, pytest.param(50, marks=pytest.mark.slow)])
 def test_big_tool_result_is_stored_whole_with_bounded_memory(
-    app_conn: Conn, conn: Conn, db_url: str, mb: int, request: pytest.FixtureRequest
+    app_conn: Conn, admin_conn: Conn, db_url: str, mb: int, request: pytest.FixtureRequest
 ) -> None:
     """A 50 MB tool result (5 MB in the default suite): stored whole, cut into pieces under
     the byte budget, client peak RSS reported and bounded by a fixed multiple of the payload."""
@@ -343,7 +343,7 @@ def test_big_tool_result_is_stored_whole_with_bounded_memory(
     print(f"{mb} MB tool result: {result}")
     assert result["inserted"] == 1 and not result["failed"]
     size = mb * 2**20
-    row = conn.execute(
+    row = admin_conn.execute(
         "SELECT octet_length(messages->2->>'content'), md5(messages->2->>'content') FROM pgmem.turn"
     ).fetchone()
     line = "2026-10-16 14:02:11 INFO shipment 48213 pallet scanned at dock 7, freezer temp -18.4C ok\n"
@@ -351,7 +351,7 @@ def test_big_tool_result_is_stored_whole_with_bounded_memory(
     import hashlib
 
     assert row == (size, hashlib.md5(text.encode()).hexdigest())  # stored faithfully, whole
-    pieces = conn.execute("SELECT count(*), max(octet_length(label || ' ' || body)) FROM pgmem.piece").fetchone()
+    pieces = admin_conn.execute("SELECT count(*), max(octet_length(label || ' ' || body)) FROM pgmem.piece").fetchone()
     assert pieces is not None and int(str(pieces[0])) == result["pieces"] and int(str(pieces[1])) <= 1200
     # Bounded: the client's peak grows linearly with the payload, by a fixed factor (it holds
     # the message, its JSON, the pieces, their texts and vectors and the encoded call at once:
@@ -371,10 +371,10 @@ def test_big_tool_result_is_stored_whole_with_bounded_memory(
     ],
     ids=["long-thread", "empty-scope", "long-scope", "negative-index", "huge-index"],
 )
-def test_one_badly_keyed_turn_built_in_python_is_reported(app_conn: Conn, conn: Conn, bad: Turn) -> None:
+def test_one_badly_keyed_turn_built_in_python_is_reported(app_conn: Conn, admin_conn: Conn, bad: Turn) -> None:
     """Turns built directly (not read through turn_from_dict) are checked too."""
     turns = [make_turn("s", "t1", i, f"turn {i}") for i in range(10)]
     report = ingest_turns(app_conn, [*turns[:5], bad, *turns[5:]], HashEmbedder())
     assert report.inserted == 10
     assert [k for k, _ in report.failed] == [bad.key]
-    assert len(_stored_turns(conn)) == 10
+    assert len(_stored_turns(admin_conn)) == 10

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from pgmem.blend import blend, unit_mean
+from pgmem.db import connect, scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
@@ -80,10 +81,11 @@ def test_byte_budget_is_configurable(embedder: Embedder) -> None:
 def test_ingest_stores_blended_vectors_that_sql_and_python_agree_on(conn: Conn, embedder: Embedder) -> None:
     report = ingest_turns(conn, [sample_turn()], embedder)
     assert (report.inserted, report.failed) == (1, [])
-    rows = conn.execute(
-        """SELECT p.raw_embedding, p.embedding, t.context
-             FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index) ORDER BY piece_id"""
-    ).fetchall()
+    with scoped(conn, "s1"):
+        rows = conn.execute(
+            """SELECT p.raw_embedding, p.embedding, t.context
+                 FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index) ORDER BY piece_id"""
+        ).fetchall()
     raw = np.array([vec(r[0]) for r in rows])
     stored = np.array([vec(r[1]) for r in rows])
     context = vec(rows[0][2])
@@ -101,9 +103,11 @@ def test_reingest_writes_nothing_and_embeds_nothing(conn: Conn, embedder: Embedd
     counting = CountingEmbedder(embedder)
     ingest_turns(conn, [sample_turn(1), sample_turn(2)], counting)
     calls = counting.calls
-    before = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
+    with scoped(conn, "s1"):
+        before = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
     report = ingest_turns(conn, [sample_turn(1), sample_turn(2)], counting)
-    after = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
+    with scoped(conn, "s1"):
+        after = conn.execute("SELECT count(*), max(xmin::text::bigint) FROM pgmem.piece").fetchone()
     assert (report.unchanged, report.inserted, report.pieces) == (2, 0, 0)
     assert counting.calls == calls
     assert before == after
@@ -113,32 +117,34 @@ def test_changed_turn_replaces_its_pieces(conn: Conn, embedder: Embedder) -> Non
     ingest_turns(conn, [sample_turn(1)], embedder)
     report = ingest_turns(conn, [sample_turn(1, extra=" Also: the budget cap is 48k.")], embedder)
     assert report.replaced == 1
-    bodies = [r[0] for r in conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'user'")]
+    with scoped(conn, "s1"):
+        bodies = [r[0] for r in conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'user'")]
     assert len(bodies) == 1 and "48k" in str(bodies[0])
 
 
-def test_turn_failing_midway_leaves_no_trace(conn: Conn, embedder: Embedder) -> None:
-    # A trigger that raises on the third piece: the statement dies between pieces.
-    conn.execute(
-        """CREATE FUNCTION pg_temp.boom() RETURNS trigger LANGUAGE plpgsql AS $$
+def test_turn_failing_midway_leaves_no_trace(conn: Conn, admin_conn: Conn, embedder: Embedder) -> None:
+    # A trigger (set up by a DBA) that raises on the third piece: the statement dies between pieces.
+    admin_conn.execute(
+        """CREATE FUNCTION public.boom() RETURNS trigger LANGUAGE plpgsql AS $$
            BEGIN IF NEW.seq = 2 AND NEW.unit_kind = 'tool' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"""
     )
-    conn.execute("CREATE TRIGGER boom BEFORE INSERT ON pgmem.piece FOR EACH ROW EXECUTE FUNCTION pg_temp.boom()")
+    admin_conn.execute("CREATE TRIGGER boom BEFORE INSERT ON pgmem.piece FOR EACH ROW EXECUTE FUNCTION public.boom()")
     with pytest.raises(psycopg.errors.RaiseException):
         ingest_turns(conn, [sample_turn(7)], embedder)
-    conn.execute("DROP TRIGGER boom ON pgmem.piece")
-    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
-    assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
+    admin_conn.execute("DROP TRIGGER boom ON pgmem.piece")
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
 
 
 def test_reblend_rewrites_vectors_without_embedding(conn: Conn, embedder: Embedder) -> None:
     counting = CountingEmbedder(embedder)
     ingest_turns(conn, [sample_turn(1)], counting)
     calls = counting.calls
-    before = [vec(r[0]) for r in conn.execute("SELECT embedding FROM pgmem.piece ORDER BY piece_id")]
-    n = conn.execute("SELECT pgmem.reblend('s1', 0.95)").fetchone()
-    rows = conn.execute("SELECT raw_embedding, embedding FROM pgmem.piece ORDER BY piece_id").fetchall()
-    ctx = vec(conn.execute("SELECT context FROM pgmem.turn").fetchone()[0])  # type: ignore[index]
+    with scoped(conn, "s1"):
+        before = [vec(r[0]) for r in conn.execute("SELECT embedding FROM pgmem.piece ORDER BY piece_id")]
+        n = conn.execute("SELECT pgmem.reblend('s1', 0.95)").fetchone()
+        rows = conn.execute("SELECT raw_embedding, embedding FROM pgmem.piece ORDER BY piece_id").fetchall()
+        ctx = vec(conn.execute("SELECT context FROM pgmem.turn").fetchone()[0])  # type: ignore[index]
     assert n == (len(rows),)
     for (raw, emb), old in zip(rows, before, strict=True):
         assert not np.allclose(vec(emb), old, atol=1e-4)
@@ -167,9 +173,10 @@ def test_model_of_another_dimension_is_refused_naming_both(conn: Conn, admin_con
 
 def test_scope_bound_to_its_model(conn: Conn, embedder: Embedder) -> None:
     ingest_turns(conn, [sample_turn(1)], embedder)
-    with pytest.raises(psycopg.errors.DataException, match="refusing model other-model"):
+    with pytest.raises(psycopg.errors.DataException, match="refusing model other-model"), scoped(conn, "s1"):
         conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384)")
-    assert conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384, 'piece', true)").fetchone()
+    with scoped(conn, "s1"):
+        assert conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384, 'piece', true)").fetchone()
 
 
 def test_invalid_turn_input_names_the_field() -> None:
@@ -181,7 +188,7 @@ def test_invalid_turn_input_names_the_field() -> None:
         turn_from_dict({"scope": "s", "thread": "t", "turn": 1, "time": "yesterday", "messages": []})
 
 
-def test_ingest_cli_and_pieces_visible(db_url: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_cli_and_pieces_visible(app_url: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     from pathlib import Path
 
     from pgmem.cli import main
@@ -190,9 +197,9 @@ def test_ingest_cli_and_pieces_visible(db_url: str, tmp_path: object, monkeypatc
     path.write_text(
         json.dumps({"thread": "t", "turn": 1, "messages": [{"role": "user", "content": "Hello there."}]}) + "\n"
     )
-    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("DATABASE_URL", app_url)
     assert main(["ingest", str(path), "--scope", "cli"]) == 0
-    with psycopg.connect(db_url) as c:
+    with connect(app_url) as c, scoped(c, "cli"):
         assert c.execute("SELECT label, body FROM pgmem.piece").fetchall() == [("[Turn 1 · User]", "Hello there.")]
 
 
@@ -204,7 +211,8 @@ def test_turn_text_as_context_option(conn: Conn, embedder: Embedder) -> None:
     assert report.inserted == 2
     # the 300-row tool result is far over 256 tokens: that turn falls back to the mean, and says so
     assert report.context_fallbacks == [("c", "t1", 2)]
-    ctx = vec(conn.execute("SELECT context FROM pgmem.turn WHERE turn_index = 1").fetchone()[0])  # type: ignore[index]
+    with scoped(conn, "c"):
+        ctx = vec(conn.execute("SELECT context FROM pgmem.turn WHERE turn_index = 1").fetchone()[0])  # type: ignore[index]
     expected = embedder.embed(["User: Short turn about dogs."])[0]
     assert np.allclose(ctx, expected, atol=1e-5)
     with pytest.raises(InputError, match="context must be one of"):

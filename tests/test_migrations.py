@@ -62,18 +62,18 @@ def _version(url: str) -> list[tuple[object, ...]]:
 
 
 @pytest.fixture
-def fresh_url(conn: Conn) -> Iterator[str]:
+def fresh_url(admin_conn: Conn) -> Iterator[str]:
     """A database migrated now, from the files as they are (the session's template database
     was migrated when the session started)."""
-    name = f"{conn.info.dbname}_fresh"
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    name = f"{admin_conn.info.dbname}_fresh"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         url = conninfo_url(name)
         upgrade(url, params=PARAMS)
         yield url
     finally:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_downgrade_then_upgrade_gives_the_fresh_catalog(db_url: str, fresh_url: str) -> None:
@@ -113,7 +113,7 @@ def test_reapplying_every_idempotent_file_changes_nothing(fresh_url: str) -> Non
     assert after == before, _diff(before, after)
 
 
-def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, conn: Conn) -> None:
+def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, admin_conn: Conn) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     proc = subprocess.run(
         [
@@ -137,9 +137,9 @@ def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, conn: Conn
     assert proc.returncode == 0, proc.stderr[-3000:]
     script = proc.stdout
     assert "CREATE TABLE pgmem.piece" in script and "@PIECE_DIMS@" not in script
-    name = f"{conn.info.dbname}_offline"
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    name = f"{admin_conn.info.dbname}_offline"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         url = conninfo_url(name)
         psql = subprocess.run(
@@ -153,7 +153,7 @@ def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, conn: Conn
         offline, fresh = schema_dump(url), schema_dump(fresh_url)
         assert offline == fresh, _diff(fresh, offline)
     finally:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 # --- checksums of released run-once files ----------------------------------------------

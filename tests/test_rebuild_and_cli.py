@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from pgmem import server
+from pgmem.db import scoped
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import EmbeddingError
 from pgmem.ingest import ingest_turns
@@ -52,7 +53,8 @@ def turns(n: int) -> list[Turn]:
 
 
 def stamps(conn: Conn) -> dict[int, datetime]:
-    rows = conn.execute("SELECT turn_index, ingested_at FROM pgmem.turn").fetchall()
+    with scoped(conn, "r"):
+        rows = conn.execute("SELECT turn_index, ingested_at FROM pgmem.turn").fetchall()
     return {int(str(i)): t for i, t in rows if isinstance(t, datetime)}
 
 
@@ -64,13 +66,15 @@ def test_rebuild_is_resumable_and_complete(conn: Conn, embedder: Embedder, tmp_p
     with pytest.raises(EmbeddingError):
         rebuild(conn, flaky, state, scope="r", group_pieces=1)  # one embedding call per turn
     assert state.exists()
-    done_first = conn.execute("SELECT count(*) FROM pgmem.turn WHERE ingested_at > %s", (max(before.values()),))
-    assert done_first.fetchone() == (1,)
+    with scoped(conn, "r"):
+        done_first = conn.execute("SELECT count(*) FROM pgmem.turn WHERE ingested_at > %s", (max(before.values()),))
+        assert done_first.fetchone() == (1,)
     counting = CountingEmbedder(embedder)
     res = rebuild(conn, counting, state, scope="r")
     assert res.resumed and res.turns == 5 and res.report.replaced == 5
     assert not state.exists()
-    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (6,)
+    with scoped(conn, "r"):
+        assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (6,)
     after = stamps(conn)
     assert all(after[i] > before[i] for i in before)
 

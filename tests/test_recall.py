@@ -6,6 +6,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.facts import Fact, add_facts, fact_recall
@@ -82,39 +83,64 @@ def test_thread_filter(store: Conn, embedder: Embedder) -> None:
 
 def test_document_rows_are_never_returned(store: Conn, embedder: Embedder) -> None:
     v = embedder.embed(["What are my dogs called?"])[0]
-    store.execute("INSERT INTO pgmem.document VALUES ('s', 'doc.md', 'Doc', 'x', '\\x00')")
-    cid = store.execute(
-        """INSERT INTO pgmem.chunk (scope_id, document_id, ordinal, heading_path, body)
-           VALUES ('s', 'doc.md', 0, '{Doc}', 'x') RETURNING chunk_id"""
-    ).fetchone()
-    assert cid is not None
-    model = store.execute("SELECT piece_model_key FROM pgmem.scope WHERE scope_id = 's'").fetchone()
-    assert model is not None
-    store.execute(
-        """INSERT INTO pgmem.piece
-                  (scope_id, kind, unit_kind, chunk_id, label, body, raw_embedding, embedding, model_key)
-           VALUES ('s', 'document', 'prose', %s, '[Doc]', 'What are my dogs called?', %s, %s, %s)""",
-        (cid[0], v, v, model[0]),
-    )
-    rows = store.execute(
-        "SELECT body FROM pgmem.memory_recall('s', ARRAY[%s]::vector[], x => 50, floor => -1)", (v,)
-    ).fetchall()
-    assert len(rows) == store.execute("SELECT count(*) FROM pgmem.piece WHERE kind = 'memory'").fetchone()[0]  # type: ignore[index]
+    with scoped(store, "s"):
+        # a document unit whose vector is the query itself, written as the app writes documents
+        store.execute(
+            """SELECT pgmem.put_document('s', 'doc.md', 'Doc', 'x', '\\x00'::bytea, %s, '[["Doc"]]'::jsonb,
+                      ARRAY['x'], ARRAY[0], ARRAY['prose'], ARRAY[0], ARRAY[0], ARRAY[1], ARRAY['[Doc]'],
+                      ARRAY['What are my dogs called?'], ARRAY[%s]::vector[])""",
+            (embedder.model_id, v),
+        )
+        assert store.execute("SELECT count(*) FROM pgmem.piece WHERE kind = 'document'").fetchone() == (1,)
+        rows = store.execute(
+            "SELECT body FROM pgmem.memory_recall('s', ARRAY[%s]::vector[], x => 50, floor => -1)", (v,)
+        ).fetchall()
+        memory = store.execute("SELECT count(*) FROM pgmem.piece WHERE kind = 'memory'").fetchone()
+    assert memory is not None and len(rows) == memory[0]
     assert ("What are my dogs called?",) not in rows
 
 
-def test_other_scopes_are_invisible(store: Conn, embedder: Embedder) -> None:
-    r = recall(store, "someone-else", "What are my dogs called?", embedder, floor=-1.0)
-    assert r.groups[0].hits == []
+def test_other_scopes_are_invisible(store: Conn, admin_conn: Conn, embedder: Embedder) -> None:
+    question = "What are my dogs called?"
+    other = [
+        turn_from_dict(
+            {
+                "scope": "someone-else",
+                "thread": "t1",
+                "turn": i,
+                "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
+            }
+        )
+        for i, text in enumerate([question, "My dogs are called Rex and Fido.", "The staging deploy failed."])
+    ]
+    assert ingest_turns(store, other, embedder).inserted == 3
+    # Without a scope filter the other scope's pieces are the nearest ones: a superuser, whom
+    # row-level security does not filter, finds them first.
+    q = embed_query(question, embedder).blended[0]
+    nearest = admin_conn.execute("SELECT scope_id FROM pgmem.piece ORDER BY embedding <=> %s LIMIT 1", (q,)).fetchone()
+    assert nearest == ("someone-else",)
+    theirs = {int(str(r[0])) for r in admin_conn.execute("SELECT piece_id FROM pgmem.piece WHERE scope_id <> 's'")}
+    for mode in ("vector", "hybrid"):
+        mine = recall(store, "s", question, embedder, x=50, floor=-1.0, mode=mode)
+        got = {h.piece_id for g in mine.groups for h in g.hits}
+        assert got and not got & theirs, mode
+        # ... and the other scope does see its own rows (so it is populated, not empty).
+        seen = recall(store, "someone-else", question, embedder, x=50, floor=-1.0, mode=mode)
+        assert {h.piece_id for g in seen.groups for h in g.hits} == theirs, mode
+    with scoped(store, "s"):
+        assert store.execute(
+            "SELECT count(*) FROM pgmem.piece WHERE piece_id = ANY(%s)", (list(theirs),)
+        ).fetchone() == (0,)
 
 
 def test_one_sql_call_serves_all_parts(store: Conn, embedder: Embedder) -> None:
     q = embed_query(
         "The deploy failed again today.\nWhat are my dogs called again?\nWhat is the cloud budget cap again?", embedder
     )
-    rows = store.execute(
-        "SELECT part_no, rank FROM pgmem.memory_recall('s', %s::vector[], x => 2, floor => -1)", (list(q.blended),)
-    ).fetchall()
+    with scoped(store, "s"):
+        rows = store.execute(
+            "SELECT part_no, rank FROM pgmem.memory_recall('s', %s::vector[], x => 2, floor => -1)", (list(q.blended),)
+        ).fetchall()
     assert rows == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
 
 
@@ -126,10 +152,13 @@ def test_hybrid_mode_fuses_word_hits(store: Conn, embedder: Embedder) -> None:
 
 def test_bad_arguments_are_refused_with_sqlstate(store: Conn, embedder: Embedder) -> None:
     v = embedder.embed(["x"])[0]
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="x must be between 1 and 1000"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="x must be between 1 and 1000"), scoped(store, "s"):
         store.execute("SELECT * FROM pgmem.memory_recall('s', ARRAY[%s]::vector[], x => -1)", (v,))
-    with pytest.raises(
-        psycopg.errors.DataException, match=r"has 3 dimensions but piece\.embedding was installed with 384"
+    with (
+        pytest.raises(
+            psycopg.errors.DataException, match=r"has 3 dimensions but piece\.embedding was installed with 384"
+        ),
+        scoped(store, "s"),
     ):
         store.execute("SELECT * FROM pgmem.memory_recall('s', ARRAY['[1,2,3]']::vector[])")
     with pytest.raises(psycopg.errors.NullValueNotAllowed):
@@ -144,9 +173,11 @@ def test_explain_shows_candidates_floor_and_verdicts(store: Conn, embedder: Embe
     msg = "What are my dogs called again, remind me?"
     r = recall(store, "s", msg, embedder, x=1, floor=0.2, log=True, mode="vector")
     assert r.recall_id is not None
-    rows = store.execute(
-        "SELECT candidate, cosine, cosine_floor, verdict FROM pgmem.explain_logged_recall('s', %s, 4)", (r.recall_id,)
-    ).fetchall()
+    with scoped(store, "s"):
+        rows = store.execute(
+            "SELECT candidate, cosine, cosine_floor, verdict FROM pgmem.explain_logged_recall('s', %s, 4)",
+            (r.recall_id,),
+        ).fetchall()
     assert [row[0] for row in rows] == [1, 2, 3, 4]
     kept = [row for row in rows if row[3] == "kept"]
     assert kept == [row for row in rows[:1] if float(str(row[1])) >= 0.2]

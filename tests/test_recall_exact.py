@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pgmem.db import scoped
 from tests.conftest import TEST_DIMS
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -41,29 +42,31 @@ def _unit(rng: np.random.Generator, n: int) -> F32:
 
 def _put_turn(conn: Conn, scope: str, turn: int, vectors: F32, thread: str = "t") -> None:
     n = len(vectors)
-    conn.execute(
-        """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => NULL,
-               messages => '[]'::jsonb, content_hash => %s, model_id => 'random', unit_kinds => %s,
-               source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[])""",
-        (
-            scope,
-            thread,
-            turn,
-            hashlib.sha256(f"{scope}/{thread}/{turn}".encode()).digest(),
-            ["user"] * n,
-            list(range(n)),
-            [f"[{scope} {turn} {i}]" for i in range(n)],
-            [f"piece {i}" for i in range(n)],
-            list(vectors),
-        ),
-        binary=True,
-    )
+    with scoped(conn, scope):
+        conn.execute(
+            """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => NULL,
+                   messages => '[]'::jsonb, content_hash => %s, model_id => 'random', unit_kinds => %s,
+                   source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[])""",
+            (
+                scope,
+                thread,
+                turn,
+                hashlib.sha256(f"{scope}/{thread}/{turn}".encode()).digest(),
+                ["user"] * n,
+                list(range(n)),
+                [f"[{scope} {turn} {i}]" for i in range(n)],
+                [f"piece {i}" for i in range(n)],
+                list(vectors),
+            ),
+            binary=True,
+        )
 
 
 @pytest.fixture
-def store(conn: Conn) -> dict[str, tuple[npt.NDArray[np.int64], F32]]:
+def store(conn: Conn, admin_conn: Conn) -> dict[str, tuple[npt.NDArray[np.int64], F32]]:
     """10,000+ pieces: one scope of 3,000 (two threads) and 36 scopes of 100..400, plus document
-    rows that must never come back. Returns each scope's stored (piece ids, search vectors)."""
+    rows that must never come back, all written as the app. Returns each scope's stored
+    (piece ids, search vectors), read by a superuser across scopes."""
     rng = np.random.default_rng(7)
     for t in range(6):
         _put_turn(conn, BIG, t, _unit(rng, BIG_PIECES // 6), thread=f"t{t % 2}")
@@ -72,28 +75,17 @@ def store(conn: Conn) -> dict[str, tuple[npt.NDArray[np.int64], F32]]:
         _put_turn(conn, f"s{s}", 0, _unit(rng, size // 2))
         _put_turn(conn, f"s{s}", 1, _unit(rng, size - size // 2))
     # Document units in the same plane (kind = 'document'): excluded by memory_recall.
-    conn.execute(
-        "INSERT INTO pgmem.document (scope_id, document_id, title, body, content_hash) "
-        "VALUES ('s0', 'd', 'd', 'd', '\\x00')"
-    )
-    chunk = conn.execute(
-        "INSERT INTO pgmem.chunk (scope_id, document_id, ordinal, heading_path, body) "
-        "VALUES ('s0', 'd', 0, '{d}', 'd') RETURNING chunk_id"
-    ).fetchone()
-    assert chunk is not None
     docs = _unit(rng, 50)
-    conn.execute(
-        """INSERT INTO pgmem.piece (scope_id, kind, unit_kind, chunk_id, label, body,
-                                   raw_embedding, embedding, model_key)
-           SELECT 's0', 'document', 'prose', %s, 'doc', 'doc', v, v,
-                  (SELECT model_key FROM pgmem.embedding_model LIMIT 1)
-             FROM unnest(%s::vector[]) AS u(v)""",
-        (chunk[0], list(docs)),
-        binary=True,
-    )
-    conn.execute("ANALYZE pgmem.piece")
+    with scoped(conn, "s0"):
+        conn.execute(
+            """SELECT pgmem.put_document('s0', 'd', 'd', 'd', '\\x00'::bytea, 'random', '[["d"]]'::jsonb,
+                   ARRAY['d'], %s, %s, %s, %s, %s, %s, %s, %s::vector[], weight => 1)""",
+            ([0] * 50, ["prose"] * 50, list(range(50)), [0] * 50, [1] * 50, ["doc"] * 50, ["doc"] * 50, list(docs)),
+            binary=True,
+        )
+    admin_conn.execute("ANALYZE pgmem.piece")
     out: dict[str, tuple[npt.NDArray[np.int64], F32]] = {}
-    rows = conn.execute(
+    rows = admin_conn.execute(
         "SELECT scope_id, piece_id, embedding FROM pgmem.piece WHERE kind = 'memory' ORDER BY scope_id, piece_id",
         binary=True,
     ).fetchall()
@@ -126,25 +118,29 @@ def _exact(
 
 def _recall(conn: Conn, scope: str, queries: F32, x: int, floor: float, **kw: object) -> list[list[int]]:
     extra = "".join(f", {k} => %({k})s" for k in kw)
-    rows = conn.execute(
-        f"SELECT part_no, rank, piece_id FROM pgmem.memory_recall(scope => %(s)s, part_vectors => %(v)s::vector[], "
-        f"x => %(x)s, floor => %(f)s{extra}) ORDER BY part_no, rank",
-        {"s": scope, "v": list(queries), "x": x, "f": floor, **kw},
-        binary=True,
-    ).fetchall()
+    with scoped(conn, scope):
+        rows = conn.execute(
+            f"SELECT part_no, rank, piece_id FROM pgmem.memory_recall(scope => %(s)s, part_vectors => %(v)s::vector[], "
+            f"x => %(x)s, floor => %(f)s{extra}) ORDER BY part_no, rank",
+            {"s": scope, "v": list(queries), "x": x, "f": floor, **kw},
+            binary=True,
+        ).fetchall()
     groups: list[list[int]] = [[] for _ in range(len(queries))]
     for part, _rank, pid in rows:
         groups[int(str(part)) - 1].append(int(str(pid)))
     return groups
 
 
-def test_memory_recall_against_brute_force(conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]) -> None:
-    """One stored fixture (it takes a while to build), several checks in order."""
+def test_memory_recall_against_brute_force(
+    conn: Conn, admin_conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]
+) -> None:
+    """One stored fixture (it takes a while to build), several checks in order. Recall runs as
+    the app; index maintenance as a DBA (a superuser, whom row-level security does not filter)."""
     _small_scopes_equal_brute_force(conn, store)
-    _documents_never_returned(conn, store)
-    _large_scope_takes_the_index_path(conn, store)
-    _index_plan_rebuilds_indexes_built_with_other_parameters(conn)
-    _index_plan_drops_indexes_of_shrunk_scopes(conn)
+    _documents_never_returned(conn, admin_conn, store)
+    _large_scope_takes_the_index_path(conn, admin_conn, store)
+    _index_plan_rebuilds_indexes_built_with_other_parameters(admin_conn)
+    _index_plan_drops_indexes_of_shrunk_scopes(admin_conn)
 
 
 def _small_scopes_equal_brute_force(conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]) -> None:
@@ -155,25 +151,31 @@ def _small_scopes_equal_brute_force(conn: Conn, store: dict[str, tuple[npt.NDArr
             assert _recall(conn, scope, queries, x, floor) == _exact(ids, vecs, queries, x, floor), scope
 
 
-def _documents_never_returned(conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]) -> None:
-    docs = conn.execute("SELECT embedding FROM pgmem.piece WHERE kind = 'document' LIMIT 8", binary=True).fetchall()
+def _documents_never_returned(
+    conn: Conn, admin_conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]
+) -> None:
+    docs = admin_conn.execute(
+        "SELECT embedding FROM pgmem.piece WHERE kind = 'document' LIMIT 8", binary=True
+    ).fetchall()
     queries = np.stack([_np(d[0]) for d in docs])
     ids, vecs = store["s0"]
     assert _recall(conn, "s0", queries, 5, -1.0) == _exact(ids, vecs, queries, 5, -1.0)
 
 
-def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]) -> None:
-    made = conn.execute(
+def _large_scope_takes_the_index_path(
+    conn: Conn, admin_conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]
+) -> None:
+    made = admin_conn.execute(
         "SELECT plane, scope_id, action FROM pgmem.index_large_scopes(min_pieces => %s)", (THRESHOLD,)
     ).fetchall()
     assert made == [("piece", BIG, "create")]
-    index = conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (BIG,)).fetchone()
+    index = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (BIG,)).fetchone()
     assert index is not None and index[0] is not None
-    assert conn.execute("SELECT pgmem.scope_ann_index('piece', 's1')").fetchone() == (None,)
+    assert admin_conn.execute("SELECT pgmem.scope_ann_index('piece', 's1')").fetchone() == (None,)
     ids, vecs = store[BIG]
     rng = np.random.default_rng(5)
     found = expected = 0
-    with conn.transaction():
+    with scoped(conn, BIG):  # one transaction, so that its index scans can be counted
         for _ in range(6):
             queries = _unit(rng, 8)
             # Uniform random 384-d vectors are the worst case for a graph index (every distance alike):
@@ -190,9 +192,9 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     assert scans is not None and int(str(scans[0])) >= 6 * 8  # one index scan per part per call
     # The planner uses the partial index for the query memory_recall runs.
     # (memory_recall pins the scope's number too, as a literal: the index is keyed on it)
-    number = conn.execute("SELECT pgmem.scope_no('big')").fetchone()
+    number = admin_conn.execute("SELECT pgmem.scope_no('big')").fetchone()
     assert number is not None and number[0] is not None
-    plan = conn.execute(
+    plan = admin_conn.execute(
         sql.SQL(
             "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = 'big' "
             "AND c.scope_no = {} AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 5"
@@ -202,12 +204,13 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     ).fetchone()
     assert plan is not None and str(index[0]).split(".")[-1] in json.dumps(plan[0])
     # explain_recall lists the exact candidates and says which ones the index path missed.
-    verdicts = conn.execute(
-        "SELECT part_no, verdict FROM pgmem.explain_recall(scope => 'big', part_vectors => %s::vector[], "
-        "floor => -1, show => 8)",
-        (list(_unit(rng, 8)),),
-        binary=True,
-    ).fetchall()
+    with scoped(conn, BIG):
+        verdicts = conn.execute(
+            "SELECT part_no, verdict FROM pgmem.explain_recall(scope => 'big', part_vectors => %s::vector[], "
+            "floor => -1, show => 8)",
+            (list(_unit(rng, 8)),),
+            binary=True,
+        ).fetchall()
     assert len(verdicts) == 64
     for part in range(1, 9):
         mine = [str(v) for p, v in verdicts if p == part]
@@ -218,7 +221,7 @@ def _large_scope_takes_the_index_path(conn: Conn, store: dict[str, tuple[npt.NDA
     thread_ids = np.asarray(
         [
             int(str(r[0]))
-            for r in conn.execute(
+            for r in admin_conn.execute(
                 "SELECT piece_id FROM pgmem.piece WHERE scope_id = 'big' AND thread_id = 't1' ORDER BY piece_id"
             )
         ],
@@ -262,34 +265,35 @@ def _index_plan_drops_indexes_of_shrunk_scopes(conn: Conn) -> None:
         conn.execute("SELECT * FROM pgmem.scope_index_plan(10)")
 
 
-def test_fact_recall_equals_brute_force(conn: Conn) -> None:
+def test_fact_recall_equals_brute_force(conn: Conn, admin_conn: Conn) -> None:
     rng = np.random.default_rng(3)
     sizes = {"fbig": 2100, **{f"f{i}": 40 + 9 * i for i in range(20)}}
     for scope, n in sizes.items():
-        conn.execute(
-            "SELECT count(*) FROM pgmem.add_facts(scope => %s, model_id => 'random', bodies => %s, "
-            "vectors => %s::vector[])",
-            (scope, [f"fact {i}" for i in range(n)], list(_unit(rng, n))),
-            binary=True,
-        )
-    conn.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (THRESHOLD,))
-    assert conn.execute("SELECT pgmem.scope_ann_index('fact', 'fbig') IS NOT NULL").fetchone() == (True,)
+        with scoped(conn, scope):
+            conn.execute(
+                "SELECT count(*) FROM pgmem.add_facts(scope => %s, model_id => 'random', bodies => %s, "
+                "vectors => %s::vector[])",
+                (scope, [f"fact {i}" for i in range(n)], list(_unit(rng, n))),
+                binary=True,
+            )
+    admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (THRESHOLD,))
+    assert admin_conn.execute("SELECT pgmem.scope_ann_index('fact', 'fbig') IS NOT NULL").fetchone() == (True,)
     found = expected = 0
     for scope in sizes:
-        rows = conn.execute(
+        rows = admin_conn.execute(
             "SELECT fact_id, embedding FROM pgmem.fact WHERE scope_id = %s ORDER BY fact_id", (scope,), binary=True
         ).fetchall()
         ids = np.asarray([int(str(r[0])) for r in rows], dtype=np.int64)
         vecs = np.stack([_np(r[1]) for r in rows])
         # The fact plane is halfvec: the database searches with the query rounded to half precision.
         queries = _unit(rng, 8).astype(np.float16).astype(np.float32)
-        got_rows = conn.execute(
-            "SELECT part_no, fact_id FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], floor => -1, "
-            "ef_search => 400) "
-            "ORDER BY part_no, rank",
-            (scope, list(queries)),
-            binary=True,
-        ).fetchall()
+        with scoped(conn, scope):
+            got_rows = conn.execute(
+                "SELECT part_no, fact_id FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], "
+                "floor => -1, ef_search => 400) ORDER BY part_no, rank",
+                (scope, list(queries)),
+                binary=True,
+            ).fetchall()
         got: list[list[int]] = [[] for _ in range(8)]
         for part, fid in got_rows:
             got[int(str(part)) - 1].append(int(str(fid)))

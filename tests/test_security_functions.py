@@ -30,8 +30,8 @@ HOSTILE_NAMES = [
 ]
 
 
-def test_every_function_pins_search_path(conn: Conn) -> None:
-    rows = conn.execute(
+def test_every_function_pins_search_path(admin_conn: Conn) -> None:
+    rows = admin_conn.execute(
         """SELECT p.oid::regprocedure::text, p.prosecdef,
                   (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%%'),
                   has_function_privilege('public', p.oid, 'EXECUTE'),
@@ -69,14 +69,16 @@ PLANTS = [
 ]
 
 
-def test_planted_temp_objects_do_not_hijack(app_conn: Conn, conn: Conn) -> None:
+def test_planted_temp_objects_do_not_hijack(app_conn: Conn, admin_conn: Conn) -> None:
     emb = HashEmbedder()
     # Control: a function WITHOUT a pinned search_path is hijacked by the same plants,
     # so the assertions below would catch a pgmem function that forgot to pin it.
-    conn.execute("CREATE SCHEMA control")
-    conn.execute("SET check_function_bodies = off")  # `piece` resolves only when called
-    conn.execute("CREATE FUNCTION control.piece_rows() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM piece'")
-    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA control TO {}").format(sql.Identifier(APP_LOGIN)))
+    admin_conn.execute("CREATE SCHEMA control")
+    admin_conn.execute("SET check_function_bodies = off")  # `piece` resolves only when called
+    admin_conn.execute(
+        "CREATE FUNCTION control.piece_rows() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM piece'"
+    )
+    admin_conn.execute(sql.SQL("GRANT USAGE ON SCHEMA control TO {}").format(sql.Identifier(APP_LOGIN)))
 
     report = ingest_turns(app_conn, [make_turn("s", "t", i, f"turn {i} about freight") for i in range(3)], emb)
     assert report.inserted == 3
@@ -119,7 +121,7 @@ def test_planted_temp_objects_do_not_hijack(app_conn: Conn, conn: Conn) -> None:
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
-def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, name: str) -> None:
+def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, admin_conn: Conn, name: str) -> None:
     emb = HashEmbedder()
     turns = [make_turn(name, name, i, f"hostile name turn {i}", tool="result") for i in range(2)]
     report = ingest_turns(app_conn, turns, emb)
@@ -140,23 +142,24 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, conn: Conn, nam
         assert app_conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall(%s, %s)", (name, hits.recall_id))
     assert remove_document(app_conn, name, name)
     # Stored exactly as given, and every table is still there.
-    assert conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
-    tables = conn.execute(
+    assert admin_conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
+    tables = admin_conn.execute(
         "SELECT count(*) FROM pg_tables WHERE schemaname = 'pgmem' AND tablename = ANY(%s)",
         (["scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"],),
     ).fetchone()
     assert tables == (8,)
 
 
-def test_hostile_names_through_the_index_builders_dynamic_ddl(app_conn: Conn, conn: Conn) -> None:
+def test_hostile_names_through_the_index_builders_dynamic_ddl(app_conn: Conn, admin_conn: Conn) -> None:
     """pgmem.index_large_scopes builds DDL from scope names (run by a DBA): they stay data."""
     emb = HashEmbedder()
     names = [HOSTILE_NAMES[0], HOSTILE_NAMES[3]]
     for name in names:
         turns = [make_turn(name, "t", i, f"turn {i}", tool=f"output {i}") for i in range(50)]
         assert ingest_turns(app_conn, turns, emb).inserted == 50
-    built = conn.execute("SELECT scope_id FROM pgmem.index_large_scopes(min_pieces => 100)").fetchall()
+    built = admin_conn.execute("SELECT scope_id FROM pgmem.index_large_scopes(min_pieces => 100)").fetchall()
     assert {str(r[0]) for r in built} == set(names)
     for name in names:
-        assert conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone() == (True,)
-    assert conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (200,)
+        index = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone()
+        assert index == (True,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (200,)

@@ -48,11 +48,11 @@ def scoped_tables(conn: Conn) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) -> None:
-    ensure_login_roles(conn)
-    tables = scoped_tables(conn)
+def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(admin_conn: Conn) -> None:
+    ensure_login_roles(admin_conn)
+    tables = scoped_tables(admin_conn)
     assert {"scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log"} <= set(tables)
-    rows = conn.execute(
+    rows = admin_conn.execute(
         """SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
                   (SELECT count(*) FROM pg_policy p WHERE p.polrelid = c.oid)
              FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relname = ANY(%s)""",
@@ -61,7 +61,7 @@ def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) ->
     bad = [r for r in rows if not (r[1] and r[2] and int(str(r[3])) >= 1)]
     assert bad == [], f"scoped tables without enabled+forced RLS and a policy: {bad}"
 
-    roles = conn.execute(
+    roles = admin_conn.execute(
         """SELECT rolname, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb, rolcanlogin
              FROM pg_roles WHERE rolname = ANY(%s) OR rolname = ANY(%s)""",
         (list(ROLES), [APP_LOGIN, READER_LOGIN]),
@@ -72,7 +72,7 @@ def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) ->
     assert all(not r[5] for r in roles if r[0] in ROLES), "the group roles must be NOLOGIN"
 
     # Nothing in this database is owned by the app or reader roles (or their login members).
-    owned = conn.execute(
+    owned = admin_conn.execute(
         """SELECT classid::regclass, objid, refobjid::regrole FROM pg_shdepend
             WHERE deptype = 'o' AND refobjid IN ('pgmem_app'::regrole, 'pgmem_reader'::regrole,
                                                   %s::regrole, %s::regrole)""",
@@ -80,7 +80,7 @@ def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) ->
     ).fetchall()
     assert owned == []
     # ... and everything in the schema is owned by pgmem_owner.
-    strays = conn.execute(
+    strays = admin_conn.execute(
         """SELECT 'class ' || c.oid::regclass FROM pg_class c
             WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relowner <> 'pgmem_owner'::regrole
            UNION ALL SELECT 'function ' || p.oid::regprocedure FROM pg_proc p
@@ -92,25 +92,26 @@ def test_catalog_every_scoped_table_is_forced_and_roles_are_plain(conn: Conn) ->
 
     # The app writes through functions only; the reader cannot write at all.
     for role in ("pgmem_app", "pgmem_reader", APP_LOGIN, READER_LOGIN):
-        writable = conn.execute(
+        writable = admin_conn.execute(
             """SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'r'
                   AND has_table_privilege(%s, c.oid, 'INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')""",
             (role,),
         ).fetchall()
         assert writable == [], f"{role} may write {writable}"
         for schema in ("pgmem", "public"):
-            assert conn.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", (role, schema)).fetchone() == (False,)
-    reader_volatile = conn.execute(
+            may = admin_conn.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", (role, schema)).fetchone()
+            assert may == (False,)
+    reader_volatile = admin_conn.execute(
         """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
               AND (p.provolatile = 'v' OR p.prosecdef) AND has_function_privilege('pgmem_reader', p.oid, 'EXECUTE')"""
     ).fetchall()
     assert reader_volatile == []
-    public_exec = conn.execute(
+    public_exec = admin_conn.execute(
         """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
               AND has_function_privilege('public', p.oid, 'EXECUTE')"""
     ).fetchall()
     assert public_exec == []
-    nobody_exec = conn.execute(
+    nobody_exec = admin_conn.execute(
         """SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
               AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
         (NOBODY_LOGIN,),
@@ -327,7 +328,7 @@ def test_own_scope_writes_work_as_app(app_conn: Conn) -> None:
         assert logged is not None
 
 
-def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> None:
+def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(admin_conn: Conn) -> None:
     """The production path: a DBA runs `pgmem roles create`, a LOGIN member of pgmem_owner
     (not a superuser) migrates, and a LOGIN member of pgmem_app uses the API."""
     from pgmem.cli.roles import Login, setup_sql
@@ -336,9 +337,9 @@ def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> N
     from tests.conftest import conninfo_url
     from tests.security_helpers import role_url
 
-    name = f"{conn.info.dbname}_dba"
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    name = f"{admin_conn.info.dbname}_dba"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = conninfo_url(name)
     logins = [Login("pgmem_test_migrator", "owner"), Login("pgmem_test_app2", "app")]
     try:
@@ -363,7 +364,7 @@ def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(conn: Conn) -> N
         finally:
             app.close()
     finally:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> None:
