@@ -6,7 +6,8 @@
 
 The group roles are NOLOGIN; `--login NAME:ROLE[:PASSWORD_ENV]` adds LOGIN members (the
 password is read from the named environment variable, never from the command line, and is
-never printed). `--print` writes the SQL instead of running it (docs/security.md shows it)."""
+never printed). `--print` writes the SQL instead of running it (docs/security.md shows it);
+`--print --psql` writes a script that `psql -f` runs as it is (docker/initdb/ is one)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pgmem.errors import ConfigError
 GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
 _SAFE_ATTRS = "NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION"
 _LOGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ class Login:
             raise ConfigError(f"login {name}: role must be one of {sorted(GROUPS)}, got {group!r}")
         if name in GROUPS.values():
             raise ConfigError(f"{name} is a group role; choose another login name")
-        return cls(name, group, parts[2] if len(parts) == 3 and parts[2] else None)
+        password_env = parts[2] if len(parts) == 3 and parts[2] else None
+        if password_env is not None and not _ENV_NAME.match(password_env):
+            raise ConfigError(f"login {name}: {password_env!r} is not an environment variable name")
+        return cls(name, group, password_env)
 
 
 def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[Login] = ()) -> sql.Composed:
@@ -100,6 +105,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     c.add_argument("--vector-schema", default=None, help="schema of pgvector (default PGMEM_VECTOR_SCHEMA or public)")
     c.add_argument("--print", action="store_true", help="print the SQL instead of running it")
+    c.add_argument(
+        "--psql",
+        action="store_true",
+        help="with --print: a script for `psql -f` (the database psql is connected to; passwords from PASSWORD_ENV)",
+    )
     c.set_defaults(func=_create)
     rsub.add_parser("show", help="the pgmem roles, their attributes and members").set_defaults(func=_show)
 
@@ -116,6 +126,10 @@ def _create(args: argparse.Namespace) -> int:
     if args.print:
         # Rendering needs no server: names are quoted by psycopg's rules for the default encoding.
         script = setup_sql(database="<database>", vector_schema=vector_schema, logins=logins).as_string(None)
+        if args.psql:
+            print(script.replace('"<database>"', ':"DBNAME"'), end="")
+            print("".join(_psql_password(x) for x in logins if x.password_env), end="")
+            return 0
         print(script.replace('"<database>"', "<database>"), end="")
         for x in logins:
             if x.password_env:
@@ -140,6 +154,23 @@ def _create(args: argparse.Namespace) -> int:
         )
     print("next: migrate as pgmem_owner (or a member of it): pgmem migrate", file=sys.stderr)
     return 0
+
+
+def _psql_password(login: Login) -> str:
+    """psql lines that set the login's password from its environment variable (psql 15+'s
+    \\getenv), so that the password is never in the script; a missing variable stops the script."""
+    var = f"pgmem_password_{login.name}"
+    name = sql.Identifier(login.name).as_string(None)
+    return (
+        f"\\getenv {var} {login.password_env}\n"
+        f"\\if :{{?{var}}}\n"
+        f"ALTER ROLE {name} PASSWORD :'{var}';\n"
+        f"\\unset {var}\n"
+        "\\else\n"
+        f"DO $$BEGIN RAISE EXCEPTION 'environment variable {login.password_env} (password of {login.name}) is not set'"
+        " USING ERRCODE = '22023'; END$$;\n"
+        "\\endif\n"
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
