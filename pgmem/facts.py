@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -14,14 +16,67 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, embed_query
 from pgmem.splitting import SplitRules
+from pgmem.text import check_name, check_text
 
 
 @dataclass(frozen=True)
 class Fact:
+    """A fact sentence, optionally tied to a thread and turn or to a section. Two facts are the
+    same when their scope, body, thread, turn and section are equal, exactly (case and spaces
+    count): adding a fact the scope holds already stores nothing."""
+
     body: str
     thread: str | None = None
     turn_index: int | None = None
     section: str | None = None
+
+
+#: The largest turn index Postgres stores (integer).
+_MAX_TURN = 2**31 - 1
+
+
+def check_fact(fact: Fact, where: str) -> Fact:
+    """`fact` if every field can be stored; else an InputError naming `where` and the field."""
+    if not isinstance(fact.body, str) or not fact.body.strip():
+        raise InputError(f"{where}: body must be a non-empty string, got {fact.body!r:.80}")
+    check_text(fact.body, f"{where}: body")
+    if fact.thread is not None:
+        check_name(fact.thread, f"{where}: thread")
+    turn = fact.turn_index
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= _MAX_TURN):
+        raise InputError(f"{where}: turn must be an integer from 0 to {_MAX_TURN}, got {turn!r:.80}")
+    if fact.section is not None:
+        check_text(fact.section, f"{where}: section")
+    return fact
+
+
+def fact_from_dict(obj: object, where: str) -> Fact:
+    """A fact from one JSON object `{"body": ..., "thread"?: ..., "turn"?: ..., "section"?: ...}`."""
+    if not isinstance(obj, dict) or "body" not in obj:
+        raise InputError(f'{where}: expected an object {{"body": ..., "thread"?, "turn"?, "section"?}}')
+    fact = Fact(obj["body"], obj.get("thread"), obj.get("turn"), obj.get("section"))
+    return check_fact(fact, where)
+
+
+def read_facts(path: Path) -> list[Fact]:
+    """Facts from a JSONL file, one object a line; the first bad line raises an InputError
+    naming the line and the field (invalid UTF-8 and NUL included)."""
+    facts = []
+    try:
+        with path.open(encoding="utf-8", errors="surrogateescape") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                check_text(line, where)
+                try:
+                    obj = json.loads(line)
+                except (ValueError, RecursionError) as exc:
+                    raise InputError(f"{where}: not valid JSON ({exc!s:.200})") from None
+                facts.append(fact_from_dict(obj, where))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return facts
 
 
 def add_facts(
@@ -30,10 +85,12 @@ def add_facts(
     facts: Sequence[Fact],
     embedder: Embedder,
 ) -> list[int]:
-    """Embed and store facts (at the fact plane's own dimension); returns their ids."""
+    """Embed and store facts (at the fact plane's own dimension); returns the ids of the facts
+    stored now. Idempotent by content: a fact the scope holds already (same body, thread, turn
+    and section), or one repeated in `facts`, is not stored again and has no id in the result."""
+    check_name(scope, "scope")
     for i, f in enumerate(facts):
-        if not f.body or not f.body.strip():
-            raise InputError(f"facts[{i}]: body is empty")
+        check_fact(f, f"facts[{i}]")
     if not facts:
         return []
     vectors = embedder.embed([f.body for f in facts])

@@ -196,20 +196,14 @@ def _reblend(args: argparse.Namespace) -> int:
 
 
 def _facts_add(args: argparse.Namespace) -> int:
-    from pgmem.facts import Fact, add_facts
+    from pgmem.facts import add_facts, read_facts
 
-    facts = []
-    for lineno, line in enumerate(args.file.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            facts.append(Fact(obj["body"], obj.get("thread"), obj.get("turn"), obj.get("section")))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f'{args.file}:{lineno}: expected {{"body": ...}}: {exc}') from None
+    check_name(args.scope, "--scope")
+    facts = read_facts(args.file)  # InputError naming the line and the field
     with open_conn() as conn:
         ids = add_facts(conn, args.scope, facts, embedder_for(conn, "fact"))
-    print(f"added {len(ids)} facts")
+    # Idempotent by content: facts the scope holds already (or repeated in the file) are skipped.
+    print(f"added {len(ids)} facts ({len(facts) - len(ids)} already stored)")
     return 0
 
 

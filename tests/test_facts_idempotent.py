@@ -1,0 +1,191 @@
+"""Fact writes are idempotent by content (issue 12, item 12), and bad fact input is one clear
+error (item 8's facts inputs), run as the app's login.
+
+Same fact = same scope and the same body, thread, turn and section, compared exactly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.db import scoped
+from pgmem.errors import InputError
+from pgmem.facts import Fact, add_facts, fact_recall, read_facts
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, ensure_login_roles, role_url
+
+__all__ = ["app_conn"]
+
+
+def _count(conn: Conn, scope: str) -> int:
+    with scoped(conn, scope):
+        row = conn.execute("SELECT count(*) FROM pgmem.fact").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+FACTS = [
+    Fact("The user's dog is called Rex."),
+    Fact("The user moved to Lisbon.", thread="t1", turn_index=3),
+    Fact("The export ran at 2 PM.", section="logistics"),
+]
+
+
+def test_adding_the_same_facts_again_stores_nothing(app_conn: Conn) -> None:
+    embedder = HashEmbedder()
+    first = add_facts(app_conn, "s", FACTS, embedder)
+    assert len(first) == 3
+    assert add_facts(app_conn, "s", FACTS, embedder) == []
+    assert _count(app_conn, "s") == 3
+    # Repeated within one call: stored once.
+    again = [Fact("The user likes tea."), Fact("The user likes tea.")]
+    assert len(add_facts(app_conn, "s", again, embedder)) == 1
+    assert _count(app_conn, "s") == 4
+    # Each field is part of the content: another thread, turn, section (or none) is another fact.
+    variants = [
+        Fact("The user moved to Lisbon."),
+        Fact("The user moved to Lisbon.", thread="t2", turn_index=3),
+        Fact("The user moved to Lisbon.", thread="t1", turn_index=4),
+        Fact("The user moved to Lisbon.", section="t1"),
+        Fact("the user moved to Lisbon.", thread="t1", turn_index=3),
+    ]
+    assert len(add_facts(app_conn, "s", variants, embedder)) == 5
+    # Another scope holding the same facts is not affected.
+    assert len(add_facts(app_conn, "other", FACTS, embedder)) == 3
+    assert _count(app_conn, "s") == 9
+    # Search returns each fact once (a part's hits: fact body, thread, turn, section in label).
+    hits = fact_recall(app_conn, "s", "What is the dog called?", embedder, floor=-1.0, x=10)
+    assert hits.groups and all(len(g.hits) == 9 for g in hits.groups)
+    for g in hits.groups:
+        content = [(h.body, h.thread_id, h.turn_index, h.label) for h in g.hits]
+        assert len(content) == len(set(content))
+
+
+def test_add_facts_in_sql_is_idempotent(app_conn: Conn) -> None:
+    from tests.security_helpers import hash_vector
+
+    call = (
+        "SELECT count(*) FROM pgmem.add_facts('q', 'test:hash', %s, %s::vector[], thread_ids => %s,"
+        " turn_indexes => %s, sections => %s)"
+    )
+    args = (["a", "b", "a"], [hash_vector(x) for x in "aba"], [None, "t", None], [None, 1, None], [None, None, None])
+    with scoped(app_conn, "q"):
+        assert app_conn.execute(call, args).fetchone() == (2,)
+    with scoped(app_conn, "q"):
+        assert app_conn.execute(call, args).fetchone() == (0,)
+    assert _count(app_conn, "q") == 2
+
+
+def test_facts_add_cli_twice_stores_each_fact_once(
+    admin_conn: Conn, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    ensure_login_roles(admin_conn)
+    monkeypatch.setenv("DATABASE_URL", role_url(db_url, APP_LOGIN))
+    path = tmp_path / "facts.jsonl"
+    path.write_text(
+        '{"body": "The user\'s dog is called Rex."}\n'
+        '{"body": "The user moved to Lisbon.", "thread": "t1", "turn": 3}\n'
+        '{"body": "The user\'s dog is called Rex."}\n',
+        encoding="utf-8",
+    )
+    assert main(["facts", "add", str(path), "--scope", "cli"]) == 0
+    assert "added 2 facts (1 already stored)" in capsys.readouterr().out
+    assert main(["facts", "add", str(path), "--scope", "cli"]) == 0
+    assert "added 0 facts (3 already stored)" in capsys.readouterr().out
+    with admin_conn.transaction():
+        admin_conn.execute("SET LOCAL pgmem.scope = 'cli'")
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (2,)
+
+
+BAD_LINES = {
+    "nul": (b'{"body": "a NUL \\u0000 here"}\n', "NUL"),
+    "invalid utf-8": (b'{"body": "dog\xffs"}\n', "invalid UTF-8"),
+    "turn not a number": (b'{"body": "x", "turn": "abc"}\n', "turn must be an integer"),
+    "negative turn": (b'{"body": "x", "turn": -1}\n', "turn must be an integer"),
+    "huge turn": (b'{"body": "x", "turn": ' + b"9" * 5000 + b"}\n", "not valid JSON"),
+    "empty body": (b'{"body": "  "}\n', "body must be a non-empty string"),
+    "no body": (b'{"text": "x"}\n', 'expected an object {"body"'),
+    "thread not a string": (b'{"body": "x", "thread": 5}\n', "thread must be a non-empty string"),
+    "not json": (b"{body}\n", "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LINES))
+def test_bad_fact_lines_are_one_clear_error(
+    case: str,
+    admin_conn: Conn,
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pgmem.cli import main
+
+    raw, reason = BAD_LINES[case]
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b'{"body": "a good fact"}\n' + raw)
+    with pytest.raises(InputError, match=rf"facts\.jsonl:2\b.*{re.escape(reason)}"):
+        read_facts(path)
+    ensure_login_roles(admin_conn)
+    monkeypatch.setenv("DATABASE_URL", role_url(db_url, APP_LOGIN))
+    assert main(["facts", "add", str(path), "--scope", "bad"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "facts.jsonl:2" in err and "Traceback" not in err
+    # nothing of the file was stored
+    with admin_conn.transaction():
+        admin_conn.execute("SET LOCAL pgmem.scope = 'bad'")
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        Fact("nul \x00 inside"),
+        Fact("lone surrogate \udcff"),
+        Fact("x", turn_index="abc"),  # type: ignore[arg-type]
+        Fact("x", turn_index=True),
+        Fact("x", turn_index=2**31),
+        Fact("x", thread="t\x00"),
+        Fact("x", section="\udc80"),
+        Fact(""),
+    ],
+)
+def test_bad_facts_through_python_are_input_errors(app_conn: Conn, fact: Fact) -> None:
+    embedder = HashEmbedder()
+    with pytest.raises(InputError, match=r"facts\[1\]"):
+        add_facts(app_conn, "py", [Fact("fine"), fact], embedder)
+    assert embedder.calls == 0
+    for scope in ("", "s\x00", "\udcff"):
+        with pytest.raises(InputError, match="scope"):
+            add_facts(app_conn, scope, [Fact("fine")], embedder)
+    assert _count(app_conn, "py") == 0
+
+
+def test_cli_scope_that_postgres_cannot_store(
+    admin_conn: Conn, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    ensure_login_roles(admin_conn)
+    monkeypatch.setenv("DATABASE_URL", role_url(db_url, APP_LOGIN))
+    path = tmp_path / "facts.jsonl"
+    path.write_text('{"body": "fine"}\n', encoding="utf-8")
+    assert main(["facts", "add", str(path), "--scope", "\udcff"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--scope" in err
+
+
+def test_sql_add_facts_names_an_empty_body(app_conn: Conn) -> None:
+    """The SQL function refuses an empty body with a message naming it (22023), not a bare
+    check-constraint violation."""
+    from tests.security_helpers import hash_vector
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"bodies\[2\] is empty"), scoped(app_conn, "e"):
+        app_conn.execute(
+            "SELECT * FROM pgmem.add_facts('e', 'test:hash', %s, %s::vector[])",
+            (["ok", ""], [hash_vector("a"), hash_vector("b")]),
+        )
