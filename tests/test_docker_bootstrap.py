@@ -248,3 +248,36 @@ def test_bootstrap_then_migrate_ingest_recall_as_the_readme_gives(admin_conn: Co
         for login in LOGINS:
             with contextlib.suppress(psycopg.errors.DependentObjectsStillExist):
                 admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(login)))
+
+
+def test_init_script_stops_when_a_password_variable_is_missing(admin_conn: Conn) -> None:
+    from pgmem import server
+
+    env = {k: v for k, v in os.environ.items() if not re.match(r"PG(?!MEM_)", k)}
+    env.update(PGMEM_MIGRATOR_PASSWORD="x", PGMEM_APP_PASSWORD="y")
+    env.pop("PGMEM_READER_PASSWORD", None)
+    argv = [str(server.bin_dir() / "psql"), "-v", "ON_ERROR_STOP=1", "--no-psqlrc", "--no-password"]
+    try:
+        done = subprocess.run(
+            [*argv, "-d", conninfo_url(admin_conn.info.dbname), "-f", str(INIT_SQL)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode != 0
+        assert "environment variable PGMEM_READER_PASSWORD (password of pgmem_debug) is not set" in done.stderr
+    finally:
+        for login in LOGINS:
+            with contextlib.suppress(psycopg.errors.DependentObjectsStillExist):
+                admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(login)))
+
+
+def test_login_password_variable_must_be_a_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from pgmem.cli import main
+
+    # it is written into a psql meta-command, where `backticks` would run a shell
+    for bad in ("svc:app:`id`", "svc:app:A B", "svc:app:1X"):
+        assert main(["roles", "create", "--print", "--psql", "--login", bad]) == 2
+        assert "not an environment variable name" in capsys.readouterr().err
