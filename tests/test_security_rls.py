@@ -14,10 +14,12 @@ import pytest
 from psycopg import sql
 
 from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents, search_documents, search_vectors
 from pgmem.embedders.base import FloatArray
 from pgmem.facts import Fact, add_facts
 from pgmem.ingest import ingest_turns
 from pgmem.recall import recall_vectors
+from tests.helpers import vec
 from tests.security_helpers import (
     APP_LOGIN,
     NOBODY_LOGIN,
@@ -384,3 +386,135 @@ def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> 
     for bad in ("x;drop:app", "svc:admin", "pgmem_app:app", "nocolon"):
         assert main(["roles", "create", "--print", "--login", bad]) == 2
         assert "error" in capsys.readouterr().err
+
+
+def _documents(scope: str, topic: str) -> list[Document]:
+    """Two documents, one of them under a document id every scope uses."""
+    return [
+        Document(
+            "guide.md", f"# {topic} guide\n\n## Setup\n\nInstall the {topic} kit.\n\n## Care\n\nClean the {topic}.\n"
+        ),
+        Document(f"{scope}.md", f"# Notes of {scope}\n\nOnly {scope} may read about {topic}.\n"),
+    ]
+
+
+def test_document_search_never_crosses_scopes(app_conn: Conn, admin_conn: Conn) -> None:
+    emb = HashEmbedder()
+    for scope, topic in zip(SCOPES, ("kayak", "violin"), strict=True):
+        report = add_documents(app_conn, scope, _documents(scope, topic), emb)
+        assert report.inserted == 2 and not report.failed
+    a, b = SCOPES
+    # Ground truth from a superuser (row-level security does not filter it): both scopes' rows.
+    chunks = {
+        s: {int(str(r[0])) for r in admin_conn.execute("SELECT chunk_id FROM pgmem.chunk WHERE scope_id = %s", (s,))}
+        for s in SCOPES
+    }
+    units = admin_conn.execute(
+        "SELECT scope_id, embedding FROM pgmem.piece WHERE kind = 'document' ORDER BY piece_id", binary=True
+    ).fetchall()
+    assert all(chunks.values()) and {str(r[0]) for r in units} == set(SCOPES)
+    # Queries equal to b's units: without the scope filter, b's chunks would be the best hits.
+    queries = np.stack([vec(r[1]) for r in units if r[0] == b])
+    found = search_vectors(app_conn, a, ["q"] * len(queries), queries, x=50, floor=-1.0)
+    got = {h.chunk_id for g in found.groups for h in g.hits}
+    assert got == chunks[a]  # every chunk of a (x = 50 > its chunk count), none of b's
+    text = search_documents(app_conn, a, "Clean the violin. Install the violin kit.", emb, x=50, floor=-1.0)
+    assert {h.chunk_id for g in text.groups for h in g.hits} == chunks[a]
+    assert {h.document_id for g in text.groups for h in g.hits} == {"guide.md", f"{a}.md"}
+    with scoped(app_conn, a):
+        # The SQL function asked for the other scope while the transaction is in a: nothing.
+        rows = app_conn.execute(
+            "SELECT chunk_id FROM pgmem.document_search(%s, %s::vector[], x => 50, floor => -1)",
+            (b, list(queries)),
+            binary=True,
+        ).fetchall()
+        assert rows == []
+        # The tables show a's rows only.
+        for table in ("document", "chunk", "piece"):
+            seen = app_conn.execute(
+                sql.SQL("SELECT DISTINCT scope_id FROM {}").format(sql.Identifier("pgmem", table))
+            ).fetchall()
+            assert seen == [(a,)], table
+        assert {int(str(r[0])) for r in app_conn.execute("SELECT chunk_id FROM pgmem.chunk")} == chunks[a]
+    # With no scope set, no document row is visible and the search finds nothing.
+    for table in ("document", "chunk", "piece"):
+        assert app_conn.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("pgmem", table))
+        ).fetchone() == (0,)
+    assert app_conn.execute(
+        "SELECT count(*) FROM pgmem.document_search(%s, %s::vector[], x => 50, floor => -1)", (a, list(queries))
+    ).fetchone() == (0,)
+
+
+ANN_MIN_PIECES = 100
+
+
+def test_ann_index_path_never_crosses_scopes(app_conn: Conn, admin_conn: Conn) -> None:
+    """Both scopes big enough for their own partial HNSW index (built by a superuser, as a DBA
+    runs maintenance): recall as the app in scope a takes a's index and never returns b's pieces,
+    even for queries equal to b's vectors."""
+    emb = HashEmbedder()
+    rng = np.random.default_rng(11)
+    for scope in SCOPES:
+        turns = [make_turn(scope, "t", i, sentence(rng), tool=sentence(rng, 20)) for i in range(55)]
+        assert ingest_turns(app_conn, turns, emb).inserted == 55
+    made = admin_conn.execute(
+        "SELECT scope_id, plane, action FROM pgmem.index_large_scopes(min_pieces => %s)", (ANN_MIN_PIECES,)
+    ).fetchall()
+    assert sorted((str(s), str(p), str(act)) for s, p, act in made) == [(s, "piece", "create") for s in SCOPES]
+    index: dict[str, str] = {}
+    for s in SCOPES:
+        row = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (s,)).fetchone()
+        assert row is not None and row[0] is not None
+        index[s] = str(row[0])
+    a, b = SCOPES
+    pieces = {
+        s: {int(str(r[0])) for r in admin_conn.execute("SELECT piece_id FROM pgmem.piece WHERE scope_id = %s", (s,))}
+        for s in SCOPES
+    }
+    assert len(pieces[a]) >= ANN_MIN_PIECES and len(pieces[b]) >= ANN_MIN_PIECES
+    theirs = admin_conn.execute(
+        "SELECT embedding FROM pgmem.piece WHERE scope_id = %s ORDER BY piece_id LIMIT 8", (b,), binary=True
+    ).fetchall()
+    queries = [r[0] for r in theirs]
+    # Without the scope filter the nearest piece to each query is b's own (cosine 1).
+    for q in queries:
+        nearest = admin_conn.execute("SELECT scope_id FROM pgmem.piece ORDER BY embedding <=> %s LIMIT 1", (q,))
+        assert nearest.fetchone() == (b,)
+    with scoped(app_conn, a):
+        got = app_conn.execute(
+            "SELECT part_no, piece_id FROM pgmem.memory_recall(%s, %s::vector[], x => 10, floor => -1)",
+            (a, queries),
+            binary=True,
+        ).fetchall()
+        scans = app_conn.execute(
+            "SELECT pg_stat_get_xact_numscans(%s::regclass), pg_stat_get_xact_numscans(%s::regclass)",
+            (index[a], index[b]),
+        ).fetchone()
+        # The query the index path runs, as the app under row-level security: the planner takes a's index.
+        number = app_conn.execute("SELECT pgmem.scope_no(%s)", (a,)).fetchone()
+        assert number is not None and number[0] is not None
+        plan = app_conn.execute(
+            sql.SQL(
+                "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = {} "
+                "AND c.scope_no = {} AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 10"
+            ).format(sql.Literal(a), sql.Literal(number[0])),
+            (queries[0],),
+            binary=True,
+        ).fetchone()
+        # Asked for b while the transaction is in a: nothing, through b's index or otherwise.
+        other = app_conn.execute(
+            "SELECT count(*) FROM pgmem.memory_recall(%s, %s::vector[], x => 10, floor => -1)", (b, queries)
+        ).fetchone()
+    assert len(got) == 10 * len(queries)
+    assert {int(str(r[1])) for r in got} <= pieces[a]
+    assert scans is not None and int(str(scans[0])) >= len(queries) and int(str(scans[1])) == 0
+    assert plan is not None and index[a].split(".")[-1] in json.dumps(plan[0])
+    assert index[b].split(".")[-1] not in json.dumps(plan[0])
+    assert other == (0,)
+    # Python recall as the app, vector and hybrid: a's pieces only.
+    stacked = np.stack([vec(q) for q in queries])
+    for mode in ("vector", "hybrid"):
+        r = recall_vectors(app_conn, a, ["q"] * len(queries), stacked, x=10, floor=-1.0, mode=mode)
+        ids = {h.piece_id for g in r.groups for h in g.hits}
+        assert ids and ids <= pieces[a], mode
