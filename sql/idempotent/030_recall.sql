@@ -1,46 +1,139 @@
 -- Reading memory: per-part groups over memory pieces and facts. Re-runnable.
 
-CREATE OR REPLACE FUNCTION pgmem.check_recall_args(part_vectors vector[], part_texts text[], x integer, floor double precision, mode text, column_name text)
-RETURNS void
+-- Earlier signature of the argument check (before scope, model and the per-function arguments).
+DROP FUNCTION IF EXISTS pgmem.check_recall_args(@VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text);
+
+-- Every argument of every recall function (memory_recall, fact_recall, explain_recall,
+-- document_search, log_recall and the candidate helpers) is checked here, in one place. An
+-- argument a function does not take keeps its default here, which always passes; NULL passed
+-- for an argument a function does take is refused. NaN compares greater than every number in
+-- Postgres, so "> upper bound" refuses a NaN floor too.
+CREATE OR REPLACE FUNCTION pgmem.check_recall_args(
+    scope text,
+    part_vectors vector[],
+    part_texts text[],
+    x integer,
+    floor double precision,
+    mode text,
+    column_name text,
+    model_id text DEFAULT NULL,
+    candidates integer DEFAULT 20,
+    rrf_k integer DEFAULT 60,
+    ef_search integer DEFAULT NULL,
+    show integer DEFAULT 10
+) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     n integer := coalesce(array_length(part_vectors, 1), 0);
+    plane text := split_part(column_name, '.', 1);
+    bound_id text;
 BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF column_name IS NULL OR column_name NOT IN ('piece.embedding', 'fact.embedding') THEN
+        RAISE EXCEPTION 'column_name must be piece.embedding or fact.embedding, got %', column_name
+            USING ERRCODE = '22023';
+    END IF;
     IF part_vectors IS NULL OR n = 0 THEN
         RAISE EXCEPTION 'part_vectors must hold at least one vector' USING ERRCODE = '22004';
     END IF;
     IF n > 64 THEN
-        RAISE EXCEPTION 'part_vectors holds % vectors; at most 64 parts are searched', n USING ERRCODE = '22023';
+        RAISE EXCEPTION 'part_vectors holds % vectors; at most 64 parts are searched', n USING ERRCODE = '22023',
+            HINT = 'Split a message into at most 64 parts (pgmem splits into 8).';
     END IF;
     IF part_texts IS NOT NULL AND coalesce(array_length(part_texts, 1), 0) <> n THEN
         RAISE EXCEPTION 'part_texts has % entries but part_vectors has %', coalesce(array_length(part_texts, 1), 0), n
             USING ERRCODE = '22023';
     END IF;
     IF x IS NULL OR x < 1 OR x > 1000 THEN
-        RAISE EXCEPTION 'x must be between 1 and 1000, got %', x USING ERRCODE = '22023';
+        RAISE EXCEPTION 'x must be between 1 and 1000, got %', coalesce(x::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     IF floor IS NULL OR floor < -1 OR floor > 1 THEN
-        RAISE EXCEPTION 'floor is a raw cosine between -1 and 1, got %', floor USING ERRCODE = '22023',
+        RAISE EXCEPTION 'floor is a raw cosine between -1 and 1, got %', coalesce(floor::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'A (1 + cosine) / 2 score floor s is the cosine floor 2*s - 1.';
     END IF;
     IF mode IS NULL OR mode NOT IN ('vector', 'hybrid') THEN
-        RAISE EXCEPTION 'mode must be vector or hybrid, got %', mode USING ERRCODE = '22023';
+        RAISE EXCEPTION 'mode must be vector or hybrid, got %', coalesce(mode, 'NULL') USING ERRCODE = '22023';
     END IF;
     IF mode = 'hybrid' AND part_texts IS NULL THEN
         RAISE EXCEPTION 'hybrid mode needs part_texts for word search' USING ERRCODE = '22004';
     END IF;
+    IF candidates IS NULL OR candidates < 1 OR candidates > 1000 THEN
+        RAISE EXCEPTION 'candidates must be between 1 and 1000, got %', coalesce(candidates::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF rrf_k IS NULL OR rrf_k < 0 OR rrf_k > 10000 THEN
+        RAISE EXCEPTION 'rrf_k must be between 0 and 10000, got %', coalesce(rrf_k::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'Reciprocal rank fusion adds 1 / (rrf_k + rank); 60 is usual.';
+    END IF;
+    IF ef_search IS NOT NULL AND (ef_search < 1 OR ef_search > 1000) THEN
+        RAISE EXCEPTION 'ef_search must be between 1 and 1000, got %', ef_search USING ERRCODE = '22023';
+    END IF;
+    IF show IS NULL OR show < 1 OR show > 1000 THEN
+        RAISE EXCEPTION 'show must be between 1 and 1000, got %', coalesce(show::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
     PERFORM pgmem.check_vectors(part_vectors, column_name, 'part_vectors');
+    -- Query vectors from another model than the stored ones would rank noise: refuse, as writes do.
+    -- (Row-level security: the scope row is visible inside the scope; elsewhere nothing is read.)
+    IF model_id IS NOT NULL THEN
+        SELECT m.model_id INTO bound_id
+          FROM pgmem.scope s
+          JOIN pgmem.embedding_model m
+            ON m.model_key = CASE WHEN plane = 'fact' THEN s.fact_model_key ELSE s.piece_model_key END
+         WHERE s.scope_id = check_recall_args.scope;
+        IF bound_id IS NOT NULL AND bound_id <> model_id THEN
+            RAISE EXCEPTION 'scope % stores % vectors from model %; this query was embedded with model %',
+                scope, plane, bound_id, model_id
+                USING ERRCODE = '22000',
+                      HINT = format('Recall with the scope''s model (%s), or re-embed the scope (pgmem rebuild --reembed).', bound_id);
+        END IF;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem.check_recall_args(vector[], text[], integer, double precision, text, text) IS
-'Validate recall arguments; raises 22004 (NULL) or 22023/22000 (out of range, wrong dimension) naming the argument.';
+COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer) IS
+'Validate every recall argument in one place: raises 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
--- Earlier signatures (before exact / ef_search were added): dropped so named calls stay unambiguous.
+-- Word search text of one part: its last 8,000 UTF-8 bytes (cut on a character boundary),
+-- the same cap the client puts on a part's embedding input (pgmem.recall.WHOLE_MESSAGE_BYTES).
+-- A longer text gives a tsquery deep enough to exhaust the server's stack (54001 at ~50,000
+-- words) or too big for tsquery; 8,000 bytes are at most ~4,000 words.
+CREATE OR REPLACE FUNCTION pgmem.word_query(part_text text)
+RETURNS tsquery
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    t text := coalesce(part_text, '');
+    b bytea;
+    s integer := 0;
+BEGIN
+    IF octet_length(t) > 8000 THEN
+        b := convert_to(t, 'UTF8');
+        b := substring(b FROM octet_length(b) - 7999);
+        -- Skip UTF-8 continuation bytes (10xxxxxx) so the cut starts a character.
+        WHILE s < 3 AND (get_byte(b, s) & 192) = 128 LOOP
+            s := s + 1;
+        END LOOP;
+        t := convert_from(substring(b FROM s + 1), 'UTF8');
+    END IF;
+    -- websearch_to_tsquery ANDs every word; a part should match pieces sharing any of its words.
+    RETURN replace(websearch_to_tsquery('english'::regconfig, t)::text, ' & ', ' | ')::tsquery;
+END
+$$;
+COMMENT ON FUNCTION pgmem.word_query(text) IS
+'The word-search query of one part in hybrid recall: websearch_to_tsquery(''english'', the part''s last 8,000 UTF-8 bytes) with its words ORed. Bounded so that any part, however long, gives a query the server can evaluate.';
+
+-- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
+-- stay unambiguous and an old signature without the model check cannot be called.
 DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer);
 DROP FUNCTION IF EXISTS pgmem.fact_recall(text, @VECTOR_SCHEMA@.vector[], integer, double precision, text);
+DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer);
+DROP FUNCTION IF EXISTS pgmem.fact_recall(text, @VECTOR_SCHEMA@.vector[], integer, double precision, text, boolean, integer);
+DROP FUNCTION IF EXISTS pgmem.explain_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, integer);
 
 -- Candidate search, the one place that chooses between exact and index search.
 -- Vectors are unit length on both sides (put_turn and add_facts store unit vectors; the query
@@ -73,6 +166,8 @@ DECLARE
     ann regclass;
     ef integer;
 BEGIN
+    -- Callable on its own (900_grants.sql): the same caps as memory_recall.
+    PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding', ef_search => ef_search);
     IF thread IS NULL AND NOT coalesce(exact, false) THEN
         ann := pgmem.scope_ann_index('piece', scope);
     END IF;
@@ -108,7 +203,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer) IS
-'Top-k memory pieces per unit query vector by inner product: exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64).';
+'Top-k memory pieces per unit query vector by inner product (at most 64 vectors, k <= 1000, checked by check_recall_args): exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64).';
 
 CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     scope text,
@@ -121,7 +216,8 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     candidates integer DEFAULT 20,
     rrf_k integer DEFAULT 60,
     exact boolean DEFAULT false,
-    ef_search integer DEFAULT NULL
+    ef_search integer DEFAULT NULL,
+    model_id text DEFAULT NULL
 ) RETURNS SETOF pgmem.recall_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -130,13 +226,9 @@ AS $$
 DECLARE
     vecs vector[];
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, floor, mode, 'piece.embedding');
-    IF ef_search IS NOT NULL AND (ef_search < 1 OR ef_search > 1000) THEN
-        RAISE EXCEPTION 'ef_search must be between 1 and 1000, got %', ef_search USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
+                                    model_id => model_id, candidates => candidates, rrf_k => rrf_k,
+                                    ef_search => ef_search);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     IF mode = 'vector' THEN
         -- Each part: its own top-x within the scope's memory pieces, then the floor.
@@ -150,13 +242,11 @@ BEGIN
          WHERE -c.ip >= floor
          ORDER BY 1, 2;
     ELSE
-        -- Hybrid: the part's vector candidates and word candidates (websearch_to_tsquery),
+        -- Hybrid: the part's vector candidates and word candidates (pgmem.word_query),
         -- fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
         WITH q AS (
-            -- websearch_to_tsquery ANDs every word; a part should match pieces sharing any of its words.
-            SELECT v.vec, v.part_no,
-                   replace(websearch_to_tsquery('english'::regconfig, coalesce(t.txt, ''))::text, ' & ', ' | ')::tsquery AS tsq
+            SELECT v.vec, v.part_no, pgmem.word_query(t.txt) AS tsq
               FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
         ), vec AS (
@@ -192,8 +282,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64).';
+COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text) IS
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -217,6 +307,8 @@ DECLARE
     ann regclass;
     ef integer;
 BEGIN
+    -- Callable on its own (900_grants.sql): the same caps as fact_recall.
+    PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'fact.embedding', ef_search => ef_search);
     IF thread IS NULL AND NOT coalesce(exact, false) THEN
         ann := pgmem.scope_ann_index('fact', scope);
     END IF;
@@ -260,7 +352,8 @@ CREATE OR REPLACE FUNCTION pgmem.fact_recall(
     floor double precision DEFAULT 0.35,
     thread text DEFAULT NULL,
     exact boolean DEFAULT false,
-    ef_search integer DEFAULT NULL
+    ef_search integer DEFAULT NULL,
+    model_id text DEFAULT NULL
 ) RETURNS SETOF pgmem.fact_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -269,13 +362,8 @@ AS $$
 DECLARE
     vecs vector[];
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    PERFORM pgmem.check_recall_args(part_vectors, NULL, x, floor, 'vector', 'fact.embedding');
-    IF ef_search IS NOT NULL AND (ef_search < 1 OR ef_search > 1000) THEN
-        RAISE EXCEPTION 'ef_search must be between 1 and 1000, got %', ef_search USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmem.check_recall_args(scope, part_vectors, NULL, x, floor, 'vector', 'fact.embedding',
+                                    model_id => model_id, ef_search => ef_search);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     RETURN QUERY
     SELECT c.part_no, (row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.fact_id))::integer,
@@ -286,8 +374,8 @@ BEGIN
      ORDER BY 1, 2;
 END
 $$;
-COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text, boolean, integer) IS
-'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35); exact within the scope unless the scope has a partial ANN index on the fact plane.';
+COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text, boolean, integer, text) IS
+'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35); exact within the scope unless the scope has a partial ANN index on the fact plane. model_id, when given, must be the model of the scope''s stored facts.';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     scope text,
@@ -296,7 +384,8 @@ CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     x integer DEFAULT 5,
     floor double precision DEFAULT 0.2,
     thread text DEFAULT NULL,
-    show integer DEFAULT 10
+    show integer DEFAULT 10,
+    model_id text DEFAULT NULL
 ) RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
                  cosine double precision, score double precision, cosine_floor double precision, verdict text)
 LANGUAGE plpgsql STABLE
@@ -308,13 +397,8 @@ DECLARE
     ann regclass;
     found_ids bigint[] := '{}';
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding');
-    IF show IS NULL OR show < 1 OR show > 1000 THEN
-        RAISE EXCEPTION 'show must be between 1 and 1000, got %', show USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding',
+                                    model_id => model_id, show => show);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     IF thread IS NULL THEN
         ann := pgmem.scope_ann_index('piece', scope);
@@ -345,31 +429,66 @@ BEGIN
      ORDER BY 1, 3;
 END
 $$;
-COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer) IS
+COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text) IS
 'For debugging in psql: each part''s nearest candidates (exact search in the scope) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
                                             x integer, floor double precision, thread text, mode text, results jsonb)
 RETURNS bigint
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
-    INSERT INTO pgmem.recall_log (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results)
-    VALUES (scope, plane, message, part_texts, part_vectors, x, floor, thread, mode, results)
-    RETURNING recall_id
+#variable_conflict use_column
+DECLARE
+    id bigint;
+BEGIN
+    IF plane IS NULL OR plane NOT IN ('memory', 'fact', 'document') THEN
+        RAISE EXCEPTION 'plane must be memory, fact or document, got %', coalesce(plane, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF part_texts IS NULL THEN
+        RAISE EXCEPTION 'part_texts must not be NULL: a logged recall is explained part by part' USING ERRCODE = '22004';
+    END IF;
+    IF results IS NULL THEN
+        RAISE EXCEPTION 'results must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    -- What is logged must be replayable: the same checks as the recall it records.
+    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
+                                    CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END);
+    INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results)
+    VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
+            log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results)
+    RETURNING l.recall_id INTO id;
+    RETURN id;
+END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb) IS
-'Record a recall request and its results, so it can be explained or replayed from psql.';
+'Record a recall request and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
                cosine double precision, score double precision, cosine_floor double precision, verdict text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
-    SELECT e.* FROM pgmem.recall_log l,
-           LATERAL pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show) e
-     WHERE l.scope_id = explain_logged_recall.scope AND l.recall_id = explain_logged_recall.recall_id
+#variable_conflict use_column
+DECLARE
+    l pgmem.recall_log;
+BEGIN
+    IF scope IS NULL OR recall_id IS NULL THEN
+        RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT * INTO l FROM pgmem.recall_log r
+     WHERE r.scope_id = explain_logged_recall.scope AND r.recall_id = explain_logged_recall.recall_id;
+    IF NOT FOUND THEN
+        RETURN;  -- not logged, or not visible from this transaction's scope (row-level security)
+    END IF;
+    IF l.plane <> 'memory' THEN
+        RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT e.* FROM pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show) e;
+END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
 'Replay a logged recall (pgmem.recall_log) through explain_recall: what each part found now, and why hits were cut.';
