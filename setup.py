@@ -1,0 +1,14 @@
+"""The wheel carries the SQL source of truth and the migrations (the build step).
+
+`sql/` and `migrations/` stay at the top of the repository; they are mapped into the package
+as `pgmem.sql` and `pgmem.migrations`, so an installed wheel (and an editable install) reads
+them with importlib.resources. Everything else is configured in pyproject.toml."""
+
+from setuptools import find_packages, setup
+
+MAPPED = {"pgmem.sql": "sql", "pgmem.migrations": "migrations"}
+
+setup(
+    packages=[*find_packages(include=["pgmem", "pgmem.*"]), *MAPPED],
+    package_dir=MAPPED,
+)

