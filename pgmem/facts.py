@@ -14,7 +14,7 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, embed_query
+from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, check_target, embed_query, refusal
 from pgmem.splitting import SplitRules
 from pgmem.text import check_name, check_text
 
@@ -124,17 +124,22 @@ def fact_recall(
     weight: float = DEFAULT_WEIGHT,
     rules: SplitRules = SplitRules(),
 ) -> Recall:
-    """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35)."""
+    """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35). The embedder must be
+    the model the scope's facts were stored with (ModelMismatchError)."""
+    check_target(scope, thread)
     q = embed_query(message, embedder, rules=rules, weight=weight)
     groups = [Group(i + 1, t) for i, t in enumerate(q.texts)]
     with scoped(conn, scope):
-        rows = conn.execute(
-            """SELECT part_no, rank, fact_id, thread_id, turn_index, section, body, cosine, score
-                 FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], x => %s,
-                                        floor => %s, thread => %s)""",
-            (scope, list(np.asarray(q.blended)), x, floor, thread),
-            binary=True,
-        ).fetchall()
+        try:
+            rows = conn.execute(
+                """SELECT part_no, rank, fact_id, thread_id, turn_index, section, body, cosine, score
+                     FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], x => %s,
+                                            floor => %s, thread => %s, model_id => %s)""",
+                (scope, list(np.asarray(q.blended)), x, floor, thread, embedder.model_id),
+                binary=True,
+            ).fetchall()
+        except psycopg.DataError as exc:
+            raise refusal(exc) from None
     for r in rows:
         groups[int(str(r[0])) - 1].hits.append(
             Hit(

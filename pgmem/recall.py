@@ -13,10 +13,13 @@ import psycopg
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
-from pgmem.errors import InputError
+from pgmem.errors import InputError, ModelMismatchError, PgmemError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
+from pgmem.text import check_name, check_text
 
-#: Whole-message cap (seed 000): 8,000 bytes, keeping the end.
+#: Whole-message cap (seed 000): 8,000 bytes, keeping the end. Each part's embedding input is
+#: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
+#: any length is searched by the same text on both sides of hybrid recall.
 WHOLE_MESSAGE_BYTES = 8000
 #: Raw cosine floor for blended MiniLM pieces, from the sweep (docs/evaluation.md, section 7):
 #: at 0.2 a part keeps 99.2% of its gold hits when it shares a message with other subjects
@@ -82,8 +85,7 @@ def embed_query(
     whole_bytes: int = WHOLE_MESSAGE_BYTES,
 ) -> QueryParts:
     """Split `message` and embed its parts plus the whole message in one request."""
-    if not isinstance(message, str):
-        raise InputError("message must be a string")
+    check_text(message, "message")
     parts = split_prompt_chunks(message, rules)
     if not parts:
         raise InputError("message is empty (or only whitespace): nothing to recall")
@@ -93,6 +95,26 @@ def embed_query(
     raw, whole_vec = vectors[:-1], vectors[-1]
     blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
     return QueryParts(parts, raw, whole_vec, blended)
+
+
+def check_target(scope: object, thread: object = None) -> None:
+    """The scope (and thread filter, if any) of a search: storable names, else an InputError."""
+    check_name(scope, "scope")
+    if thread is not None:
+        check_name(thread, "thread")
+
+
+def refusal(exc: psycopg.Error) -> PgmemError:
+    """The PgmemError for a search the database refused: query vectors from another model than
+    the scope's stored ones (pgmem.check_recall_args: 22000, "... from model ...") are a
+    ModelMismatchError; any other bad argument (a wrong dimension, NaN, out of range) an InputError."""
+    diag = exc.diag
+    text = diag.message_primary or " ".join(str(exc).split())
+    if diag.message_hint:
+        text += f" ({diag.message_hint})"
+    if exc.sqlstate == "22000" and " vectors from model " in text:
+        return ModelMismatchError(text)
+    return InputError(text)
 
 
 def _check(x: int, floor: float, mode: str) -> None:
@@ -116,18 +138,27 @@ def recall_vectors(
     mode: str = DEFAULT_MODE,
     message: str = "",
     log: bool = False,
+    model_id: str | None = None,
 ) -> Recall:
-    """One `pgmem.memory_recall` call for all parts (vectors already blended)."""
+    """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
+    model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError)."""
     _check(x, floor, mode)
+    check_target(scope, thread)
+    for i, t in enumerate(part_texts):
+        check_text(t, f"part_texts[{i}]")
+    check_text(message, "message")
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
     with scoped(conn, scope):
-        rows = conn.execute(
-            """SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
-                 FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
-                                          x => %s, floor => %s, thread => %s, mode => %s)""",
-            (scope, list(part_vectors), list(part_texts), x, floor, thread, mode),
-            binary=True,
-        ).fetchall()
+        try:
+            rows = conn.execute(
+                """SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
+                     FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                              x => %s, floor => %s, thread => %s, mode => %s, model_id => %s)""",
+                (scope, list(part_vectors), list(part_texts), x, floor, thread, mode, model_id),
+                binary=True,
+            ).fetchall()
+        except psycopg.DataError as exc:
+            raise refusal(exc) from None
         for r in rows:
             groups[int(str(r[0])) - 1].hits.append(
                 Hit(
@@ -144,21 +175,24 @@ def recall_vectors(
             )
         result = Recall(message, groups)
         if log:
-            row = conn.execute(
-                "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
-                (
-                    scope,
-                    message,
-                    list(part_texts),
-                    list(part_vectors),
-                    x,
-                    floor,
-                    thread,
-                    mode,
-                    json.dumps([asdict(g) for g in groups], ensure_ascii=False),
-                ),
-                binary=True,
-            ).fetchone()
+            try:
+                row = conn.execute(
+                    "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
+                    (
+                        scope,
+                        message,
+                        list(part_texts),
+                        list(part_vectors),
+                        x,
+                        floor,
+                        thread,
+                        mode,
+                        json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+                    ),
+                    binary=True,
+                ).fetchone()
+            except psycopg.DataError as exc:
+                raise refusal(exc) from None
             assert row is not None
             result.recall_id = int(str(row[0]))
     return result
@@ -179,11 +213,23 @@ def recall(
     log: bool = False,
 ) -> Recall:
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
-    `floor` per part. Groups are never merged, padded or deduplicated across parts."""
+    `floor` per part. Groups are never merged, padded or deduplicated across parts. The
+    embedder must be the model the scope's pieces were stored with (ModelMismatchError)."""
     _check(x, floor, mode)
+    check_target(scope, thread)
     q = embed_query(message, embedder, rules=rules, weight=weight)
     return recall_vectors(
-        conn, scope, q.texts, q.blended, x=x, floor=floor, thread=thread, mode=mode, message=message, log=log
+        conn,
+        scope,
+        q.texts,
+        q.blended,
+        x=x,
+        floor=floor,
+        thread=thread,
+        mode=mode,
+        message=message,
+        log=log,
+        model_id=embedder.model_id,
     )
 
 
@@ -199,11 +245,23 @@ def whole_message_recall(
     mode: str = DEFAULT_MODE,
 ) -> Recall:
     """The baseline the seed replaced: one vector for the whole message, one ranked list."""
-    whole = cap_bytes_keep_end(" ".join(message.split()), WHOLE_MESSAGE_BYTES)
+    check_target(scope, thread)
+    whole = cap_bytes_keep_end(" ".join(check_text(message, "message").split()), WHOLE_MESSAGE_BYTES)
     if not whole:
         raise InputError("message is empty (or only whitespace): nothing to recall")
     vec = embedder.embed([whole])
-    return recall_vectors(conn, scope, [whole], vec, x=k, floor=floor, thread=thread, mode=mode, message=message)
+    return recall_vectors(
+        conn,
+        scope,
+        [whole],
+        vec,
+        x=k,
+        floor=floor,
+        thread=thread,
+        mode=mode,
+        message=message,
+        model_id=embedder.model_id,
+    )
 
 
 def _opt_str(v: object) -> str | None:

@@ -23,8 +23,9 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import embed_query
+from pgmem.recall import check_target, embed_query, refusal
 from pgmem.splitting import cap_bytes_keep_end
+from pgmem.text import check_text
 
 #: Bumped whenever chunking or unit derivation changes what a document's units are.
 UNITS_VERSION = 1
@@ -371,22 +372,32 @@ def search_vectors(
     floor: float = DEFAULT_DOC_FLOOR,
     candidates: int = DEFAULT_CANDIDATES,
     message: str = "",
+    model_id: str | None = None,
 ) -> DocSearch:
-    """One `pgmem.document_search` call for all parts (vectors already blended)."""
+    """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
+    model that embedded the parts, must be the model of the scope's units (ModelMismatchError)."""
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
     if not -1.0 <= floor <= 1.0:
         raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
+    if not 1 <= candidates <= 1000:
+        raise InputError(f"candidates must be between 1 and 1000, got {candidates}")
+    check_target(scope)
+    for i, t in enumerate(part_texts):
+        check_text(t, f"part_texts[{i}]")
     groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
     with scoped(conn, scope):
-        rows = conn.execute(
-            """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
-                      span_start, span_end, cosine, score
-                 FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
-                                            x => %s, floor => %s, candidates => %s)""",
-            (scope, list(part_vectors), list(part_texts), x, floor, candidates),
-            binary=True,
-        ).fetchall()
+        try:
+            rows = conn.execute(
+                """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
+                          span_start, span_end, cosine, score
+                     FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                                x => %s, floor => %s, candidates => %s, model_id => %s)""",
+                (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id),
+                binary=True,
+            ).fetchall()
+        except psycopg.DataError as exc:
+            raise refusal(exc) from None
     for r in rows:
         path = r[4]
         groups[int(str(r[0])) - 1].hits.append(
@@ -418,6 +429,18 @@ def search_documents(
     candidates: int = DEFAULT_CANDIDATES,
 ) -> DocSearch:
     """Per-part document search: the message is split and blended as for memory recall;
-    each part's group holds up to `x` whole chunks with the matched unit's span."""
+    each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
+    must be the model the scope's units were stored with (ModelMismatchError)."""
+    check_target(scope)
     q = embed_query(message, embedder)
-    return search_vectors(conn, scope, q.texts, q.blended, x=x, floor=floor, candidates=candidates, message=message)
+    return search_vectors(
+        conn,
+        scope,
+        q.texts,
+        q.blended,
+        x=x,
+        floor=floor,
+        candidates=candidates,
+        message=message,
+        model_id=embedder.model_id,
+    )

@@ -211,26 +211,25 @@ $$;
 COMMENT ON FUNCTION pgmem.reblend_documents(text, double precision) IS
 'Rewrite the search vectors of a scope''s document units: weight 1 = the unit alone, else blended with its chunk context (unit mean of the chunk''s raw unit vectors). No embedding call. Returns the units rewritten.';
 
+-- Earlier signature (before model_id): dropped so the model check cannot be gone around.
+DROP FUNCTION IF EXISTS pgmem.document_search(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, integer);
+
 CREATE OR REPLACE FUNCTION pgmem.document_search(
     scope text,
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
     floor double precision DEFAULT 0.2,
-    candidates integer DEFAULT 50
+    candidates integer DEFAULT 50,
+    model_id text DEFAULT NULL
 ) RETURNS SETOF pgmem.document_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    PERFORM pgmem.check_recall_args(part_vectors, part_texts, x, floor, 'vector', 'piece.embedding');
-    IF candidates IS NULL OR candidates < 1 OR candidates > 10000 THEN
-        RAISE EXCEPTION 'candidates must be between 1 and 10000, got %', candidates USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, 'vector', 'piece.embedding',
+                                    model_id => model_id, candidates => candidates);
     -- Each part: its nearest units, then each chunk once (by its best unit), top x chunks over the floor.
     -- Memory pieces share the plane and are excluded by kind = 'document'.
     RETURN QUERY
@@ -256,5 +255,5 @@ BEGIN
      ORDER BY 1, 2;
 END
 $$;
-COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. Groups are never merged across parts. Never reads memory pieces.';
+COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text) IS
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';

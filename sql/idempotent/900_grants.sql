@@ -132,14 +132,32 @@ GRANT SELECT ON ALL TABLES IN SCHEMA pgmem TO pgmem_app, pgmem_reader;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgmem TO pgmem_app;
 
+-- Functions whose names start with `_` are internal: neither pgmem_app nor pgmem_reader may call
+-- them (the public functions that use them are SECURITY DEFINER and run as the owner), except the
+-- helpers in `callable` below. Those are on the read path of the SECURITY INVOKER recall
+-- functions, so the caller must be able to run them. The recall functions stay invoker, not
+-- definer, so that pgmem_reader (which never runs definer code) can recall in psql and a
+-- superuser keeps reading any scope; in exchange each of these helpers is safe to call directly:
+--   _memory_candidates, _fact_candidates  check their own arguments (pgmem.check_recall_args:
+--       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
+--       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
+--   _scope_index_name  a pure function of its arguments (an index name), read by
+--       scope_ann_index on the recall path.
 DO $$
 DECLARE
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace
+                AND (p.proname NOT LIKE '\_%' OR p.proname = ANY (callable))
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgmem_app', r.fn);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pgmem'::regnamespace AND p.provolatile IN ('i', 's') AND NOT p.prosecdef
+                AND (p.proname NOT LIKE '\_%' OR p.proname = ANY (callable))
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgmem_reader', r.fn);
     END LOOP;

@@ -45,3 +45,10 @@ SELECT * FROM pgmem.memory_recall('demo', ARRAY['[1,2,3]'::vector]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM pgmem.memory_recall(NULL, ARRAY[pg_temp.e(1)]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM pgmem.memory_recall('demo', ARRAY[pg_temp.e(1)], ARRAY['deploy'], mode => 'hybrid', rrf_k => -1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM pgmem.memory_recall('demo', ARRAY[pg_temp.e(1)], floor => 'NaN');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- Query vectors must come from the model the scope's pieces were stored with.
+SELECT * FROM pgmem.memory_recall('demo', ARRAY[pg_temp.e(1)], model_id => 'another-model');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE

@@ -1,0 +1,338 @@
+"""Issue 12, recall side, run as the app role a service uses: a multi-megabyte message in
+hybrid mode (9), every recall argument checked in SQL and internal helpers out of reach (10),
+reads refused with another model than the scope's (11), and unstorable text in a search
+refused as an InputError / one line and exit 2 (8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents, search_documents
+from pgmem.errors import InputError, ModelMismatchError
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.recall import WHOLE_MESSAGE_BYTES, recall, recall_vectors
+from pgmem.splitting import cap_bytes_keep_end
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, hash_vector, make_turn, role_url
+
+__all__ = ["app_conn"]
+
+STORED_MODEL = "test:hash"
+SCOPE = "s"
+
+
+def _populate(app: Conn) -> None:
+    emb = HashEmbedder(model_id=STORED_MODEL)
+    turns = [
+        make_turn(SCOPE, "t", 0, "The staging deploy failed because DEPLOY_TOKEN was missing."),
+        make_turn(SCOPE, "t", 1, "My dogs Biscuit and Juniper need their boosters in March."),
+        make_turn(SCOPE, "t", 2, "The invoice for the zeppelin charter is overdue."),
+    ]
+    report = ingest_turns(app, turns, emb)
+    assert report.inserted == 3 and not report.failed
+    add_facts(app, SCOPE, [Fact("The dogs are called Biscuit and Juniper.")], emb)
+    guide = Document("guide.md", "# Guide\n\nZeppelin charters are booked in spring.\n")
+    docs = add_documents(app, SCOPE, [guide], emb)
+    assert docs.inserted == 1 and not docs.failed
+
+
+@pytest.fixture
+def store(app_conn: Conn) -> Conn:
+    _populate(app_conn)
+    return app_conn
+
+
+# 9. A long message in the default hybrid mode -------------------------------------------
+
+
+def test_multi_megabyte_message_recalls_in_hybrid_mode(store: Conn) -> None:
+    # ~2.4 MB of distinct words (the deepest word query), ending with words of a stored turn.
+    filler = " ".join(f"w{i}" for i in range(330_000))
+    message = f"{filler} zeppelin charter invoice overdue"
+    assert len(message.encode()) > 2 * 2**20
+    result = recall(store, SCOPE, message, HashEmbedder(model_id=STORED_MODEL), mode="hybrid", floor=-1.0)
+    assert 1 <= len(result.groups) <= 8
+    last = result.groups[-1]
+    # The word search of the last part reads the part's end, which names the zeppelin turn.
+    word_hits = [h for h in last.hits if h.word_rank is not None]
+    assert [h.turn_index for h in word_hits] == [2]
+
+    # In SQL, as a psql user or another language would call it: one 3 MB part text.
+    with scoped(store, SCOPE):
+        rows = store.execute(
+            """SELECT turn_index, word_rank FROM pgmem.memory_recall(%s, %s::vector[], %s, floor => -1,
+                                                                    mode => 'hybrid')""",
+            (SCOPE, [hash_vector("q")], [filler + " " + filler[: 2**20] + " biscuit"]),
+            binary=True,
+        ).fetchall()
+    assert (1, 1) in rows
+
+
+def test_word_query_reads_the_same_capped_text_as_the_embedder(store: Conn) -> None:
+    # Multi-byte characters put the 8,000-byte cut inside a character.
+    long = "é€ " * 3000 + "biscuit juniper"
+    capped = cap_bytes_keep_end(long, WHOLE_MESSAGE_BYTES)
+    assert capped != long
+    same = store.execute("SELECT pgmem.word_query(%s)::text = pgmem.word_query(%s)::text", (long, capped)).fetchone()
+    assert same == (True,)
+    # Normal-sized text: the query hybrid recall has always used (words ORed), unchanged.
+    for text in ("My dogs are called Biscuit and Juniper.", 'the "staging deploy" -prod failed or not'):
+        row = store.execute(
+            """SELECT pgmem.word_query(%s)::text,
+                      replace(websearch_to_tsquery('english', %s)::text, ' & ', ' | ')::tsquery::text""",
+            (text, text),
+        ).fetchone()
+        assert row is not None and row[0] == row[1]
+
+
+# 10. Every argument checked in SQL; internal helpers out of the app role's reach --------------
+
+
+def _refused(conn: Conn, query: str, params: tuple[object, ...], state: str, words: str) -> None:
+    with pytest.raises(psycopg.Error) as err, scoped(conn, SCOPE):
+        conn.execute(query, params, binary=True).fetchall()
+    assert err.value.sqlstate == state, err.value
+    assert words in str(err.value)
+
+
+def test_recall_arguments_are_refused_in_sql(store: Conn) -> None:
+    v = [hash_vector("q")]
+    mem = "SELECT * FROM pgmem.memory_recall(%s, %s::vector[], ARRAY['q'], mode => 'hybrid', {})"
+    _refused(store, mem.format("rrf_k => -1"), (SCOPE, v), "22023", "rrf_k must be between 0 and 10000, got -1")
+    _refused(store, mem.format("rrf_k => NULL"), (SCOPE, v), "22023", "rrf_k")
+    for bad in ("0", "1001", "NULL"):
+        _refused(store, mem.format(f"candidates => {bad}"), (SCOPE, v), "22023", "candidates must be between 1")
+    _refused(store, mem.format("ef_search => 0"), (SCOPE, v), "22023", "ef_search")
+    _refused(store, mem.format("floor => 'NaN'"), (SCOPE, v), "22023", "floor is a raw cosine")
+    _refused(
+        store, "SELECT * FROM pgmem.fact_recall(%s, %s::vector[], ef_search => 5000)", (SCOPE, v), "22023", "ef_search"
+    )
+    _refused(
+        store, "SELECT * FROM pgmem.explain_recall(%s, %s::vector[], show => 0)", (SCOPE, v), "22023", "show must be"
+    )
+    _refused(
+        store,
+        "SELECT * FROM pgmem.document_search(%s, %s::vector[], candidates => 5000)",
+        (SCOPE, v),
+        "22023",
+        "candidates must be between 1 and 1000",
+    )
+    _refused(
+        store, "SELECT * FROM pgmem.explain_logged_recall(%s, NULL)", (SCOPE,), "22004", "recall_id must not be NULL"
+    )
+
+
+OK_VECTOR = str(hash_vector("q").tolist())
+#: (plane, part_texts, part_vectors, x, floor, mode) of a log_recall call a recall would accept.
+LOG_OK: tuple[str, list[str], list[str], int, float, str] = ("memory", ["q"], [OK_VECTOR], 5, 0.2, "vector")
+
+
+@pytest.mark.parametrize(
+    ("args", "state", "words"),
+    [
+        ((*LOG_OK[:3], -5, *LOG_OK[4:]), "22023", "x must be between 1 and 1000, got -5"),
+        ((*LOG_OK[:4], float("nan"), *LOG_OK[5:]), "22023", "floor is a raw cosine between -1 and 1, got NaN"),
+        ((*LOG_OK[:2], ["[1,2,3]"], *LOG_OK[3:]), "22000", "has 3 dimensions"),
+        ((*LOG_OK[:5], "bogus"), "22023", "mode must be vector or hybrid, got bogus"),
+        (("bogus", *LOG_OK[1:]), "22023", "plane must be memory, fact or document"),
+        ((*LOG_OK[:1], ["a", "b"], *LOG_OK[2:]), "22023", "part_texts has 2 entries but part_vectors has 1"),
+    ],
+)
+def test_log_recall_stores_only_what_a_recall_accepts(
+    store: Conn, args: tuple[object, ...], state: str, words: str
+) -> None:
+    with scoped(store, SCOPE):  # the valid call is stored
+        store.execute(
+            "SELECT pgmem.log_recall(%s, %s, 'm', %s, %s::vector[], %s, %s, NULL, %s, '[]')", (SCOPE, *LOG_OK)
+        )
+    _refused(
+        store,
+        "SELECT pgmem.log_recall(%s, %s, 'm', %s, %s::vector[], %s, %s, NULL, %s, '[]')",
+        (SCOPE, *args),
+        state,
+        words,
+    )
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (1,)
+
+
+def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
+    many = [hash_vector(f"q{i}") for i in range(65)]
+    for helper in ("_memory_candidates", "_fact_candidates"):
+        _refused(
+            store,
+            f"SELECT count(*) FROM pgmem.{helper}(%s, %s::vector[], 5)",
+            (SCOPE, many),
+            "22023",
+            "at most 64 parts",
+        )
+        _refused(
+            store,
+            f"SELECT count(*) FROM pgmem.{helper}(%s, %s::vector[], 1001)",
+            (SCOPE, many[:1]),
+            "22023",
+            "x must be between 1 and 1000, got 1001",
+        )
+
+
+def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_conn: Conn) -> None:
+    callable_helpers = {"_memory_candidates", "_fact_candidates", "_scope_index_name"}
+    rows = admin_conn.execute(
+        """SELECT p.proname, p.oid::regprocedure::text,
+                  has_function_privilege('pgmem_app', p.oid, 'EXECUTE'),
+                  has_function_privilege('pgmem_reader', p.oid, 'EXECUTE')
+             FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace AND p.proname LIKE '\\_%'"""
+    ).fetchall()
+    internal = [r for r in rows if r[0] not in callable_helpers]
+    assert any(r[0] == "_write_scope" for r in internal)
+    assert [r[1] for r in internal if r[2] or r[3]] == []
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(store, SCOPE):
+        store.execute("SELECT pgmem._write_scope(%s)", (SCOPE,))
+
+
+# 11. Reads refuse another model than the scope's ----------------------------------------------
+
+
+def test_recall_with_another_model_names_both(store: Conn) -> None:
+    other = HashEmbedder(model_id="test:other")
+    checks: list[Callable[[], object]] = [
+        lambda: recall(store, SCOPE, "What are my dogs called?", other),
+        lambda: recall(store, SCOPE, "What are my dogs called?", other, mode="vector"),
+        lambda: fact_recall(store, SCOPE, "What are my dogs called?", other),
+        lambda: search_documents(store, SCOPE, "zeppelin booking", other),
+    ]
+    for call in checks:
+        with pytest.raises(ModelMismatchError) as err:
+            call()
+        assert STORED_MODEL in str(err.value) and "test:other" in str(err.value)
+    with pytest.raises(psycopg.Error) as sql_err, scoped(store, SCOPE):
+        store.execute(
+            "SELECT * FROM pgmem.explain_recall(%s, %s::vector[], model_id => 'test:other')",
+            (SCOPE, [hash_vector("q")]),
+            binary=True,
+        ).fetchall()
+    assert sql_err.value.sqlstate == "22000" and STORED_MODEL in str(sql_err.value)
+    # The scope's own model still reads.
+    same = HashEmbedder(model_id=STORED_MODEL)
+    assert recall(store, SCOPE, "What are my dogs called?", same, floor=-1.0).groups[0].hits
+    assert fact_recall(store, SCOPE, "What are my dogs called?", same, floor=-1.0).groups[0].hits
+    assert search_documents(store, SCOPE, "zeppelin booking", same, floor=-1.0).groups[0].hits
+    # Vectors given directly without a model id: no check (a SQL caller may not know it).
+    assert recall_vectors(store, SCOPE, ["q"], hash_vector("q")[None, :], floor=-1.0, mode="vector").groups[0].hits
+
+
+@pytest.fixture
+def openai_endpoint() -> Iterator[str]:
+    """A local OpenAI-compatible /v1/embeddings endpoint (no network): hash vectors."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            dims = int(body.get("dimensions") or 384)
+            data = [
+                {"object": "embedding", "index": i, "embedding": hash_vector(t, dims).tolist()}
+                for i, t in enumerate(body["input"])
+            ]
+            usage = {"prompt_tokens": 1, "total_tokens": 1}
+            payload = json.dumps({"object": "list", "data": data, "model": body["model"], "usage": usage}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _cli(db_url: str, tmp_path: Path, args: list[str | bytes], **env: str) -> subprocess.CompletedProcess[bytes]:
+    full_env = {
+        **os.environ,
+        "PGMEM_HOME": str(tmp_path / "home"),
+        "DATABASE_URL": role_url(db_url, APP_LOGIN),
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable.encode(), b"-m", b"pgmem", *[a.encode() if isinstance(a, str) else a for a in args]],
+        env=full_env,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[bytes]) -> str:
+    err = proc.stderr.decode("utf-8", "replace").strip()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, err)
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_cli_recall_with_another_model_fails_naming_both(
+    store: Conn, db_url: str, tmp_path: Path, openai_endpoint: str
+) -> None:
+    env = {
+        "PGMEM_EMBEDDER": "openai",
+        "PGMEM_PIECE_DIMS": "384",
+        "PGMEM_FACT_DIMS": "384",
+        "OPENAI_BASE_URL": openai_endpoint,
+        "OPENAI_API_KEY": "sk-test",
+    }
+    for args in (
+        ["recall", "What are my dogs called?", "--scope", SCOPE],
+        ["facts", "search", "What are my dogs called?", "--scope", SCOPE],
+        ["docs", "search", "zeppelin booking", "--scope", SCOPE],
+    ):
+        err = _one_line_error(_cli(db_url, tmp_path, list(args), **env))
+        assert STORED_MODEL in err and "text-embedding-3-small" in err, err
+
+
+# 8. Unstorable text in a search --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["dog\x00s", "dog\udcffs", "\ud800"])
+def test_unstorable_text_in_a_search_is_an_input_error(store: Conn, bad: str) -> None:
+    emb = HashEmbedder(model_id=STORED_MODEL)
+    calls: list[Callable[[], object]] = [
+        lambda: recall(store, SCOPE, bad, emb),
+        lambda: recall(store, bad, "my dogs", emb),
+        lambda: recall(store, SCOPE, "my dogs", emb, thread=bad),
+        lambda: recall_vectors(store, SCOPE, [bad], hash_vector("q")[None, :]),
+        lambda: fact_recall(store, SCOPE, bad, emb),
+        lambda: fact_recall(store, bad, "my dogs", emb),
+        lambda: search_documents(store, SCOPE, bad, emb),
+        lambda: search_documents(store, bad, "zeppelin", emb),
+    ]
+    for call in calls:
+        with pytest.raises(InputError, match=r"NUL|invalid UTF-8"):
+            call()
+
+
+def test_cli_search_with_invalid_bytes_is_one_line_and_exit_2(store: Conn, db_url: str, tmp_path: Path) -> None:
+    for args in (
+        [b"recall", b"dog\xffs", b"--scope", SCOPE.encode()],
+        [b"recall", b"dogs", b"--scope", b"\xff"],
+        [b"recall", b"dogs", b"--scope", SCOPE.encode(), b"--thread", b"t\xfe"],
+        [b"facts", b"search", b"dog\xffs", b"--scope", SCOPE.encode()],
+        [b"docs", b"search", b"dog\xffs", b"--scope", SCOPE.encode()],
+    ):
+        err = _one_line_error(_cli(db_url, tmp_path, list(args)))
+        assert "invalid UTF-8" in err, err
