@@ -1,0 +1,1 @@
+"""Integrations with agent frameworks (optional extras; the core never imports them)."""
