@@ -16,6 +16,9 @@ BEGIN;
 -- tables to them are allowed).
 SELECT create_reference_table('pgmem.embedding_model');
 SELECT create_reference_table('pgmem.vector_column');
+-- The LangGraph store's namespace directory (names only). put_item writes it together with the
+-- scope's store_item row, so put_item runs on the coordinator, not delegated to a shard.
+SELECT create_reference_table('pgmem.store_namespace');
 
 -- Distributed tables, all co-located by scope_id: one scope's rows live on one shard, so every
 -- join and foreign key between them (all include scope_id) stays on that shard.
@@ -27,6 +30,7 @@ SELECT create_distributed_table('pgmem.chunk', 'scope_id', colocate_with => 'pgm
 SELECT create_distributed_table('pgmem.piece', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.fact', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.recall_log', 'scope_id', colocate_with => 'pgmem.scope');
+SELECT create_distributed_table('pgmem.store_item', 'scope_id', colocate_with => 'pgmem.scope');
 
 COMMIT;
 

@@ -111,7 +111,9 @@ BEGIN
                 ('log_recall', 'appends to recall_log of the caller''s scope; pgmem_app may not write tables.'),
                 ('put_document', 'writes the document, its chunks and unit pieces atomically; pgmem_app may not write tables.'),
                 ('remove_document', 'deletes a document of the caller''s scope; pgmem_app may not write tables.'),
-                ('reblend_documents', 'rewrites document unit vectors of the caller''s scope; pgmem_app may not write tables.')
+                ('reblend_documents', 'rewrites document unit vectors of the caller''s scope; pgmem_app may not write tables.'),
+                ('put_item', 'writes a LangGraph store item of the caller''s scope and the namespace directory; pgmem_app may not write tables.'),
+                ('delete_item', 'deletes a LangGraph store item of the caller''s scope, its turn and its directory entry; pgmem_app may not write tables.')
                ) AS d(name, reason)
           JOIN pg_catalog.pg_proc p ON p.proname = d.name AND p.pronamespace = 'pgmem'::regnamespace
     LOOP

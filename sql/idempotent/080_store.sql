@@ -1,0 +1,117 @@
+-- The LangGraph store's functions (pgmem.integrations.langgraph.PgmemStore). Re-runnable.
+-- Tables: sql/incremental/003_store.sql. put_item and delete_item are SECURITY DEFINER
+-- (900_grants.sql): pgmem_app has no INSERT, UPDATE or DELETE on any table.
+
+CREATE OR REPLACE FUNCTION pgmem.store_scope(namespace text[])
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT pg_catalog.string_agg(pg_catalog.replace(pg_catalog.replace(u.label, E'\\', E'\\\\'), '/', E'\\/'), '/' ORDER BY u.i)
+      FROM pg_catalog.unnest(namespace) WITH ORDINALITY AS u(label, i)
+$$;
+COMMENT ON FUNCTION pgmem.store_scope(text[]) IS
+'The scope of a LangGraph namespace: its labels joined by /, each label''s \ and / escaped as \\ and \/ (so two namespaces never share a scope). ("users", "a/b") -> users/a\/b. A scope name is at most 200 characters, so a longer namespace cannot be stored.';
+
+CREATE OR REPLACE FUNCTION pgmem.put_item(
+    scope text,
+    namespace text[],
+    item_key text,
+    value jsonb,
+    thread text DEFAULT NULL
+) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    old_thread text;
+    r record;
+BEGIN
+    IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
+        RAISE EXCEPTION 'put_item: scope, namespace, item_key and value must not be NULL' USING ERRCODE = '22004',
+            HINT = 'Deleting an item is pgmem.delete_item.';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_item.scope), true);
+    IF cardinality(namespace) = 0 OR pgmem.store_scope(namespace) IS DISTINCT FROM put_item.scope THEN
+        RAISE EXCEPTION 'put_item: namespace % belongs to scope %, not %', namespace, pgmem.store_scope(namespace), put_item.scope
+            USING ERRCODE = '22023', HINT = 'The scope of a namespace is pgmem.store_scope(namespace).';
+    END IF;
+    IF jsonb_typeof(value) <> 'object' THEN
+        RAISE EXCEPTION 'put_item: value must be a JSON object, got %', jsonb_typeof(value) USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgmem.scope AS s (scope_id) VALUES (put_item.scope) ON CONFLICT (scope_id) DO NOTHING;
+    SELECT i.thread_id INTO old_thread FROM pgmem.store_item i
+     WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
+    INSERT INTO pgmem.store_item AS i (scope_id, item_key, namespace, value, thread_id)
+    VALUES (put_item.scope, put_item.item_key, put_item.namespace, put_item.value, put_item.thread)
+    ON CONFLICT (scope_id, item_key) DO UPDATE
+       SET value = EXCLUDED.value, thread_id = EXCLUDED.thread_id, updated_at = pg_catalog.now()
+    RETURNING i.created_at, i.updated_at INTO r;
+    -- An item put again without an index keeps no searchable copy of its old text.
+    IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM put_item.thread THEN
+        DELETE FROM pgmem.piece p WHERE p.scope_id = put_item.scope AND p.kind = 'memory' AND p.thread_id = old_thread;
+        DELETE FROM pgmem.thread th WHERE th.scope_id = put_item.scope AND th.thread_id = old_thread;
+    END IF;
+    INSERT INTO pgmem.store_namespace AS n (namespace, scope_name) VALUES (put_item.namespace, put_item.scope)
+    ON CONFLICT (namespace) DO NOTHING;
+    RETURN QUERY SELECT r.created_at, r.updated_at, old_thread;
+END
+$$;
+COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text) IS
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace. Returns the item''s created_at, updated_at and its previous thread.';
+
+CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    old_thread text;
+    found_it boolean;
+BEGIN
+    IF scope IS NULL OR item_key IS NULL THEN
+        RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(delete_item.scope), true);
+    DELETE FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key
+    RETURNING i.thread_id INTO old_thread;
+    found_it := FOUND;
+    IF old_thread IS NOT NULL THEN
+        DELETE FROM pgmem.piece p WHERE p.scope_id = delete_item.scope AND p.kind = 'memory' AND p.thread_id = old_thread;
+        DELETE FROM pgmem.thread th WHERE th.scope_id = delete_item.scope AND th.thread_id = old_thread;
+    END IF;
+    IF found_it AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope) THEN
+        DELETE FROM pgmem.store_namespace n WHERE n.scope_name = delete_item.scope;
+    END IF;
+    RETURN found_it;
+END
+$$;
+COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
+'Delete a LangGraph store item of the transaction''s scope, with its turn and pieces when it was indexed; the namespace leaves pgmem.store_namespace with its last item. Returns whether the item existed; deleting a missing item is not an error.';
+
+CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
+    prefix text[] DEFAULT NULL,
+    suffix text[] DEFAULT NULL,
+    max_depth integer DEFAULT NULL,
+    lim integer DEFAULT 100,
+    off integer DEFAULT 0
+) RETURNS SETOF text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT DISTINCT CASE WHEN max_depth IS NULL THEN n.namespace ELSE n.namespace[1:max_depth] END AS ns
+      FROM pgmem.store_namespace n
+     WHERE (prefix IS NULL OR (cardinality(n.namespace) >= cardinality(prefix) AND NOT EXISTS (
+                SELECT 1 FROM unnest(prefix) WITH ORDINALITY AS p(label, i)
+                 WHERE p.label <> '*' AND n.namespace[p.i] IS DISTINCT FROM p.label)))
+       AND (suffix IS NULL OR (cardinality(n.namespace) >= cardinality(suffix) AND NOT EXISTS (
+                SELECT 1 FROM unnest(suffix) WITH ORDINALITY AS s(label, i)
+                 WHERE s.label <> '*'
+                   AND n.namespace[cardinality(n.namespace) - cardinality(suffix) + s.i::integer] IS DISTINCT FROM s.label)))
+     ORDER BY ns
+     LIMIT lim OFFSET greatest(off, 0)
+$$;
+COMMENT ON FUNCTION pgmem.store_namespaces(text[], text[], integer, integer, integer) IS
+'Namespaces of the LangGraph store that hold items (pgmem.store_namespace), matching a prefix and/or a suffix (a * label matches any label), cut to max_depth labels, distinct and sorted; lim NULL returns all.';
