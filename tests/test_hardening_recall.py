@@ -24,7 +24,17 @@ from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
 from pgmem.recall import WHOLE_MESSAGE_BYTES, recall, recall_vectors
 from pgmem.splitting import cap_bytes_keep_end
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, hash_vector, make_turn, role_url
+from tests.security_helpers import (
+    APP_LOGIN,
+    READER_LOGIN,
+    Conn,
+    HashEmbedder,
+    app_conn,
+    connect_as,
+    hash_vector,
+    make_turn,
+    role_url,
+)
 
 __all__ = ["app_conn"]
 
@@ -186,7 +196,7 @@ def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
         )
 
 
-def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_conn: Conn) -> None:
+def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_conn: Conn, db_url: str) -> None:
     callable_helpers = {"_memory_candidates", "_fact_candidates", "_scope_index_name"}
     rows = admin_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text,
@@ -199,6 +209,18 @@ def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_
     assert [r[1] for r in internal if r[2] or r[3]] == []
     with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(store, SCOPE):
         store.execute("SELECT pgmem._write_scope(%s)", (SCOPE,))
+    # The recall functions run as the caller, so the read-only role still recalls in psql.
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        with scoped(reader, SCOPE):
+            for query in (
+                "SELECT count(*) FROM pgmem.memory_recall(%s, %s::vector[], '{dogs}', floor => -1, mode => 'hybrid')",
+                "SELECT count(*) FROM pgmem.fact_recall(%s, %s::vector[], floor => -1)",
+            ):
+                row = reader.execute(query, (SCOPE, [hash_vector("q")]), binary=True).fetchone()
+                assert row is not None and int(str(row[0])) > 0, query
+    finally:
+        reader.close()
 
 
 # 11. Reads refuse another model than the scope's ----------------------------------------------
