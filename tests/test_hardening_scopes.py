@@ -300,3 +300,32 @@ def test_indexes_named_after_scopes_are_replaced_by_the_plan(store: Conn, owner:
     _every_large_scope_indexed(store)
     defs = store.execute("SELECT string_agg(indexname || ' ' || indexdef, ' ') FROM pg_indexes").fetchone()
     assert defs is not None and _names_in(str(defs[0])) == []
+
+
+def test_what_the_catalog_still_shows(store: Conn, app_conn: Conn, db_url: str) -> None:
+    """docs/security.md, "What the catalog still shows": statistics are hidden from the app and
+    the reader, but index sizes and the planner's estimate for a guessed scope name are not."""
+    store.execute("ANALYZE pgmem.piece")
+    assert store.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'piece'").fetchone() != (0,)
+    store.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        for c in (app_conn, reader):
+            hidden = "SELECT count(*) FROM pg_stats WHERE schemaname = 'pgmem' AND tablename = 'piece'"
+            assert c.execute(hidden).fetchone() == (0,)
+            sizes = c.execute(
+                "SELECT reltuples FROM pg_class"
+                " WHERE relnamespace = 'pgmem'::regnamespace AND relname LIKE 'piece_ann_s%'"
+            ).fetchall()
+            assert sorted(float(str(r[0])) for r in sizes) == [120.0, 120.0]
+
+            def estimate(scope: str, c: Conn = c) -> int:
+                plan = c.execute(
+                    sql.SQL("EXPLAIN SELECT * FROM pgmem.piece WHERE scope_id = {}").format(sql.Literal(scope))
+                ).fetchall()
+                line = next(str(r[0]) for r in plan if "rows=" in str(r[0]) and "piece" in str(r[0]))
+                return int(line.split("rows=")[1].split()[0])
+
+            assert estimate(LARGE[0]) > 50 and estimate("nobody@example.com") < 5
+    finally:
+        reader.close()

@@ -48,7 +48,7 @@ $$;
 -- Index maintenance (pgmem.scope_index_plan) must count every scope's rows: a plan that sees one
 -- scope drops every other scope's index. pgmem_owner is filtered by FORCE like everyone else,
 -- so piece and fact get a second, SELECT-only policy for it, true only when both hold:
---   * pgmem.maintenance = 'on', which scope_index_plan sets for its own duration (SET clause);
+--   * pgmem.maintenance = 'on', which scope_index_plan sets for its own duration (set_config);
 --   * the session's login is a member of pgmem_owner. An app session cannot meet this, even
 --     inside the SECURITY DEFINER write functions (which run as pgmem_owner): session_user
 --     stays the app's login, and only a superuser can change it. So SET pgmem.maintenance

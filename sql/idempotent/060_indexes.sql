@@ -91,13 +91,11 @@ CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
--- Read by the maintenance policy (050_security.sql): inside this function, and only for a login
--- member of pgmem_owner, every scope's rows are visible.
-SET pgmem.maintenance = 'on'
 AS $$
 #variable_conflict use_column
 DECLARE
     conc text := CASE WHEN concurrent THEN 'CONCURRENTLY ' ELSE '' END;
+    prior text := current_setting('pgmem.maintenance', true);
 BEGIN
     -- The plan drops the index of every scope it does not see: it must see them all. A superuser
     -- or BYPASSRLS role does; so does a login member of pgmem_owner (the maintenance policy);
@@ -122,6 +120,11 @@ BEGIN
         RAISE EXCEPTION 'm must be 2..100 and ef_construction 4..1000, got % and %', m, ef_construction
             USING ERRCODE = '22023';
     END IF;
+    -- Read by the maintenance policy (050_security.sql): while it is on, and only for a login that
+    -- is a member of pgmem_owner, every scope's rows are visible. Set here rather than in a SET
+    -- clause (a non-superuser may not attach a custom setting to a function), and put back
+    -- below: RETURN QUERY has read everything by then.
+    PERFORM set_config('pgmem.maintenance', 'on', true);
     RETURN QUERY
     WITH counts AS (
         SELECT 'piece'::text AS plane, p.scope_id, p.scope_no, count(*) AS n
@@ -183,6 +186,7 @@ BEGIN
     )
     SELECT p.scope_id, p.plane, p.n, p.action, p.ddl FROM plan p
      ORDER BY p.action, p.n DESC, p.scope_id, p.step;
+    PERFORM set_config('pgmem.maintenance', coalesce(prior, ''), true);
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
