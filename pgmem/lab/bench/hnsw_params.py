@@ -35,20 +35,30 @@ Conn = psycopg.Connection[tuple[object, ...]]
 X, FLOOR = 5, 0.3
 
 
-def _search_sql(scope: str, halfvec: bool) -> str:
+def _scope_no(conn: Conn, scope: str) -> int:
+    """The scope's number: partial indexes are keyed on it (pgmem.scope_index_plan)."""
+    row = conn.execute("SELECT pgmem.scope_no(%s)", (scope,)).fetchone()
+    if row is None or row[0] is None:
+        raise SystemExit(f"scope {scope} does not exist")
+    return int(str(row[0]))
+
+
+def _search_sql(conn: Conn, scope: str, halfvec: bool) -> str:
+    """The query memory_recall runs on a scope's index: scope and number as literals."""
     order = "c.embedding::halfvec(384) <#> q.vec::halfvec(384)" if halfvec else "c.embedding <#> q.vec"
     return f"""SELECT q.part_no, h.piece_id, h.ip FROM unnest(%s::vector[]) WITH ORDINALITY q(vec, part_no)
       CROSS JOIN LATERAL (SELECT c.piece_id, c.embedding <#> q.vec AS ip FROM pgmem.piece c
-        WHERE c.scope_id = {psycopg.sql.quote(scope)} AND c.kind = 'memory' ORDER BY {order} LIMIT {X}) h"""
+        WHERE c.scope_id = {psycopg.sql.quote(scope)} AND c.scope_no = {_scope_no(conn, scope)}
+          AND c.kind = 'memory' ORDER BY {order} LIMIT {X}) h"""
 
 
 def _other_indexes(conn: Conn, scope: str, keep: str) -> list[str]:
-    """Partial ANN indexes whose predicate names this scope, except the one under test."""
+    """Partial ANN indexes keyed on this scope's number, except the one under test."""
     rows = conn.execute(
         """SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
             WHERE i.indrelid = 'pgmem.piece'::regclass AND c.relname <> %s
-              AND pg_get_expr(i.indpred, i.indrelid) LIKE '%%' || quote_literal(%s) || '%%'""",
-        (keep, scope),
+              AND pg_get_expr(i.indpred, i.indrelid) LIKE '%%(scope_no = ' || %s || ')%%'""",
+        (keep, str(_scope_no(conn, scope))),
     ).fetchall()
     return [str(r[0]) for r in rows]
 
@@ -63,7 +73,7 @@ def measure(
     ef: int,
     iterative: str,
 ) -> tuple[float, float, float]:
-    sql = _search_sql(scope, halfvec)
+    sql = _search_sql(conn, scope, halfvec)
     with conn.transaction(force_rollback=True):
         for other in _other_indexes(conn, scope, index):
             conn.execute(psycopg.sql.SQL("DROP INDEX pgmem.{}").format(psycopg.sql.Identifier(other)))
@@ -175,12 +185,12 @@ def main() -> None:
         conn.execute(
             psycopg.sql.SQL(
                 "CREATE INDEX {} ON pgmem.piece USING hnsw (" + expr + ") WITH (m = {}, ef_construction = {}) "
-                "WHERE scope_id = {} AND kind = 'memory'"
+                "WHERE scope_no = {} AND kind = 'memory'"
             ).format(
                 psycopg.sql.Identifier(index),
                 psycopg.sql.Literal(m),
                 psycopg.sql.Literal(efc),
-                psycopg.sql.Literal(spec.scope_id),
+                psycopg.sql.Literal(_scope_no(conn, spec.scope_id)),
             )
         )
         build = time.perf_counter() - t0
