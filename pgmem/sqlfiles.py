@@ -146,7 +146,7 @@ def apply_idempotent(op: Any, params: InstallParams | None = None, *, revision: 
     if revision is not None and not _is_last_step(revision):
         ctx = op.get_context()
         if ctx.as_sql:
-            ctx.impl.static_output(f"-- sql/idempotent: applied after the last revision of this run, not at {revision}\n")
+            ctx.impl.static_output(f"-- sql/idempotent: applied after this run's last revision, not at {revision}\n")
         return
     for path in idempotent_files():
         apply(op, str(path.relative_to(SQL_DIR)), params)
