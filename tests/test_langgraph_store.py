@@ -1,0 +1,388 @@
+"""PgmemStore, LangGraph's BaseStore on pgmem, driven through LangGraph itself (a compiled
+StateGraph whose nodes use `runtime.store` and `get_store()`) and through the BaseStore API.
+
+Real Postgres (the app login, under row-level security), the real local model where retrieval
+is asserted, LangGraph from PyPI (the [langgraph] extra)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, TypedDict
+
+import psycopg
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
+
+from langgraph.config import get_store
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError, PgmemError, SchemaError
+from pgmem.integrations.langgraph import PgmemStore, item_thread, namespace_scope
+from tests.security_helpers import HashEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+DOG = "My dog Luna hates baths and hides under the bed when she hears the shower."
+TRAIN = "I take the 7:40 train to Utrecht every Tuesday for the planning meeting."
+TEA = "I stopped drinking coffee; now it is green tea with no sugar in the morning."
+
+
+@pytest.fixture
+def store(conn: Conn, embedder: Embedder) -> PgmemStore:
+    return PgmemStore(conn, embedder=embedder)
+
+
+@pytest.fixture
+def hstore(conn: Conn) -> PgmemStore:
+    """A store with the fast hash embedder, for tests where retrieval quality is not asserted."""
+    return PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0)
+
+
+# -- through LangGraph -------------------------------------------------------------------------
+
+
+class State(TypedDict, total=False):
+    user: str
+    remember: list[str]
+    question: str
+    found: list[str]
+    scores: list[float]
+
+
+def _graph(store: PgmemStore) -> Any:
+    def remember(state: State, runtime: Runtime[None]) -> State:
+        assert runtime.store is not None
+        for i, text in enumerate(state.get("remember", [])):
+            runtime.store.put(("users", state["user"], "memories"), f"m{i}", {"text": text})
+        return {}
+
+    def recall(state: State) -> State:
+        items = get_store().search(("users", state["user"], "memories"), query=state["question"], limit=3)
+        return {"found": [str(i.value["text"]) for i in items], "scores": [float(i.score or 0) for i in items]}
+
+    g = StateGraph(State)
+    g.add_node("remember", remember)
+    g.add_node("recall", recall)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", "recall")
+    g.add_edge("recall", END)
+    return g.compile(store=store)
+
+
+def test_a_graph_node_writes_and_searches_memories_through_the_store(store: PgmemStore, admin_conn: Conn) -> None:
+    app = _graph(store)
+    out = app.invoke({"user": "ada", "remember": [DOG, TRAIN, TEA], "question": "what does my dog dislike?"})
+    assert out["found"][0] == DOG
+    assert out["scores"][0] > 0.3
+    assert len(out["found"]) == len(set(out["found"]))
+    # Stored the pgmem way: one turn per item in the namespace's scope, pieces labelled.
+    rows = admin_conn.execute(
+        "SELECT thread_id, turn_index, label FROM pgmem.piece WHERE scope_id = 'users/ada/memories' ORDER BY thread_id"
+    ).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("item:m0", 0), ("item:m1", 0), ("item:m2", 0)]
+    assert all(str(r[2]).startswith("[Turn 0 · Memory · ") for r in rows)  # index "$": the value as JSON
+    # Another user's graph run sees nothing of ada's.
+    other = app.invoke({"user": "bob", "remember": [], "question": "what does my dog dislike?"})
+    assert other["found"] == []
+
+
+def test_an_async_graph_uses_the_async_store_api(store: PgmemStore) -> None:
+    async def remember(state: State, runtime: Runtime[None]) -> State:
+        assert runtime.store is not None
+        for i, text in enumerate(state.get("remember", [])):
+            await runtime.store.aput(("users", state["user"]), f"k{i}", {"text": text})
+        return {}
+
+    async def recall(state: State, runtime: Runtime[None]) -> State:
+        assert runtime.store is not None
+        items = await runtime.store.asearch(("users", state["user"]), query=state["question"], limit=2)
+        return {"found": [str(i.value["text"]) for i in items]}
+
+    g = StateGraph(State)
+    g.add_node("remember", remember)
+    g.add_node("recall", recall)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", "recall")
+    app = g.compile(store=store)
+    out = asyncio.run(app.ainvoke({"user": "cy", "remember": [DOG, TRAIN, TEA], "question": "Which train do I take?"}))
+    assert out["found"][0] == TRAIN
+
+
+# -- the BaseStore API -------------------------------------------------------------------------
+
+
+def test_put_get_update_delete(hstore: PgmemStore) -> None:
+    ns = ("users", "u1")
+    assert hstore.get(ns, "a") is None
+    hstore.put(ns, "a", {"text": "first", "n": 1})
+    item = hstore.get(ns, "a")
+    assert item is not None and item.value == {"text": "first", "n": 1} and item.namespace == ns and item.key == "a"
+    hstore.put(ns, "a", {"text": "second"})
+    again = hstore.get(ns, "a")
+    assert again is not None and again.value == {"text": "second"}
+    assert again.created_at == item.created_at and again.updated_at >= item.updated_at
+    hstore.delete(ns, "a")
+    assert hstore.get(ns, "a") is None
+    hstore.delete(ns, "a")  # deleting a missing item is not an error
+    assert hstore.batch([GetOp(ns, "a"), GetOp(("nobody",), "x")]) == [None, None]
+
+
+def test_a_delete_removes_the_item_turn_and_pieces(hstore: PgmemStore, admin_conn: Conn) -> None:
+    hstore.put(("n",), "k", {"text": "something to forget"})
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'n'").fetchone() == (1,)
+    hstore.batch([PutOp(("n",), "k", None)])  # a PutOp with value None is a delete
+    for table in ("piece", "turn", "thread", "store_item"):
+        assert admin_conn.execute(f"SELECT count(*) FROM pgmem.{table} WHERE scope_id = 'n'").fetchone() == (0,)
+    assert hstore.list_namespaces() == []
+
+
+def test_search_returns_each_item_once_with_its_best_piece_cosine(store: PgmemStore, admin_conn: Conn) -> None:
+    ns = ("u", "long")
+    # A value long enough to be packed into several pieces: still one result.
+    long_text = " ".join(f"Sentence {i} is about gardening and tomatoes in the greenhouse." for i in range(60))
+    store.put(ns, "garden", {"text": long_text})
+    store.put(ns, "dog", {"text": DOG})
+    n = admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'u/long' AND thread_id = 'item:garden'")
+    assert int(str((n.fetchone() or (0,))[0])) > 1
+    found = store.search(ns, query="tomatoes in my greenhouse", limit=10)
+    keys = [i.key for i in found]
+    assert keys[0] == "garden" and len(keys) == len(set(keys))
+    assert found[0].score is not None and 0.3 < found[0].score <= 1.0
+
+
+def test_a_multi_part_query_gets_each_subject_in_the_first_places(store: PgmemStore) -> None:
+    ns = ("u", "multi")
+    for key, text in [("dog", DOG), ("train", TRAIN), ("tea", TEA)]:
+        store.put(ns, key, {"text": text})
+    for i in range(8):  # many near-duplicates of one subject would crowd out the other in one list
+        store.put(ns, f"dog{i}", {"text": f"Luna the dog {i} hates baths and the shower, she hides under the bed."})
+    query = "Does my dog like baths?\nAnd which train do I take to Utrecht on Tuesdays?"
+    found = store.search(ns, query=query, limit=2)
+    assert {i.key for i in found} & {"train"}, [i.key for i in found]
+    assert any(i.key.startswith("dog") for i in found)
+
+
+def test_items_without_index_are_plain_key_value_rows(store: PgmemStore, admin_conn: Conn) -> None:
+    ns = ("kv",)
+    store.put(ns, "prefs", {"theme": "dark", "text": DOG}, index=False)
+    store.put(ns, "dog", {"text": DOG})
+    assert store.get(ns, "prefs") is not None
+    assert {i.key for i in store.search(ns)} == {"prefs", "dog"}
+    assert [i.key for i in store.search(ns, query="my dog hates baths")] == ["dog"]
+    assert [i.key for i in store.search(ns, filter={"theme": "dark"})] == ["prefs"]
+    # An indexed item put again without index loses its searchable copy.
+    store.put(ns, "dog", {"text": DOG}, index=False)
+    assert store.search(ns, query="my dog hates baths") == []
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'kv'").fetchone() == (0,)
+
+
+def test_index_paths_choose_the_text_and_chat_messages_are_a_turn(store: PgmemStore, admin_conn: Conn) -> None:
+    ns = ("paths",)
+    store.put(ns, "a", {"title": "Luna", "body": DOG, "secret": "zebra crossing"}, index=["body"])
+    store.put(ns, "t", {"messages": [{"role": "user", "content": TRAIN}, {"role": "assistant", "content": "Noted."}]},
+              index=["messages"])  # fmt: skip
+    labels = [str(r[0]) for r in admin_conn.execute(
+        "SELECT label FROM pgmem.piece WHERE scope_id = 'paths' ORDER BY thread_id, piece_id")]  # fmt: skip
+    assert labels[0].startswith("[Turn 0 · Memory body · ")
+    assert labels[1].startswith("[Turn 0 · User · ") and labels[2].startswith("[Turn 0 · Assistant step 1 · ")
+    assert "zebra" not in " ".join(str(r[0]) for r in admin_conn.execute("SELECT body FROM pgmem.piece"))
+    assert store.search(ns, query="which train to Utrecht?", limit=1)[0].key == "t"
+    # A store-wide default of index fields.
+    fielded = PgmemStore(store._conn, embedder=store.embedder, index={"fields": ["title"]})
+    fielded.put(("f",), "x", {"title": "the bath-hating dog", "body": "unrelated words"})
+    assert "unrelated" not in str(admin_conn.execute("SELECT string_agg(body, ' ') FROM pgmem.piece "
+                                                     "WHERE scope_id = 'f'").fetchone())  # fmt: skip
+
+
+def test_filters_are_equality_on_the_value(hstore: PgmemStore) -> None:
+    ns = ("f",)
+    hstore.put(ns, "a", {"kind": "note", "meta": {"lang": "en", "tags": ["x"]}, "n": 1})
+    hstore.put(ns, "b", {"kind": "task", "meta": {"lang": "nl"}, "n": 2})
+    assert [i.key for i in hstore.search(ns, filter={"kind": "note"})] == ["a"]
+    assert [i.key for i in hstore.search(ns, filter={"kind": {"$eq": "task"}})] == ["b"]
+    assert [i.key for i in hstore.search(ns, filter={"meta": {"lang": "nl"}})] == ["b"]
+    assert [i.key for i in hstore.search(ns, filter={"n": 1}, query="anything")] == ["a"]
+    assert hstore.search(ns, filter={"kind": "none"}) == []
+    with pytest.raises(InputError, match="equality only"):
+        hstore.search(ns, filter={"n": {"$gt": 1}})
+
+
+def test_search_without_query_pages_newest_first(hstore: PgmemStore) -> None:
+    for i in range(5):
+        hstore.put(("p",), f"k{i}", {"i": i}, index=False)
+    keys = [i.key for i in hstore.search(("p",), limit=10)]
+    assert keys == ["k4", "k3", "k2", "k1", "k0"]
+    assert [i.key for i in hstore.search(("p",), limit=2, offset=1)] == ["k3", "k2"]
+
+
+def test_list_namespaces_and_prefix_search(store: PgmemStore) -> None:
+    store.put(("users", "a", "memories"), "1", {"text": DOG})
+    store.put(("users", "b", "memories"), "1", {"text": TRAIN})
+    store.put(("users", "b", "prefs"), "1", {"text": TEA}, index=False)
+    store.put(("docs", "v1"), "1", {"text": "x"}, index=False)
+    assert store.list_namespaces() == [("docs", "v1"), ("users", "a", "memories"), ("users", "b", "memories"),
+                                       ("users", "b", "prefs")]  # fmt: skip
+    assert store.list_namespaces(prefix=("users", "b")) == [("users", "b", "memories"), ("users", "b", "prefs")]
+    assert store.list_namespaces(suffix=("memories",)) == [("users", "a", "memories"), ("users", "b", "memories")]
+    assert store.list_namespaces(prefix=("users", "*", "prefs")) == [("users", "b", "prefs")]
+    assert store.list_namespaces(max_depth=2) == [("docs", "v1"), ("users", "a"), ("users", "b")]
+    assert store.list_namespaces(limit=1, offset=1) == [("users", "a", "memories")]
+    # A prefix search reaches every namespace under it, each in its own scope.
+    found = store.search(("users",), query="which train do I take on Tuesday?", limit=5)
+    assert found[0].namespace == ("users", "b", "memories")
+    assert {i.namespace for i in found} <= {("users", "a", "memories"), ("users", "b", "memories")}
+    assert {i.namespace for i in store.search(("users",))} == {
+        ("users", "a", "memories"), ("users", "b", "memories"), ("users", "b", "prefs")}  # fmt: skip
+    store.delete(("docs", "v1"), "1")
+    assert ("docs", "v1") not in store.list_namespaces()
+
+
+def test_namespaces_map_to_escaped_scopes(hstore: PgmemStore, conn: Conn) -> None:
+    cases = [("a", "b"), ("a/b",), ("a\\", "b"), ("a\\/b",), ("ü", "👋")]
+    scopes = [namespace_scope(ns) for ns in cases]
+    assert len(set(scopes)) == len(cases)
+    assert scopes[:2] == ["a/b", "a\\/b"]
+    for ns, scope in zip(cases, scopes, strict=True):
+        assert conn.execute("SELECT pgmem.store_scope(%s)", (list(ns),)).fetchone() == (scope,)
+        hstore.put(ns, "k", {"ns": list(ns)}, index=False)
+    for ns in cases:
+        item = hstore.get(ns, "k")
+        assert item is not None and item.value == {"ns": list(ns)} and item.namespace == ns
+    with pytest.raises(InputError, match="at most 200"):
+        hstore.put(("x" * 150, "y" * 60), "k", {})
+    assert item_thread("k") == "item:k" and item_thread("k" * 300).startswith("item-sha256:")
+    hstore.put(("long",), "k" * 300, {"text": "a long key"})
+    assert hstore.get(("long",), "k" * 300) is not None
+
+
+def test_async_api(hstore: PgmemStore) -> None:
+    async def run() -> None:
+        await hstore.aput(("as",), "k", {"text": "async"})
+        item = await hstore.aget(("as",), "k")
+        assert item is not None and item.value == {"text": "async"}
+        assert [i.key for i in await hstore.asearch(("as",), query="async")] == ["k"]
+        assert await hstore.alist_namespaces() == [("as",)]
+        await hstore.adelete(("as",), "k")
+        assert await hstore.aget(("as",), "k") is None
+
+    asyncio.run(run())
+
+
+def test_from_conn_string_setup_and_a_pool(db_url: str, app_url: str) -> None:
+    emb = HashEmbedder()
+    with PgmemStore.from_conn_string(db_url, embedder=emb) as admin_store:
+        admin_store.setup()  # already migrated: a no-op
+    with PgmemStore.from_conn_string(app_url, embedder=emb) as app_store:
+        with pytest.raises(SchemaError, match="migrating role"):
+            app_store.setup()
+        app_store.put(("s",), "k", {"text": "hello"})
+        assert app_store.get(("s",), "k") is not None
+    with PgmemStore.from_conn_string(app_url, embedder=emb, pool_config={"max_size": 3}, floor=-1.0) as pooled:
+        errors: list[BaseException] = []
+
+        def worker(n: int) -> None:
+            try:
+                for i in range(5):
+                    pooled.put(("pool", str(n)), f"k{i}", {"text": f"worker {n} item {i}"})
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(pooled.search(("pool",), limit=100)) == 15
+
+
+# -- hostile input: a clear error, nothing stored lost ---------------------------------------
+
+
+def _deep(n: int) -> dict[str, Any]:
+    v: dict[str, Any] = {}
+    for _ in range(n):
+        v = {"d": v}
+    return v
+
+
+BAD_PUTS: list[tuple[str, tuple[Any, ...], str]] = [
+    ("NUL in a value", (("h",), "k", {"text": "a\x00b"}), "NUL"),
+    ("lone surrogate in a value", (("h",), "k", {"text": "a\udcffb"}), "invalid UTF-8"),
+    ("lone surrogate in a key", (("h",), "k\ud800", {"text": "x"}), "key"),
+    ("NUL in a namespace", (("h\x00",), "k", {"text": "x"}), "namespace"),
+    ("value not a dict", (("h",), "k", ["a"]), "JSON object"),
+    ("non-string key in the value", (("h",), "k", {1: "a"}), "key of type int"),
+    ("NaN", (("h",), "k", {"x": float("nan")}), "NaN"),
+    ("a set", (("h",), "k", {"x": {1, 2}}), "JSON types only"),
+    ("nested 200 deep", (("h",), "k", _deep(200)), "nests deeper"),
+    ("huge", (("h",), "k", {"text": "x" * 5_000_000}), "at most"),
+    ("huge integer", (("h",), "k", {"n": 10**5000}), "not JSON"),
+    ("key too long", (("h",), "k" * 1001, {"text": "x"}), "at most 1000"),
+    ("namespace not a tuple", ("h", "k", {"text": "x"}), "tuple"),
+]
+
+
+@pytest.mark.parametrize("args,expect", [(a, e) for _, a, e in BAD_PUTS], ids=[n for n, _, _ in BAD_PUTS])
+def test_hostile_puts_are_refused_and_nothing_is_lost(hstore: PgmemStore, args: tuple[Any, ...], expect: str) -> None:
+    hstore.put(("h",), "kept", {"text": "stored before"})
+    ns, key, value = args
+    with pytest.raises(PgmemError, match=expect):
+        hstore.batch([PutOp(ns, key, value), PutOp(("h",), "also", {"text": "in the same batch"})])
+    assert hstore.get(("h",), "also") is None  # the batch stored nothing
+    kept = hstore.get(("h",), "kept")
+    assert kept is not None and kept.value == {"text": "stored before"}
+
+
+def test_a_turn_the_pipeline_refuses_rolls_back_the_whole_batch(hstore: PgmemStore) -> None:
+    bad_messages = {"messages": [{"role": "user", "content": "ok"}, {"role": "tool", "content": 5}]}
+    with pytest.raises(InputError, match="content"):
+        hstore.batch([PutOp(("r",), "good", {"text": "fine"}), PutOp(("r",), "bad", bad_messages, index=["messages"])])
+    assert hstore.get(("r",), "good") is None and hstore.list_namespaces() == []
+
+
+@pytest.mark.parametrize(
+    "op,expect",
+    [
+        (SearchOp(("h",), query="a\x00b"), "query"),
+        (SearchOp(("h",), query="x", filter=["a"]), "filter"),  # type: ignore[arg-type]
+        (SearchOp(("h",), query="x", filter={"a": "\udcff"}), "invalid UTF-8"),
+        (SearchOp(("h",), limit=-1), "limit"),
+        (SearchOp(("h",), limit=5000), "at most"),
+        (SearchOp(("h\ud800",)), "namespace_prefix"),
+        (GetOp(("h",), 5), "key must be a string"),  # type: ignore[arg-type]
+        (ListNamespacesOp(max_depth=0), "max_depth"),
+        (
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a",)), MatchCondition("prefix", ("b",)))),
+            "at most one prefix",
+        ),
+        (PutOp(("h",), "k", {"a": 1}, index="text"), "index"),  # type: ignore[arg-type]
+        (PutOp(("h",), "k", {"a": 1}, ttl=5.0), "TTL"),
+        ("not an op", "not a store operation"),
+    ],
+)
+def test_hostile_reads_and_ops_get_one_line_errors(hstore: PgmemStore, op: Any, expect: str) -> None:
+    hstore.put(("h",), "kept", {"text": "stored before"})
+    with pytest.raises(PgmemError, match=expect) as err:
+        hstore.batch([op])
+    assert "\n" not in str(err.value)
+    assert hstore.get(("h",), "kept") is not None
+
+
+def test_the_app_login_stays_in_its_scope(hstore: PgmemStore, conn: Conn) -> None:
+    hstore.put(("t", "a"), "k", {"text": "a's secret"})
+    # Without a scope the app sees no item rows at all; the directory shows names only.
+    assert conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
+    assert conn.execute("SELECT namespace FROM pgmem.store_namespace").fetchall() == [(["t", "a"],)]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("INSERT INTO pgmem.store_namespace (namespace, scope_name) VALUES ('{x}', 'x')")
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 't/b', true)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT pgmem.delete_item('t/a', 'k')")
+    assert hstore.get(("t", "a"), "k") is not None
