@@ -4,6 +4,7 @@ The SQL functions in schema `pgmem` are the API; this package splits, embeds and
 blends, then calls them."""
 
 from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.forget import Forgotten, forget_document, forget_fact, forget_scope, forget_thread, forget_turn
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.recall import Group, Hit, Recall, embed_query, recall
 from pgmem.splitting import SplitRules, split_prompt_chunks
@@ -11,6 +12,7 @@ from pgmem.turns import Turn, read_jsonl, turn_from_dict
 
 __all__ = [
     "Fact",
+    "Forgotten",
     "Group",
     "Hit",
     "IngestReport",
@@ -20,6 +22,11 @@ __all__ = [
     "add_facts",
     "embed_query",
     "fact_recall",
+    "forget_document",
+    "forget_fact",
+    "forget_scope",
+    "forget_thread",
+    "forget_turn",
     "ingest_turns",
     "read_jsonl",
     "recall",

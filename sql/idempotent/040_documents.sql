@@ -172,13 +172,13 @@ BEGIN
         RAISE EXCEPTION 'remove_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(remove_document.scope), true);
-    DELETE FROM pgmem.document d WHERE d.scope_id = remove_document.scope AND d.document_id = remove_document.document_id;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Its facts and recall-log rows go too (070_forget.sql).
+    SELECT f.documents INTO n FROM pgmem.forget_document(remove_document.scope, remove_document.document_id) f;
     RETURN n > 0;
 END
 $$;
 COMMENT ON FUNCTION pgmem.remove_document(text, text) IS
-'Remove a document with its chunks and search units; false when the scope has no such document.';
+'Remove a document with its chunks and search units, the facts whose section is its id (or id#anchor) and the recall-log rows that returned them (pgmem.forget_document); false when the scope has no such document.';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 0.8)
 RETURNS bigint

@@ -113,7 +113,12 @@ BEGIN
                 ('remove_document', 'deletes a document of the caller''s scope; pgmem_app may not write tables.'),
                 ('reblend_documents', 'rewrites document unit vectors of the caller''s scope; pgmem_app may not write tables.'),
                 ('put_item', 'writes a LangGraph store item of the caller''s scope and the namespace directory; pgmem_app may not write tables.'),
-                ('delete_item', 'deletes a LangGraph store item of the caller''s scope, its turn and its directory entry; pgmem_app may not write tables.')
+                ('delete_item', 'deletes a LangGraph store item of the caller''s scope, its turn and its directory entry; pgmem_app may not write tables.'),
+                ('forget_turn', 'deletes a turn, its pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
+                ('forget_thread', 'deletes a thread with its turns, pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
+                ('forget_fact', 'deletes a fact and its recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
+                ('forget_document', 'deletes a document, its chunks, units, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
+                ('forget_scope', 'deletes every row of the caller''s scope, the scope row included; pgmem_app may not write tables.')
                ) AS d(name, reason)
           JOIN pg_catalog.pg_proc p ON p.proname = d.name AND p.pronamespace = 'pgmem'::regnamespace
     LOOP

@@ -1,0 +1,89 @@
+"""Forget: remove a turn, a thread, a whole scope, a fact or a document, with everything derived
+from it (pieces, facts, recall-log rows). Each call is one SQL function (sql/idempotent/
+070_forget.sql) run inside the scope; forgetting what is not there removes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgmem.db import scoped
+from pgmem.errors import DatabaseError, InputError
+from pgmem.text import check_name
+
+#: The largest turn index and fact id the tables can hold (integer, bigint).
+MAX_TURN_INDEX = 2**31 - 1
+MAX_FACT_ID = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """How many rows of each kind one forget call removed."""
+
+    threads: int = 0
+    turns: int = 0
+    pieces: int = 0
+    facts: int = 0
+    documents: int = 0
+    recall_logs: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @property
+    def total(self) -> int:
+        return sum(asdict(self).values())
+
+
+def _whole(value: object, what: str, upper: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= upper:
+        raise InputError(f"{what} must be an integer between 0 and {upper}, got {value!r:.40}")
+    return value
+
+
+def _call(conn: psycopg.Connection[tuple[object, ...]], function: str, args: tuple[object, ...]) -> Forgotten:
+    scope = check_name(args[0], "scope")
+    query = sql.SQL("SELECT threads, turns, pieces, facts, documents, recall_logs FROM {}({})").format(
+        sql.Identifier("pgmem", function), sql.SQL(", ").join(sql.Placeholder() * len(args))
+    )
+    try:
+        with scoped(conn, scope):
+            row = conn.execute(query, args).fetchone()
+    except psycopg.Error as exc:
+        raise DatabaseError.from_driver(exc) from None
+    assert row is not None
+    return Forgotten(*(int(str(v)) for v in row))
+
+
+def forget_turn(conn: psycopg.Connection[tuple[object, ...]], scope: str, thread: str, turn_index: int) -> Forgotten:
+    """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
+    them, and its thread when nothing else of it remains."""
+    check_name(thread, "thread")
+    _whole(turn_index, "turn_index", MAX_TURN_INDEX)
+    return _call(conn, "forget_turn", (scope, thread, turn_index))
+
+
+def forget_thread(conn: psycopg.Connection[tuple[object, ...]], scope: str, thread: str) -> Forgotten:
+    """Forget a whole thread: its turns, pieces, facts and the recall-log rows about it."""
+    check_name(thread, "thread")
+    return _call(conn, "forget_thread", (scope, thread))
+
+
+def forget_fact(conn: psycopg.Connection[tuple[object, ...]], scope: str, fact_id: int) -> Forgotten:
+    """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
+    _whole(fact_id, "fact_id", MAX_FACT_ID)
+    return _call(conn, "forget_fact", (scope, fact_id))
+
+
+def forget_document(conn: psycopg.Connection[tuple[object, ...]], scope: str, document_id: str) -> Forgotten:
+    """Forget a document: its chunks and units, the facts whose section is its id (or
+    `id#anchor`), and the recall-log rows that returned them."""
+    check_name(document_id, "document_id", max_chars=1000)
+    return _call(conn, "forget_document", (scope, document_id))
+
+
+def forget_scope(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> Forgotten:
+    """Forget everything of a scope, the scope itself included (its model binding)."""
+    return _call(conn, "forget_scope", (scope,))

@@ -1,0 +1,240 @@
+-- Forgetting: a turn, a thread, a whole scope, a fact, a document. Re-runnable.
+--
+-- Each forget function runs inside the transaction's scope (pgmem._write_scope: 42501 for any
+-- other scope) and removes what it names together with everything derived from it: the
+-- pieces (their vectors and text), the facts tied to it, and the recall-log rows whose
+-- stored results or thread filter point at it, since those hold copies of the forgotten text
+-- (docs/security.md says what remains outside the tables: WAL, backups, dead tuples).
+-- Forgetting what is not there removes nothing and is not an error, so every call can be
+-- repeated. Each returns one row of counts (pgmem.forget_counts columns, below).
+-- SECURITY DEFINER (900_grants.sql): pgmem_app has no DELETE on any table.
+
+-- Recall-log rows of the scope that reference what is being forgotten: a hit (any object at
+-- any depth of `results`) naming one of the piece or fact ids, the thread (and turn), or the
+-- document; or, for a whole thread, a recall filtered to that thread.
+CREATE OR REPLACE FUNCTION pgmem._forget_logs(
+    scope text,
+    thread text DEFAULT NULL,
+    turn_index integer DEFAULT NULL,
+    piece_ids bigint[] DEFAULT '{}',
+    fact_ids bigint[] DEFAULT '{}',
+    document_id text DEFAULT NULL
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    pieces jsonb[] := ARRAY(SELECT to_jsonb(i) FROM unnest(coalesce(piece_ids, '{}')) AS u(i));
+    facts jsonb[] := ARRAY(SELECT to_jsonb(i) FROM unnest(coalesce(fact_ids, '{}')) AS u(i));
+    n integer;
+BEGIN
+    DELETE FROM pgmem.recall_log l
+     WHERE l.scope_id = _forget_logs.scope
+       AND ((_forget_logs.thread IS NOT NULL AND _forget_logs.turn_index IS NULL AND l.thread_id = _forget_logs.thread)
+            OR EXISTS (
+                SELECT 1 FROM jsonb_path_query(l.results, 'strict $.**') AS o(v)
+                 WHERE jsonb_typeof(o.v) = 'object'
+                   AND ((o.v -> 'piece_id') = ANY (pieces)
+                        OR (l.plane = 'fact' AND (o.v -> 'fact_id') = ANY (facts))
+                        OR (_forget_logs.thread IS NOT NULL AND (o.v ->> 'thread_id') = _forget_logs.thread
+                            AND (_forget_logs.turn_index IS NULL
+                                 OR (o.v -> 'turn_index') = to_jsonb(_forget_logs.turn_index)))
+                        OR (_forget_logs.document_id IS NOT NULL
+                            AND (o.v ->> 'document_id') = _forget_logs.document_id))));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_logs(text, text, integer, bigint[], bigint[], text) IS
+'Internal to the forget functions: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane), the thread (and turn_index, when given) or the document_id, and, when a whole thread is forgotten, the recalls filtered to it. Returns the rows deleted.';
+
+CREATE OR REPLACE FUNCTION pgmem.forget_turn(scope text, thread text, turn_index integer)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    piece_ids bigint[];
+    fact_ids bigint[];
+    n_turns integer;
+    n_threads integer := 0;
+BEGIN
+    IF scope IS NULL OR thread IS NULL OR turn_index IS NULL THEN
+        RAISE EXCEPTION 'forget_turn: scope, thread and turn_index must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
+    -- Lock the turn first: a concurrent put_turn of the same turn waits, then finds it gone.
+    PERFORM 1 FROM pgmem.turn t
+      WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index
+        FOR UPDATE;
+    WITH d AS (
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = forget_turn.scope AND p.kind = 'memory'
+           AND p.thread_id = forget_turn.thread AND p.turn_index = forget_turn.turn_index
+        RETURNING p.piece_id)
+    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
+    WITH d AS (
+        DELETE FROM pgmem.fact f
+         WHERE f.scope_id = forget_turn.scope AND f.thread_id = forget_turn.thread AND f.turn_index = forget_turn.turn_index
+        RETURNING f.fact_id)
+    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    DELETE FROM pgmem.turn t
+     WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index;
+    GET DIAGNOSTICS n_turns = ROW_COUNT;
+    -- A thread left without turns or facts goes too: its name is the caller's data.
+    IF n_turns > 0 THEN
+        DELETE FROM pgmem.thread th
+         WHERE th.scope_id = forget_turn.scope AND th.thread_id = forget_turn.thread
+           AND NOT EXISTS (SELECT 1 FROM pgmem.turn t WHERE t.scope_id = th.scope_id AND t.thread_id = th.thread_id)
+           AND NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = th.scope_id AND f.thread_id = th.thread_id);
+        GET DIAGNOSTICS n_threads = ROW_COUNT;
+    END IF;
+    RETURN QUERY SELECT n_threads, n_turns, cardinality(piece_ids), cardinality(fact_ids), 0,
+                        pgmem._forget_logs(forget_turn.scope, forget_turn.thread, forget_turn.turn_index, piece_ids, fact_ids);
+END
+$$;
+COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
+'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget.';
+
+CREATE OR REPLACE FUNCTION pgmem.forget_thread(scope text, thread text)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    piece_ids bigint[];
+    fact_ids bigint[];
+    n_turns integer;
+    n_threads integer;
+BEGIN
+    IF scope IS NULL OR thread IS NULL THEN
+        RAISE EXCEPTION 'forget_thread: scope and thread must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_thread.scope), true);
+    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_thread.scope AND th.thread_id = forget_thread.thread FOR UPDATE;
+    WITH d AS (
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = forget_thread.scope AND p.kind = 'memory' AND p.thread_id = forget_thread.thread
+        RETURNING p.piece_id)
+    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
+    WITH d AS (
+        DELETE FROM pgmem.fact f WHERE f.scope_id = forget_thread.scope AND f.thread_id = forget_thread.thread
+        RETURNING f.fact_id)
+    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    DELETE FROM pgmem.turn t WHERE t.scope_id = forget_thread.scope AND t.thread_id = forget_thread.thread;
+    GET DIAGNOSTICS n_turns = ROW_COUNT;
+    DELETE FROM pgmem.thread th WHERE th.scope_id = forget_thread.scope AND th.thread_id = forget_thread.thread;
+    GET DIAGNOSTICS n_threads = ROW_COUNT;
+    RETURN QUERY SELECT n_threads, n_turns, cardinality(piece_ids), cardinality(fact_ids), 0,
+                        pgmem._forget_logs(forget_thread.scope, forget_thread.thread, NULL, piece_ids, fact_ids);
+END
+$$;
+COMMENT ON FUNCTION pgmem.forget_thread(text, text) IS
+'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget.';
+
+CREATE OR REPLACE FUNCTION pgmem.forget_fact(scope text, fact_id bigint)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    IF scope IS NULL OR fact_id IS NULL THEN
+        RAISE EXCEPTION 'forget_fact: scope and fact_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_fact.scope), true);
+    DELETE FROM pgmem.fact f WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN QUERY SELECT 0, 0, 0, n, 0,
+                        CASE WHEN n = 0 THEN 0
+                             ELSE pgmem._forget_logs(forget_fact.scope, fact_ids => ARRAY[forget_fact.fact_id]) END;
+END
+$$;
+COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
+'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it) and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact.';
+
+CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    piece_ids bigint[];
+    fact_ids bigint[];
+    n_docs integer;
+BEGIN
+    IF scope IS NULL OR document_id IS NULL THEN
+        RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
+    WITH d AS (
+        DELETE FROM pgmem.piece p
+         USING pgmem.chunk ch
+         WHERE p.scope_id = forget_document.scope AND p.kind = 'document'
+           AND ch.scope_id = p.scope_id AND ch.chunk_id = p.chunk_id AND ch.document_id = forget_document.document_id
+        RETURNING p.piece_id)
+    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
+    -- Facts about a document name it as their section: the id itself, or id#anchor.
+    WITH d AS (
+        DELETE FROM pgmem.fact f
+         WHERE f.scope_id = forget_document.scope
+           AND (f.section = forget_document.document_id
+                OR left(f.section, length(forget_document.document_id) + 1) = forget_document.document_id || '#')
+        RETURNING f.fact_id)
+    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    DELETE FROM pgmem.document d WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id;
+    GET DIAGNOSTICS n_docs = ROW_COUNT;
+    RETURN QUERY SELECT 0, 0, cardinality(piece_ids), cardinality(fact_ids), n_docs,
+                        pgmem._forget_logs(forget_document.scope, piece_ids => piece_ids, fact_ids => fact_ids,
+                                           document_id => forget_document.document_id);
+END
+$$;
+COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor), and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
+
+CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n_threads integer;
+    n_turns integer;
+    n_pieces integer;
+    n_facts integer;
+    n_docs integer;
+    n_logs integer;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'forget_scope: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_scope.scope), true);
+    -- Lock the scope row: a concurrent write of this scope waits, then starts the scope afresh.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = forget_scope.scope FOR UPDATE;
+    DELETE FROM pgmem.piece p WHERE p.scope_id = forget_scope.scope;
+    GET DIAGNOSTICS n_pieces = ROW_COUNT;
+    DELETE FROM pgmem.fact f WHERE f.scope_id = forget_scope.scope;
+    GET DIAGNOSTICS n_facts = ROW_COUNT;
+    DELETE FROM pgmem.turn t WHERE t.scope_id = forget_scope.scope;
+    GET DIAGNOSTICS n_turns = ROW_COUNT;
+    DELETE FROM pgmem.thread th WHERE th.scope_id = forget_scope.scope;
+    GET DIAGNOSTICS n_threads = ROW_COUNT;
+    DELETE FROM pgmem.document d WHERE d.scope_id = forget_scope.scope;  -- chunks follow (cascade)
+    GET DIAGNOSTICS n_docs = ROW_COUNT;
+    DELETE FROM pgmem.recall_log l WHERE l.scope_id = forget_scope.scope;
+    GET DIAGNOSTICS n_logs = ROW_COUNT;
+    -- The scope row last (its model binding and number); any table added later with a
+    -- foreign key to it cascades here.
+    DELETE FROM pgmem.scope s WHERE s.scope_id = forget_scope.scope;
+    RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs;
+END
+$$;
+COMMENT ON FUNCTION pgmem.forget_scope(text) IS
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, and the scope row itself (its model binding). One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';

@@ -1,0 +1,284 @@
+"""Forget (issue 15 item 1): a turn, a thread, a scope, a fact, a document, with the pieces,
+facts and recall-log rows derived from them. Run as the app login (`conn`); `admin_conn` only
+looks under row-level security to prove the rows are gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from pgmem import forget_document, forget_fact, forget_scope, forget_thread, forget_turn
+from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents, remove_document
+from pgmem.errors import DatabaseError, InputError
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.recall import embed_query, recall, recall_vectors
+from tests.security_helpers import HashEmbedder, hash_vector, make_turn
+
+Conn = psycopg.Connection[tuple[object, ...]]
+SECRET = "my locker code is ZEBRA and the spare key hides under the blue flowerpot"
+EMB = HashEmbedder()
+
+
+def _store(conn: Conn, scope: str = "s") -> None:
+    turns = [
+        make_turn(scope, "t", 0, "we planned the harbour trip for saturday"),
+        make_turn(scope, "t", 1, SECRET, tool="locker registry says ZEBRA belongs to you"),
+        make_turn(scope, "t", 2, "the ferry leaves at nine"),
+        make_turn(scope, "u", 0, "another thread about invoices and ledgers"),
+    ]
+    report = ingest_turns(conn, turns, EMB)
+    assert report.inserted == 4 and not report.failed
+    add_facts(
+        conn,
+        scope,
+        [
+            Fact("the user's locker code is ZEBRA", "t", 1),
+            Fact("the trip is on saturday", "t", 0),
+            Fact("thread u is about invoices", "u"),
+        ],
+        EMB,
+    )
+
+
+def _rows(admin: Conn, scope: str = "s") -> dict[str, int]:
+    """Row counts of every scoped table, seen by the superuser (no row-level security)."""
+    out = {}
+    for table in ("scope", "thread", "turn", "piece", "fact", "recall_log", "document", "chunk"):
+        row = admin.execute(f"SELECT count(*) FROM pgmem.{table} WHERE scope_id = %s", (scope,)).fetchone()
+        assert row is not None
+        out[table] = int(str(row[0]))
+    return out
+
+
+def _secret_anywhere(admin: Conn) -> list[str]:
+    """Tables whose rows still hold the forgotten text (any column, as text)."""
+    found = []
+    for table in ("turn", "piece", "fact", "recall_log"):
+        row = admin.execute(
+            f"SELECT count(*) FROM pgmem.{table} x WHERE x::text LIKE '%%ZEBRA%%'"  # table names are fixed
+        ).fetchone()
+        assert row is not None
+        if int(str(row[0])):
+            found.append(table)
+    return found
+
+
+def test_forgotten_turn_never_comes_back_from_any_recall_or_explain(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn)
+    # Recalls that found the turn, logged (memory plane, and a fact-plane log written in SQL).
+    logged = recall(conn, "s", SECRET, EMB, floor=-1, x=10, log=True)
+    assert logged.recall_id is not None
+    assert any(h.turn_index == 1 for g in logged.groups for h in g.hits)
+    facts = fact_recall(conn, "s", "locker code", EMB, floor=-1)
+    fact_ids = [h.piece_id for g in facts.groups for h in g.hits]
+    q = embed_query("locker code", EMB)
+    with scoped(conn, "s"):
+        conn.execute(
+            "SELECT pgmem.log_recall('s', 'fact', 'locker code', %s, %s::vector[], 5, -1, NULL, 'vector', %s::jsonb)",
+            (q.texts, list(q.blended), json.dumps([{"part_no": 1, "hits": [{"fact_id": i} for i in fact_ids]}])),
+        )
+    # A logged recall that never saw the turn (thread u only) stays.
+    other = recall_vectors(conn, "s", ["invoices"], EMB.embed(["invoices"]), thread="u", floor=-1, log=True)
+    assert other.recall_id is not None
+    before = _rows(admin_conn)
+
+    done = forget_turn(conn, "s", "t", 1)
+    assert (done.turns, done.pieces, done.facts, done.threads) == (1, 2, 1, 0)
+    assert done.recall_logs == 2  # the memory recall and the fact recall that returned it
+    after = _rows(admin_conn)
+    assert after["turn"] == before["turn"] - 1 and after["piece"] == before["piece"] - 2
+    assert after["recall_log"] == before["recall_log"] - 2 and after["thread"] == before["thread"]
+    assert _secret_anywhere(admin_conn) == []
+
+    # The exact vector of the forgotten user piece, and its words, find nothing of turn 1.
+    exact = [hash_vector(p) for p in (SECRET,)]
+    with scoped(conn, "s"):
+        for mode in ("vector", "hybrid"):
+            rows = conn.execute(
+                """SELECT turn_index FROM pgmem.memory_recall('s', %s::vector[], %s, x => 1000, floor => -1,
+                                                            mode => %s, exact => true)""",
+                (exact, [SECRET], mode),
+            ).fetchall()
+            assert rows and all(r[0] != 1 for r in rows), mode
+        rows = conn.execute(
+            "SELECT label FROM pgmem.explain_recall('s', %s::vector[], %s, floor => -1, show => 1000)",
+            (exact, [SECRET]),
+        ).fetchall()
+        assert rows and not any("Turn 1 " in str(r[0]) for r in rows)
+        assert conn.execute("SELECT * FROM pgmem.explain_logged_recall('s', %s)", (logged.recall_id,)).fetchall() == []
+        assert conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall('s', %s)", (other.recall_id,)).fetchone()
+        rows = conn.execute(
+            "SELECT body FROM pgmem.fact_recall('s', %s::vector[], x => 1000, floor => -1)",
+            ([hash_vector("the user's locker code is ZEBRA")],),
+        ).fetchall()
+        assert rows and all("ZEBRA" not in str(r[0]) for r in rows)
+    again = recall(conn, "s", SECRET, EMB, floor=-1, x=100, mode="hybrid")
+    assert all(h.turn_index != 1 or h.thread_id != "t" for g in again.groups for h in g.hits)
+    # Forgetting again is not an error and removes nothing.
+    assert forget_turn(conn, "s", "t", 1).total == 0
+
+
+def test_forgotten_turn_is_gone_from_the_ann_index_path(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn)
+    ingest_turns(conn, [make_turn("s", "filler", i, f"filler turn {i}") for i in range(100)], EMB)
+    admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => 100)")
+    with scoped(conn, "s"):
+        row = conn.execute("SELECT pgmem.scope_ann_index('piece', 's')").fetchone()
+    assert row is not None and row[0] is not None  # recall goes through the scope's HNSW index
+    forget_turn(conn, "s", "t", 1)
+    with scoped(conn, "s"):
+        rows = conn.execute(
+            "SELECT turn_index, thread_id FROM pgmem.memory_recall('s', %s::vector[], x => 100, floor => -1)",
+            ([hash_vector(SECRET)],),
+        ).fetchall()
+    assert rows and ("t", 1) not in {(r[1], r[0]) for r in rows}
+
+
+def test_forget_thread_and_the_last_turn_of_a_thread(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn)
+    recall_vectors(conn, "s", ["harbour"], EMB.embed(["harbour"]), thread="t", floor=-1, log=True)
+    done = forget_thread(conn, "s", "t")
+    assert (done.threads, done.turns, done.pieces, done.facts, done.recall_logs) == (1, 3, 4, 2, 1)
+    rows = _rows(admin_conn)
+    assert (rows["thread"], rows["turn"], rows["fact"], rows["recall_log"]) == (1, 1, 1, 0)
+    assert forget_thread(conn, "s", "t").total == 0
+    # Thread u has one turn and one fact: its turn goes, the thread stays while its fact does.
+    assert forget_turn(conn, "s", "u", 0).threads == 0
+    assert _rows(admin_conn)["thread"] == 1
+    assert forget_thread(conn, "s", "u").as_dict() == {
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+    }  # fmt: skip
+
+
+def test_forget_scope_leaves_other_scopes_and_can_start_again(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn, "s")
+    _store(conn, "other")
+    add_documents(conn, "s", [Document("a.md", "# A\n\nabout harbours")], EMB)
+    recall(conn, "s", "harbour", EMB, floor=-1, log=True)
+    other_before = _rows(admin_conn, "other")
+    done = forget_scope(conn, "s")
+    assert (done.threads, done.turns, done.facts, done.documents, done.recall_logs) == (2, 4, 3, 1, 1)
+    assert set(_rows(admin_conn, "s").values()) == {0}
+    assert _rows(admin_conn, "other") == other_before
+    assert ingest_turns(conn, [make_turn("s", "t", 0, "a fresh start")], EMB).inserted == 1
+
+
+def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn)
+    ids = add_facts(conn, "s", [Fact("a fact to drop")], EMB)
+    assert forget_fact(conn, "s", ids[0]).facts == 1
+    assert forget_fact(conn, "s", ids[0]).total == 0
+    assert _rows(admin_conn)["fact"] == 3
+
+
+def test_remove_document_takes_its_facts_and_logs(conn: Conn, admin_conn: Conn) -> None:
+    add_documents(
+        conn, "s", [Document("guide.md", "# Guide\n\nThe locker code is ZEBRA."), Document("b.md", "# B\n\nx")], EMB
+    )
+    add_facts(
+        conn, "s", [Fact("guide says ZEBRA", section="guide.md"), Fact("anchored ZEBRA", section="guide.md#intro")], EMB
+    )
+    add_facts(conn, "s", [Fact("about b", section="b.md"), Fact("guide.mdx is another id", section="guide.mdx")], EMB)
+    q = embed_query("locker", EMB)
+    with scoped(conn, "s"):
+        conn.execute(
+            "SELECT pgmem.log_recall('s', 'document', 'locker', %s, %s::vector[], 5, -1, NULL, 'vector', %s::jsonb)",
+            (q.texts, list(q.blended), json.dumps([{"hits": [{"document_id": "guide.md", "chunk_body": "ZEBRA"}]}])),
+        )
+    assert remove_document(conn, "s", "guide.md") is True
+    assert _secret_anywhere(admin_conn) == []
+    rows = _rows(admin_conn)
+    assert (rows["document"], rows["fact"], rows["recall_log"]) == (1, 2, 0)
+    assert forget_document(conn, "s", "b.md").as_dict() == {
+        "threads": 0, "turns": 0, "pieces": 1, "facts": 1, "documents": 1, "recall_logs": 0,
+    }  # fmt: skip
+    assert remove_document(conn, "s", "guide.md") is False
+
+
+def test_forget_is_bound_to_the_transactions_scope(conn: Conn, admin_conn: Conn) -> None:
+    _store(conn, "victim")
+    before = _rows(admin_conn, "victim")
+    calls = [
+        ("SELECT * FROM pgmem.forget_turn('victim', 't', 1)", ()),
+        ("SELECT * FROM pgmem.forget_thread('victim', 't')", ()),
+        ("SELECT * FROM pgmem.forget_fact('victim', 1)", ()),
+        ("SELECT * FROM pgmem.forget_document('victim', 'a.md')", ()),
+        ("SELECT * FROM pgmem.forget_scope('victim')", ()),
+    ]
+    for call, args in calls:
+        for scope in ("attacker", None):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                if scope:
+                    conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+                conn.execute(call, args)
+    # Under its own scope, the attacker's forget reaches none of the victim's rows.
+    assert forget_scope(conn, "attacker").total == 0
+    assert _rows(admin_conn, "victim") == before
+    # No table privilege: only the functions delete.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'victim', true)")
+        conn.execute("DELETE FROM pgmem.turn")
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda c: forget_turn(c, "s", "t\x00x", 1), "NUL"),
+        (lambda c: forget_turn(c, "s", "t\udcff", 1), "lone surrogate"),
+        (lambda c: forget_turn(c, "s", "t", -1), "turn_index"),
+        (lambda c: forget_turn(c, "s", "t", True), "turn_index"),
+        (lambda c: forget_turn(c, "s", "t", 2**31), "turn_index"),
+        (lambda c: forget_turn(c, "s", "t", "1"), "turn_index"),  # type: ignore[arg-type]
+        (lambda c: forget_thread(c, "s", ["t"]), "thread"),  # type: ignore[arg-type]
+        (lambda c: forget_thread(c, "s", "t" * 10_000), "at most 200"),
+        (lambda c: forget_fact(c, "s", 1.5), "fact_id"),  # type: ignore[arg-type]
+        (lambda c: forget_scope(c, ""), "scope"),
+        (lambda c: forget_document(c, "s", {"id": 1}), "document_id"),  # type: ignore[arg-type]
+    ],
+)
+def test_hostile_forget_arguments_are_input_errors(conn: Conn, admin_conn: Conn, call: object, match: str) -> None:
+    _store(conn)
+    before = _rows(admin_conn)
+    with pytest.raises(InputError, match=match):
+        call(conn)  # type: ignore[operator]
+    assert _rows(admin_conn) == before
+
+
+def test_database_refusal_is_a_pgmem_error(conn: Conn) -> None:
+    # A role without pgmem_app membership cannot run them; here: a NULL from SQL, not Python.
+    with pytest.raises(psycopg.errors.NullValueNotAllowed), scoped(conn, "s"):
+        conn.execute("SELECT * FROM pgmem.forget_turn('s', NULL, 1)")
+    assert issubclass(DatabaseError, Exception)
+
+
+def _cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    from tests.security_helpers import APP_LOGIN, role_url
+
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN)}
+    return subprocess.run(
+        [sys.executable, "-m", "pgmem", "forget", *args], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_cli_forget(conn: Conn, admin_conn: Conn, db_url: str) -> None:
+    _store(conn)
+    done = _cli(db_url, "turn", "--scope", "s", "t", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["turns"] == 1
+    again = _cli(db_url, "turn", "--scope", "s", "t", "1")
+    assert again.returncode == 1 and "nothing to forget" in again.stderr
+    thread = _cli(db_url, "thread", "--scope", "s", "u")
+    assert thread.returncode == 0 and thread.stdout.startswith("1 threads, 1 turns")
+    refused = _cli(db_url, "scope", "--scope", "s")
+    assert refused.returncode == 2 and "--yes" in refused.stderr and refused.stderr.count("\n") == 1
+    bad = _cli(db_url, "thread", "--scope", "s", "bad\udcffname")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert _cli(db_url, "scope", "--scope", "s", "--yes").returncode == 0
+    assert set(_rows(admin_conn).values()) == {0}
