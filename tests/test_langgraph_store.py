@@ -7,6 +7,9 @@ is asserted, LangGraph from PyPI (the [langgraph] extra)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from typing import Any, TypedDict
 
@@ -386,3 +389,39 @@ def test_the_app_login_stays_in_its_scope(hstore: PgmemStore, conn: Conn) -> Non
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT pgmem.delete_item('t/a', 'k')")
     assert hstore.get(("t", "a"), "k") is not None
+
+
+# -- an optional extra: the core never imports it ----------------------------------------------
+
+_CORE_PROBE = """
+import importlib, json, pkgutil, sys
+todo = ["pgmem"]
+while todo:
+    package = importlib.import_module(todo.pop())
+    for m in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if m.name in ("pgmem.lab", "pgmem.__main__", "pgmem.integrations"):
+            continue
+        if m.ispkg:
+            todo.append(m.name)
+        else:
+            importlib.import_module(m.name)
+from pgmem.cli import build_parser
+build_parser().parse_args(["recall", "--scope", "s", "hello"])
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("langgraph", "psycopg_pool")
+                        or m.startswith("pgmem.integrations"))))
+"""
+
+
+def test_the_core_never_imports_the_langgraph_integration() -> None:
+    out = subprocess.run([sys.executable, "-c", _CORE_PROBE], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == []
+
+
+def test_without_the_extra_the_import_names_it() -> None:
+    probe = (
+        "import sys; sys.modules['langgraph'] = None\n"
+        "try:\n    import pgmem.integrations.langgraph\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("ConfigError ") and "pip install 'pgmem[langgraph]'" in out and out.count("\n") == 1
