@@ -71,7 +71,7 @@ def parse_time(value: object, where: str) -> datetime | None:
 
 
 def turn_from_dict(
-    obj: Mapping[str, Any], *, scope: str | None = None, where: str = "turn", origin: str | None = None
+    obj: object, *, scope: str | None = None, where: str = "turn", origin: str | None = None
 ) -> Turn:
     """Validate one JSON turn. `scope` overrides (or supplies) the turn's scope."""
     if not isinstance(obj, Mapping):
@@ -202,8 +202,8 @@ def check_storable(turn: Turn) -> None:
 
 def _find_unstorable(value: object, where: str) -> tuple[str, int, str] | None:
     if isinstance(value, str):
-        found = unstorable(value)
-        return (where, *found) if found else None
+        hit = unstorable(value)
+        return (where, *hit) if hit else None
     if isinstance(value, Mapping):
         for k, v in value.items():
             found = _find_unstorable(k, f"{where} key") or _find_unstorable(v, f"{where}.{k}")

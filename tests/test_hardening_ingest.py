@@ -182,7 +182,7 @@ def test_bad_lines_are_reported_by_line_and_field_and_the_rest_is_stored(
         Turn("s\udcff", "t", 3, None, ({"role": "user", "content": "x"},)),
         Turn("s", "t\x00", 3, None, ({"role": "user", "content": "x"},)),
         Turn("s", "t", 3, None, ({"role": "assistant", "tool_calls": "oops"},)),
-        Turn("s", "t", 3, None, ({"role": "user", "content": {1, 2}},)),  # type: ignore[dict-item]
+        Turn("s", "t", 3, None, ({"role": "user", "content": {1, 2}},)),
         Turn("s", "t", 3, "yesterday", ({"role": "user", "content": "x"},)),  # type: ignore[arg-type]
         Turn("s", "t", True, None, ({"role": "user", "content": "x"},)),
     ],

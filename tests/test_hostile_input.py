@@ -177,7 +177,7 @@ def test_out_of_range_numbers_are_refused(app_conn: Conn) -> None:
         with pytest.raises(psycopg.DataError) as err:
             _put_turn(app_conn, [hash_vector("ok")], turn_index=index)
         assert err.value.sqlstate in ("22023", "22003")
-        with pytest.raises(InputError, match="non-negative integer"):
+        with pytest.raises(InputError, match="turn must be an integer between 0 and 2147483647"):
             from pgmem.turns import turn_from_dict
 
             turn_from_dict({"scope": "s", "thread": "t", "turn": index, "messages": []})

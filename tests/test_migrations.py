@@ -120,6 +120,8 @@ def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, admin_conn
             sys.executable,
             "-m",
             "alembic",
+            "-c",
+            "migrations/alembic.ini",
             "-x",
             f"piece_dims={TEST_DIMS}",
             "-x",
