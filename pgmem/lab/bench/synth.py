@@ -254,9 +254,15 @@ class Store:
             left = spec.facts
             while left > 0:
                 n = min(batch, left)
+                first = spec.facts - left
                 left -= n
                 topics = rng.choice(spec.topics, size=n, p=spec.topic_weights).astype(np.int64)
-                bodies = [f"In topic {t} the team decided something about {WORDS[t % len(WORDS)]}." for t in topics]
+                # Numbered: facts are stored once per content (pgmem.add_facts), and a scope of
+                # 10,000 facts must hold 10,000 rows, not one per topic.
+                bodies = [
+                    f"Fact {first + i}: in topic {t} the team decided something about {WORDS[t % len(WORDS)]}."
+                    for i, t in enumerate(topics)
+                ]
                 yield spec.scope_id, bodies, self.facts.around(rng, topics)
 
     def queries(self, spec: ScopeSpec, parts: int, rng: np.random.Generator, fact_plane: bool = False) -> F32:
