@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any, TypedDict
 
 import psycopg
@@ -425,3 +426,40 @@ def test_without_the_extra_the_import_names_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.startswith("ConfigError ") and "pip install 'pgmem[langgraph]'" in out and out.count("\n") == 1
+
+
+# -- `pgmem eval langgraph`: the side-by-side measurement on a tiny fixture ---------------------
+
+
+def test_eval_langgraph_runs_both_stores_through_the_cli(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+    from tests.test_eval_suites import write_lme
+
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    for var in ("PGMEM_EMBEDDER", "PGMEM_PIECE_DIMS", "PGMEM_FACT_DIMS"):
+        monkeypatch.delenv(var, raising=False)
+    data = write_lme(tmp_path / "lme")
+    assert main(["eval", "langgraph", str(data), "--json", "-o", "k=5"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["questions"] == 3 and result["k"] == 5  # the _abs question is left out
+    assert set(result["results"]) == {"PostgresStore", "PgmemStore"}
+    pg, lg = result["results"]["PgmemStore"], result["results"]["PostgresStore"]
+    assert pg["items"] == 7 and lg["items"] == 13  # a turn per item vs a message per item
+    assert pg["top1"] == 1.0 and pg["top1_ci_low"] <= pg["top1"] <= pg["top1_ci_high"]
+    for r in (pg, lg):
+        assert 0.0 <= r["mrr"] <= 1.0 and r["put_p50_ms"] > 0 and r["search_p50_ms"] > 0
+    assert set(result["pgmem_minus_postgres"]) >= {"top1", "top1_ci_low", "top1_ci_high", "mrr"}
+
+
+def test_turn_ranking_scores_and_bootstrap() -> None:
+    from pgmem.lab.evaluation.langgraph_stores import bootstrap_ci, score, turn_ranking
+
+    assert turn_ranking([4, 4, 2, 4, 7]) == [4, 2, 7]
+    assert score([4, 2, 7], frozenset({2})) == (0.0, 0.5)
+    assert score([2], frozenset({2})) == (1.0, 1.0) and score([], frozenset({2})) == (0.0, 0.0)
+    lo, hi = bootstrap_ci([1.0] * 30 + [0.0] * 70)
+    assert lo < 0.3 < hi and lo > 0.15 and hi < 0.45
+    assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)

@@ -47,6 +47,7 @@ SUITES = {
         Suite("coverage", "pgmem.lab.evaluation.coverage", "multi-question messages: one vector vs per-part", "dir"),
         Suite("docs", "pgmem.lab.evaluation.docs_suite", "documents: one vector per chunk vs derived units", None),
         Suite("sweep", "pgmem.lab.evaluation.sweep", "blend weight and floor sweeps on development data", "path"),
+        Suite("langgraph", "pgmem.lab.evaluation.langgraph_stores", "LangGraph PostgresStore vs PgmemStore", "dir"),
     )
 }
 
