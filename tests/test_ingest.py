@@ -180,7 +180,7 @@ def test_scope_bound_to_its_model(conn: Conn, embedder: Embedder) -> None:
 
 
 def test_invalid_turn_input_names_the_field() -> None:
-    with pytest.raises(InputError, match="turn must be a non-negative integer"):
+    with pytest.raises(InputError, match="turn must be an integer between 0 and 2147483647"):
         turn_from_dict({"scope": "s", "thread": "t", "turn": -1, "messages": []})
     with pytest.raises(InputError, match=r"messages\[0\] must be an object"):
         turn_from_dict({"scope": "s", "thread": "t", "turn": 1, "messages": ["hi"]})

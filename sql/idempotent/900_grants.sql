@@ -150,10 +150,12 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
---       scope_ann_index on the recall path.
+--       scope_ann_index on the recall path;
+--   _write_scope  compares its argument with the caller's own pgmem.scope and raises (42501)
+--       when they differ: it reads no table, and the read functions check the scope with it.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_write_scope'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
