@@ -277,8 +277,9 @@ def test_async_api(hstore: PgmemStore) -> None:
     asyncio.run(run())
 
 
-def test_from_conn_string_setup_and_a_pool(db_url: str, app_url: str) -> None:
+def test_from_conn_string_setup_and_a_pool(db_url: str, app_url: str, admin_conn: Conn) -> None:
     emb = HashEmbedder()
+    PgmemStore(admin_conn, embedder=emb).setup()  # the URL rebuilt from the connection's own parameters
     with PgmemStore.from_conn_string(db_url, embedder=emb) as admin_store:
         admin_store.setup()  # already migrated: a no-op
     with PgmemStore.from_conn_string(app_url, embedder=emb) as app_store:

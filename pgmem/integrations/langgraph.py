@@ -442,6 +442,8 @@ class PgmemStore(BaseStore):
         namespaces = self._namespaces_under(conn, tuple(op.namespace_prefix))
         if not op.query:
             return self._list_items(conn, namespaces, flt, op.limit, op.offset)
+        if not namespaces:
+            return []
         window = op.offset + op.limit
         x = min(1000, max(self.x, 2 * window))
         q = embed_query(op.query, self.embedder)
