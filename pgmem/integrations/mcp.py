@@ -1,0 +1,456 @@
+"""`pgmem mcp`: an MCP server (stdio) over one scope of pgmem memory.
+
+Tools: `remember` (seal a turn or a note into a thread, through `pgmem.ingest_turns`),
+`recall` (`pgmem.recall`: one group per part of the query, labelled with the part),
+`search_documents`, `forget` (a turn or a whole thread); resource `pgmem://threads` (the
+scope's threads and their turn counts). The scope is fixed when the server starts
+(`--scope`): no tool takes a scope, so an agent reaches only the memory it was given.
+
+Every tool argument is checked here and a bad one is a tool error of one line (the server
+keeps serving); the SDK's own argument validation accepts any JSON value, so its multi-line
+messages never reach the client."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar, cast
+
+from pgmem.extras import require
+
+require("mcp", "mcp", "pgmem mcp")
+
+import anyio  # noqa: E402
+import psycopg  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+from mcp.server.stdio import stdio_server  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
+from pydantic import WithJsonSchema  # noqa: E402
+
+from pgmem.db import check_model, connect, scoped  # noqa: E402
+from pgmem.documents.store import DEFAULT_DOC_FLOOR, search_documents  # noqa: E402
+from pgmem.embedders.base import Embedder  # noqa: E402
+from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
+from pgmem.forget import forget_thread, forget_turn  # noqa: E402
+from pgmem.ingest import ingest_turns  # noqa: E402
+from pgmem.recall import DEFAULT_FLOOR, recall  # noqa: E402
+from pgmem.text import check_name, check_text  # noqa: E402
+from pgmem.turns import MAX_DEPTH, parse_time, turn_from_dict  # noqa: E402
+
+log = logging.getLogger("pgmem.mcp")
+
+#: Bounds on what one tool call may carry: a remembered turn (its messages as JSON), a query.
+MAX_TURN_BYTES = 1_000_000
+MAX_MESSAGES = 1_000
+MAX_QUERY_BYTES = 100_000
+MAX_X = 50
+DEFAULT_THREAD = "notes"
+THREADS_URI = "pgmem://threads"
+
+T = TypeVar("T")
+
+
+# Parameters the SDK passes through as any JSON value while advertising a JSON schema: the
+# checks (and their one-line errors) are pgmem's own, below.
+Str = Annotated[object, WithJsonSchema({"type": "string"})]
+OptStr = Annotated[object, WithJsonSchema({"type": ["string", "null"]})]
+OptIndex = Annotated[object, WithJsonSchema({"type": ["integer", "null"], "minimum": 0})]
+OptX = Annotated[object, WithJsonSchema({"type": ["integer", "null"], "minimum": 1, "maximum": 50})]
+OptFloor = Annotated[object, WithJsonSchema({"type": ["number", "null"], "minimum": -1, "maximum": 1})]
+Messages = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            "type": ["array", "null"],
+            "items": {"type": "object"},
+            "description": "OpenAI chat messages: {role, content, tool_calls?, tool_call_id?}",
+        }
+    ),
+]
+Time = Annotated[object, WithJsonSchema({"type": ["string", "null"], "description": "ISO 8601; default now"})]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Memory:
+    """What the tools do, on one database and one scope. One connection, opened lazily and
+    reopened after a failure; calls are serialised (the SDK runs sync tools in threads)."""
+
+    def __init__(self, url: str, scope: str, embedder: Embedder, *, default_thread: str = DEFAULT_THREAD) -> None:
+        self.url = url
+        self.scope = check_name(scope, "--scope")
+        self.default_thread = check_name(default_thread, "--thread")
+        self.embedder = embedder
+        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._lock = threading.Lock()
+
+    def conn(self) -> psycopg.Connection[tuple[object, ...]]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self.url)
+        return self._conn
+
+    def check(self) -> None:
+        """Fail at start, not at the first call, when the schema or the model does not fit."""
+        check_model(self.conn(), plane="piece", model_id=self.embedder.model_id, dims=self.embedder.dims)
+
+    def run(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one tool body: every failure becomes a one-line ToolError."""
+        with self._lock:
+            try:
+                return fn()
+            except ToolError:
+                raise
+            except PgmemError as exc:
+                raise ToolError(_one_line(str(exc))) from None
+            except psycopg.Error as exc:
+                if self._conn is not None and (self._conn.broken or self._conn.closed):
+                    self._conn = None
+                raise ToolError(_one_line(str(DatabaseError.from_driver(exc)))) from None
+            except RecursionError:
+                raise ToolError(f"{what}: input nested too deeply") from None
+            except Exception as exc:  # a bug: one line to the client, the traceback to stderr
+                log.exception("%s failed", what)
+                raise ToolError(f"{what}: internal error ({type(exc).__name__})") from None
+
+    # -- remember -----------------------------------------------------------------------------
+
+    def remember(
+        self, messages: object, note: object, thread: object, turn_index: object, time: object
+    ) -> dict[str, Any]:
+        th = self.default_thread if thread is None else check_name(thread, "thread")
+        if (messages is None) == (note is None):
+            raise ToolError("give either messages (a list of OpenAI chat messages) or note (a string), not both")
+        if note is not None:
+            body = check_text(note, "note")
+            if not body.strip():
+                raise ToolError("note is empty")
+            if len(body.encode("utf-8")) > MAX_TURN_BYTES:
+                raise ToolError(f"note is {len(body.encode('utf-8')):,} bytes; at most {MAX_TURN_BYTES:,}")
+            msgs: object = [{"role": "user", "content": body}]
+        else:
+            msgs = messages
+        if not isinstance(msgs, list):
+            raise ToolError(f"messages must be a list of OpenAI chat messages, got {type(msgs).__name__}")
+        if not msgs or len(msgs) > MAX_MESSAGES:
+            raise ToolError(f"messages must hold 1 to {MAX_MESSAGES:,} messages, got {len(msgs):,}")
+        _check_depth(msgs, "messages")
+        size = len(json.dumps(msgs, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
+        if size > MAX_TURN_BYTES:
+            raise ToolError(f"messages are {size:,} bytes as JSON; at most {MAX_TURN_BYTES:,} per turn")
+        when = parse_time(time, "time") or datetime.now(UTC)
+        if turn_index is not None and (
+            not isinstance(turn_index, int) or isinstance(turn_index, bool) or not 0 <= turn_index <= 2**31 - 1
+        ):
+            raise ToolError(f"turn_index must be an integer between 0 and 2147483647, got {turn_index!r:.40}")
+        conn = self.conn()
+        # The next index of the thread is read and written under one lock per (scope, thread),
+        # so two servers on one scope never give two turns the same index (one would replace
+        # the other).
+        key = f"pgmem.remember:{self.scope}:{th}"
+        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        try:
+            index = turn_index if turn_index is not None else self._next_index(conn, th)
+            turn = turn_from_dict(
+                {"thread": th, "turn": index, "messages": msgs, "time": when.isoformat()},
+                scope=self.scope,
+                where="turn",
+            )
+            report = ingest_turns(conn, [turn], self.embedder)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        if report.failed:
+            raise ToolError(_one_line(report.failed[0][1]))
+        status = "inserted" if report.inserted else "replaced" if report.replaced else "unchanged"
+        return {"thread": th, "turn_index": index, "status": status, "pieces": report.pieces}
+
+    def _next_index(self, conn: psycopg.Connection[tuple[object, ...]], thread: str) -> int:
+        with scoped(conn, self.scope):
+            row = conn.execute(
+                "SELECT coalesce(max(turn_index) + 1, 0) FROM pgmem.turn WHERE scope_id = %s AND thread_id = %s",
+                (self.scope, thread),
+            ).fetchone()
+        assert row is not None
+        return int(str(row[0]))
+
+    # -- recall, search_documents ---------------------------------------------------------------
+
+    def recall(self, query: object, thread: object, x: object, floor: object) -> dict[str, Any]:
+        q = _query(query)
+        th = None if thread is None else check_name(thread, "thread")
+        n = _x(x)
+        fl = _floor(floor, DEFAULT_FLOOR)
+        result = recall(self.conn(), self.scope, q, self.embedder, x=n, floor=fl, thread=th)
+        return {
+            "query": q,
+            "groups": [
+                {
+                    "part": g.part_no,
+                    "part_text": g.part_text,
+                    "hits": [
+                        {
+                            "rank": h.rank,
+                            "thread": h.thread_id,
+                            "turn_index": h.turn_index,
+                            "label": h.label,
+                            "text": h.body,
+                            "cosine": round(h.cosine, 4),
+                        }
+                        for h in g.hits
+                    ],
+                }
+                for g in result.groups
+            ],
+        }
+
+    def search_documents(self, query: object, x: object, floor: object) -> dict[str, Any]:
+        q = _query(query)
+        result = search_documents(
+            self.conn(), self.scope, q, self.embedder, x=_x(x), floor=_floor(floor, DEFAULT_DOC_FLOOR)
+        )
+        return {
+            "query": q,
+            "groups": [
+                {
+                    "part": g.part_no,
+                    "part_text": g.part_text,
+                    "hits": [
+                        {
+                            "rank": h.rank,
+                            "document_id": h.document_id,
+                            "heading_path": h.heading_path,
+                            "chunk": h.chunk_body,
+                            "matched": h.matched,
+                            "cosine": round(h.cosine, 4),
+                        }
+                        for h in g.hits
+                    ],
+                }
+                for g in result.groups
+            ],
+        }
+
+    # -- forget, threads ----------------------------------------------------------------------------
+
+    def forget(self, thread: object, turn_index: object) -> dict[str, Any]:
+        th = check_name(thread, "thread")
+        if turn_index is None:
+            done = forget_thread(self.conn(), self.scope, th)
+        else:
+            if not isinstance(turn_index, int) or isinstance(turn_index, bool) or not 0 <= turn_index <= 2**31 - 1:
+                raise ToolError(f"turn_index must be an integer between 0 and 2147483647, got {turn_index!r:.40}")
+            done = forget_turn(self.conn(), self.scope, th, turn_index)
+        return {"thread": th, "turn_index": turn_index, "forgotten": done.as_dict()}
+
+    def threads(self) -> dict[str, Any]:
+        conn = self.conn()
+        with scoped(conn, self.scope):
+            rows = conn.execute(
+                """SELECT th.thread_id, count(t.turn_index), max(t.turn_time)
+                     FROM pgmem.thread th
+                     LEFT JOIN pgmem.turn t ON t.scope_id = th.scope_id AND t.thread_id = th.thread_id
+                    WHERE th.scope_id = %s
+                    GROUP BY th.thread_id ORDER BY th.thread_id""",
+                (self.scope,),
+            ).fetchall()
+        return {
+            "scope": self.scope,
+            "threads": [
+                {
+                    "thread": str(r[0]),
+                    "turns": int(str(r[1])),
+                    "last_turn_time": r[2].isoformat() if isinstance(r[2], datetime) else None,
+                }
+                for r in rows
+            ],
+        }
+
+
+def _query(value: object) -> str:
+    q = check_text(value, "query")
+    if not q.strip():
+        raise ToolError("query is empty")
+    size = len(q.encode("utf-8"))
+    if size > MAX_QUERY_BYTES:
+        raise ToolError(f"query is {size:,} bytes; at most {MAX_QUERY_BYTES:,}")
+    return q
+
+
+def _x(value: object) -> int:
+    if value is None:
+        return 5
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_X:
+        raise ToolError(f"x must be an integer between 1 and {MAX_X}, got {value!r:.40}")
+    return value
+
+
+def _floor(value: object, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not -1.0 <= float(value) <= 1.0:
+        raise ToolError(f"floor must be a raw cosine between -1 and 1, got {value!r:.40}")
+    return float(value)
+
+
+def _check_depth(value: object, what: str) -> None:
+    """Refuse JSON nested deeper than the turn checks accept, without recursing on it."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ToolError(f"{what} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(v, dict):
+            stack.extend((c, depth + 1) for c in v.values())
+        elif isinstance(v, list):
+            stack.extend((c, depth + 1) for c in v)
+
+
+def build_server(memory: Memory) -> MCPServer:
+    """The MCP server of one scope: four tools and the threads resource."""
+    server: MCPServer = MCPServer(
+        name="pgmem",
+        instructions=(
+            f"Long-term memory of scope {memory.scope!r} in Postgres. `remember` stores a finished turn "
+            "(OpenAI-format messages) or a note; `recall` returns, for each part of your query, the "
+            "stored pieces that match it; `forget` removes a turn or a thread for good."
+        ),
+    )
+
+    @server.tool(
+        description=(
+            "Remember a sealed turn (a list of OpenAI chat messages: user, assistant with tool_calls, tool) "
+            "or a plain note, in a thread of this server's scope. The turn gets the thread's next index "
+            "unless turn_index is given (the same index again replaces that turn). Returns the thread, "
+            "the turn index and how many pieces were stored."
+        ),
+        structured_output=True,
+    )
+    def remember(
+        messages: Messages = None,
+        note: OptStr = None,
+        thread: OptStr = None,
+        turn_index: OptIndex = None,
+        time: Time = None,
+    ) -> dict[str, Any]:
+        return memory.run("remember", lambda: memory.remember(messages, note, thread, turn_index, time))
+
+    @server.tool(
+        description=(
+            "Recall memory for a message. The message is split into parts (sentences, at most 8); each "
+            "part is searched on its own and returns its own group of up to x hits above a cosine floor, "
+            "labelled with the part's text. Groups are never merged: read each group for its part."
+        ),
+        structured_output=True,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    def recall(
+        query: Str,
+        thread: OptStr = None,
+        x: OptX = None,
+        floor: OptFloor = None,
+    ) -> dict[str, Any]:
+        return memory.run("recall", lambda: memory.recall(query, thread, x, floor))
+
+    @server.tool(
+        description=(
+            "Search this scope's Markdown documents (added with `pgmem docs add`). Per part of the query, "
+            "up to x whole sections, each with the text that matched."
+        ),
+        structured_output=True,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    def search_documents(
+        query: Str,
+        x: OptX = None,
+        floor: OptFloor = None,
+    ) -> dict[str, Any]:
+        return memory.run("search_documents", lambda: memory.search_documents(query, x, floor))
+
+    @server.tool(
+        description=(
+            "Forget a turn (thread and turn_index) or, without turn_index, a whole thread: its pieces, the "
+            "facts about it and the logged recalls that returned it are deleted. Cannot be undone."
+        ),
+        structured_output=True,
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+    )
+    def forget(thread: Str, turn_index: OptIndex = None) -> dict[str, Any]:
+        return memory.run("forget", lambda: memory.forget(thread, turn_index))
+
+    @server.resource(
+        THREADS_URI,
+        name="threads",
+        description="The threads of this server's scope, with their turn counts and latest turn time.",
+        mime_type="application/json",
+    )
+    def threads() -> str:
+        return json.dumps(memory.run("threads", memory.threads))
+
+    return server
+
+
+#: Arguments nested deeper than this are cut here, before the SDK parses the line: its JSON
+#: parser stops at about 200 levels and then drops the request unanswered (the client waits
+#: until its timeout). Anything nested deeper than MAX_DEPTH is refused by the checks anyway.
+TRIM_DEPTH = 100
+TOO_DEEP = {"pgmem": "cut: nested too deeply"}
+
+
+def _trim(value: object, depth: int) -> object:
+    if depth >= TRIM_DEPTH and isinstance(value, dict | list):
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {k: _trim(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trim(v, depth + 1) for v in value]
+    return value
+
+
+def guard_line(line: str) -> str:
+    """One incoming JSON-RPC line, with tool arguments nested over TRIM_DEPTH levels cut, so the
+    request reaches the tool and gets its one-line error. Any other line passes unchanged."""
+    if line.count("{") + line.count("[") < TRIM_DEPTH:
+        return line
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return line
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict) or not isinstance(params.get("arguments"), dict):
+        return line
+    params["arguments"] = _trim(params["arguments"], 1)
+    return json.dumps(message) + "\n"
+
+
+class _GuardedLines:
+    """stdin as the SDK's stdio transport reads it (`async for line in ...`), through guard_line."""
+
+    def __init__(self, inner: anyio.AsyncFile[str]) -> None:
+        self.inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self.inner:
+            yield guard_line(line)
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    guarded = cast("anyio.AsyncFile[str]", _GuardedLines(stdin))
+    async with stdio_server(stdin=guarded) as (read_stream, write_stream):
+        # MCPServer.run_stdio_async, with the guarded stdin (the SDK takes no other hook for it).
+        low = server._lowlevel_server
+        await low.run(read_stream, write_stream, low.create_initialization_options())
+
+
+def serve(url: str, scope: str, embedder: Embedder, *, default_thread: str = DEFAULT_THREAD) -> None:
+    """Check the database and the model, then serve MCP on stdin/stdout until the client closes."""
+    memory = Memory(url, scope, embedder, default_thread=default_thread)
+    memory.check()
+    anyio.run(_run_stdio, build_server(memory))

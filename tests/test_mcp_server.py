@@ -1,0 +1,298 @@
+"""`pgmem mcp` (issue 16 items 3 and 4), driven by the MCP SDK's own client over stdio: the
+server is spawned as `python -m pgmem mcp --scope ...` with DATABASE_URL naming the test
+database as the app login, and the local model embeds (retrieval quality is part of the test)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+
+pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
+
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent, TextResourceContents
+
+from pgmem import cli
+from tests.security_helpers import APP_LOGIN, role_url
+
+Conn = psycopg.Connection[tuple[object, ...]]
+REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+DOGS = [
+    {
+        "role": "user",
+        "content": "We adopted two puppies this weekend: a beagle named Biscuit and a collie named Pepper.",
+    },
+    {"role": "assistant", "content": "Congratulations! Biscuit and Pepper are lovely names for a beagle and a collie."},
+]
+FERRY = [
+    {"role": "user", "content": "Book the ferry to the island for Saturday morning."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "book_ferry", "arguments": '{"day": "Saturday"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "Booked: ferry departs the harbour at 9:40 on Saturday, pier 3."},
+]
+
+
+def _params(db_url: str, scope: str, home: Path, *extra: str) -> StdioServerParameters:
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN), "PGMEM_HOME": str(home)}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "pgmem", "mcp", "--scope", scope, *extra], env=env, cwd=str(REPO)
+    )
+
+
+def _session(params: StdioServerParameters, body: Callable[[Client], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with Client(params, read_timeout_seconds=120) as client:
+            return await body(client)
+
+    return asyncio.run(main())
+
+
+def _data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def _error(result: CallToolResult) -> str:
+    assert result.is_error, result.structured_content
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    text = result.content[0].text
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+def _turns(group: dict[str, Any]) -> set[tuple[str, int]]:
+    return {(h["thread"], h["turn_index"]) for h in group["hits"]}
+
+
+def test_tools_remember_recall_forget_over_stdio(db_url: str, app_url: str, tmp_path: Path) -> None:
+    async def body(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        tools = (await client.list_tools()).tools
+        out["tools"] = [
+            {
+                "name": t.name,
+                "input": sorted(t.input_schema.get("properties", {})),
+                "required": t.input_schema.get("required", []),
+            }
+            for t in tools
+        ]
+        out["dogs"] = _data(await client.call_tool("remember", {"messages": DOGS, "thread": "home"}))
+        out["ferry"] = _data(await client.call_tool("remember", {"messages": FERRY, "thread": "home"}))
+        out["note"] = _data(await client.call_tool("remember", {"note": "The user prefers window seats on trains."}))
+        out["recall"] = _data(
+            await client.call_tool(
+                "recall", {"query": "What are my dogs called? When does the ferry leave on Saturday?"}
+            )
+        )
+        resources = (await client.list_resources()).resources
+        out["resources"] = [str(r.uri) for r in resources]
+        listing = (await client.read_resource("pgmem://threads")).contents[0]
+        assert isinstance(listing, TextResourceContents)
+        out["threads"] = json.loads(listing.text)
+        out["forget"] = _data(await client.call_tool("forget", {"thread": "home", "turn_index": 0}))
+        out["after"] = _data(
+            await client.call_tool("recall", {"query": "What are my dogs called?", "x": 50, "floor": -1})
+        )
+        out["forget_thread"] = _data(await client.call_tool("forget", {"thread": "notes"}))
+        listing = (await client.read_resource("pgmem://threads")).contents[0]
+        assert isinstance(listing, TextResourceContents)
+        out["threads_after"] = json.loads(listing.text)
+        return out
+
+    out = _session(_params(db_url, "agent-a", tmp_path), body)
+    print("tools as the client saw them:", json.dumps(out["tools"]))
+    assert [t["name"] for t in out["tools"]] == ["remember", "recall", "search_documents", "forget"]
+    assert all("scope" not in t["input"] for t in out["tools"])  # the scope is the server's, never an argument
+    assert out["dogs"] == {"thread": "home", "turn_index": 0, "status": "inserted", "pieces": 2}
+    assert out["ferry"]["turn_index"] == 1 and out["ferry"]["pieces"] == 2  # the next index of the thread
+    assert out["note"]["thread"] == "notes" and out["note"]["turn_index"] == 0
+
+    groups = out["recall"]["groups"]
+    assert [g["part_text"] for g in groups] == ["What are my dogs called?", "When does the ferry leave on Saturday?"]
+    assert groups[0]["hits"][0]["thread"] == "home" and groups[0]["hits"][0]["turn_index"] == 0
+    assert "Biscuit" in groups[0]["hits"][0]["text"]
+    assert groups[1]["hits"][0]["turn_index"] == 1 and ("home", 1) in _turns(groups[1])
+    assert all(h["label"].startswith("[Turn ") for g in groups for h in g["hits"])
+
+    assert out["resources"] == ["pgmem://threads"]
+    assert out["threads"]["scope"] == "agent-a"
+    assert [(t["thread"], t["turns"]) for t in out["threads"]["threads"]] == [("home", 2), ("notes", 1)]
+    assert out["forget"]["forgotten"]["turns"] == 1 and out["forget"]["forgotten"]["pieces"] == 2
+    remaining = {(h["thread"], h["turn_index"]) for g in out["after"]["groups"] for h in g["hits"]}
+    assert ("home", 0) not in remaining and ("home", 1) in remaining
+    assert not any("Biscuit" in h["text"] for g in out["after"]["groups"] for h in g["hits"])
+    assert out["forget_thread"]["forgotten"]["threads"] == 1
+    assert [(t["thread"], t["turns"]) for t in out["threads_after"]["threads"]] == [("home", 1)]
+
+
+def test_a_server_of_another_scope_sees_nothing_of_the_first(db_url: str, app_url: str, tmp_path: Path) -> None:
+    async def write(client: Client) -> dict[str, Any]:
+        return _data(await client.call_tool("remember", {"messages": DOGS, "thread": "home"}))
+
+    async def other(client: Client) -> dict[str, Any]:
+        recalled = _data(await client.call_tool("recall", {"query": "What are my dogs called?", "x": 50, "floor": -1}))
+        forgot = _data(await client.call_tool("forget", {"thread": "home"}))
+        listing = (await client.read_resource("pgmem://threads")).contents[0]
+        assert isinstance(listing, TextResourceContents)
+        return {"recall": recalled, "forget": forgot, "threads": json.loads(listing.text)}
+
+    async def first_again(client: Client) -> dict[str, Any]:
+        return _data(await client.call_tool("recall", {"query": "What are my dogs called?"}))
+
+    assert _session(_params(db_url, "agent-a", tmp_path), write)["status"] == "inserted"
+    seen = _session(_params(db_url, "agent-b", tmp_path), other)
+    assert all(g["hits"] == [] for g in seen["recall"]["groups"])
+    assert sum(seen["forget"]["forgotten"].values()) == 0
+    assert seen["threads"] == {"scope": "agent-b", "threads": []}
+    again = _session(_params(db_url, "agent-a", tmp_path), first_again)
+    assert "Biscuit" in again["groups"][0]["hits"][0]["text"]
+
+
+_nested: Any = "bottom"
+for _ in range(200):
+    _nested = {"d": _nested}
+
+HOSTILE: list[tuple[str, dict[str, Any], str]] = [
+    ("remember", {"messages": "not a list"}, "messages must be a list"),
+    ("remember", {"messages": [{"role": "user", "content": "nul \x00 here"}]}, "NUL"),
+    ("remember", {"messages": [{"content": "no role"}]}, "string role"),
+    ("remember", {"messages": [{"role": "user", "content": 5}]}, "content must be"),
+    ("remember", {"messages": DOGS, "note": "both"}, "either messages"),
+    ("remember", {}, "either messages"),
+    ("remember", {"note": "x" * 1_100_000}, "at most 1,000,000"),
+    ("remember", {"messages": [{"role": "user", "content": "deep", "x": _nested}]}, "nested"),
+    ("remember", {"note": "ok", "turn_index": True}, "turn_index"),
+    ("remember", {"note": "ok", "turn_index": -3}, "turn_index"),
+    ("remember", {"note": "ok", "thread": 123}, "thread"),
+    ("remember", {"note": "ok", "thread": ""}, "thread"),
+    ("remember", {"note": "ok", "time": "yesterday"}, "ISO 8601"),
+    ("remember", {"note": "   "}, "note is empty"),
+    ("recall", {"query": 42}, "query must be a string"),
+    ("recall", {"query": ""}, "query is empty"),
+    ("recall", {"query": "q" * 200_000}, "at most 100,000"),
+    ("recall", {"query": "fine", "x": "5"}, "x must be"),
+    ("recall", {"query": "fine", "x": 0}, "x must be"),
+    ("recall", {"query": "fine", "floor": "NaN"}, "floor"),
+    ("recall", {"query": "fine", "thread": ["a"]}, "thread"),
+    ("recall", {"query": {"nested": {"deeper": [1, 2]}}}, "query must be a string"),
+    ("search_documents", {"query": None}, "query must be a string"),
+    ("forget", {"thread": None}, "thread"),
+    ("forget", {"thread": "home", "turn_index": 1.5}, "turn_index"),
+    ("forget", {"thread": "home", "turn_index": 2**40}, "turn_index"),
+]
+
+
+def test_hostile_tool_inputs_are_one_line_tool_errors(
+    db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    async def body(client: Client) -> list[tuple[str, str]]:
+        assert _data(await client.call_tool("remember", {"messages": DOGS, "thread": "home"}))["turn_index"] == 0
+        errors = []
+        for tool, args, _ in HOSTILE:
+            errors.append((tool, _error(await client.call_tool(tool, args))))
+        # The server is still serving, and what was stored is intact.
+        recalled = _data(await client.call_tool("recall", {"query": "What are my dogs called?"}))
+        assert "Biscuit" in recalled["groups"][0]["hits"][0]["text"]
+        return errors
+
+    errors = _session(_params(db_url, "s", tmp_path), body)
+    for (tool, message), (_, _, expected) in zip(errors, HOSTILE, strict=True):
+        assert expected in message, (tool, message)
+        assert len(message) < 400, message
+    stored = admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall()
+    assert stored == [("home", 0)]
+
+
+def test_lone_surrogate_from_the_wire_is_a_tool_error(db_url: str, app_url: str, tmp_path: Path) -> None:
+    """JSON can carry an escaped lone surrogate ("\\udcff"); Postgres text cannot store it."""
+    from pgmem.config import Settings
+    from pgmem.embedders import from_settings
+    from pgmem.integrations.mcp import Memory, build_server
+
+    memory = Memory(app_url, "s", from_settings(Settings.from_env({"PGMEM_HOME": str(tmp_path)})))
+
+    async def main() -> list[str]:
+        async with Client(build_server(memory)) as client:
+            out = []
+            calls: list[tuple[str, dict[str, Any]]] = [
+                ("remember", {"note": "bad \udcff byte"}),
+                ("remember", {"messages": [{"role": "user", "content": "x\ud800"}]}),
+                ("recall", {"query": "lone \udcff"}),
+                ("forget", {"thread": "t\udcff"}),
+            ]
+            for tool, args in calls:
+                out.append(_error(await client.call_tool(tool, args)))
+            return out
+
+    errors = asyncio.run(main())
+    assert all("lone surrogate" in e for e in errors), errors
+
+
+def test_document_search_tool(db_url: str, app_url: str, tmp_path: Path) -> None:
+    doc = tmp_path / "kitchen.md"
+    doc.write_text("# Kitchen\n\n## Oven\n\nPreheat the oven to 220 degrees for the sourdough.\n", encoding="utf-8")
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN), "PGMEM_HOME": str(tmp_path)}
+    added = subprocess.run(
+        [sys.executable, "-m", "pgmem", "docs", "add", str(doc), "--scope", "s"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert added.returncode == 0, added.stderr
+
+    async def body(client: Client) -> dict[str, Any]:
+        return _data(await client.call_tool("search_documents", {"query": "How hot should the oven be for bread?"}))
+
+    found = _session(_params(db_url, "s", tmp_path), body)
+    hit = found["groups"][0]["hits"][0]
+    assert hit["heading_path"][-1] == "Oven" and "220 degrees" in hit["matched"]
+
+
+#: In a fresh interpreter: the core CLI parses `pgmem mcp` without loading the MCP SDK or the
+#: integration module; both load only when the command runs.
+_PROBE = """
+import json, sys
+import pgmem, pgmem.forget, pgmem.cli
+from pgmem.cli import build_parser
+args = build_parser().parse_args(["mcp", "--scope", "s"])
+print(json.dumps({"command": args.command, "loaded": sorted(m for m in sys.modules
+      if m.split(".")[0] in ("mcp", "mcp_types") or m.startswith("pgmem.integrations"))}))
+"""
+
+
+def test_core_never_imports_the_mcp_integration() -> None:
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    report = json.loads(out)
+    assert report == {"command": "mcp", "loaded": []}
+
+
+def test_missing_extra_is_named_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import now sees it as absent
+    monkeypatch.delitem(sys.modules, "pgmem.integrations.mcp", raising=False)
+    assert cli.main(["mcp", "--scope", "s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'pgmem[mcp]'" in err
+
+
+def test_bad_scope_flag_is_refused_before_serving(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mcp", "--scope", " "]) == 2
+    assert "--scope must be a non-empty string" in capsys.readouterr().err
