@@ -472,7 +472,7 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    l pgmem.recall_log;
+    l record;
 BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';

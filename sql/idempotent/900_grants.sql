@@ -106,6 +106,7 @@ BEGIN
           FROM (VALUES
                 ('bind_scope_model', 'creates the caller''s scope row and records its model; pgmem_app may not write tables.'),
                 ('put_turn', 'writes the turn, thread and pieces atomically; pgmem_app may not write tables.'),
+                ('pending_turns', 'checks the scope with the internal pgmem._write_scope before reading the caller''s turns for a rebuild; row-level security still confines it to pgmem.scope.'),
                 ('reblend', 'rewrites piece vectors of the caller''s scope; pgmem_app may not write tables.'),
                 ('add_facts', 'writes facts of the caller''s scope; pgmem_app may not write tables.'),
                 ('log_recall', 'appends to recall_log of the caller''s scope; pgmem_app may not write tables.'),
@@ -150,12 +151,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
---       scope_ann_index on the recall path;
---   _write_scope  compares its argument with the caller's own pgmem.scope and raises (42501)
---       when they differ: it reads no table, and the read functions check the scope with it.
+--       scope_ann_index on the recall path.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_write_scope'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
