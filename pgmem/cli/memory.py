@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
-from pgmem.text import check_name
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
+from pgmem.text import check_name
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
