@@ -35,7 +35,9 @@ def pending_turns(conn: psycopg.Connection[tuple[object, ...]], scope: str, star
             "SELECT thread_id, turn_index, turn_time, messages FROM pgmem.pending_turns(%s, %s::timestamptz)",
             (scope, started),
         ).fetchall()
-    return [turn_from_dict({"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3]}) for r in rows]
+    return [
+        turn_from_dict({"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3]}) for r in rows
+    ]
 
 
 def rebuild(

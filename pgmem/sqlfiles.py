@@ -19,6 +19,7 @@ from typing import Any
 
 from pgmem.errors import ConfigError
 
+
 def _package_dir(name: str) -> Path:
     """A folder shipped as package data (the repository's `sql/` and `migrations/`, mapped into
     the wheel by setup.py), from a checkout and from an installed wheel alike."""

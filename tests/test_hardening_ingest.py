@@ -76,7 +76,7 @@ def test_concurrent_writers_of_one_turn_leave_a_hash_that_matches_the_messages(d
                 for round_ in range(6):
                     versions = [make_turn("s", "t", 0, f"writer {w} round {round_} version {v}") for v in range(2)]
                     ingest_turns(c, [*versions, make_turn("s", "t", 1, f"w{w} r{round_}")], emb)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]

@@ -18,13 +18,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import psycopg
+import pytest
 from psycopg import sql
 
 from pgmem.db import with_database
-
 from tests.security_helpers import Conn, repo_root
 
 CORE_RECALL = r"""
@@ -140,7 +138,8 @@ def test_wheel_installs_and_runs_without_a_checkout(admin_conn: Conn, db_url: st
         for step in (["db", "start"], ["migrate"], ["ingest", "conversation.jsonl", "--scope", "demo"]):
             done = _run([pgmem, *step], work, env)
             assert done.returncode == 0, (step, done.stderr[-3000:])
-        got = _run([pgmem, "recall", "Is anything stuck in the October export?", "--scope", "demo", "--json"], work, env)
+        question = "Is anything stuck in the October export?"
+        got = _run([pgmem, "recall", question, "--scope", "demo", "--json"], work, env)
         assert got.returncode == 0, got.stderr[-3000:]
         (group,) = json.loads(got.stdout)["groups"]
         assert group["hits"][0]["turn_index"] == 3  # the turn that pulled the October export
