@@ -282,3 +282,36 @@ def test_cli_forget(conn: Conn, admin_conn: Conn, db_url: str) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert _cli(db_url, "scope", "--scope", "s", "--yes").returncode == 0
     assert set(_rows(admin_conn).values()) == {0}
+
+
+def test_forgetting_a_turn_never_takes_a_turn_written_meanwhile(conn: Conn, admin_conn: Conn, app_url: str) -> None:
+    """A turn of the same thread stored while forget_turn runs survives it: forgetting the thread's
+    last turn removes the thread row only when no other turn of it exists once the writer is done
+    (the thread's delete would otherwise cascade to the new turn)."""
+    import threading
+
+    from pgmem.db import connect
+
+    ingest_turns(conn, [make_turn("s", "t", 0, "the only turn so far")], EMB)
+    writer = connect(app_url, autocommit=False)
+    try:
+        writer.execute("SELECT set_config('pgmem.scope', 's', true)")
+        writer.execute(
+            """SELECT pgmem.put_turn('s', 't', 1, NULL, '[]'::jsonb, '\\x01', 'test:hash', ARRAY['user'], ARRAY[0],
+                                     ARRAY['[Turn 1 · User]'], ARRAY['written meanwhile'], %s::vector[])""",
+            ([hash_vector("written meanwhile")],),
+            binary=True,
+        )
+        result: list[object] = []
+        forgetter = threading.Thread(target=lambda: result.append(forget_turn(conn, "s", "t", 0)))
+        forgetter.start()
+        forgetter.join(0.5)
+        writer.commit()
+        forgetter.join(30)
+        assert not forgetter.is_alive()
+    finally:
+        writer.close()
+    assert result and result[0].turns == 1  # type: ignore[attr-defined]
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 1)]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (1,)
+    assert admin_conn.execute("SELECT thread_id FROM pgmem.thread").fetchall() == [("t",)]

@@ -65,7 +65,13 @@ BEGIN
         RAISE EXCEPTION 'forget_turn: scope, thread and turn_index must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
-    -- Lock the turn first: a concurrent put_turn of the same turn waits, then finds it gone.
+    -- Lock the thread row first. A put_turn of this thread that has written a turn holds a key
+    -- share lock on it (the foreign key), so this waits for that writer to commit, and the
+    -- statements below (each with a fresh snapshot) see its turn: the thread is kept. Without
+    -- the wait, the thread's delete would cascade to a turn committed meanwhile. A writer that
+    -- starts after this lock waits for it, and fails (23503) if the thread was deleted.
+    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_turn.scope AND th.thread_id = forget_turn.thread FOR UPDATE;
+    -- Then the turn: a concurrent put_turn of the same turn waits, then finds it gone.
     PERFORM 1 FROM pgmem.turn t
       WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index
         FOR UPDATE;
@@ -114,6 +120,7 @@ BEGIN
         RAISE EXCEPTION 'forget_thread: scope and thread must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_thread.scope), true);
+    -- Waits for writers of the thread (see forget_turn): their turns are forgotten too.
     PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_thread.scope AND th.thread_id = forget_thread.thread FOR UPDATE;
     WITH d AS (
         DELETE FROM pgmem.piece p
