@@ -1,6 +1,10 @@
 -- The scope guard of the write functions. Re-runnable. Applied first: later files call it.
 
-CREATE OR REPLACE FUNCTION pgmem._write_scope(scope text)
+-- One check for reads and writes: the scope a function is asked for must be the transaction's
+-- pgmem.scope. Row-level security enforces it underneath; this makes the mistake loud (a read
+-- in the wrong scope would otherwise return nothing, a write fail on a policy). Public, so the
+-- SECURITY INVOKER read functions can call it as pgmem_app or pgmem_reader.
+CREATE OR REPLACE FUNCTION pgmem.check_scope(scope text, writing boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -14,21 +18,41 @@ BEGIN
     END IF;
     IF current IS NULL THEN
         -- A superuser (or BYPASSRLS) session is not confined by row-level security anyway;
-        -- letting it write without SET LOCAL keeps psql maintenance simple. Anyone else must
-        -- name the scope of the transaction first.
+        -- letting it read and write without SET LOCAL keeps psql maintenance simple. Anyone
+        -- else must name the scope of the transaction first.
         IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND (r.rolsuper OR r.rolbypassrls)) THEN
             RETURN scope;
         END IF;
-        RAISE EXCEPTION 'no scope is set for this transaction (writing into scope %)', scope
+        IF coalesce(writing, false) THEN
+            RAISE EXCEPTION 'no scope is set for this transaction (writing into scope %)', scope
+                USING ERRCODE = '42501',
+                      HINT = 'Call inside pgmem.db.scoped(conn, scope), or run SET LOCAL pgmem.scope = ''...'' in the same transaction.';
+        END IF;
+        RAISE EXCEPTION 'no scope is set for this transaction (reading scope %): under row-level security it would see nothing', scope
             USING ERRCODE = '42501',
-                  HINT = 'Call inside pgmem.db.scoped(conn, scope), or run SET LOCAL pgmem.scope = ''...'' in the same transaction.';
+                  HINT = 'Run SET LOCAL pgmem.scope = ''<scope>'' in the same transaction first (pgmem.db.scoped(conn, scope) does it).';
     END IF;
     IF current <> scope THEN
-        RAISE EXCEPTION 'cannot write into scope %: this transaction''s scope is %', scope, current
-            USING ERRCODE = '42501', HINT = 'A transaction reads and writes one scope: the one in pgmem.scope.';
+        IF coalesce(writing, false) THEN
+            RAISE EXCEPTION 'cannot write into scope %: this transaction''s scope is %', scope, current
+                USING ERRCODE = '42501', HINT = 'A transaction reads and writes one scope: the one in pgmem.scope.';
+        END IF;
+        RAISE EXCEPTION 'cannot read scope %: this transaction''s scope is %', scope, current
+            USING ERRCODE = '42501',
+                  HINT = 'A transaction reads and writes one scope: run SET LOCAL pgmem.scope = ''<scope>'' for the scope you read (pgmem.db.scoped(conn, scope)).';
     END IF;
     RETURN scope;
 END
+$$;
+COMMENT ON FUNCTION pgmem.check_scope(text, boolean) IS
+'Returns scope when it is the transaction''s pgmem.scope (or when no scope is set in a superuser or BYPASSRLS session); raises 42501 otherwise, with a hint naming SET LOCAL pgmem.scope. The read functions call it (through check_recall_args); writing => true is the write guard (pgmem._write_scope). Row-level security stays the enforcement underneath.';
+
+CREATE OR REPLACE FUNCTION pgmem._write_scope(scope text)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT pgmem.check_scope(scope, true)
 $$;
 COMMENT ON FUNCTION pgmem._write_scope(text) IS
 'Write functions call set_config(''pgmem.scope'', pgmem._write_scope(scope), true) first: it returns scope when it is the transaction''s pgmem.scope, raises 42501 when another scope (or, outside a superuser session, no scope) is set.';

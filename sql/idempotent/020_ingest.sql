@@ -2,12 +2,18 @@
 
 CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
 RETURNS TABLE (turn_index integer, content_hash bytea)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    -- In another scope every turn would look new (and be embedded again, then refused on write).
+    PERFORM pgmem.check_scope(turn_hashes.scope);
+    RETURN QUERY
     SELECT t.turn_index, t.content_hash FROM pgmem.turn t
      WHERE t.scope_id = turn_hashes.scope AND t.thread_id = turn_hashes.thread
-       AND t.turn_index = ANY (turn_indexes)
+       AND t.turn_index = ANY (turn_indexes);
+END
 $$;
 COMMENT ON FUNCTION pgmem.turn_hashes(text, text, integer[]) IS
 'Stored content hashes of the given turns: the client skips (and never embeds) turns whose hash is unchanged.';
@@ -33,6 +39,9 @@ $$;
 COMMENT ON FUNCTION pgmem.pending_turns(text, timestamptz) IS
 'Turns of a scope stored before a moment (a rebuild''s start): what a resumable rebuild still has to redo. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
+-- Before metadata was added (issue 15): dropped so a call cannot skip the metadata checks.
+DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector);
+
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,
     thread text,
@@ -49,7 +58,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_turn(
     weight double precision DEFAULT 0.8,
     reembed boolean DEFAULT false,
     force boolean DEFAULT false,
-    context vector DEFAULT NULL
+    context vector DEFAULT NULL,
+    metadata jsonb DEFAULT '{}'
 ) RETURNS pgmem.put_result
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -61,6 +71,7 @@ DECLARE
     old_hash bytea;
     ctx vector;
     status text := 'inserted';
+    meta jsonb := coalesce(put_turn.metadata, '{}'::jsonb);
 BEGIN
     IF scope IS NULL OR thread IS NULL OR turn_index IS NULL OR messages IS NULL OR content_hash IS NULL OR model_id IS NULL THEN
         RAISE EXCEPTION 'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'
@@ -69,6 +80,14 @@ BEGIN
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turn.scope), true);
     IF turn_index < 0 THEN
         RAISE EXCEPTION 'put_turn: turn_index must be >= 0, got %', turn_index USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(meta) <> 'object' THEN
+        RAISE EXCEPTION 'put_turn: metadata must be a JSON object, got a JSON %', jsonb_typeof(meta)
+            USING ERRCODE = '22023', HINT = 'For example {"channel": "voice", "project": "atlas"}; {} (or NULL) for none.';
+    END IF;
+    IF octet_length(meta::text) > 4096 THEN
+        RAISE EXCEPTION 'put_turn: metadata is % bytes as JSON text; at most 4,096', octet_length(meta::text)
+            USING ERRCODE = '22023', HINT = 'Metadata is for short filterable labels; keep content in the messages.';
     END IF;
     IF weight IS NULL OR weight < 0 OR weight > 1 THEN
         RAISE EXCEPTION 'put_turn: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
@@ -93,6 +112,10 @@ BEGIN
      WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
        FOR UPDATE;
     IF old_hash = put_turn.content_hash AND NOT coalesce(force, false) THEN
+        -- Same content: nothing is embedded or rewritten, but new metadata is kept.
+        UPDATE pgmem.turn t SET metadata = meta
+         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
+           AND t.metadata IS DISTINCT FROM meta;
         RETURN ROW('unchanged', 0)::pgmem.put_result;
     END IF;
     IF old_hash IS NOT NULL THEN
@@ -108,12 +131,13 @@ BEGIN
     ELSE
         ctx := pgmem.unit_mean(vectors);
     END IF;
-    INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context, blend_weight, model_key)
-    VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key)
+    INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context, blend_weight,
+                                 model_key, metadata)
+    VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key, meta)
     ON CONFLICT (scope_id, thread_id, turn_index) DO UPDATE
        SET turn_time = EXCLUDED.turn_time, messages = EXCLUDED.messages, content_hash = EXCLUDED.content_hash,
            context = EXCLUDED.context, blend_weight = EXCLUDED.blend_weight, model_key = EXCLUDED.model_key,
-           ingested_at = now();
+           metadata = EXCLUDED.metadata, ingested_at = now();
 
     INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
                              label, body, raw_embedding, embedding, model_key)
@@ -126,8 +150,8 @@ BEGIN
     RETURN ROW(status, n)::pgmem.put_result;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector) IS
-'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild); changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL.';
+COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector, jsonb) IS
+'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild) except new metadata; changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL. metadata: a JSON object of at most 4,096 bytes (22023 otherwise; NULL is {}), stored on the turn and filtered on by memory_recall(metadata_filter => ...).';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
 RETURNS bigint

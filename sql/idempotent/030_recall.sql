@@ -2,6 +2,7 @@
 
 -- Earlier signature of the argument check (before scope, model and the per-function arguments).
 DROP FUNCTION IF EXISTS pgmem.check_recall_args(@VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text);
+DROP FUNCTION IF EXISTS pgmem.check_recall_args(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer);
 
 -- Every argument of every recall function (memory_recall, fact_recall, explain_recall,
 -- document_search, log_recall and the candidate helpers) is checked here, in one place. An
@@ -20,7 +21,8 @@ CREATE OR REPLACE FUNCTION pgmem.check_recall_args(
     candidates integer DEFAULT 20,
     rrf_k integer DEFAULT 60,
     ef_search integer DEFAULT NULL,
-    show integer DEFAULT 10
+    show integer DEFAULT 10,
+    metadata_filter jsonb DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -34,6 +36,9 @@ BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- A read in another scope than the transaction's (or with none set) would see nothing under
+    -- row-level security: say so (42501, hint: SET LOCAL pgmem.scope) instead of returning 0 rows.
+    PERFORM pgmem.check_scope(scope);
     IF column_name IS NULL OR column_name NOT IN ('piece.embedding', 'fact.embedding') THEN
         RAISE EXCEPTION 'column_name must be piece.embedding or fact.embedding, got %', column_name
             USING ERRCODE = '22023';
@@ -76,6 +81,14 @@ BEGIN
     IF show IS NULL OR show < 1 OR show > 1000 THEN
         RAISE EXCEPTION 'show must be between 1 and 1000, got %', coalesce(show::text, 'NULL') USING ERRCODE = '22023';
     END IF;
+    IF metadata_filter IS NOT NULL AND jsonb_typeof(metadata_filter) <> 'object' THEN
+        RAISE EXCEPTION 'metadata_filter must be a JSON object, got a JSON %', jsonb_typeof(metadata_filter)
+            USING ERRCODE = '22023', HINT = 'A filter such as {"channel": "voice"} keeps turns whose metadata contains it.';
+    END IF;
+    IF octet_length(metadata_filter::text) > 4096 THEN
+        RAISE EXCEPTION 'metadata_filter is % bytes as JSON text; at most 4,096', octet_length(metadata_filter::text)
+            USING ERRCODE = '22023', HINT = 'Turn metadata itself is capped at 4,096 bytes: a larger filter can match nothing.';
+    END IF;
     PERFORM pgmem.check_vectors(part_vectors, column_name, 'part_vectors');
     -- Query vectors from another model than the stored ones would rank noise: refuse, as writes do.
     -- (Row-level security: the scope row is visible inside the scope; elsewhere nothing is read.)
@@ -94,8 +107,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer) IS
-'Validate every recall argument in one place: raises 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
+COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer, jsonb) IS
+'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
 -- Word search text of one part: its last 8,000 UTF-8 bytes (cut on a character boundary),
 -- the same cap the client puts on a part's embedding input (pgmem.recall.WHOLE_MESSAGE_BYTES).
@@ -135,6 +148,42 @@ DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text
 DROP FUNCTION IF EXISTS pgmem.fact_recall(text, @VECTOR_SCHEMA@.vector[], integer, double precision, text, boolean, integer);
 DROP FUNCTION IF EXISTS pgmem.explain_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, integer);
 
+-- Before metadata_filter was added.
+DROP FUNCTION IF EXISTS pgmem._memory_candidates(text, @VECTOR_SCHEMA@.vector[], integer, text, boolean, integer);
+DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text);
+DROP FUNCTION IF EXISTS pgmem.explain_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, integer, text);
+DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEMA@.vector[], integer, double precision, text, text, jsonb);
+
+-- The memory pieces of a scope's turns whose metadata contains a filter, at most cap + 1 of
+-- them: when there are no more than cap, the filtered search is an exact scan over exactly
+-- these. Its own planner settings: the GIN index on turn.metadata is read by bitmap scans, which
+-- the candidate functions turn off for their own queries.
+CREATE OR REPLACE FUNCTION pgmem._metadata_pieces(scope text, metadata_filter jsonb, thread text DEFAULT NULL,
+                                                  cap integer DEFAULT 5000)
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+SET enable_bitmapscan = on
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pgmem.check_scope(scope);
+    IF metadata_filter IS NULL OR jsonb_typeof(metadata_filter) <> 'object' THEN
+        RAISE EXCEPTION 'metadata_filter must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    RETURN ARRAY(
+        SELECT p.piece_id
+          FROM pgmem.turn t
+          JOIN pgmem.piece p ON p.scope_id = t.scope_id AND p.thread_id = t.thread_id AND p.turn_index = t.turn_index
+         WHERE t.scope_id = _metadata_pieces.scope AND t.metadata @> _metadata_pieces.metadata_filter
+           AND (_metadata_pieces.thread IS NULL OR t.thread_id = _metadata_pieces.thread)
+           AND p.kind = 'memory'
+         LIMIT least(greatest(coalesce(cap, 5000), 0), 100000) + 1);
+END
+$$;
+COMMENT ON FUNCTION pgmem._metadata_pieces(text, jsonb, text, integer) IS
+'Internal to the filtered recall path: ids of at most cap + 1 (cap <= 100,000) memory pieces of the transaction''s scope whose turn''s metadata contains metadata_filter (and of the thread, when given).';
+
 -- Candidate search, the one place that chooses between exact and index search.
 -- Vectors are unit length on both sides (put_turn and add_facts store unit vectors; the query
 -- parts are normalised here), so ordering by inner product (<#>) is ordering by cosine and costs a
@@ -144,13 +193,26 @@ DROP FUNCTION IF EXISTS pgmem.explain_recall(text, @VECTOR_SCHEMA@.vector[], tex
 -- are off inside these functions only: the exact scan must read the covering index
 -- (060_indexes.sql) index-only, which the default random_page_cost = 4 makes look dearer than a
 -- sequential scan of the whole table for scopes of a few thousand rows.
+--
+-- A metadata filter (turn.metadata @> filter) never makes a group short:
+--   * when at most 5,000 pieces match (pgmem._metadata_pieces, through the GIN index on
+--     turn.metadata), they are searched exactly, whatever the scope's size: a selective filter
+--     would make an index scan discard almost everything it reads;
+--   * otherwise, on a scope with an ANN index, the index is scanned with the filter applied to
+--     each row it returns, and pgvector's iterative index scan (hnsw.iterative_scan =
+--     strict_order, ivfflat.iterative_scan = relaxed_order) keeps reading the graph until each
+--     part has k rows or hnsw.max_scan_tuples / ivfflat.max_probes is reached; a part still
+--     short after that (more than 5,000 pieces match, so k <= 1,000 always exist) is searched
+--     again exactly;
+--   * on a scope without an index, the exact scan applies the filter.
 CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
     scope text,
     unit_vectors vector[],
     k integer,
     thread text DEFAULT NULL,
     exact boolean DEFAULT false,
-    ef_search integer DEFAULT NULL
+    ef_search integer DEFAULT NULL,
+    metadata_filter jsonb DEFAULT NULL
 ) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -160,18 +222,84 @@ SET enable_bitmapscan = off
 SET hnsw.ef_search = 64
 SET hnsw.iterative_scan = strict_order
 SET ivfflat.probes = 10
+SET ivfflat.iterative_scan = off
 AS $$
 #variable_conflict use_column
 DECLARE
     ann regclass;
     ef integer;
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    cap constant integer := 5000;
+    ids bigint[];
+    r_part integer[];
+    r_piece bigint[];
+    r_ip double precision[];
 BEGIN
     -- Callable on its own (900_grants.sql): the same caps as memory_recall.
-    PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding', ef_search => ef_search);
+    PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding', ef_search => ef_search,
+                                    metadata_filter => metadata_filter);
+    IF filt IS NOT NULL THEN
+        ids := pgmem._metadata_pieces(scope, filt, thread, cap);
+        IF cardinality(ids) <= cap THEN
+            RETURN QUERY
+            WITH m AS MATERIALIZED (
+                SELECT c.piece_id, c.embedding FROM pgmem.piece c
+                 WHERE c.scope_id = _memory_candidates.scope AND c.piece_id = ANY (ids))
+            SELECT q.part_no::integer, h.piece_id, h.ip
+              FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+              CROSS JOIN LATERAL (
+                    SELECT m.piece_id, (m.embedding <#> q.vec) + 0 AS ip FROM m ORDER BY 2, 1 LIMIT k) h;
+            RETURN;
+        END IF;
+    END IF;
     IF thread IS NULL AND NOT coalesce(exact, false) THEN
         ann := pgmem.scope_ann_index('piece', scope);
     END IF;
-    IF ann IS NULL THEN
+    IF ann IS NOT NULL THEN
+        -- Search width: the argument, else the pgmem.ef_search setting, else the default.
+        ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
+                                pgmem.default_ef_search()), k);
+        PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
+        PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
+        IF filt IS NULL THEN
+            -- The scope as a literal, so the planner can prove the partial index applies.
+            RETURN QUERY EXECUTE format(
+                $q$SELECT q.part_no::integer, h.piece_id, h.ip
+                     FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                     CROSS JOIN LATERAL (
+                           SELECT c.piece_id, c.embedding <#> q.vec AS ip
+                             FROM pgmem.piece c
+                            WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
+                            ORDER BY c.embedding <#> q.vec
+                            LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
+            USING unit_vectors, k;
+            RETURN;
+        END IF;
+        PERFORM set_config('ivfflat.iterative_scan', 'relaxed_order', true);
+        -- The filter is a scalar subquery on the turn's primary key, so it stays a filter on the
+        -- index scan node, which the iterative scan feeds until LIMIT is met.
+        EXECUTE format(
+            $q$SELECT array_agg(q.part_no::integer), array_agg(h.piece_id), array_agg(h.ip)
+                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                 CROSS JOIN LATERAL (
+                       SELECT c.piece_id, c.embedding <#> q.vec AS ip
+                         FROM pgmem.piece c
+                        WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
+                          AND (SELECT t.metadata FROM pgmem.turn t
+                                WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
+                                  AND t.turn_index = c.turn_index) @> $3
+                        ORDER BY c.embedding <#> q.vec
+                        LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
+        INTO r_part, r_piece, r_ip
+        USING unit_vectors, k, filt;
+        IF NOT EXISTS (SELECT 1 FROM generate_series(1, cardinality(unit_vectors)) AS g(i)
+                        WHERE (SELECT count(*) FROM unnest(r_part) AS u(p) WHERE u.p = g.i) < k) THEN
+            RETURN QUERY SELECT u.p, u.id, u.ip FROM unnest(r_part, r_piece, r_ip) AS u(p, id, ip);
+            RETURN;
+        END IF;
+        RAISE DEBUG 'pgmem: the filtered index scan came back short; searching scope % exactly', scope;
+    END IF;
+    IF filt IS NULL THEN
         RETURN QUERY
         SELECT q.part_no::integer, h.piece_id, h.ip
           FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
@@ -183,27 +311,23 @@ BEGIN
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
-        -- Search width: the argument, else the pgmem.ef_search setting, else the default.
-        ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
-                                pgmem.default_ef_search()), k);
-        PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
-        PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
-        -- The scope as a literal, so the planner can prove the partial index applies.
-        RETURN QUERY EXECUTE format(
-            $q$SELECT q.part_no::integer, h.piece_id, h.ip
-                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
-                 CROSS JOIN LATERAL (
-                       SELECT c.piece_id, c.embedding <#> q.vec AS ip
-                         FROM pgmem.piece c
-                        WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
-                        ORDER BY c.embedding <#> q.vec
-                        LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
-        USING unit_vectors, k;
+        RETURN QUERY
+        SELECT q.part_no::integer, h.piece_id, h.ip
+          FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
+                  FROM pgmem.piece c
+                 WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
+                   AND (_memory_candidates.thread IS NULL OR c.thread_id = _memory_candidates.thread)
+                   AND (SELECT t.metadata FROM pgmem.turn t
+                         WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id AND t.turn_index = c.turn_index) @> filt
+                 ORDER BY 2, 1
+                 LIMIT k) h;
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer) IS
-'Top-k memory pieces per unit query vector by inner product (at most 64 vectors, k <= 1000, checked by check_recall_args): exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64).';
+COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer, jsonb) IS
+'Top-k memory pieces per unit query vector by inner product (at most 64 vectors, k <= 1000, checked by check_recall_args): exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64). metadata_filter keeps pieces of turns whose metadata contains it: exact over the matching pieces when at most 5,000 match, else the index with pgvector''s iterative scan, searched again exactly if a part comes back short.';
 
 CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     scope text,
@@ -217,7 +341,8 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     rrf_k integer DEFAULT 60,
     exact boolean DEFAULT false,
     ef_search integer DEFAULT NULL,
-    model_id text DEFAULT NULL
+    model_id text DEFAULT NULL,
+    metadata_filter jsonb DEFAULT NULL
 ) RETURNS SETOF pgmem.recall_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -225,10 +350,11 @@ AS $$
 #variable_conflict use_column
 DECLARE
     vecs vector[];
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
 BEGIN
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
                                     model_id => model_id, candidates => candidates, rrf_k => rrf_k,
-                                    ef_search => ef_search);
+                                    ef_search => ef_search, metadata_filter => metadata_filter);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     IF mode = 'vector' THEN
         -- Each part: its own top-x within the scope's memory pieces, then the floor.
@@ -237,7 +363,7 @@ BEGIN
         SELECT c.part_no, (row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.piece_id))::integer,
                p.piece_id, p.thread_id, p.turn_index, p.label, p.body,
                -c.ip, (1 - c.ip) / 2, NULL::integer
-          FROM pgmem._memory_candidates(memory_recall.scope, vecs, x, memory_recall.thread, exact, ef_search) c
+          FROM pgmem._memory_candidates(memory_recall.scope, vecs, x, memory_recall.thread, exact, ef_search, filt) c
           JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = c.piece_id
          WHERE -c.ip >= floor
          ORDER BY 1, 2;
@@ -253,7 +379,7 @@ BEGIN
             SELECT c.part_no, c.piece_id, 1 + c.ip AS dist,
                    row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.piece_id) AS vrank
               FROM pgmem._memory_candidates(memory_recall.scope, vecs, greatest(candidates, x),
-                                            memory_recall.thread, exact, ef_search) c
+                                            memory_recall.thread, exact, ef_search, filt) c
         ), word AS (
             SELECT q.part_no, c.piece_id, c.dist,
                    row_number() OVER (PARTITION BY q.part_no ORDER BY c.r DESC, c.piece_id) AS wrank
@@ -263,6 +389,9 @@ BEGIN
                      WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
                        AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
                        AND p.tsv @@ q.tsq
+                       AND (filt IS NULL
+                            OR (SELECT t.metadata FROM pgmem.turn t
+                                 WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index) @> filt)
                      ORDER BY ts_rank_cd(p.tsv, q.tsq) DESC, p.piece_id
                      LIMIT greatest(candidates, x)) c
         ), fused AS (
@@ -282,8 +411,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). Every argument is checked by pgmem.check_recall_args.';
+COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -385,7 +514,8 @@ CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     floor double precision DEFAULT 0.2,
     thread text DEFAULT NULL,
     show integer DEFAULT 10,
-    model_id text DEFAULT NULL
+    model_id text DEFAULT NULL,
+    metadata_filter jsonb DEFAULT NULL
 ) RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
                  cosine double precision, score double precision, cosine_floor double precision, verdict text)
 LANGUAGE plpgsql STABLE
@@ -396,9 +526,10 @@ DECLARE
     vecs vector[];
     ann regclass;
     found_ids bigint[] := '{}';
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
 BEGIN
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding',
-                                    model_id => model_id, show => show);
+                                    model_id => model_id, show => show, metadata_filter => metadata_filter);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
     IF thread IS NULL THEN
         ann := pgmem.scope_ann_index('piece', scope);
@@ -406,7 +537,7 @@ BEGIN
     IF ann IS NOT NULL THEN
         -- What the index path really returned, as part_no * 2^40 + piece_id keys.
         found_ids := ARRAY(SELECT c.part_no::bigint * 1099511627776 + c.piece_id
-                             FROM pgmem._memory_candidates(explain_recall.scope, vecs, x) c);
+                             FROM pgmem._memory_candidates(explain_recall.scope, vecs, x, metadata_filter => filt) c);
     END IF;
     -- The exact candidates of each part (what memory_recall would return with exact => true).
     RETURN QUERY
@@ -424,16 +555,20 @@ BEGIN
               FROM pgmem.piece p
              WHERE p.scope_id = explain_recall.scope AND p.kind = 'memory'
                AND (explain_recall.thread IS NULL OR p.thread_id = explain_recall.thread)
+               AND (filt IS NULL
+                    OR (SELECT t.metadata FROM pgmem.turn t
+                         WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index) @> filt)
              ORDER BY 3, 1
              LIMIT greatest(show, x)) c
      ORDER BY 1, 3;
 END
 $$;
-COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb) IS
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
-                                            x integer, floor double precision, thread text, mode text, results jsonb)
+                                            x integer, floor double precision, thread text, mode text, results jsonb,
+                                            metadata_filter jsonb DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -453,16 +588,19 @@ BEGIN
     END IF;
     -- What is logged must be replayable: the same checks as the recall it records.
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
-                                    CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END);
-    INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results)
+                                    CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
+                                    metadata_filter => metadata_filter);
+    INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
+                                       metadata_filter)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
-            log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results)
+            log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
+            nullif(log_recall.metadata_filter, '{}'::jsonb))
     RETURNING l.recall_id INTO id;
     RETURN id;
 END
 $$;
-COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb) IS
-'Record a recall request and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
+COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb) IS
+'Record a recall request (its metadata filter included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
@@ -477,6 +615,7 @@ BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem.check_scope(scope);
     SELECT * INTO l FROM pgmem.recall_log r
      WHERE r.scope_id = explain_logged_recall.scope AND r.recall_id = explain_logged_recall.recall_id;
     IF NOT FOUND THEN
@@ -487,8 +626,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    SELECT e.* FROM pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show) e;
+    SELECT e.* FROM pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show,
+                                         metadata_filter => l.metadata_filter) e;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall: what each part found now, and why hits were cut.';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its thread and metadata filter: what each part found now, and why hits were cut. scope must be the transaction''s pgmem.scope (42501 otherwise).';

@@ -3,22 +3,32 @@
 
 CREATE OR REPLACE FUNCTION pgmem.document_hashes(scope text, document_ids text[])
 RETURNS TABLE (document_id text, content_hash bytea)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pgmem.check_scope(document_hashes.scope);  -- 42501 outside the transaction's scope
+    RETURN QUERY
     SELECT d.document_id, d.content_hash FROM pgmem.document d
-     WHERE d.scope_id = document_hashes.scope AND d.document_id = ANY (document_ids)
+     WHERE d.scope_id = document_hashes.scope AND d.document_id = ANY (document_ids);
+END
 $$;
 COMMENT ON FUNCTION pgmem.document_hashes(text, text[]) IS
 'Stored content hashes of the given documents: the client skips (and never embeds) documents whose hash is unchanged.';
 
 CREATE OR REPLACE FUNCTION pgmem.document_titles(scope text)
 RETURNS TABLE (document_id text, title text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pgmem.check_scope(document_titles.scope);  -- 42501 outside the transaction's scope
+    RETURN QUERY
     SELECT d.document_id, d.title FROM pgmem.document d WHERE d.scope_id = document_titles.scope
-     ORDER BY d.document_id
+     ORDER BY d.document_id;
+END
 $$;
 COMMENT ON FUNCTION pgmem.document_titles(text) IS
 'Id and title of every document of a scope: what transclusions ([[target]]) are resolved against.';

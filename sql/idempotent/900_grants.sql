@@ -119,7 +119,8 @@ BEGIN
                 ('forget_thread', 'deletes a thread with its turns, pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_fact', 'deletes a fact and its recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_document', 'deletes a document, its chunks, units, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
-                ('forget_scope', 'deletes every row of the caller''s scope, the scope row included; pgmem_app may not write tables.')
+                ('forget_scope', 'deletes every row of the caller''s scope, the scope row included; pgmem_app may not write tables.'),
+                ('set_retention', 'writes the retention setting (and, before its first turn, the scope row) of the caller''s scope; pgmem_app may not write tables.')
                ) AS d(name, reason)
           JOIN pg_catalog.pg_proc p ON p.proname = d.name AND p.pronamespace = 'pgmem'::regnamespace
     LOOP
@@ -151,10 +152,12 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
---       scope_ann_index on the recall path.
+--       scope_ann_index on the recall path;
+--   _metadata_pieces  ids of the caller's own scope's pieces whose turn matches a metadata
+--       filter (pgmem.check_scope first, at most 100,001 ids), read by _memory_candidates.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_metadata_pieces'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p

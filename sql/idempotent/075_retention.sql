@@ -1,0 +1,154 @@
+-- Retention: per-scope settings (how long turns and recall-log rows are kept) and the one
+-- maintenance call that applies them to every scope. Re-runnable.
+--
+-- A scope's setting is written by its application, inside its scope like every write
+-- (pgmem.set_retention, SECURITY DEFINER: pgmem_app may not write tables), and read back with
+-- pgmem.get_retention. A DBA schedules pgmem.apply_retention() (docs/operations.md: pg_cron or
+-- cron + psql). It removes expired turns through pgmem.forget_turn, the path of an explicit
+-- forget, so their pieces, the facts tied to them and the recall-log rows that returned them go
+-- too; then it trims each scope's recall log to its age and row bounds.
+
+-- apply_retention must see every scope's setting: like index maintenance (060_indexes.sql), a
+-- login member of pgmem_owner sees them while pgmem.maintenance is on (050_security.sql has the
+-- reasoning). SELECT only: the removals themselves run inside each scope in turn.
+DROP POLICY IF EXISTS maintenance_read ON pgmem.retention;
+CREATE POLICY maintenance_read ON pgmem.retention AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.retention IS
+    'pgmem.apply_retention (which sets pgmem.maintenance) reads every scope''s retention setting when the login is a member of pgmem_owner; SELECT only.';
+
+CREATE OR REPLACE FUNCTION pgmem.set_retention(
+    scope text,
+    keep_days integer DEFAULT NULL,
+    keep_turns integer DEFAULT NULL,
+    log_keep_days integer DEFAULT NULL,
+    log_keep_rows integer DEFAULT NULL
+) RETURNS pgmem.retention
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    r pgmem.retention;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'set_retention: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(set_retention.scope), true);
+    IF keep_days < 1 OR keep_days > 36500 OR log_keep_days < 1 OR log_keep_days > 36500 THEN
+        RAISE EXCEPTION 'set_retention: keep_days and log_keep_days must be between 1 and 36500 (or NULL), got % and %',
+            keep_days, log_keep_days USING ERRCODE = '22023', HINT = 'NULL means no age limit.';
+    END IF;
+    IF keep_turns < 1 OR keep_turns > 1000000000 OR log_keep_rows < 1 OR log_keep_rows > 1000000000 THEN
+        RAISE EXCEPTION 'set_retention: keep_turns and log_keep_rows must be between 1 and 1000000000 (or NULL), got % and %',
+            keep_turns, log_keep_rows USING ERRCODE = '22023', HINT = 'NULL means no count limit.';
+    END IF;
+    IF num_nonnulls(keep_days, keep_turns, log_keep_days, log_keep_rows) = 0 THEN
+        DELETE FROM pgmem.retention rt WHERE rt.scope_id = set_retention.scope;
+        RETURN r;  -- all NULL: the scope keeps everything
+    END IF;
+    -- A setting may come before the scope's first turn: the scope row is created here then.
+    INSERT INTO pgmem.scope AS s (scope_id) VALUES (set_retention.scope) ON CONFLICT (scope_id) DO NOTHING;
+    INSERT INTO pgmem.retention AS rt (scope_id, keep_days, keep_turns, log_keep_days, log_keep_rows)
+    VALUES (set_retention.scope, set_retention.keep_days, set_retention.keep_turns,
+            set_retention.log_keep_days, set_retention.log_keep_rows)
+    ON CONFLICT (scope_id) DO UPDATE
+       SET keep_days = EXCLUDED.keep_days, keep_turns = EXCLUDED.keep_turns, log_keep_days = EXCLUDED.log_keep_days,
+           log_keep_rows = EXCLUDED.log_keep_rows, updated_at = now()
+    RETURNING rt.* INTO r;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION pgmem.set_retention(text, integer, integer, integer, integer) IS
+'Set the retention of the transaction''s scope (42501 for any other scope), replacing the previous setting whole: keep_days (turns whose turn_time, or ingested_at when turn_time is NULL, is older go), keep_turns (only the last keep_turns turns of each thread stay), log_keep_days and log_keep_rows (bounds on the scope''s recall log). A turn goes when it breaks either turn bound. All NULL removes the setting (the scope keeps everything; the row returned is all NULL). Applied by pgmem.apply_retention(), which a DBA schedules. Returns the stored setting.';
+
+CREATE OR REPLACE FUNCTION pgmem.get_retention(scope text)
+RETURNS SETOF pgmem.retention
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pgmem.check_scope(get_retention.scope);
+    RETURN QUERY SELECT rt.* FROM pgmem.retention rt WHERE rt.scope_id = get_retention.scope;
+END
+$$;
+COMMENT ON FUNCTION pgmem.get_retention(text) IS
+'The retention setting of the transaction''s scope (no row: the scope keeps everything), with when it was last applied.';
+
+CREATE OR REPLACE FUNCTION pgmem.apply_retention()
+RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    prior_maintenance text := current_setting('pgmem.maintenance', true);
+    prior_scope text := current_setting('pgmem.scope', true);
+    settings pgmem.retention[];
+    s pgmem.retention;
+    t record;
+    f record;
+    n_logs integer;
+    done integer;
+BEGIN
+    -- Every scope's setting must be visible, or scopes would silently keep what they should not:
+    -- a superuser or BYPASSRLS role sees them, and so does a login member of pgmem_owner (the
+    -- maintenance policy above); anyone else is refused.
+    IF pg_catalog.row_security_active('pgmem.retention'::regclass)
+       AND NOT (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE')) THEN
+        RAISE EXCEPTION 'retention must see every scope, and % (as %) sees only its own under row-level security',
+            session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run SELECT * FROM pgmem.apply_retention() as the role that migrates pgmem (a login member of pgmem_owner, without SET ROLE) or as a superuser; no pgmem.scope is needed (docs/operations.md).';
+    END IF;
+    PERFORM set_config('pgmem.maintenance', 'on', true);
+    settings := ARRAY(SELECT rt FROM pgmem.retention rt ORDER BY rt.scope_id);
+    PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
+    RAISE NOTICE 'apply_retention: % scopes have a retention setting', cardinality(settings);
+    FOREACH s IN ARRAY settings LOOP
+        -- Each scope is handled inside its own scope, as its application would forget.
+        PERFORM set_config('pgmem.scope', s.scope_id, true);
+        scope_id := s.scope_id; turns := 0; pieces := 0; facts := 0; threads := 0; recall_logs := 0;
+        done := 0;
+        IF s.keep_days IS NOT NULL OR s.keep_turns IS NOT NULL THEN
+            FOR t IN
+                SELECT x.thread_id, x.turn_index FROM (
+                    SELECT tu.thread_id, tu.turn_index, coalesce(tu.turn_time, tu.ingested_at) AS at,
+                           row_number() OVER (PARTITION BY tu.thread_id ORDER BY tu.turn_index DESC) AS newest
+                      FROM pgmem.turn tu WHERE tu.scope_id = s.scope_id) x
+                 WHERE (s.keep_days IS NOT NULL AND x.at < now() - make_interval(days => s.keep_days))
+                    OR (s.keep_turns IS NOT NULL AND x.newest > s.keep_turns)
+                 ORDER BY x.thread_id, x.turn_index
+            LOOP
+                SELECT * INTO f FROM pgmem.forget_turn(s.scope_id, t.thread_id, t.turn_index);
+                turns := turns + f.turns; pieces := pieces + f.pieces; facts := facts + f.facts;
+                threads := threads + f.threads; recall_logs := recall_logs + f.recall_logs;
+                done := done + 1;
+                IF done % 1000 = 0 THEN
+                    RAISE NOTICE 'apply_retention: scope %: % turns removed so far', s.scope_id, done;
+                END IF;
+            END LOOP;
+        END IF;
+        IF s.log_keep_days IS NOT NULL OR s.log_keep_rows IS NOT NULL THEN
+            DELETE FROM pgmem.recall_log l
+             WHERE l.scope_id = s.scope_id
+               AND ((s.log_keep_days IS NOT NULL AND l.created_at < now() - make_interval(days => s.log_keep_days))
+                    OR (s.log_keep_rows IS NOT NULL AND l.recall_id IN (
+                            SELECT k.recall_id FROM pgmem.recall_log k WHERE k.scope_id = s.scope_id
+                             ORDER BY k.created_at DESC, k.recall_id DESC OFFSET s.log_keep_rows)));
+            GET DIAGNOSTICS n_logs = ROW_COUNT;
+            recall_logs := recall_logs + n_logs;
+        END IF;
+        UPDATE pgmem.retention rt SET applied_at = now() WHERE rt.scope_id = s.scope_id;
+        RAISE NOTICE 'apply_retention: scope %: % turns, % pieces, % facts, % threads, % recall-log rows removed',
+            s.scope_id, turns, pieces, facts, threads, recall_logs;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM set_config('pgmem.scope', coalesce(prior_scope, ''), true);
+END
+$$;
+COMMENT ON FUNCTION pgmem.apply_retention() IS
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL) or beyond the last keep_turns of their thread are removed through pgmem.forget_turn (pieces, facts tied to the turn, recall-log rows that returned them, and threads left empty go too), then the recall log is trimmed to log_keep_days and log_keep_rows. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
