@@ -170,6 +170,19 @@ def test_forget_scope_leaves_other_scopes_and_can_start_again(conn: Conn, admin_
     assert ingest_turns(conn, [make_turn("s", "t", 0, "a fresh start")], EMB).inserted == 1
 
 
+def test_forget_scope_takes_the_langgraph_store_items(conn: Conn, admin_conn: Conn) -> None:
+    langgraph = pytest.importorskip("pgmem.integrations.langgraph", reason="the [langgraph] extra is not installed")
+    store = langgraph.PgmemStore(conn, embedder=EMB)
+    store.put(("s",), "prefs", {"theme": "dark"}, index=False)
+    store.put(("s",), "m1", {"text": "Luna the dog hates baths"})
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 's'").fetchone() == (1,)
+    done = forget_scope(conn, "s")
+    assert done.turns == 1
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace").fetchone() == (0,)
+    assert store.get(("s",), "prefs") is None
+
+
 def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
     _store(conn)
     ids = add_facts(conn, "s", [Fact("a fact to drop")], EMB)

@@ -237,11 +237,13 @@ BEGIN
     GET DIAGNOSTICS n_docs = ROW_COUNT;
     DELETE FROM pgmem.recall_log l WHERE l.scope_id = forget_scope.scope;
     GET DIAGNOSTICS n_logs = ROW_COUNT;
-    -- The scope row last (its model binding and number); any table added later with a
-    -- foreign key to it cascades here.
+    -- The scope row last (its model binding and number); the tables keyed on it with a
+    -- cascading foreign key (store_item, and any added later) go with it.
     DELETE FROM pgmem.scope s WHERE s.scope_id = forget_scope.scope;
+    -- The LangGraph store's directory names this scope's namespace (not a scoped table).
+    DELETE FROM pgmem.store_namespace n WHERE n.scope_name = forget_scope.scope;
     RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs;
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_scope(text) IS
-'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, and the scope row itself (its model binding). One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
