@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.add_argument("thread")
     t.add_argument("turn_index", type=int)
     what("thread", "a whole thread").add_argument("thread")
-    what("fact", "one fact, by the id fact search shows").add_argument("fact_id", type=int)
+    what("fact", "one fact, by its id (fact_id in SQL; piece_id in `pgmem facts search --json`)").add_argument(
+        "fact_id", type=int
+    )
     what("document", "one document, by its id").add_argument("document_id")
     s = what("scope", "everything of the scope, the scope itself included")
     s.add_argument("--yes", action="store_true", help="required: confirms forgetting the whole scope")
