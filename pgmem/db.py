@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from pgvector.psycopg import register_vector
 
+from pgmem.calls import scoped as scoped  # re-exported: the public home of scoped()
 from pgmem.config import Settings
 from pgmem.errors import ModelMismatchError, SchemaError
-from pgmem.text import check_name
 
 
 def database_url(settings: Settings | None = None) -> str:
@@ -71,26 +69,3 @@ def check_model(conn: psycopg.Connection[tuple[object, ...]], *, plane: str, mod
             f"was installed with {installed} dimensions; configure the installed model or "
             f"install into a new database"
         )
-
-
-@contextmanager
-def scoped(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> Iterator[None]:
-    """A transaction (or, inside the caller's open transaction, a savepoint) with the
-    row-level-security scope set locally; the scope never outlives the block.
-
-    On an autocommit connection the transaction ends with the block, and the local setting
-    with it. Inside an open transaction a savepoint does not end the transaction, so the
-    value the transaction had before (none, or the caller's own scope) is put back on the
-    way out; when the block fails, rolling back to the savepoint undoes the setting too."""
-    check_name(scope, "scope")
-    nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-    with conn.transaction():
-        row = conn.execute(
-            "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scope', %s, true)", (scope,)
-        ).fetchone()
-        yield
-        if nested:
-            # Put back what the transaction had; functions called in the block may have set
-            # the scope too (set_config(..., true)), so this runs whatever they did.
-            before = row[0] if row else None
-            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (before or "",))

@@ -59,3 +59,48 @@ class DatabaseError(PgmemError):
         primary = getattr(diag, "message_primary", None)
         message = primary or " ".join(str(exc).split()) or type(exc).__name__
         return cls(message, sqlstate=getattr(exc, "sqlstate", None), hint=getattr(diag, "message_hint", None))
+
+
+class ArgumentError(DatabaseError, InputError):
+    """The database refused an argument (SQLSTATE class 22, 23 or 54: out of range, wrong
+    dimension, NaN, too large, a duplicate)."""
+
+
+class ScopeError(DatabaseError):
+    """The call's scope is not the transaction's `pgmem.scope`, or none is set (42501)."""
+
+
+class ModelRefusedError(DatabaseError, ModelMismatchError):
+    """Vectors from a model other than the one the scope stores (22000, naming both)."""
+
+
+class NotFoundError(DatabaseError):
+    """What the call names does not exist (42704, P0002): an unknown scope, say."""
+
+
+#: SQLSTATE classes of a refusal of the caller's request, as opposed to a failure of the
+#: connection or the server (08, 40, 53, 57, XX), which stay the driver's exceptions.
+REFUSAL_CLASSES = frozenset({"22", "23", "42", "54", "P0"})
+
+
+def is_refusal(exc: Exception) -> bool:
+    """Whether a driver exception is the database refusing the request (see REFUSAL_CLASSES)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return state[:2] in REFUSAL_CLASSES
+
+
+def database_error(exc: Exception) -> DatabaseError:
+    """The PgmemError for a refusal, keeping its SQLSTATE and hint."""
+    state = getattr(exc, "sqlstate", None) or ""
+    err = DatabaseError.from_driver(exc)
+    if state == "42501":
+        cls: type[DatabaseError] = ScopeError
+    elif state == "22000" and " from model " in str(err):
+        cls = ModelRefusedError
+    elif state in ("42704", "P0002"):
+        cls = NotFoundError
+    elif state[:2] in ("22", "23", "54"):
+        cls = ArgumentError
+    else:
+        cls = DatabaseError
+    return cls(Exception.__str__(err), sqlstate=err.sqlstate, hint=err.hint)

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import psycopg
 
 from pgmem.blend import DEFAULT_WEIGHT
-from pgmem.db import scoped
+from pgmem.calls import Call, Db, Embed, Query, run
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, check_target, embed_query, refusal
+from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, blend_query, check_target, query_inputs
 from pgmem.splitting import SplitRules
 from pgmem.text import check_name, check_text
 
@@ -79,41 +78,39 @@ def read_facts(path: Path) -> list[Fact]:
     return facts
 
 
-def add_facts(
-    conn: psycopg.Connection[tuple[object, ...]],
-    scope: str,
-    facts: Sequence[Fact],
-    embedder: Embedder,
-) -> list[int]:
+def add_facts(db: Db, scope: str, facts: Sequence[Fact], embedder: Embedder) -> list[int]:
     """Embed and store facts (at the fact plane's own dimension); returns the ids of the facts
     stored now. Idempotent by content: a fact the scope holds already (same body, thread, turn
     and section), or one repeated in `facts`, is not stored again and has no id in the result."""
+    return run(db, add_facts_call(scope, facts, embedder))
+
+
+def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Call[list[int]]:
     check_name(scope, "scope")
     for i, f in enumerate(facts):
         check_fact(f, f"facts[{i}]")
     if not facts:
         return []
-    vectors = embedder.embed([f.body for f in facts])
-    with scoped(conn, scope):
-        rows = conn.execute(
-            """SELECT * FROM pgmem.add_facts(scope => %s, model_id => %s, bodies => %s,
-                   vectors => %s::vector[], thread_ids => %s, turn_indexes => %s, sections => %s)""",
-            (
-                scope,
-                embedder.model_id,
-                [f.body for f in facts],
-                list(vectors),
-                [f.thread for f in facts],
-                [f.turn_index for f in facts],
-                [f.section for f in facts],
-            ),
-            binary=True,
-        ).fetchall()
-    return [int(str(r[0])) for r in rows]
+    vectors = yield Embed(embedder, [f.body for f in facts])
+    rows = yield Query(
+        scope,
+        """SELECT * FROM pgmem.add_facts(scope => %s, model_id => %s, bodies => %s,
+               vectors => %s::vector[], thread_ids => %s, turn_indexes => %s, sections => %s)""",
+        (
+            scope,
+            embedder.model_id,
+            [f.body for f in facts],
+            list(vectors),
+            [f.thread for f in facts],
+            [f.turn_index for f in facts],
+            [f.section for f in facts],
+        ),
+    )
+    return [int(r[0]) for r in rows]
 
 
 def fact_recall(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     message: str,
     embedder: Embedder,
@@ -126,31 +123,44 @@ def fact_recall(
 ) -> Recall:
     """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35). The embedder must be
     the model the scope's facts were stored with (ModelMismatchError)."""
+    return run(
+        db, fact_recall_call(scope, message, embedder, x=x, floor=floor, thread=thread, weight=weight, rules=rules)
+    )
+
+
+def fact_recall_call(
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    x: int = DEFAULT_X,
+    floor: float = DEFAULT_FACT_FLOOR,
+    thread: str | None = None,
+    weight: float = DEFAULT_WEIGHT,
+    rules: SplitRules = SplitRules(),
+) -> Call[Recall]:
     check_target(scope, thread)
-    q = embed_query(message, embedder, rules=rules, weight=weight)
+    parts, inputs = query_inputs(message, rules=rules)
+    q = blend_query(parts, (yield Embed(embedder, inputs)), weight)
     groups = [Group(i + 1, t) for i, t in enumerate(q.texts)]
-    with scoped(conn, scope):
-        try:
-            rows = conn.execute(
-                """SELECT part_no, rank, fact_id, thread_id, turn_index, section, body, cosine, score
-                     FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], x => %s,
-                                            floor => %s, thread => %s, model_id => %s)""",
-                (scope, list(np.asarray(q.blended)), x, floor, thread, embedder.model_id),
-                binary=True,
-            ).fetchall()
-        except psycopg.DataError as exc:
-            raise refusal(exc) from None
+    rows = yield Query(
+        scope,
+        """SELECT part_no, rank, fact_id, thread_id, turn_index, section, body, cosine, score
+             FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], x => %s,
+                                    floor => %s, thread => %s, model_id => %s)""",
+        (scope, list(np.asarray(q.blended)), x, floor, thread, embedder.model_id),
+    )
     for r in rows:
-        groups[int(str(r[0])) - 1].hits.append(
+        groups[int(r[0]) - 1].hits.append(
             Hit(
-                int(str(r[1])),
-                int(str(r[2])),
+                int(r[1]),
+                int(r[2]),
                 None if r[3] is None else str(r[3]),
-                None if r[4] is None else int(str(r[4])),
+                None if r[4] is None else int(r[4]),
                 "" if r[5] is None else str(r[5]),
                 str(r[6]),
-                float(str(r[7])),
-                float(str(r[8])),
+                float(r[7]),
+                float(r[8]),
             )
         )
     return Recall(message, groups)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import psycopg
 from psycopg import sql
 
-from pgmem.db import scoped
-from pgmem.errors import DatabaseError, InputError
+from pgmem.calls import Call, Db, Query, run
+from pgmem.errors import InputError
 from pgmem.text import check_name
 
 #: The largest turn index and fact id the tables can hold (integer, bigint).
@@ -43,47 +42,62 @@ def _whole(value: object, what: str, upper: int) -> int:
     return value
 
 
-def _call(conn: psycopg.Connection[tuple[object, ...]], function: str, args: tuple[object, ...]) -> Forgotten:
+def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
     scope = check_name(args[0], "scope")
     query = sql.SQL("SELECT threads, turns, pieces, facts, documents, recall_logs FROM {}({})").format(
         sql.Identifier("pgmem", function), sql.SQL(", ").join(sql.Placeholder() * len(args))
     )
-    try:
-        with scoped(conn, scope):
-            row = conn.execute(query, args).fetchone()
-    except psycopg.Error as exc:
-        raise DatabaseError.from_driver(exc) from None
-    assert row is not None
-    return Forgotten(*(int(str(v)) for v in row))
+    row = yield Query(scope, query, args, one=True)
+    return Forgotten(*(int(v) for v in row))
 
 
-def forget_turn(conn: psycopg.Connection[tuple[object, ...]], scope: str, thread: str, turn_index: int) -> Forgotten:
-    """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
-    them, and its thread when nothing else of it remains."""
+def forget_turn_call(scope: str, thread: str, turn_index: int) -> Call[Forgotten]:
     check_name(thread, "thread")
     _whole(turn_index, "turn_index", MAX_TURN_INDEX)
-    return _call(conn, "forget_turn", (scope, thread, turn_index))
+    return _forget("forget_turn", (scope, thread, turn_index))
 
 
-def forget_thread(conn: psycopg.Connection[tuple[object, ...]], scope: str, thread: str) -> Forgotten:
-    """Forget a whole thread: its turns, pieces, facts and the recall-log rows about it."""
+def forget_thread_call(scope: str, thread: str) -> Call[Forgotten]:
     check_name(thread, "thread")
-    return _call(conn, "forget_thread", (scope, thread))
+    return _forget("forget_thread", (scope, thread))
 
 
-def forget_fact(conn: psycopg.Connection[tuple[object, ...]], scope: str, fact_id: int) -> Forgotten:
-    """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
+def forget_fact_call(scope: str, fact_id: int) -> Call[Forgotten]:
     _whole(fact_id, "fact_id", MAX_FACT_ID)
-    return _call(conn, "forget_fact", (scope, fact_id))
+    return _forget("forget_fact", (scope, fact_id))
 
 
-def forget_document(conn: psycopg.Connection[tuple[object, ...]], scope: str, document_id: str) -> Forgotten:
+def forget_document_call(scope: str, document_id: str) -> Call[Forgotten]:
+    check_name(document_id, "document_id", max_chars=1000)
+    return _forget("forget_document", (scope, document_id))
+
+
+def forget_scope_call(scope: str) -> Call[Forgotten]:
+    return _forget("forget_scope", (scope,))
+
+
+def forget_turn(db: Db, scope: str, thread: str, turn_index: int) -> Forgotten:
+    """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
+    them, and its thread when nothing else of it remains."""
+    return run(db, forget_turn_call(scope, thread, turn_index))
+
+
+def forget_thread(db: Db, scope: str, thread: str) -> Forgotten:
+    """Forget a whole thread: its turns, pieces, facts and the recall-log rows about it."""
+    return run(db, forget_thread_call(scope, thread))
+
+
+def forget_fact(db: Db, scope: str, fact_id: int) -> Forgotten:
+    """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
+    return run(db, forget_fact_call(scope, fact_id))
+
+
+def forget_document(db: Db, scope: str, document_id: str) -> Forgotten:
     """Forget a document: its chunks and units, the facts whose section is its id (or
     `id#anchor`), and the recall-log rows that returned them."""
-    check_name(document_id, "document_id", max_chars=1000)
-    return _call(conn, "forget_document", (scope, document_id))
+    return run(db, forget_document_call(scope, document_id))
 
 
-def forget_scope(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> Forgotten:
+def forget_scope(db: Db, scope: str) -> Forgotten:
     """Forget everything of a scope, the scope itself included (its model binding)."""
-    return _call(conn, "forget_scope", (scope,))
+    return run(db, forget_scope_call(scope))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pgmem.db import scoped
+from pgmem.calls import Call, Db, Embed, Query, run
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
@@ -69,6 +69,8 @@ def content_hash(turn: Turn, *, model_id: str, max_bytes: int, weight: float, co
         "time": turn.time.isoformat() if turn.time else None,
         "messages": turn.messages,
     }
+    if turn.metadata:  # only when present, so turns without metadata keep their hashes
+        payload["metadata"] = dict(turn.metadata)
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
 
@@ -78,26 +80,22 @@ def turn_text(turn: Turn) -> str:
     return "\n".join(f"{s.name}: {s.text}" for s in split_sources(turn.messages))
 
 
-def _existing_hashes(
-    conn: psycopg.Connection[tuple[object, ...]], turns: Sequence[Turn]
-) -> dict[tuple[str, str, int], bytes]:
+def _existing_hashes(turns: Sequence[Turn]) -> Call[dict[tuple[str, str, int], bytes]]:
     by_thread: dict[tuple[str, str], list[int]] = {}
     for t in turns:
         by_thread.setdefault((t.scope, t.thread), []).append(t.index)
     found: dict[tuple[str, str, int], bytes] = {}
     for (scope, thread), idxs in by_thread.items():
-        with scoped(conn, scope):
-            rows = conn.execute(
-                "SELECT turn_index, content_hash FROM pgmem.turn_hashes(%s, %s, %s)",
-                (scope, thread, idxs),
-            ).fetchall()
+        rows = yield Query(
+            scope, "SELECT turn_index, content_hash FROM pgmem.turn_hashes(%s, %s, %s)", (scope, thread, idxs)
+        )
         for idx, h in rows:
-            found[(scope, thread, int(str(idx)))] = bytes(h)  # type: ignore[call-overload]
+            found[(scope, thread, int(idx))] = bytes(h)
     return found
 
 
 def ingest_turns(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     turns: Iterable[Turn],
     embedder: Embedder,
     *,
@@ -109,17 +107,42 @@ def ingest_turns(
     context: str = "mean",
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Store `turns` (idempotently). `conn` must be in autocommit mode: every turn gets its
-    own transaction. Embeds about `group_pieces` pieces at a time to bound memory.
+    """Store `turns` (idempotently), each turn in its own transaction (a savepoint when `db`
+    is a connection with a transaction open: committing it is then the caller's). `db` is any
+    psycopg connection or a pool. Embeds about `group_pieces` pieces at a time to bound memory.
 
     `context="mean"` (default) blends each piece with the unit mean of its turn's pieces;
     `context="text"` embeds the turn's whole text as its context (one more input per turn),
     falling back to the mean, and saying so in the report, when the turn is over the
     model's input limit."""
+    call = ingest_turns_call(
+        turns,
+        embedder,
+        max_bytes=max_bytes,
+        weight=weight,
+        group_pieces=group_pieces,
+        reembed=reembed,
+        force=force,
+        context=context,
+        progress=progress,
+    )
+    return run(db, call)
+
+
+def ingest_turns_call(
+    turns: Iterable[Turn],
+    embedder: Embedder,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    weight: float = DEFAULT_WEIGHT,
+    group_pieces: int = 512,
+    reembed: bool = False,
+    force: bool = False,
+    context: str = "mean",
+    progress: Progress | None = None,
+) -> Call[IngestReport]:
     if context not in CONTEXT_MODES:
         raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
-    if not conn.autocommit:
-        raise InputError("ingest_turns needs an autocommit connection (one transaction per turn)")
     if not 0.0 <= weight <= 1.0:
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_turns = list(turns)
@@ -145,7 +168,7 @@ def ingest_turns(
         (t, content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context))
         for t in valid
     ]
-    existing = {} if force else _existing_hashes(conn, valid)
+    existing = {} if force else (yield from _existing_hashes(valid))
     todo: list[tuple[Turn, bytes]] = []
     for t, digest in hashed:
         if not force and existing.get(t.key) == digest:
@@ -156,7 +179,7 @@ def ingest_turns(
     group: list[tuple[Turn, bytes, list[Piece]]] = []
     group_size = 0
 
-    def flush() -> None:
+    def flush() -> Call[None]:
         nonlocal done, group, group_size
         if not group:
             return
@@ -170,13 +193,13 @@ def ingest_turns(
                     texts.append(text)
                 else:
                     report.context_fallbacks.append(turn.key)
-        vectors = embedder.embed(texts)
+        vectors = yield Embed(embedder, texts)
         offset = 0
         for turn, digest, ps in group:
             vecs = vectors[offset : offset + len(ps)]
             offset += len(ps)
             ctx = vectors[contexts[turn.key]] if turn.key in contexts else None
-            _put(conn, turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
+            yield from _put(turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
             done += 1
             if progress:
                 progress(done, len(all_turns), report.pieces)
@@ -194,15 +217,14 @@ def ingest_turns(
         group.append((turn, digest, ps))
         group_size += len(ps)
         if group_size >= group_pieces:
-            flush()
-    flush()
+            yield from flush()
+    yield from flush()
     if progress:
         progress(len(all_turns), len(all_turns), report.pieces)
     return report
 
 
 def _put(
-    conn: psycopg.Connection[tuple[object, ...]],
     turn: Turn,
     pieces: list[Piece],
     vectors: FloatArray,
@@ -213,42 +235,44 @@ def _put(
     reembed: bool,
     force: bool,
     report: IngestReport,
-) -> None:
+) -> Call[None]:
+    # The metadata argument is named only when there is metadata (schemas before 0005 lack it).
+    metadata = ", metadata => %s::jsonb" if turn.metadata else ""
     try:
-        with scoped(conn, turn.scope):
-            row = conn.execute(
-                """SELECT status, pieces FROM pgmem.put_turn(
-                       scope => %s, thread => %s, turn_index => %s, turn_time => %s,
-                       messages => %s::jsonb, content_hash => %s, model_id => %s,
-                       unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
-                       vectors => %s::vector[], weight => %s, reembed => %s, force => %s,
-                       context => %s::vector)""",
-                (
-                    turn.scope,
-                    turn.thread,
-                    turn.index,
-                    turn.time,
-                    json.dumps(list(turn.messages), ensure_ascii=False),
-                    digest,
-                    model_id,
-                    [p.unit_kind for p in pieces],
-                    [p.source_index for p in pieces],
-                    [p.label for p in pieces],
-                    [p.body for p in pieces],
-                    list(vectors),
-                    weight,
-                    reembed,
-                    force,
-                    context,
-                ),
-                binary=True,
-            ).fetchone()
+        row = yield Query(
+            turn.scope,
+            f"""SELECT status, pieces FROM pgmem.put_turn(
+                   scope => %s, thread => %s, turn_index => %s, turn_time => %s,
+                   messages => %s::jsonb, content_hash => %s, model_id => %s,
+                   unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
+                   vectors => %s::vector[], weight => %s, reembed => %s, force => %s,
+                   context => %s::vector{metadata})""",
+            (
+                turn.scope,
+                turn.thread,
+                turn.index,
+                turn.time,
+                json.dumps(list(turn.messages), ensure_ascii=False),
+                digest,
+                model_id,
+                [p.unit_kind for p in pieces],
+                [p.source_index for p in pieces],
+                [p.label for p in pieces],
+                [p.body for p in pieces],
+                list(vectors),
+                weight,
+                reembed,
+                force,
+                context,
+                *([json.dumps(dict(turn.metadata), ensure_ascii=False)] if turn.metadata else []),
+            ),
+            one=True,
+        )
     except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this turn's data, not the connection
         detail = f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"
         report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
         return
-    assert row is not None
-    status, n = str(row[0]), int(str(row[1]))
+    status, n = str(row[0]), int(row[1])
     if status == "inserted":
         report.inserted += 1
     elif status == "replaced":

@@ -10,9 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
-from pgmem.db import scoped
+from pgmem.calls import Call, Db, Query, run
 from pgmem.embedders.base import Embedder
 from pgmem.ingest import DEFAULT_WEIGHT, IngestReport, Progress, ingest_turns
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -28,20 +26,29 @@ class RebuildResult:
     report: IngestReport
 
 
-def pending_turns(conn: psycopg.Connection[tuple[object, ...]], scope: str, started: str) -> list[Turn]:
+def pending_turns(db: Db, scope: str, started: str) -> list[Turn]:
     """The scope's turns stored before `started`, read inside the scope (row-level security)."""
-    with scoped(conn, scope):
-        rows = conn.execute(
-            "SELECT thread_id, turn_index, turn_time, messages FROM pgmem.pending_turns(%s, %s::timestamptz)",
-            (scope, started),
-        ).fetchall()
+    return run(db, _pending_turns(scope, started))
+
+
+def _pending_turns(scope: str, started: str) -> Call[list[Turn]]:
+    rows = yield Query(
+        scope,
+        "SELECT thread_id, turn_index, turn_time, messages FROM pgmem.pending_turns(%s, %s::timestamptz)",
+        (scope, started),
+    )
     return [
         turn_from_dict({"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3]}) for r in rows
     ]
 
 
+def _now(scope: str) -> Call[str]:
+    row = yield Query(scope, "SELECT now()::text", one=True)
+    return str(row[0])
+
+
 def rebuild(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     embedder: Embedder,
     state_file: Path,
     *,
@@ -59,14 +66,12 @@ def rebuild(
     if resumed:
         started = str(json.loads(state_file.read_text())["started"])
     else:
-        row = conn.execute("SELECT now()::text").fetchone()
-        assert row is not None
-        started = str(row[0])
+        started = run(db, _now(scope))
         state_file.parent.mkdir(parents=True, exist_ok=True)
         state_file.write_text(json.dumps({"started": started, "scope": scope}))
-    turns = pending_turns(conn, scope, started)
+    turns = pending_turns(db, scope, started)
     report = ingest_turns(
-        conn,
+        db,
         turns,
         embedder,
         max_bytes=max_bytes,

@@ -4,16 +4,15 @@ part with the whole message, and let one SQL call return a group per part."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import psycopg
 
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
-from pgmem.db import scoped
+from pgmem.calls import Call, Db, Embed, Query, run
 from pgmem.embedders.base import Embedder
-from pgmem.errors import InputError, ModelMismatchError, PgmemError
+from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
 from pgmem.text import check_name, check_text
 
@@ -85,13 +84,25 @@ def embed_query(
     whole_bytes: int = WHOLE_MESSAGE_BYTES,
 ) -> QueryParts:
     """Split `message` and embed its parts plus the whole message in one request."""
+    parts, inputs = query_inputs(message, rules=rules, whole_bytes=whole_bytes)
+    return blend_query(parts, embedder.embed(inputs), weight)
+
+
+def query_inputs(
+    message: str, *, rules: SplitRules = SplitRules(), whole_bytes: int = WHOLE_MESSAGE_BYTES
+) -> tuple[list[str], list[str]]:
+    """The parts of `message`, and the texts to embed: each part, then the whole message
+    (capped at `whole_bytes`, keeping the end)."""
     check_text(message, "message")
     parts = split_prompt_chunks(message, rules)
     if not parts:
         raise InputError("message is empty (or only whitespace): nothing to recall")
     whole = cap_bytes_keep_end(" ".join(message.split()), whole_bytes)
-    inputs = [cap_bytes_keep_end(p, whole_bytes) for p in parts] + [whole]
-    vectors = embedder.embed(inputs)
+    return parts, [cap_bytes_keep_end(p, whole_bytes) for p in parts] + [whole]
+
+
+def blend_query(parts: list[str], vectors: F32, weight: float) -> QueryParts:
+    """Each part's query vector: blend(part, whole message); the whole message is the last row."""
     raw, whole_vec = vectors[:-1], vectors[-1]
     blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
     return QueryParts(parts, raw, whole_vec, blended)
@@ -104,19 +115,6 @@ def check_target(scope: object, thread: object = None) -> None:
         check_name(thread, "thread")
 
 
-def refusal(exc: psycopg.Error) -> PgmemError:
-    """The PgmemError for a search the database refused: query vectors from another model than
-    the scope's stored ones (pgmem.check_recall_args: 22000, "... from model ...") are a
-    ModelMismatchError; any other bad argument (a wrong dimension, NaN, out of range) an InputError."""
-    diag = exc.diag
-    text = diag.message_primary or " ".join(str(exc).split())
-    if diag.message_hint:
-        text += f" ({diag.message_hint})"
-    if exc.sqlstate == "22000" and " vectors from model " in text:
-        return ModelMismatchError(text)
-    return InputError(text)
-
-
 def _check(x: int, floor: float, mode: str) -> None:
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
@@ -127,7 +125,7 @@ def _check(x: int, floor: float, mode: str) -> None:
 
 
 def recall_vectors(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     part_texts: Sequence[str],
     part_vectors: F32,
@@ -139,67 +137,119 @@ def recall_vectors(
     message: str = "",
     log: bool = False,
     model_id: str | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
 ) -> Recall:
     """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
-    model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError)."""
+    model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError).
+    `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`)."""
+    return run(
+        db,
+        recall_vectors_call(
+            scope,
+            part_texts,
+            part_vectors,
+            x=x,
+            floor=floor,
+            thread=thread,
+            mode=mode,
+            message=message,
+            log=log,
+            model_id=model_id,
+            metadata_filter=metadata_filter,
+        ),
+    )
+
+
+def recall_vectors_call(
+    scope: str,
+    part_texts: Sequence[str],
+    part_vectors: F32,
+    *,
+    x: int = DEFAULT_X,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+    mode: str = DEFAULT_MODE,
+    message: str = "",
+    log: bool = False,
+    model_id: str | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
+) -> Call[Recall]:
     _check(x, floor, mode)
     check_target(scope, thread)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
     check_text(message, "message")
+    filter_json = _filter_json(metadata_filter)
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
-    with scoped(conn, scope):
-        try:
-            rows = conn.execute(
-                """SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
-                     FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
-                                              x => %s, floor => %s, thread => %s, mode => %s, model_id => %s)""",
-                (scope, list(part_vectors), list(part_texts), x, floor, thread, mode, model_id),
-                binary=True,
-            ).fetchall()
-        except psycopg.DataError as exc:
-            raise refusal(exc) from None
-        for r in rows:
-            groups[int(str(r[0])) - 1].hits.append(
-                Hit(
-                    int(str(r[1])),
-                    int(str(r[2])),
-                    _opt_str(r[3]),
-                    _opt_int(r[4]),
-                    str(r[5]),
-                    str(r[6]),
-                    float(str(r[7])),
-                    float(str(r[8])),
-                    _opt_int(r[9]),
-                )
+    # The filter is named only when given, so the call also runs on schemas without it.
+    filter_arg = ", metadata_filter => %s::jsonb" if filter_json is not None else ""
+    rows = yield Query(
+        scope,
+        f"""SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
+              FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                       x => %s, floor => %s, thread => %s, mode => %s, model_id => %s{filter_arg})""",
+        (
+            scope,
+            list(part_vectors),
+            list(part_texts),
+            x,
+            floor,
+            thread,
+            mode,
+            model_id,
+            *([filter_json] if filter_json is not None else []),
+        ),
+    )
+    for r in rows:
+        groups[int(r[0]) - 1].hits.append(
+            Hit(
+                int(r[1]),
+                int(r[2]),
+                _opt_str(r[3]),
+                _opt_int(r[4]),
+                str(r[5]),
+                str(r[6]),
+                float(r[7]),
+                float(r[8]),
+                _opt_int(r[9]),
             )
-        result = Recall(message, groups)
-        if log:
-            try:
-                row = conn.execute(
-                    "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
-                    (
-                        scope,
-                        message,
-                        list(part_texts),
-                        list(part_vectors),
-                        x,
-                        floor,
-                        thread,
-                        mode,
-                        json.dumps([asdict(g) for g in groups], ensure_ascii=False),
-                    ),
-                    binary=True,
-                ).fetchone()
-            except psycopg.DataError as exc:
-                raise refusal(exc) from None
-            assert row is not None
-            result.recall_id = int(str(row[0]))
+        )
+    result = Recall(message, groups)
+    if log:
+        row = yield Query(
+            scope,
+            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
+            (
+                scope,
+                message,
+                list(part_texts),
+                list(part_vectors),
+                x,
+                floor,
+                thread,
+                mode,
+                json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+            ),
+            one=True,
+        )
+        result.recall_id = int(row[0])
     return result
 
 
+def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:
+    if metadata_filter is None:
+        return None
+    if not isinstance(metadata_filter, Mapping):
+        raise InputError(f"metadata_filter must be a JSON object, got {type(metadata_filter).__name__}")
+    try:
+        text = json.dumps(metadata_filter, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(f"metadata_filter is not JSON: {exc}") from None
+    return check_text(text, "metadata_filter")
+
+
 def recall(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     message: str,
     embedder: Embedder,
@@ -211,30 +261,67 @@ def recall(
     weight: float = DEFAULT_WEIGHT,
     rules: SplitRules = SplitRules(),
     log: bool = False,
+    metadata_filter: Mapping[str, object] | None = None,
 ) -> Recall:
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
     `floor` per part. Groups are never merged, padded or deduplicated across parts. The
-    embedder must be the model the scope's pieces were stored with (ModelMismatchError)."""
+    embedder must be the model the scope's pieces were stored with (ModelMismatchError).
+    `db` is any psycopg connection (used as it is) or a connection pool."""
+    return run(
+        db,
+        recall_call(
+            scope,
+            message,
+            embedder,
+            x=x,
+            floor=floor,
+            thread=thread,
+            mode=mode,
+            weight=weight,
+            rules=rules,
+            log=log,
+            metadata_filter=metadata_filter,
+        ),
+    )
+
+
+def recall_call(
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    x: int = DEFAULT_X,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+    mode: str = DEFAULT_MODE,
+    weight: float = DEFAULT_WEIGHT,
+    rules: SplitRules = SplitRules(),
+    log: bool = False,
+    metadata_filter: Mapping[str, object] | None = None,
+) -> Call[Recall]:
     _check(x, floor, mode)
     check_target(scope, thread)
-    q = embed_query(message, embedder, rules=rules, weight=weight)
-    return recall_vectors(
-        conn,
-        scope,
-        q.texts,
-        q.blended,
-        x=x,
-        floor=floor,
-        thread=thread,
-        mode=mode,
-        message=message,
-        log=log,
-        model_id=embedder.model_id,
+    parts, inputs = query_inputs(message, rules=rules)
+    q = blend_query(parts, (yield Embed(embedder, inputs)), weight)
+    return (
+        yield from recall_vectors_call(
+            scope,
+            q.texts,
+            q.blended,
+            x=x,
+            floor=floor,
+            thread=thread,
+            mode=mode,
+            message=message,
+            log=log,
+            model_id=embedder.model_id,
+            metadata_filter=metadata_filter,
+        )
     )
 
 
 def whole_message_recall(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     message: str,
     embedder: Embedder,
@@ -245,22 +332,28 @@ def whole_message_recall(
     mode: str = DEFAULT_MODE,
 ) -> Recall:
     """The baseline the seed replaced: one vector for the whole message, one ranked list."""
+    return run(db, whole_message_call(scope, message, embedder, k=k, floor=floor, thread=thread, mode=mode))
+
+
+def whole_message_call(
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    k: int,
+    floor: float = DEFAULT_FLOOR,
+    thread: str | None = None,
+    mode: str = DEFAULT_MODE,
+) -> Call[Recall]:
     check_target(scope, thread)
     whole = cap_bytes_keep_end(" ".join(check_text(message, "message").split()), WHOLE_MESSAGE_BYTES)
     if not whole:
         raise InputError("message is empty (or only whitespace): nothing to recall")
-    vec = embedder.embed([whole])
-    return recall_vectors(
-        conn,
-        scope,
-        [whole],
-        vec,
-        x=k,
-        floor=floor,
-        thread=thread,
-        mode=mode,
-        message=message,
-        model_id=embedder.model_id,
+    vec = yield Embed(embedder, [whole])
+    return (
+        yield from recall_vectors_call(
+            scope, [whole], vec, x=k, floor=floor, thread=thread, mode=mode, message=message, model_id=embedder.model_id
+        )
     )
 
 
@@ -269,4 +362,4 @@ def _opt_str(v: object) -> str | None:
 
 
 def _opt_int(v: object) -> int | None:
-    return None if v is None else int(str(v))
+    return None if v is None else int(v)  # type: ignore[call-overload]

@@ -30,6 +30,8 @@ class Turn:
     messages: tuple[Mapping[str, Any], ...]
     #: Where the turn came from (`file:line`), for reports; not part of its identity.
     origin: str | None = field(default=None, compare=False)
+    #: A small JSON object stored once per turn (e.g. {"channel": "voice"}); recall can filter on it.
+    metadata: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -85,7 +87,8 @@ def turn_from_dict(
     if not isinstance(messages, list):
         raise InputError(f"{where}: messages must be a list of OpenAI chat messages")
     check_messages(messages, where)
-    return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages), origin)
+    metadata = check_metadata(obj.get("metadata"), where)
+    return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages), origin, metadata)
 
 
 def read_jsonl(
@@ -122,6 +125,29 @@ def _parse_line(line: str, where: str) -> object:
 
 #: Deepest nesting accepted inside a message (Python and Postgres both recurse on it).
 MAX_DEPTH = 64
+#: Largest metadata object, as JSON (the SQL side refuses larger ones too).
+MAX_METADATA_BYTES = 4096
+
+
+def check_metadata(metadata: object, where: str) -> Mapping[str, Any] | None:
+    """A turn's metadata: absent, or a JSON object of at most MAX_METADATA_BYTES."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise InputError(f"{where}: metadata must be a JSON object, got {type(metadata).__name__}")
+    if _depth(metadata) > MAX_DEPTH:
+        raise InputError(f"{where}: metadata nests more than {MAX_DEPTH} levels")
+    try:
+        text = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: metadata is not JSON: {exc}") from None
+    found = _find_unstorable(metadata, "metadata")
+    if found is not None:
+        raise InputError(f"{where}: {found[0]} contains {describe(found[2])} at offset {found[1]}")
+    size = len(text.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise InputError(f"{where}: metadata is {size} bytes as JSON; at most {MAX_METADATA_BYTES}")
+    return metadata
 
 
 def check_messages(messages: Sequence[object], where: str) -> None:
@@ -190,6 +216,7 @@ def check_storable(turn: Turn) -> None:
     if turn.time is not None and not isinstance(turn.time, datetime):
         raise InputError(f"{where}: time must be a datetime or None, got {type(turn.time).__name__}")
     check_messages(turn.messages, where)
+    check_metadata(turn.metadata, where)
     for i, m in enumerate(turn.messages):
         found = _find_unstorable(m, f"messages[{i}]")
         if found is not None:

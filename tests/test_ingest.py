@@ -11,7 +11,7 @@ import pytest
 from pgmem.blend import blend, unit_mean
 from pgmem.db import connect, scoped
 from pgmem.embedders.base import Embedder
-from pgmem.errors import InputError
+from pgmem.errors import DatabaseError, InputError
 from pgmem.ingest import ingest_turns
 from pgmem.packing import utf8_len
 from pgmem.pieces import turn_pieces
@@ -129,8 +129,9 @@ def test_turn_failing_midway_leaves_no_trace(conn: Conn, admin_conn: Conn, embed
            BEGIN IF NEW.seq = 2 AND NEW.unit_kind = 'tool' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"""
     )
     admin_conn.execute("CREATE TRIGGER boom BEFORE INSERT ON pgmem.piece FOR EACH ROW EXECUTE FUNCTION public.boom()")
-    with pytest.raises(psycopg.errors.RaiseException):
+    with pytest.raises(DatabaseError, match="boom") as err:  # the database's refusal, its SQLSTATE kept
         ingest_turns(conn, [sample_turn(7)], embedder)
+    assert err.value.sqlstate == "P0001"
     admin_conn.execute("DROP TRIGGER boom ON pgmem.piece")
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)

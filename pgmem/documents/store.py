@@ -15,17 +15,17 @@ from pathlib import Path
 
 import psycopg
 
-from pgmem.blend import F32
-from pgmem.db import scoped
+from pgmem.blend import DEFAULT_WEIGHT, F32
+from pgmem.calls import Call, Db, Embed, Query, run
 from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
 from pgmem.documents.units import MODES, Unit, derive_units, slug_of
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import check_target, embed_query, refusal
+from pgmem.recall import blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
-from pgmem.text import check_text
+from pgmem.text import check_name, check_text
 
 #: Bumped whenever chunking or unit derivation changes what a document's units are.
 UNITS_VERSION = 1
@@ -170,22 +170,17 @@ def _pack(u: Unit, embedder: Embedder | None, max_bytes: int) -> list[str]:
     ) or [""]
 
 
-def stored_titles(conn: psycopg.Connection[tuple[object, ...]], scope: str) -> dict[str, str]:
-    with scoped(conn, scope):
-        rows = conn.execute("SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,)).fetchall()
+def stored_titles(db: Db, scope: str) -> dict[str, str]:
+    return run(db, _stored_titles(scope))
+
+
+def _stored_titles(scope: str) -> Call[dict[str, str]]:
+    rows = yield Query(scope, "SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,))
     return {slug_of(str(i)): str(t) for i, t in rows}
 
 
-def _stored_hashes(conn: psycopg.Connection[tuple[object, ...]], scope: str, ids: list[str]) -> dict[str, bytes]:
-    with scoped(conn, scope):
-        rows = conn.execute(
-            "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)", (scope, ids)
-        ).fetchall()
-    return {str(i): bytes(h) for i, h in rows}  # type: ignore[call-overload]
-
-
 def add_documents(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     docs: Iterable[Document],
     embedder: Embedder,
@@ -200,33 +195,67 @@ def add_documents(
 ) -> DocumentReport:
     """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
     resolve against these documents and those already stored in the scope."""
-    if not conn.autocommit:
-        raise InputError("add_documents needs an autocommit connection (one transaction per document)")
+    call = add_documents_call(
+        scope,
+        docs,
+        embedder,
+        mode=mode,
+        weight=weight,
+        max_bytes=max_bytes,
+        group_units=group_units,
+        reembed=reembed,
+        force=force,
+        progress=progress,
+    )
+    return run(db, call)
+
+
+def add_documents_call(
+    scope: str,
+    docs: Iterable[Document],
+    embedder: Embedder,
+    *,
+    mode: str = "units",
+    weight: float = DEFAULT_UNIT_WEIGHT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    group_units: int = 512,
+    reembed: bool = False,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> Call[DocumentReport]:
+    check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if not 0.0 <= weight <= 1.0:
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_docs = list(docs)
     report = DocumentReport()
-    titles = stored_titles(conn, scope)
+    titles = yield from _stored_titles(scope)
     for d in all_docs:
         if d.text.strip():
             titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
-    existing = {} if force else _stored_hashes(conn, scope, [d.id for d in all_docs])
+    existing: dict[str, bytes] = {}
+    if not force:
+        rows = yield Query(
+            scope,
+            "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)",
+            (scope, [d.id for d in all_docs]),
+        )
+        existing = {str(i): bytes(h) for i, h in rows}
     done = 0
     group: list[Prepared] = []
     size = 0
     seen: set[str] = set()
 
-    def flush() -> None:
+    def flush() -> Call[None]:
         nonlocal done, group, size
         if not group:
             return
-        vectors = embedder.embed([p.embed_text for g in group for p in g.pieces])
+        vectors = yield Embed(embedder, [p.embed_text for g in group for p in g.pieces])
         offset = 0
         for g in group:
             vecs = vectors[offset : offset + len(g.pieces)]
-            _put(conn, scope, g, vecs, embedder.model_id, weight, reembed, force, report)
+            yield from _put(scope, g, vecs, embedder.model_id, weight, reembed, force, report)
             offset += len(g.pieces)
             done += 1
             if progress:
@@ -254,15 +283,14 @@ def add_documents(
         group.append(prep)
         size += len(prep.pieces)
         if size >= group_units:
-            flush()
-    flush()
+            yield from flush()
+    yield from flush()
     if progress:
         progress(len(all_docs), len(all_docs), report.units)
     return report
 
 
 def _put(
-    conn: psycopg.Connection[tuple[object, ...]],
     scope: str,
     prep: Prepared,
     vectors: F32,
@@ -271,45 +299,44 @@ def _put(
     reembed: bool,
     force: bool,
     report: DocumentReport,
-) -> None:
+) -> Call[None]:
     ps = prep.pieces
     try:
-        with scoped(conn, scope):
-            row = conn.execute(
-                """SELECT status, pieces FROM pgmem.put_document(
-                       scope => %s, document_id => %s, title => %s, body => %s, content_hash => %s,
-                       model_id => %s, chunk_heading_paths => %s::jsonb, chunk_bodies => %s,
-                       unit_chunks => %s, unit_kinds => %s, unit_indexes => %s, span_starts => %s,
-                       span_ends => %s, labels => %s, bodies => %s, vectors => %s::vector[],
-                       weight => %s, reembed => %s, force => %s)""",
-                (
-                    scope,
-                    prep.document.id,
-                    prep.title,
-                    prep.document.text,
-                    prep.content_hash,
-                    model_id,
-                    json.dumps([list(c.heading_path) for c in prep.chunks], ensure_ascii=False),
-                    [c.body for c in prep.chunks],
-                    [p.chunk for p in ps],
-                    [p.unit.kind for p in ps],
-                    [p.unit.index for p in ps],
-                    [p.unit.span_start for p in ps],
-                    [p.unit.span_end for p in ps],
-                    [p.unit.label for p in ps],
-                    [p.body for p in ps],
-                    list(vectors),
-                    weight,
-                    reembed,
-                    force,
-                ),
-                binary=True,
-            ).fetchone()
+        row = yield Query(
+            scope,
+            """SELECT status, pieces FROM pgmem.put_document(
+                   scope => %s, document_id => %s, title => %s, body => %s, content_hash => %s,
+                   model_id => %s, chunk_heading_paths => %s::jsonb, chunk_bodies => %s,
+                   unit_chunks => %s, unit_kinds => %s, unit_indexes => %s, span_starts => %s,
+                   span_ends => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                   weight => %s, reembed => %s, force => %s)""",
+            (
+                scope,
+                prep.document.id,
+                prep.title,
+                prep.document.text,
+                prep.content_hash,
+                model_id,
+                json.dumps([list(c.heading_path) for c in prep.chunks], ensure_ascii=False),
+                [c.body for c in prep.chunks],
+                [p.chunk for p in ps],
+                [p.unit.kind for p in ps],
+                [p.unit.index for p in ps],
+                [p.unit.span_start for p in ps],
+                [p.unit.span_end for p in ps],
+                [p.unit.label for p in ps],
+                [p.body for p in ps],
+                list(vectors),
+                weight,
+                reembed,
+                force,
+            ),
+            one=True,
+        )
     except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this document's data, not the connection
         report.failed.append((prep.document.id, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
-    assert row is not None
-    status, n = str(row[0]), int(str(row[1]))
+    status, n = str(row[0]), int(row[1])
     if status == "inserted":
         report.inserted += 1
     elif status == "replaced":
@@ -319,10 +346,14 @@ def _put(
     report.units += n
 
 
-def remove_document(conn: psycopg.Connection[tuple[object, ...]], scope: str, document_id: str) -> bool:
+def remove_document(db: Db, scope: str, document_id: str) -> bool:
     """Remove one document (its chunks and units go with it); False when there was none."""
-    with scoped(conn, scope):
-        row = conn.execute("SELECT pgmem.remove_document(%s, %s)", (scope, document_id)).fetchone()
+    return run(db, remove_document_call(scope, document_id))
+
+
+def remove_document_call(scope: str, document_id: str) -> Call[bool]:
+    check_name(document_id, "document_id", max_chars=1000)
+    row = yield Query(scope, "SELECT pgmem.remove_document(%s, %s)", (scope, document_id), one=True)
     return bool(row and row[0])
 
 
@@ -363,7 +394,7 @@ class DocSearch:
 
 
 def search_vectors(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     part_texts: Sequence[str],
     part_vectors: F32,
@@ -376,6 +407,23 @@ def search_vectors(
 ) -> DocSearch:
     """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's units (ModelMismatchError)."""
+    call = search_vectors_call(
+        scope, part_texts, part_vectors, x=x, floor=floor, candidates=candidates, message=message, model_id=model_id
+    )
+    return run(db, call)
+
+
+def search_vectors_call(
+    scope: str,
+    part_texts: Sequence[str],
+    part_vectors: F32,
+    *,
+    x: int = DEFAULT_DOC_X,
+    floor: float = DEFAULT_DOC_FLOOR,
+    candidates: int = DEFAULT_CANDIDATES,
+    message: str = "",
+    model_id: str | None = None,
+) -> Call[DocSearch]:
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
     if not -1.0 <= floor <= 1.0:
@@ -386,40 +434,36 @@ def search_vectors(
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
     groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
-    with scoped(conn, scope):
-        try:
-            rows = conn.execute(
-                """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
-                          span_start, span_end, cosine, score
-                     FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
-                                                x => %s, floor => %s, candidates => %s, model_id => %s)""",
-                (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id),
-                binary=True,
-            ).fetchall()
-        except psycopg.DataError as exc:
-            raise refusal(exc) from None
+    rows = yield Query(
+        scope,
+        """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
+                  span_start, span_end, cosine, score
+             FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+                                        x => %s, floor => %s, candidates => %s, model_id => %s)""",
+        (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id),
+    )
     for r in rows:
         path = r[4]
-        groups[int(str(r[0])) - 1].hits.append(
+        groups[int(r[0]) - 1].hits.append(
             DocHit(
-                int(str(r[1])),
-                int(str(r[2])),
+                int(r[1]),
+                int(r[2]),
                 str(r[3]),
                 [str(h) for h in path] if isinstance(path, list) else [],
                 str(r[5]),
-                int(str(r[6])),
+                int(r[6]),
                 str(r[7]),
-                int(str(r[8])),
-                int(str(r[9])),
-                float(str(r[10])),
-                float(str(r[11])),
+                int(r[8]),
+                int(r[9]),
+                float(r[10]),
+                float(r[11]),
             )
         )
     return DocSearch(message, groups)
 
 
 def search_documents(
-    conn: psycopg.Connection[tuple[object, ...]],
+    db: Db,
     scope: str,
     message: str,
     embedder: Embedder,
@@ -431,16 +475,30 @@ def search_documents(
     """Per-part document search: the message is split and blended as for memory recall;
     each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
     must be the model the scope's units were stored with (ModelMismatchError)."""
+    return run(db, search_documents_call(scope, message, embedder, x=x, floor=floor, candidates=candidates))
+
+
+def search_documents_call(
+    scope: str,
+    message: str,
+    embedder: Embedder,
+    *,
+    x: int = DEFAULT_DOC_X,
+    floor: float = DEFAULT_DOC_FLOOR,
+    candidates: int = DEFAULT_CANDIDATES,
+) -> Call[DocSearch]:
     check_target(scope)
-    q = embed_query(message, embedder)
-    return search_vectors(
-        conn,
-        scope,
-        q.texts,
-        q.blended,
-        x=x,
-        floor=floor,
-        candidates=candidates,
-        message=message,
-        model_id=embedder.model_id,
+    parts, inputs = query_inputs(message)
+    q = blend_query(parts, (yield Embed(embedder, inputs)), DEFAULT_WEIGHT)
+    return (
+        yield from search_vectors_call(
+            scope,
+            q.texts,
+            q.blended,
+            x=x,
+            floor=floor,
+            candidates=candidates,
+            message=message,
+            model_id=embedder.model_id,
+        )
     )

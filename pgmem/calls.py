@@ -1,0 +1,148 @@
+"""One implementation of every library call, for any psycopg 3 connection, sync or async.
+
+A call is written once, as a generator that does no I/O itself: it yields `Query` steps (one
+statement in its own scoped transaction) and `Embed` steps (one embedding request) and is
+sent each step's result. `run` drives a call on a `psycopg.Connection` or a
+`psycopg_pool.ConnectionPool`; `pgmem.aio.run` drives the same call on an `AsyncConnection`
+or `AsyncConnectionPool`. So the SQL, the validation and the result handling exist once.
+
+The caller's connection is used as it is: pgmem reads rows through its own tuple-row cursor,
+registers the pgvector types on that cursor only (the caller's adapters are untouched), and
+scopes each statement with `pgmem.scope` for its own transaction (a savepoint inside a
+transaction the caller has open, putting the previous scope back). A database error that a
+call does not handle is raised as a `PgmemError` that keeps its SQLSTATE (`DatabaseError`);
+errors of the connection itself (the server went away) stay psycopg's, for the caller's
+retry logic."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg.sql import Composed
+from psycopg.types import TypeInfo
+
+from pgmem.embedders.base import Embedder
+from pgmem.errors import database_error, is_refusal
+from pgmem.text import check_name
+
+T = TypeVar("T")
+
+#: The statements that scope a transaction; the first also returns the scope it had before.
+SET_SCOPE = "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scope', %s, true)"
+RESTORE_SCOPE = "SELECT set_config('pgmem.scope', %s, true)"
+#: pgvector's types, registered on pgmem's own cursors.
+VECTOR_TYPES = ("vector", "halfvec")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One statement, run in its own transaction with `pgmem.scope` set to `scope`. The reply
+    is the list of rows (tuples), or the one row (or None) when `one` is set."""
+
+    scope: str
+    sql: str | Composed
+    params: Sequence[object] = ()
+    one: bool = False
+
+
+@dataclass(frozen=True)
+class Embed:
+    """Embed `texts` with `embedder`; the reply is the float32 matrix (the async driver runs it
+    in a worker thread, so the event loop is never blocked by the model)."""
+
+    embedder: Embedder
+    texts: Sequence[str] = field(default_factory=list)
+
+
+Step = Query | Embed
+Call = Generator[Step, Any, T]
+
+
+class Pool(Protocol):
+    def connection(self) -> Any: ...
+
+
+Db = psycopg.Connection[Any] | Pool
+
+_TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
+
+
+def run(db: Db, call: Call[T]) -> T:
+    """Drive `call` on a connection (used as it is) or a pool (one connection for the call)."""
+    if isinstance(db, psycopg.Connection):
+        return _drive(db, call)
+    if not hasattr(db, "connection"):
+        raise TypeError(f"expected a psycopg Connection or ConnectionPool, got {type(db).__name__}")
+    with db.connection() as conn:
+        return _drive(conn, call)
+
+
+def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
+    reply: object = None
+    error: psycopg.Error | None = None
+    while True:
+        try:
+            step = call.throw(error) if error is not None else call.send(reply)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        except psycopg.Error as exc:
+            if is_refusal(exc):
+                raise database_error(exc) from None
+            raise
+        reply, error = None, None
+        if isinstance(step, Embed):
+            reply = step.embedder.embed(step.texts)
+            continue
+        try:
+            reply = _execute(conn, step)
+        except psycopg.Error as exc:
+            error = exc  # the call may handle it (a turn the database refused is reported)
+
+
+def _execute(conn: psycopg.Connection[Any], q: Query) -> object:
+    with scoped(conn, q.scope), conn.cursor(row_factory=tuple_row) as cur:
+        _register(conn, cur)
+        cur.execute(q.sql, q.params, binary=True)
+        return cur.fetchone() if q.one else cur.fetchall()
+
+
+@contextmanager
+def scoped(conn: psycopg.Connection[Any], scope: str) -> Generator[None, None, None]:
+    """A transaction (or, inside the caller's open transaction, a savepoint) with the
+    row-level-security scope set locally; the scope never outlives the block.
+
+    On an autocommit connection the transaction ends with the block, and the local setting
+    with it. Inside an open transaction a savepoint does not end the transaction, so the
+    value the transaction had before (none, or the caller's own scope) is put back on the
+    way out; when the block fails, rolling back to the savepoint undoes the setting too."""
+    check_name(scope, "scope")
+    nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(SET_SCOPE, (scope,)).fetchone()
+        yield
+        if nested:
+            # Functions called in the block may set the scope too (set_config(..., true)).
+            cur.execute(RESTORE_SCOPE, ((row[0] if row else None) or "",))
+
+
+def _register(conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any]) -> None:
+    infos = _TYPES.get(conn)
+    if infos is None:
+        infos = [i for i in (TypeInfo.fetch(conn, name) for name in VECTOR_TYPES) if i is not None]
+        _TYPES[conn] = infos
+    register_types(cur, infos)
+
+
+def register_types(cur: Any, infos: Sequence[TypeInfo]) -> None:
+    """pgvector's dumpers and loaders on one cursor (numpy arrays in, numpy arrays out)."""
+    from pgvector.psycopg.halfvec import register_halfvec_info
+    from pgvector.psycopg.vector import register_vector_info
+
+    for info in infos:
+        (register_vector_info if info.name == "vector" else register_halfvec_info)(cur, info)

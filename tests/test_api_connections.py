@@ -1,0 +1,190 @@
+"""The application API on the caller's connection as it is: a plain `psycopg.connect`, a
+`dict_row` connection, a connection with a transaction open, a `ConnectionPool` — and the
+async twin `pgmem.aio` on `AsyncConnection` and `AsyncConnectionPool`. One scenario (ingest,
+recall, facts, documents, forget, a refused call) runs through every kind, sync and async,
+with the same assertions; the timings are printed side by side (measured, not asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+import pgmem
+import pgmem.aio
+from pgmem.calls import Call, Query, run
+from pgmem.documents.store import Document, add_documents, search_documents
+from pgmem.errors import ArgumentError, DatabaseError, ModelMismatchError, ScopeError
+from pgmem.recall import recall_vectors, recall_vectors_call
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, make_turn, role_url
+
+EMB = HashEmbedder()
+DOC = Document("guide.md", "# Guide\n\nThe freezer log is exported every night at two.\n")
+TIMINGS: dict[str, float] = {}
+
+
+def _hits(result: pgmem.Recall) -> set[tuple[str | None, int | None]]:
+    return {(h.thread_id, h.turn_index) for g in result.groups for h in g.hits}
+
+
+def _check_scenario(out: dict[str, Any], scope: str) -> None:
+    assert out["ingest"].inserted == 3 and not out["ingest"].failed
+    assert out["before"] == {("t", 0), ("t", 1), ("t", 2)}
+    assert len(out["facts"]) == 1 and out["fact_hits"] == 1
+    assert out["docs"].inserted == 1 and out["doc_hits"] >= 1
+    assert out["forgot"].turns == 1
+    assert out["after"] == {("t", 0), ("t", 2)}
+
+
+def _sync_scenario(db: Any, scope: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    turns = [make_turn(scope, "t", i, f"turn {i} about the freezer log") for i in range(3)]
+    out["ingest"] = pgmem.ingest_turns(db, turns, EMB)
+    out["before"] = _hits(pgmem.recall(db, scope, "freezer log", EMB, floor=-1.0, x=10, mode="vector"))
+    out["facts"] = pgmem.add_facts(db, scope, [pgmem.Fact("The freezer log runs nightly.")], EMB)
+    out["fact_hits"] = sum(len(g.hits) for g in pgmem.fact_recall(db, scope, "freezer", EMB, floor=-1.0).groups)
+    out["docs"] = add_documents(db, scope, [DOC], EMB)
+    out["doc_hits"] = sum(len(g.hits) for g in search_documents(db, scope, "export", EMB, floor=-1.0).groups)
+    out["forgot"] = pgmem.forget_turn(db, scope, "t", 1)
+    out["after"] = _hits(pgmem.recall(db, scope, "freezer log", EMB, floor=-1.0, x=10, mode="vector"))
+    return out
+
+
+async def _async_scenario(db: Any, scope: str) -> dict[str, Any]:
+    aio = pgmem.aio
+    out: dict[str, Any] = {}
+    turns = [make_turn(scope, "t", i, f"turn {i} about the freezer log") for i in range(3)]
+    out["ingest"] = await aio.ingest_turns(db, turns, EMB)
+    out["before"] = _hits(await aio.recall(db, scope, "freezer log", EMB, floor=-1.0, x=10, mode="vector"))
+    out["facts"] = await aio.add_facts(db, scope, [pgmem.Fact("The freezer log runs nightly.")], EMB)
+    out["fact_hits"] = sum(len(g.hits) for g in (await aio.fact_recall(db, scope, "freezer", EMB, floor=-1.0)).groups)
+    out["docs"] = await aio.add_documents(db, scope, [DOC], EMB)
+    out["doc_hits"] = sum(
+        len(g.hits) for g in (await aio.search_documents(db, scope, "export", EMB, floor=-1.0)).groups
+    )
+    out["forgot"] = await aio.forget_turn(db, scope, "t", 1)
+    out["after"] = _hits(await aio.recall(db, scope, "freezer log", EMB, floor=-1.0, x=10, mode="vector"))
+    return out
+
+
+def _timed(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    TIMINGS[name] = time.perf_counter() - t0
+    return out
+
+
+@pytest.fixture
+def app_url(db_url: str, conn: Conn) -> str:
+    return role_url(db_url, APP_LOGIN)
+
+
+SYNC_KINDS = ("plain", "dict_row", "open_transaction", "pool")
+
+
+@pytest.mark.parametrize("kind", SYNC_KINDS)
+def test_sync_api_on_any_connection(app_url: str, kind: str) -> None:
+    scope = f"sync-{kind}"
+    if kind == "pool":
+        with ConnectionPool(app_url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool:
+            out = _timed(f"sync {kind}", lambda: _sync_scenario(pool, scope))
+        _check_scenario(out, scope)
+        return
+    conn = psycopg.connect(
+        app_url, autocommit=kind != "open_transaction", row_factory=dict_row if kind == "dict_row" else None
+    )
+    with conn:
+        adapters_before = conn.adapters.types.get("vector")
+        if kind == "open_transaction":
+            conn.execute("SELECT 1")  # the caller's transaction is open: pgmem works in savepoints
+        out = _timed(f"sync {kind}", lambda: _sync_scenario(conn, scope))
+        _check_scenario(out, scope)
+        # The caller's connection is as it was: no adapters added, its row factory, no scope left.
+        assert conn.adapters.types.get("vector") is adapters_before is None
+        assert conn.row_factory is (dict_row if kind == "dict_row" else psycopg.rows.tuple_row)
+        row = conn.execute("SELECT current_setting('pgmem.scope', true) AS s").fetchone()
+        assert row in ((None,), ("",), {"s": None}, {"s": ""})
+        if kind == "open_transaction":
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            conn.commit()  # the turns were written in the caller's transaction: now they count
+    with psycopg.connect(app_url) as check, pgmem.db.scoped(check, scope):
+        assert check.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (2,)
+
+
+ASYNC_KINDS = ("plain", "dict_row", "pool")
+
+
+@pytest.mark.parametrize("kind", ASYNC_KINDS)
+def test_async_api_on_any_connection(app_url: str, kind: str) -> None:
+    scope = f"async-{kind}"
+
+    async def main() -> dict[str, Any]:
+        if kind == "pool":
+            async with AsyncConnectionPool(
+                app_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
+            ) as pool:
+                return await _async_timed(f"async {kind}", lambda: _async_scenario(pool, scope))
+        conn = await psycopg.AsyncConnection.connect(
+            app_url, autocommit=True, row_factory=dict_row if kind == "dict_row" else None
+        )
+        async with conn:
+            out = await _async_timed(f"async {kind}", lambda: _async_scenario(conn, scope))
+            assert conn.adapters.types.get("vector") is None
+        return out
+
+    _check_scenario(asyncio.run(main()), scope)
+
+
+async def _async_timed(name: str, fn: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = await fn()
+    TIMINGS[name] = time.perf_counter() - t0
+    return out
+
+
+def test_refusals_are_pgmem_errors_that_keep_their_sqlstate(app_url: str) -> None:
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        pgmem.ingest_turns(conn, [make_turn("s", "t", 0, "hello")], EMB)
+        with pytest.raises(ModelMismatchError) as model:
+            recall_vectors(conn, "s", ["q"], hash_vector("q")[None, :], model_id="another:model")
+        assert isinstance(model.value, DatabaseError) and model.value.sqlstate == "22000"
+        with pytest.raises(ArgumentError) as dims:
+            recall_vectors(conn, "s", ["q"], hash_vector("q", dims=8)[None, :])
+        assert dims.value.sqlstate == "22000" and "8 dimensions" in str(dims.value)
+        with pytest.raises(ScopeError) as scope:  # a write outside the transaction's scope
+            run(conn, _write_other_scope())
+        assert scope.value.sqlstate == "42501" and scope.value.hint
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            with pytest.raises(ModelMismatchError):
+                await pgmem.aio.run(aconn, recall_vectors_call("s", ["q"], hash_vector("q")[None, :], model_id="x:y"))
+
+    asyncio.run(main())
+
+
+def _write_other_scope() -> Call[object]:
+    return (yield Query("s", "SELECT pgmem.reblend('other', 0.5)", one=True))
+
+
+def test_wrong_kind_of_database_handle_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="Connection or ConnectionPool"):
+        pgmem.recall("not a connection", "s", "q", EMB)  # type: ignore[arg-type]
+
+
+def test_print_timings_side_by_side() -> None:
+    """Runs last in this module: the scenario's wall time per kind (this machine is shared:
+    read the figures as a side-by-side of one run, not as a benchmark)."""
+    if not TIMINGS:
+        pytest.skip("no scenario ran")
+    width = max(len(k) for k in TIMINGS)
+    print("\nscenario wall time (ingest 3 turns, recall, facts, documents, forget, recall):")
+    for name in (*(f"sync {k}" for k in SYNC_KINDS), *(f"async {k}" for k in ASYNC_KINDS)):
+        if name in TIMINGS:
+            print(f"  {name:<{width}}  {TIMINGS[name] * 1000:8.1f} ms")
