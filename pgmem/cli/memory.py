@@ -28,6 +28,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("message")
     r.add_argument("--scope", required=True)
     r.add_argument("--thread")
+    r.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='keep turns whose metadata contains this JSON object, e.g. \'{"channel": "voice"}\'',
+    )
     r.add_argument("-x", type=int, default=DEFAULT_X, help="hits kept per part")
     r.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="raw cosine floor")
     r.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="hybrid = vector + word search (default)")
@@ -127,6 +132,7 @@ def _recall(args: argparse.Namespace) -> int:
             thread=args.thread,
             mode=args.mode,
             log=args.log,
+            metadata_filter=_json_object(args.filter, "--filter"),
         )
         if args.compare and not args.json:
             from pgmem.recall import whole_message_recall
@@ -151,6 +157,18 @@ def _recall(args: argparse.Namespace) -> int:
                 f"('{args.scope}', {result.recall_id});)"
             )
     return 0
+
+
+def _json_object(text: str | None, what: str) -> dict[str, object] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _rebuild(args: argparse.Namespace) -> int:
