@@ -29,7 +29,7 @@ BEGIN
         RAISE EXCEPTION 'pending_turns: stored_before must not be NULL' USING ERRCODE = '22004';
     END IF;
     -- Read under row-level security like every read: the scope must be this transaction's.
-    PERFORM pgmem._write_scope(pending_turns.scope);
+    PERFORM pgmem.check_scope(pending_turns.scope);
     RETURN QUERY
     SELECT t.thread_id, t.turn_index, t.turn_time, t.messages FROM pgmem.turn t
      WHERE t.scope_id = pending_turns.scope AND t.ingested_at < stored_before

@@ -1,0 +1,235 @@
+"""Retention (issue 15 item 2): a per-scope setting written by the app inside its scope
+(pgmem.set_retention, read back with pgmem.get_retention) and applied to every scope by one
+maintenance call, pgmem.apply_retention(), run as the migrating login (a member of
+pgmem_owner) or a superuser, through the forget path (pieces, facts and recall-log rows go
+with their turns), with the recall log bounded by age and rows."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgmem import server
+from tests.lifecycle_helpers import Conn, in_scope, put_turn, vec
+from tests.security_helpers import READER_LOGIN, connect_as, ensure_login_roles, role_url
+
+#: A LOGIN member of pgmem_owner: the role that migrates pgmem and runs maintenance.
+OWNER_LOGIN = "pgmem_test_maint"
+
+
+@pytest.fixture
+def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
+    ensure_login_roles(admin_conn)
+    with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        admin_conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE").format(
+                sql.Identifier(OWNER_LOGIN)
+            )
+        )
+    admin_conn.execute(sql.SQL("GRANT pgmem_owner TO {}").format(sql.Identifier(OWNER_LOGIN)))
+    c = connect_as(db_url, OWNER_LOGIN)
+    yield c
+    c.close()
+
+
+def _ago(days: int) -> datetime:
+    return datetime.now(UTC) - timedelta(days=days)
+
+
+def _set(conn: Conn, scope: str, **kw: object) -> tuple[object, ...]:
+    args = "".join(f", {k} => %({k})s::integer" for k in kw)
+    with conn.transaction():
+        in_scope(conn, scope)
+        row = conn.execute(
+            "SELECT scope_id, keep_days, keep_turns, log_keep_days, log_keep_rows"
+            f" FROM pgmem.set_retention(%(s)s{args})",
+            {"s": scope, **kw},
+        ).fetchone()
+    assert row is not None
+    return row
+
+
+def test_the_setting_is_written_and_read_inside_its_scope(conn: Conn) -> None:
+    assert _set(conn, "a", keep_days=30, log_keep_rows=100) == ("a", 30, None, None, 100)
+    assert _set(conn, "a", keep_turns=5) == ("a", None, 5, None, None)  # a call states the whole setting
+    with conn.transaction():
+        in_scope(conn, "a")
+        row = conn.execute("SELECT keep_days, keep_turns, applied_at FROM pgmem.get_retention('a')").fetchall()
+    assert row == [(None, 5, None)]
+    # Wrong scope, no scope: 42501 for the write and the read.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot write into scope a"), conn.transaction():
+        in_scope(conn, "b")
+        conn.execute("SELECT pgmem.set_retention('a', keep_days => 1)")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no scope is set"):
+        conn.execute("SELECT pgmem.set_retention('a', keep_days => 1)")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="SET LOCAL pgmem.scope"):
+        conn.execute("SELECT * FROM pgmem.get_retention('a')")
+    # Bad values: a clear error, the stored setting kept.
+    for kw in ({"keep_days": 0}, {"keep_days": -3}, {"keep_days": 40000}, {"keep_turns": 0}, {"log_keep_rows": -1},
+               {"log_keep_days": 0}):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="set_retention: "):
+            _set(conn, "a", **kw)
+    for kw2 in ({"keep_days": "ten"}, {"keep_days": 2**40}, {"keep_turns": "5\x00"}):
+        with pytest.raises(psycopg.DataError):
+            _set(conn, "a", **kw2)
+    with pytest.raises(psycopg.errors.NullValueNotAllowed):
+        conn.execute("SELECT pgmem.set_retention(NULL, keep_days => 1)")
+    with pytest.raises(psycopg.errors.CharacterNotInRepertoire), conn.transaction():
+        conn.execute("SELECT pgmem.set_retention(convert_from('\\xc328'::bytea, 'UTF8'))")
+    with conn.transaction():
+        in_scope(conn, "a")
+        assert conn.execute("SELECT keep_turns FROM pgmem.get_retention('a')").fetchall() == [(5,)]
+    # All NULL: the setting goes (the scope keeps everything).
+    assert _set(conn, "a") == (None, None, None, None, None)
+    with conn.transaction():
+        in_scope(conn, "a")
+        assert conn.execute("SELECT * FROM pgmem.get_retention('a')").fetchall() == []
+
+
+@pytest.fixture
+def aged(conn: Conn, admin_conn: Conn) -> Conn:
+    """Scope r1 (keep 30 days, recall log 10 days): turns from 60, 31, 29 and 1 days ago, and
+    two without turn_time (one stored now, one whose ingested_at is 40 days old). Scope r2
+    (keep the last 2 turns of each thread, recall log 2 rows). Scope r3: no setting."""
+    with conn.transaction():
+        in_scope(conn, "r1")
+        for i, days in enumerate((60, 31, 29, 1)):
+            put_turn(conn, "r1", "t", i, [f"r1 turn {i}"], turn_time=_ago(days))
+        put_turn(conn, "r1", "t", 4, ["r1 turn 4 (no time, new)"])
+        put_turn(conn, "r1", "t", 5, ["r1 turn 5 (no time, old)"])
+        put_turn(conn, "r1", "old", 0, ["r1 old thread"], turn_time=_ago(90))
+        conn.execute(
+            "SELECT pgmem.add_facts('r1', 'test:hash', ARRAY['about turn 0', 'about the thread'],"
+            " ARRAY[%s::vector, %s::vector], ARRAY['t', 't'], ARRAY[0, NULL])",
+            (vec("f0"), vec("f1")),
+        )
+        pid = conn.execute("SELECT piece_id FROM pgmem.piece WHERE turn_index = 0 AND thread_id = 't'").fetchone()
+        assert pid is not None
+        for results in (f'[{{"piece_id": {pid[0]}}}]', "[]", "[]"):
+            conn.execute(
+                "SELECT pgmem.log_recall('r1', 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, NULL, 'vector',"
+                " %s::jsonb)",
+                (vec("q"), results),
+            )
+        conn.execute("SELECT pgmem.set_retention('r1', keep_days => 30, log_keep_days => 10)")
+    with conn.transaction():
+        in_scope(conn, "r2")
+        for i in range(5):
+            put_turn(conn, "r2", "a", i, [f"r2 a {i}"], turn_time=_ago(400))
+        put_turn(conn, "r2", "b", 7, ["r2 b 7"], turn_time=_ago(400))
+        for _ in range(5):
+            conn.execute(
+                "SELECT pgmem.log_recall('r2', 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, NULL, 'vector',"
+                " '[]')",
+                (vec("q"),),
+            )
+        conn.execute("SELECT pgmem.set_retention('r2', keep_turns => 2, log_keep_rows => 2)")
+    with conn.transaction():
+        in_scope(conn, "r3")
+        put_turn(conn, "r3", "t", 0, ["r3 ancient"], turn_time=_ago(3000))
+    # What only time could do: a turn stored 40 days ago without a turn_time, an old log row.
+    admin_conn.execute(
+        "UPDATE pgmem.turn SET ingested_at = now() - interval '40 days' WHERE scope_id = 'r1' AND turn_index = 5"
+    )
+    admin_conn.execute(
+        "UPDATE pgmem.recall_log SET created_at = now() - interval '11 days'"
+        " WHERE scope_id = 'r1' AND recall_id = (SELECT max(recall_id) FROM pgmem.recall_log WHERE scope_id = 'r1')"
+    )
+    return conn
+
+
+def _turns(admin: Conn, scope: str) -> list[tuple[str, int]]:
+    rows = admin.execute(
+        "SELECT thread_id, turn_index FROM pgmem.turn WHERE scope_id = %s ORDER BY 1, 2", (scope,)
+    ).fetchall()
+    return [(str(t), int(str(i))) for t, i in rows]
+
+
+def _count(admin: Conn, table: str, scope: str) -> int:
+    row = admin.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE scope_id = %s").format(sql.Identifier("pgmem", table)), (scope,)
+    ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_apply_retention_as_the_migrating_login(aged: Conn, owner: Conn, admin_conn: Conn) -> None:
+    notices: list[str] = []
+    owner.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+    rows = owner.execute(
+        "SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()"
+    ).fetchall()
+    # turn 0 (60 days), 1 (31 days), 5 (no turn_time, stored 40 days ago) and the 90-day thread;
+    # turn 2 (29 days) stays on the near side of the boundary. Fact 'about turn 0' goes with its
+    # turn; the log row that returned turn 0's piece goes with it, the 11-day-old one by age.
+    assert rows == [("r1", 4, 4, 1, 1, 2), ("r2", 3, 3, 0, 0, 3)]
+    assert _turns(admin_conn, "r1") == [("t", 2), ("t", 3), ("t", 4)]
+    assert _turns(admin_conn, "r2") == [("a", 3), ("a", 4), ("b", 7)]
+    assert _turns(admin_conn, "r3") == [("t", 0)]  # no setting: nothing removed
+    assert _count(admin_conn, "fact", "r1") == 1
+    assert _count(admin_conn, "recall_log", "r1") == 1
+    assert _count(admin_conn, "recall_log", "r2") == 2
+    assert _count(admin_conn, "piece", "r1") == 3
+    assert any("2 scopes have a retention setting" in n for n in notices), notices
+    assert any("scope r2: 3 turns, 3 pieces" in n for n in notices), notices
+    # Recall never returns what retention removed.
+    with aged.transaction():
+        in_scope(aged, "r1")
+        bodies = {str(r[0]) for r in aged.execute(
+            "SELECT body FROM pgmem.memory_recall('r1', ARRAY[%s::vector], x => 50, floor => -1)", (vec("q"),))}
+        assert bodies == {"r1 turn 2", "r1 turn 3", "r1 turn 4 (no time, new)"}
+        applied = aged.execute("SELECT applied_at IS NOT NULL FROM pgmem.get_retention('r1')").fetchone()
+        assert applied == (True,)
+    # Again: nothing left to remove; one row per scope all the same.
+    again = owner.execute("SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()")
+    assert again.fetchall() == [("r1", 0, 0, 0, 0, 0), ("r2", 0, 0, 0, 0, 0)]
+    # A superuser may run it too, and the owner's transaction setting is put back.
+    assert len(admin_conn.execute("SELECT * FROM pgmem.apply_retention()").fetchall()) == 2
+    with owner.transaction():
+        in_scope(owner, "r2")
+        owner.execute("SELECT * FROM pgmem.apply_retention()")
+        assert owner.execute("SELECT current_setting('pgmem.scope')").fetchone() == ("r2",)
+
+
+def test_apply_retention_as_documented_from_psql(aged: Conn, owner: Conn, db_url: str, admin_conn: Conn) -> None:
+    """The cron line of docs/operations.md, literally (as the migrating login)."""
+    psql = server.bin_dir() / "psql"
+    proc = subprocess.run(
+        [str(psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", role_url(db_url, OWNER_LOGIN),
+         "-c", "SELECT * FROM pgmem.apply_retention()"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "apply_retention: scope r2: 3 turns" in proc.stderr
+    assert _turns(admin_conn, "r2") == [("a", 3), ("a", 4), ("b", 7)]
+
+
+def test_apply_retention_refuses_who_sees_one_scope(aged: Conn, admin_conn: Conn, db_url: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="retention must see every scope") as err:
+        aged.execute("SELECT * FROM pgmem.apply_retention()")
+    assert "pgmem_owner" in (err.value.diag.message_hint or "")
+    with aged.transaction():  # with a scope set, the same
+        in_scope(aged, "r1")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            aged.execute("SELECT * FROM pgmem.apply_retention()")
+    ensure_login_roles(admin_conn)
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute("SELECT * FROM pgmem.apply_retention()")
+    finally:
+        reader.close()
+    assert len(_turns(admin_conn, "r2")) == 6  # nothing removed
+
+
+def test_forget_scope_takes_its_setting(aged: Conn, admin_conn: Conn) -> None:
+    with aged.transaction():
+        in_scope(aged, "r2")
+        aged.execute("SELECT * FROM pgmem.forget_scope('r2')")
+    assert admin_conn.execute("SELECT scope_id FROM pgmem.retention ORDER BY 1").fetchall() == [("r1",)]
