@@ -6,6 +6,7 @@
     [openai]    the OpenAI-compatible embeddings client
     [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
     [mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK)
+    [langgraph] pgmem.integrations.langgraph.PgmemStore, and LangGraph's PostgresStore for `pgmem eval langgraph`
 """
 
 from __future__ import annotations
