@@ -36,8 +36,14 @@ def _time(value: str | None) -> datetime | None:
 
 
 def _turn(case: dict[str, Any]) -> Turn:
-    return Turn("scope", "thread", case["turn_index"], _time(case["time"]), tuple(case["messages"]),
-                metadata=case.get("metadata"))
+    return Turn(
+        "scope",
+        "thread",
+        case["turn_index"],
+        _time(case["time"]),
+        tuple(case["messages"]),
+        metadata=case.get("metadata"),
+    )
 
 
 def test_query_parts() -> None:
@@ -63,7 +69,9 @@ def test_labels_and_sources() -> None:
     for case in data["labels"]:
         assert format_label(case["turn_index"], case["source_name"], _time(case["time"])) == case["label"]
     for case in data["sources"]:
-        got = [{"kind": s.kind, "name": s.name, "text": s.text, "index": s.index} for s in split_sources(case["messages"])]
+        got = [
+            {"kind": s.kind, "name": s.name, "text": s.text, "index": s.index} for s in split_sources(case["messages"])
+        ]
         assert got == case["sources"]
 
 
@@ -79,16 +87,29 @@ def test_packing() -> None:
 def test_pieces() -> None:
     for case in _load("pieces")["cases"]:
         ps = turn_pieces(_turn(case), None, max_bytes=case["max_bytes"])
-        got = [{"unit_kind": p.unit_kind, "source_index": p.source_index, "label": p.label, "body": p.body,
-                "embedded_text": p.text} for p in ps]
+        got = [
+            {
+                "unit_kind": p.unit_kind,
+                "source_index": p.source_index,
+                "label": p.label,
+                "body": p.body,
+                "embedded_text": p.text,
+            }
+            for p in ps
+        ]
         assert got == case["pieces"]
-        assert all(len(p["embedded_text"].encode()) <= case["max_bytes"] for p in got)
+        assert all(len(str(p["embedded_text"]).encode()) <= case["max_bytes"] for p in got)
 
 
 def test_content_hash() -> None:
     for case in _load("content_hash")["cases"]:
-        digest = content_hash(_turn(case), model_id=case["model_id"], max_bytes=case["max_bytes"],
-                              weight=case["weight"], context=case["context"])
+        digest = content_hash(
+            _turn(case),
+            model_id=case["model_id"],
+            max_bytes=case["max_bytes"],
+            weight=case["weight"],
+            context=case["context"],
+        )
         assert digest.hex() == case["content_hash"]
         # what a client computes: sha256 of the payload's UTF-8 bytes
         assert hashlib.sha256(case["payload"].encode("utf-8")).hexdigest() == case["content_hash"]

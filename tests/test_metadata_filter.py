@@ -31,8 +31,14 @@ def _meta(admin: Conn, scope: str, thread: str, index: int) -> object:
 def test_metadata_is_stored_once_per_turn_and_validated(conn: Conn, admin_conn: Conn) -> None:
     with conn.transaction():
         in_scope(conn, "m")
-        put_turn(conn, "m", "t", 0, ["a call about the atlas rollout", "second piece"],
-                 metadata={"channel": "voice", "project": "atlas", "tags": ["x", {"deep": [1, 2]}]})
+        put_turn(
+            conn,
+            "m",
+            "t",
+            0,
+            ["a call about the atlas rollout", "second piece"],
+            metadata={"channel": "voice", "project": "atlas", "tags": ["x", {"deep": [1, 2]}]},
+        )
         put_turn(conn, "m", "t", 1, ["no metadata given"])
     assert _meta(admin_conn, "m", "t", 0) == {"channel": "voice", "project": "atlas", "tags": ["x", {"deep": [1, 2]}]}
     assert _meta(admin_conn, "m", "t", 1) == {}  # NULL is {}
@@ -58,16 +64,20 @@ def test_metadata_is_stored_once_per_turn_and_validated(conn: Conn, admin_conn: 
     for text in ('{"a": ', '{"a": "\\ud800"}', "{" + '"a":' * 3):
         with pytest.raises(psycopg.DataError), conn.transaction():
             in_scope(conn, "m")
-            conn.execute("SELECT pgmem.put_turn('m', 't', 0, NULL, '[]', '\\x00', 'test:hash', ARRAY['user'],"
-                         " ARRAY[0], ARRAY['l'], ARRAY['b'], ARRAY[%s::vector], metadata => %s::jsonb)",
-                         (vec("b"), text))
+            conn.execute(
+                "SELECT pgmem.put_turn('m', 't', 0, NULL, '[]', '\\x00', 'test:hash', ARRAY['user'],"
+                " ARRAY[0], ARRAY['l'], ARRAY['b'], ARRAY[%s::vector], metadata => %s::jsonb)",
+                (vec("b"), text),
+            )
     for deep in ("[" * 100_000 + "]" * 100_000, '{"a":' * 200_000 + "1" + "}" * 200_000):
         # deeper than the server's stack allows: refused by the server (54001), nothing stored
         with pytest.raises(psycopg.errors.StatementTooComplex), conn.transaction():
             in_scope(conn, "m")
-            conn.execute("SELECT pgmem.put_turn('m', 't', 0, NULL, '[]', '\\x00', 'test:hash', ARRAY['user'],"
-                         " ARRAY[0], ARRAY['l'], ARRAY['b'], ARRAY[%s::vector], metadata => %s::jsonb)",
-                         (vec("b"), deep))
+            conn.execute(
+                "SELECT pgmem.put_turn('m', 't', 0, NULL, '[]', '\\x00', 'test:hash', ARRAY['user'],"
+                " ARRAY[0], ARRAY['l'], ARRAY['b'], ARRAY[%s::vector], metadata => %s::jsonb)",
+                (vec("b"), deep),
+            )
     # Nothing stored was lost.
     assert _meta(admin_conn, "m", "t", 0) == {"channel": "voice", "project": "atlas", "tags": ["x", {"deep": [1, 2]}]}
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'm'").fetchone() == (3,)
@@ -107,26 +117,37 @@ def test_filtered_recall_on_the_exact_path(conn: Conn) -> None:
     # Combined with a thread filter, hybrid mode, exact => true.
     assert _labels(conn, "f", q, metadata_filter=voice, thread="u") == []
     assert sorted(_labels(conn, "f", q, metadata_filter=voice, exact=True)) == [
-        "voice call about atlas", "voice call about zephyr"]
+        "voice call about atlas",
+        "voice call about zephyr",
+    ]
     with conn.transaction():
         in_scope(conn, "f")
         rows = conn.execute(
-            "SELECT body FROM pgmem.memory_recall('f', ARRAY[%s::vector], ARRAY['atlas'], mode => 'hybrid', floor => -1,"
-            " metadata_filter => %s::jsonb)", (q, json.dumps({"project": "atlas"}))).fetchall()
+            "SELECT body FROM pgmem.memory_recall('f', ARRAY[%s::vector], ARRAY['atlas'], mode => 'hybrid',"
+            " floor => -1, metadata_filter => %s::jsonb)",
+            (q, json.dumps({"project": "atlas"})),
+        ).fetchall()
         assert sorted(str(r[0]) for r in rows) == ["chat about atlas", "voice call about atlas"]
         explained = conn.execute(
-            "SELECT piece_id FROM pgmem.explain_recall('f', ARRAY[%s::vector], floor => -1, metadata_filter => %s::jsonb)",
-            (q, voice)).fetchall()
+            "SELECT piece_id FROM pgmem.explain_recall('f', ARRAY[%s::vector], floor => -1,"
+            " metadata_filter => %s::jsonb)",
+            (q, voice),
+        ).fetchall()
         assert len(explained) == 2
         # A logged recall keeps its filter, and its replay applies it.
         rid = conn.execute(
             "SELECT pgmem.log_recall('f', 'memory', 'm', ARRAY['m'], ARRAY[%s::vector], 5, -1, NULL, 'vector', '[]',"
-            " metadata_filter => %s::jsonb)", (q, voice)).fetchone()
+            " metadata_filter => %s::jsonb)",
+            (q, voice),
+        ).fetchone()
         assert rid is not None
         replay = conn.execute("SELECT piece_id FROM pgmem.explain_logged_recall('f', %s)", (rid[0],)).fetchall()
         assert sorted(replay) == sorted(explained)
-    for bad, msg in (("[]", "must be a JSON object, got a JSON array"), ('"voice"', "got a JSON string"),
-                     (json.dumps({"k": "x" * 5000}), "at most 4,096")):
+    for bad, msg in (
+        ("[]", "must be a JSON object, got a JSON array"),
+        ('"voice"', "got a JSON string"),
+        (json.dumps({"k": "x" * 5000}), "at most 4,096"),
+    ):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
             _labels(conn, "f", q, metadata_filter=bad)
 
@@ -144,13 +165,24 @@ def _unit(rng: np.random.Generator, n: int) -> F32:
     return out
 
 
+def _cluster(rng: np.random.Generator, n: int, centre: F32) -> F32:
+    """Unit vectors around a centre (cosine about 0.6 within a cluster, about 0 across)."""
+    a = centre + 0.8 * rng.standard_normal((n, TEST_DIMS)).astype(np.float32) / np.sqrt(TEST_DIMS)
+    out: F32 = (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+#: Each project's pieces lie around their own direction.
+CENTRES = dict(zip(("atlas", "zephyr"), _unit(np.random.default_rng(1), 2), strict=True))
+
+
 @pytest.fixture
 def indexed(conn: Conn, admin_conn: Conn) -> Conn:
     register_vector(conn)
     rng = np.random.default_rng(15)
     for t in range(TURNS):
         project = "atlas" if t % 4 else "zephyr"
-        vs = _unit(rng, PER_TURN)
+        vs = _cluster(rng, PER_TURN, CENTRES[project])
         with conn.transaction():
             in_scope(conn, SCOPE)
             conn.execute(
@@ -158,9 +190,18 @@ def indexed(conn: Conn, admin_conn: Conn) -> Conn:
                        messages => '[]'::jsonb, content_hash => %s, model_id => 'random', unit_kinds => %s,
                        source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
                        metadata => %s::jsonb)""",
-                (SCOPE, f"th{t % 3}", t, hashlib.sha256(f"{t}".encode()).digest(), ["user"] * PER_TURN,
-                 list(range(PER_TURN)), [f"[{t}]"] * PER_TURN, [f"piece {i}" for i in range(PER_TURN)], list(vs),
-                 json.dumps({"project": project, "turn": t})),
+                (
+                    SCOPE,
+                    f"th{t % 3}",
+                    t,
+                    hashlib.sha256(f"{t}".encode()).digest(),
+                    ["user"] * PER_TURN,
+                    list(range(PER_TURN)),
+                    [f"[{t}]"] * PER_TURN,
+                    [f"piece {i}" for i in range(PER_TURN)],
+                    list(vs),
+                    json.dumps({"project": project, "turn": t}),
+                ),
                 binary=True,
             )
     # Index maintenance, as a DBA runs it (pgmem's default graph: m = 24, ef_construction = 400).
@@ -212,17 +253,19 @@ def _matching(admin: Conn, project: str) -> set[int]:
 def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin_conn: Conn) -> None:
     conn = indexed
     assert admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (SCOPE,)).fetchone() == (True,)
-    queries = _unit(np.random.default_rng(99), 8)
+    # Queries about what is stored: four near each project's pieces.
+    queries = np.concatenate(
+        [
+            _cluster(np.random.default_rng(99), 4, CENTRES["atlas"]),
+            _cluster(np.random.default_rng(98), 4, CENTRES["zephyr"]),
+        ]
+    )
     atlas, zephyr = _matching(admin_conn, "atlas"), _matching(admin_conn, "zephyr")
     assert (len(atlas), len(zephyr)) == (6000, 2000)
 
-    # Unfiltered: the index path (sanity check of the fixture), and its agreement with the exact
-    # search on these random vectors (HNSW on random 384-d data is a hard case: that agreement is
-    # the baseline the filtered search is held to).
-    plain, scans = _groups(conn, queries, {})
-    plain_exact, _ = _groups(conn, queries, {}, exact=True)
+    # Unfiltered: the index path (sanity check of the fixture).
+    _, scans = _groups(conn, queries, {})
     assert scans > 0
-    baseline = sum(len(set(a) & set(b)) for a, b in zip(plain, plain_exact, strict=True)) / 80
 
     # A broad filter (6,000 matching pieces, more than the exact-path cap of 5,000): the index,
     # with pgvector's iterative scan. As many hits as the exact search, all matching.
@@ -232,7 +275,9 @@ def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin
     assert [len(g) for g in got] == [len(g) for g in exact] == [10] * 8
     assert all(set(g) <= atlas for g in got)
     overlap = sum(len(set(a) & set(b)) for a, b in zip(got, exact, strict=True)) / 80
-    assert overlap >= baseline - 0.1, (overlap, baseline)
+    # Half the queries are near zephyr's pieces, filtered to atlas: the graph's nearest region is
+    # the wrong one, which the filtered path's wider search (1,000 candidates) makes up for.
+    assert overlap >= 0.95, overlap
 
     # A selective filter (2,000 pieces): searched exactly over the matching pieces, no index scan.
     got, scans = _groups(conn, queries, {"project": "zephyr"})
@@ -246,12 +291,15 @@ def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin
     got, _ = _groups(conn, queries, {"project": "nobody"})
     assert got == [[]] * 8
 
-    # The iterative scan stopped early: 1,000 hits a part, a search width of 10, and
-    # max_scan_tuples = 1 to forbid reading much further. The short parts are searched again
-    # exactly, so the groups are still full (and are the exact ones).
-    got, scans = _groups(conn, queries, {"project": "atlas"}, setup="SET LOCAL hnsw.max_scan_tuples = 1",
-                         x=1000, ef_search=10)
-    exact, _ = _groups(conn, queries, {"project": "atlas"}, x=1000, exact=True)
+    # Queries in zephyr's cluster, filtered to atlas, with a search width of 10: the first
+    # candidates the graph yields are all zephyr pieces, and max_scan_tuples = 1 stops the
+    # iterative scan before it reaches atlas, so the index path comes back short. The call is
+    # searched again exactly: the groups are full, and are the exact ones.
+    near_zephyr = _cluster(np.random.default_rng(5), 8, CENTRES["zephyr"])
+    got, scans = _groups(
+        conn, near_zephyr, {"project": "atlas"}, setup="SET LOCAL hnsw.max_scan_tuples = 1", ef_search=10
+    )
+    exact, _ = _groups(conn, near_zephyr, {"project": "atlas"}, exact=True)
     assert scans > 0
-    assert [len(g) for g in got] == [1000] * 8
+    assert [len(g) for g in got] == [10] * 8
     assert got == exact

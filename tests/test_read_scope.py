@@ -5,7 +5,6 @@ recalls (the check is SECURITY INVOKER code it may run); a superuser with no sco
 
 from __future__ import annotations
 
-
 from collections.abc import Iterator
 
 import psycopg
@@ -41,9 +40,7 @@ def stored(conn: Conn) -> Conn:
     with conn.transaction():
         in_scope(conn, "a")
         put_turn(conn, "a", "t", 0, ["hello from scope a"])
-        conn.execute(
-            "SELECT pgmem.add_facts('a', 'test:hash', ARRAY['a fact'], ARRAY[%s::vector])", (vec("a fact"),)
-        )
+        conn.execute("SELECT pgmem.add_facts('a', 'test:hash', ARRAY['a fact'], ARRAY[%s::vector])", (vec("a fact"),))
         conn.execute(
             """SELECT pgmem.log_recall('a', 'memory', 'hello', ARRAY['hello'], ARRAY[%s::vector], 5, -1, NULL,
                    'vector', '[]'::jsonb)""",
@@ -142,8 +139,6 @@ def test_check_scope_is_public_and_rls_stays_underneath(stored: Conn) -> None:
         in_scope(stored, "b")
         assert stored.execute("SELECT pgmem.check_scope('b')").fetchone() == ("b",)
         assert stored.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'a'").fetchone() == (0,)
-
-
 
 
 def test_hostile_scope_names_get_a_clear_error(stored: Conn) -> None:

@@ -68,11 +68,17 @@ def test_the_setting_is_written_and_read_inside_its_scope(conn: Conn) -> None:
         conn.execute("SELECT pgmem.set_retention('a', keep_days => 1)")
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no scope is set"):
         conn.execute("SELECT pgmem.set_retention('a', keep_days => 1)")
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="SET LOCAL pgmem.scope"):
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match=r"SET LOCAL pgmem\.scope"):
         conn.execute("SELECT * FROM pgmem.get_retention('a')")
     # Bad values: a clear error, the stored setting kept.
-    for kw in ({"keep_days": 0}, {"keep_days": -3}, {"keep_days": 40000}, {"keep_turns": 0}, {"log_keep_rows": -1},
-               {"log_keep_days": 0}):
+    for kw in (
+        {"keep_days": 0},
+        {"keep_days": -3},
+        {"keep_days": 40000},
+        {"keep_turns": 0},
+        {"log_keep_rows": -1},
+        {"log_keep_days": 0},
+    ):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="set_retention: "):
             _set(conn, "a", **kw)
     for kw2 in ({"keep_days": "ten"}, {"keep_days": 2**40}, {"keep_turns": "5\x00"}):
@@ -181,8 +187,12 @@ def test_apply_retention_as_the_migrating_login(aged: Conn, owner: Conn, admin_c
     # Recall never returns what retention removed.
     with aged.transaction():
         in_scope(aged, "r1")
-        bodies = {str(r[0]) for r in aged.execute(
-            "SELECT body FROM pgmem.memory_recall('r1', ARRAY[%s::vector], x => 50, floor => -1)", (vec("q"),))}
+        bodies = {
+            str(r[0])
+            for r in aged.execute(
+                "SELECT body FROM pgmem.memory_recall('r1', ARRAY[%s::vector], x => 50, floor => -1)", (vec("q"),)
+            )
+        }
         assert bodies == {"r1 turn 2", "r1 turn 3", "r1 turn 4 (no time, new)"}
         applied = aged.execute("SELECT applied_at IS NOT NULL FROM pgmem.get_retention('r1')").fetchone()
         assert applied == (True,)
@@ -201,9 +211,20 @@ def test_apply_retention_as_documented_from_psql(aged: Conn, owner: Conn, db_url
     """The cron line of docs/operations.md, literally (as the migrating login)."""
     psql = server.bin_dir() / "psql"
     proc = subprocess.run(
-        [str(psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", role_url(db_url, OWNER_LOGIN),
-         "-c", "SELECT * FROM pgmem.apply_retention()"],
-        capture_output=True, text=True, check=False,
+        [
+            str(psql),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            role_url(db_url, OWNER_LOGIN),
+            "-c",
+            "SELECT * FROM pgmem.apply_retention()",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "apply_retention: scope r2: 3 turns" in proc.stderr

@@ -152,12 +152,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
---       scope_ann_index on the recall path;
---   _metadata_pieces  ids of the caller's own scope's pieces whose turn matches a metadata
---       filter (pgmem.check_scope first, at most 100,001 ids), read by _memory_candidates.
+--       scope_ann_index on the recall path.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_metadata_pieces'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
