@@ -577,6 +577,9 @@ BEGIN
     IF results IS NULL THEN
         RAISE EXCEPTION 'results must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- A write, bound to the transaction's scope like every write (and usable from a superuser's
+    -- psql session with no scope set, as put_turn is): row-level security then admits the row.
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
     -- What is logged must be replayable: the same checks as the recall it records.
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
