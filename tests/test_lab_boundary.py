@@ -22,7 +22,8 @@ names, todo = [], ["pgmem"]
 while todo:  # (pkgutil.walk_packages would import pgmem.lab itself to look inside)
     package = importlib.import_module(todo.pop())
     for m in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        if m.name in ("pgmem.lab", "pgmem.__main__", "pgmem.integrations"):  # optional extras
+        # optional extras, and package data (the migrations run alembic when imported)
+        if m.name in ("pgmem.lab", "pgmem.__main__", "pgmem.integrations", "pgmem.migrations", "pgmem.sql"):
             continue
         names.append(m.name)
         if m.ispkg:

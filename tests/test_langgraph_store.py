@@ -401,7 +401,7 @@ todo = ["pgmem"]
 while todo:
     package = importlib.import_module(todo.pop())
     for m in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        if m.name in ("pgmem.lab", "pgmem.__main__", "pgmem.integrations"):
+        if m.name in ("pgmem.lab", "pgmem.__main__", "pgmem.integrations", "pgmem.migrations", "pgmem.sql"):
             continue
         if m.ispkg:
             todo.append(m.name)
