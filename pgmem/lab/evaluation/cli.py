@@ -52,6 +52,10 @@ SUITES = {
 }
 
 
+#: Suites with per-question results that `--compare A B` can pair.
+PAIRED = ("longmemeval", "locomo")
+
+
 def load_suite(name: str) -> ModuleType:
     """The suite's module, or a clear error naming the missing module."""
     suite = SUITES[name]
@@ -92,6 +96,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if suite.name == "families":
             p.add_argument("--distractors", type=Path, required=True, metavar="FILE", help="distractor sentences")
             p.add_argument("--weight", type=float, default=0.8, help="blend weight of the piece (default 0.8)")
+        elif suite.name in PAIRED:
+            p.add_argument(
+                "--compare",
+                nargs=2,
+                action="append",
+                default=[],
+                metavar=("A", "B"),
+                help="paired comparison of two methods question by question (repeatable); "
+                "a side may be FILE.json:METHOD from an earlier run's --json or --out output",
+            )
         elif suite.name == "docs":
             p.add_argument("--corpus", type=Path, required=True, metavar="DIR", help="folder of Markdown documents")
             p.add_argument("--questions", type=Path, required=True, metavar="FILE", help="questions JSONL")
@@ -150,6 +164,8 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--limit", str(args.limit)]
     if args.seed:
         words += ["--seed", str(args.seed)]
+    for a, b in getattr(args, "compare", None) or []:
+        words += ["--compare", a, b]
     for item in args.option:
         words += ["-o", item]
     if args.out is not None:
@@ -214,6 +230,8 @@ def _run_suite(args: argparse.Namespace) -> int:
         from pgmem.db import database_url
 
         _accepts(mod.run, options, suite.name)
+        if suite.name in PAIRED:
+            options["compare"] = args.compare
         result = mod.run(
             args.path, server_url=database_url(s), embedder=embedder, limit=args.limit, seed=args.seed, **options
         )

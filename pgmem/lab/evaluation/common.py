@@ -40,16 +40,25 @@ def temporary_database(server_url: str, params: InstallParams) -> Iterator[str]:
 
 
 class CachedEmbedder:
-    """Wraps an Embedder with an on-disk cache (sqlite, one file per model and dimension),
-    so a re-run of a suite does not re-embed. Counts what it really sent."""
+    """Wraps an Embedder with a content-addressed cache: on disk (sqlite, one file per model
+    and dimension, keyed by the text's sha256), so a re-run of a suite does not re-embed, and
+    in memory for the run, so every distinct text is sent to the model once across all
+    methods and suites of a process. `cache_dir=None` keeps the memory cache only. Token
+    counts are cached too (the piece packer asks for them once per method). Counts what it
+    really sent (`embedded`) and what it served from a cache (`cached`)."""
 
-    def __init__(self, inner: Embedder, cache_dir: Path) -> None:
+    def __init__(self, inner: Embedder, cache_dir: Path | None) -> None:
         self.inner = inner
-        cache_dir.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(f"{inner.model_id}|{inner.dims}".encode()).hexdigest()[:16]
-        self.path = cache_dir / f"embeddings-{key}.sqlite"
-        self._db = sqlite3.connect(self.path)
-        self._db.execute("CREATE TABLE IF NOT EXISTS v (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        self.path: Path | None = None
+        self._db: sqlite3.Connection | None = None
+        if cache_dir is not None:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            self.path = cache_dir / f"embeddings-{key}.sqlite"
+            self._db = sqlite3.connect(self.path)
+            self._db.execute("CREATE TABLE IF NOT EXISTS v (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        self._memo: dict[bytes, bytes] = {}
+        self._tokens: dict[str, int] = {}
         self.embedded = 0
         self.cached = 0
 
@@ -66,31 +75,41 @@ class CachedEmbedder:
         return self.inner.max_input_tokens
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if todo:
+            self._tokens.update(zip(todo, self.inner.count_tokens(todo), strict=True))
+        return [self._tokens[t] for t in texts]
 
-    def embed(self, texts: Sequence[str]) -> FloatArray:
+    def embed(self, texts: Sequence[str], *, chunk: int = 4096) -> FloatArray:
+        """Vectors for `texts`; texts in neither cache go to the model once each, `chunk`
+        at a time (saved to disk after each chunk, so an interrupted run keeps its work)."""
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        found: dict[bytes, bytes] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), 500):
-            chunk = uniq[i : i + 500]
-            q = f"SELECT k, vec FROM v WHERE k IN ({','.join('?' * len(chunk))})"
-            found.update(dict(self._db.execute(q, chunk).fetchall()))
+        found = self._memo
+        uniq = [k for k in dict.fromkeys(keys) if k not in found]
+        db = self._db
+        if db is not None:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                q = f"SELECT k, vec FROM v WHERE k IN ({','.join('?' * len(part))})"
+                found.update(dict(db.execute(q, part).fetchall()))
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            todo = list(dict.fromkeys(keys[i] for i in missing))
             first: dict[bytes, int] = {}
             for i in missing:
                 first.setdefault(keys[i], i)
-            vecs = self.inner.embed([texts[first[k]] for k in todo])
-            self._db.executemany(
-                "INSERT OR REPLACE INTO v VALUES (?, ?)",
-                [(k, vecs[j].astype(np.float32).tobytes()) for j, k in enumerate(todo)],
-            )
-            self._db.commit()
-            for j, k in enumerate(todo):
-                found[k] = vecs[j].astype(np.float32).tobytes()
+            # Sorted by length: the model's batches then pad little.
+            todo = sorted(first, key=lambda k: len(texts[first[k]]))
+            for start in range(0, len(todo), chunk):
+                if len(todo) > chunk:
+                    progress(f"embedding: {start}/{len(todo)} new texts")
+                ks = todo[start : start + chunk]
+                vecs = self.inner.embed([texts[first[k]] for k in ks])
+                rows = [(k, vecs[j].astype(np.float32).tobytes()) for j, k in enumerate(ks)]
+                if self._db is not None:
+                    self._db.executemany("INSERT OR REPLACE INTO v VALUES (?, ?)", rows)
+                    self._db.commit()
+                found.update(rows)
             self.embedded += len(todo)
         self.cached += len(texts) - len(missing)
         for i, k in enumerate(keys):

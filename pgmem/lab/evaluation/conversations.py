@@ -41,6 +41,7 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
+from pgmem.pieces import turn_pieces
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.turns import Turn, content_text, split_sources
 
@@ -133,6 +134,9 @@ def fixed_chunk_units(turn: Turn) -> list[Unit]:
     return units
 
 
+BASELINES = {"whole_turn": whole_turn_units, "per_message": per_message_units, "fixed_chunks": fixed_chunk_units}
+
+
 def source_messages(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
     """For each source of `pgmem.turns.split_sources(messages)`, the message indexes its
     text comes from: a tool call's source holds the calling assistant message's
@@ -188,26 +192,41 @@ class ConversationStore:
             want.add("blended")
         return [m for m in STORED if m in want]
 
+    def texts(self, turns: Sequence[Turn]) -> list[str]:
+        """Every text `ingest(turns)` will embed, over all of this store's methods (the
+        evaluation embeds them all in one pass before storing anything)."""
+        out: list[str] = []
+        for method in self._stored():
+            if method in ("pieces", "blended"):
+                out += [p.text for t in turns for p in turn_pieces(t, self.embedder)]
+            else:
+                out += [u.text for t in turns for u in BASELINES[method](t)]
+        return out
+
     def ingest(self, turns: Sequence[Turn]) -> None:
-        """Store `turns` (any scope; they are re-scoped per method) under every method."""
+        """Store `turns` (any scope; they are re-scoped per method) under every method:
+        one transaction per method (each turn a savepoint inside it)."""
         for method in self._stored():
             scope = self.scope(method)
             scoped_turns = [Turn(scope, t.thread, t.index, t.time, t.messages) for t in turns]
-            if method in ("pieces", "blended"):
-                w = 1.0 if method == "pieces" else self.weight
-                report = ingest_turns(self.conn, scoped_turns, self.embedder, weight=w)
-                if report.failed:
-                    raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
-            else:
-                self._put_baseline(method, scoped_turns)
+            with scoped(self.conn, scope):
+                if method in ("pieces", "blended"):
+                    w = 1.0 if method == "pieces" else self.weight
+                    report = ingest_turns(self.conn, scoped_turns, self.embedder, weight=w)
+                    if report.failed:
+                        raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
+                else:
+                    self._put_baseline(method, scoped_turns)
             self._map_pieces(method, turns)
 
     def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
-        build = {"whole_turn": whole_turn_units, "per_message": per_message_units, "fixed_chunks": fixed_chunk_units}
-        per_turn = [(t, build[method](t)) for t in turns]
+        """All turns of one baseline method through `pgmem.put_turn`, pipelined
+        (executemany) in the caller's transaction."""
+        per_turn = [(t, BASELINES[method](t)) for t in turns]
         texts = [u.text for _, us in per_turn for u in us]
         vectors = self.embedder.embed(texts) if texts else None
         offset = 0
+        params: list[tuple[object, ...]] = []
         for turn, units in per_turn:
             if not units:
                 continue
@@ -215,30 +234,32 @@ class ConversationStore:
             vecs = vectors[offset : offset + len(units)]
             offset += len(units)
             digest = hashlib.sha256(json.dumps([method, [u.text for u in units]]).encode("utf-8", "surrogatepass"))
-            with scoped(self.conn, turn.scope):
-                self.conn.execute(
-                    """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => %s,
-                           messages => %s::jsonb, content_hash => %s, model_id => %s, unit_kinds => %s,
-                           source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
-                           weight => 1.0)""",
-                    (
-                        turn.scope,
-                        turn.thread,
-                        turn.index,
-                        turn.time,
-                        json.dumps(list(turn.messages), ensure_ascii=False),
-                        digest.digest(),
-                        self.embedder.model_id,
-                        [u.unit_kind for u in units],
-                        [u.source_index for u in units],
-                        ["" for _ in units],
-                        [u.text for u in units],
-                        list(vecs),
-                    ),
-                    binary=True,
+            params.append(
+                (
+                    turn.scope,
+                    turn.thread,
+                    turn.index,
+                    turn.time,
+                    json.dumps(list(turn.messages), ensure_ascii=False),
+                    digest.digest(),
+                    self.embedder.model_id,
+                    [u.unit_kind for u in units],
+                    [u.source_index for u in units],
+                    ["" for _ in units],
+                    [u.text for u in units],
+                    list(vecs),
                 )
+            )
             for u in units:
                 self._units[(turn.scope, turn.thread, turn.index, u.source_index)] = u.messages
+        with self.conn.cursor(binary=True) as cur:
+            cur.executemany(
+                """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => %s,
+                       messages => %s::jsonb, content_hash => %s, model_id => %s, unit_kinds => %s,
+                       source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                       weight => 1.0)""",
+                params,
+            )
 
     def _map_pieces(self, method: str, turns: Sequence[Turn]) -> None:
         """piece_id -> (thread, turn, messages) for every piece of this method's scope."""

@@ -34,7 +34,7 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import progress, temporary_database
 from pgmem.lab.evaluation.conversations import METHODS, bar_plot, check_methods
-from pgmem.lab.evaluation.longmemeval import METRICS, evaluate_threads
+from pgmem.lab.evaluation.longmemeval import METRICS, compare_methods, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
@@ -146,6 +146,7 @@ def run(
     weight: float = DEFAULT_WEIGHT,
     depth: int = 10,
     methods: Sequence[str] = METHODS,
+    compare: Sequence[Sequence[str]] = (),
     **_: object,
 ) -> dict[str, Any]:
     check_methods(methods)
@@ -155,10 +156,14 @@ def run(
         items = [items[i] for i in keep]
     progress(f"locomo: {len(items)} questions over {len({it[0] for it in items})} conversations")
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
-        results = evaluate_threads(
+        conn.execute("SET synchronous_commit = off")
+        out = evaluate_threads(
             conn, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="locomo"
         )
-    return {"questions": len(items), "results": results}
+    result = {"questions": len(items), **out}
+    if compare:
+        result["comparisons"] = compare_methods(result, compare)
+    return result
 
 
 def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:

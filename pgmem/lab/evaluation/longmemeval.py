@@ -13,8 +13,10 @@ first N would be biased).
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,15 +27,36 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.lab.evaluation.common import progress, temporary_database
-from pgmem.lab.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
+from pgmem.lab.evaluation.common import CachedEmbedder, progress, temporary_database
+from pgmem.lab.evaluation.conversations import METHODS, STORED, ConversationStore, UnitKey, bar_plot, check_methods
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
-from pgmem.recall import DEFAULT_FLOOR
+from pgmem.lab.evaluation.stats import bootstrap_ci, paired
+from pgmem.recall import DEFAULT_FLOOR, query_inputs
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
 _DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s+(\d{1,2}):(\d{2})")
 METRICS = ("top1", "top1_above_floor", "mrr", "recall_at_5")
+#: Metrics given a bootstrap interval and kept per question (for paired comparisons).
+CI_METRICS = ("top1", "mrr")
+
+
+class Phases:
+    """Wall time of each phase of a run, printed as it ends, with the load average."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.timings: dict[str, float] = {}
+        self.load: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, phase: str, note: str = "") -> None:
+        now = time.monotonic()
+        seconds, load = round(now - self._last, 1), round(os.getloadavg()[0], 2)
+        self.timings[f"{phase}_seconds"], self.load[f"{phase}_load"] = seconds, load
+        self._last = now
+        detail = f" ({note})" if note else ""
+        progress(f"{self.what}: {phase} {seconds:.1f}s, load average {load:.1f}{detail}")
 
 
 @dataclass(frozen=True)
@@ -153,24 +176,100 @@ def evaluate_threads(
     weight: float,
     depth: int,
     what: str,
-) -> dict[str, dict[str, float]]:
+    ids: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
-    (thread, turn) keys); a store is ingested once and reused by the questions after it."""
+    (thread, turn) keys); a store is ingested once and reused by the questions after it.
+
+    In phases, each timed: `prepare` (split every store's turns for every method),
+    `embed` (every distinct text of every method and question in one pass through the
+    cache, so nothing is embedded twice), `store` (one transaction per store and method),
+    `search` (one `memory_recall` per question and method) and `score`. Returns the
+    means (`results`), their bootstrap intervals (`ci`), the per-question values
+    (`per_question`, in the order of `ids`), `timings` (seconds) and the load average."""
+    emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, None)
+    clock = Phases(what)
+    stores: dict[str, tuple[ConversationStore, Sequence[Turn]]] = {}
+    for name, _, turns, _ in items:
+        if name not in stores:
+            stores[name] = (
+                ConversationStore(conn, emb, name, weight=weight, x=max(30, 3 * depth), methods=methods),
+                turns,
+            )
+    texts = [t for store, turns in stores.values() for t in store.texts(turns)]
+    texts += [t for _, question, _, _ in items for t in query_inputs(question)[1]]
+    clock.lap("prepare", f"{len(texts)} texts to embed, {len(set(texts))} distinct")
+    before = emb.embedded
+    emb.embed(texts)
+    clock.lap("embed", f"{emb.embedded - before} texts sent to the model")
+    for n, (store, turns) in enumerate(stores.values(), 1):
+        store.ingest(turns)
+        if n % 50 == 0:
+            progress(f"{what}: stored {n}/{len(stores)} threads")
+    clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
-    stores: dict[str, ConversationStore] = {}
-    for n, (name, question, turns, gold) in enumerate(items, 1):
-        store = stores.get(name)
-        if store is None:
-            store = ConversationStore(conn, embedder, name, weight=weight, x=max(30, 3 * depth), methods=methods)
-            store.ingest(turns)
-            stores[name] = store
+    for name, question, _, gold in items:
+        store = stores[name][0]
         q = store.embed_question(question)
         for m in methods:
             per[m].append(score_turns(store.search(m, q), gold, floor=floor, depth=depth))
-        if n % 5 == 0 or n == len(items):
-            tops = " ".join(f"{m}={mean([r['top1'] for r in per[m]]):.2f}" for m in methods)
-            progress(f"{what}: {n}/{len(items)} questions · top1 {tops}")
-    return {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+    clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
+    results = {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+    ci: dict[str, dict[str, float]] = {}
+    for m in methods:
+        for k in CI_METRICS:
+            _, low, high = bootstrap_ci([r[k] for r in per[m]])
+            ci.setdefault(m, {}).update({f"{k}_low": low, f"{k}_high": high})
+    tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
+    clock.lap("score", f"top1 {tops}")
+    return {
+        "results": results,
+        "ci": ci,
+        "timings": clock.timings,
+        "load_average": clock.load,
+        "ids": list(ids) if ids is not None else [str(i) for i in range(len(items))],
+        "per_question": {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods},
+    }
+
+
+def compare_methods(result: Mapping[str, Any], pairs: Sequence[Sequence[str]]) -> dict[str, dict[str, Any]]:
+    """Paired comparisons `A vs B` for each pair. A side is a method of `result` or
+    `FILE.json:METHOD` (a method of an earlier run's `--json`/`--out` output); questions
+    are matched by id, and only questions in both runs are compared."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        if len(pair) != 2:
+            raise InputError(f"--compare takes two methods, got {list(pair)}")
+        sides = [_side(result, name) for name in pair]
+        common = [q for q in sides[0] if q in sides[1]]
+        if not common:
+            raise InputError(f"--compare {pair[0]} {pair[1]}: no question in common")
+        row: dict[str, Any] = {"questions": len(common)}
+        for k in CI_METRICS:
+            row[k] = paired([sides[0][q][k] for q in common], [sides[1][q][k] for q in common])
+        out[f"{pair[0]} vs {pair[1]}"] = row
+    return out
+
+
+def _side(result: Mapping[str, Any], name: str) -> dict[str, dict[str, float]]:
+    source: Mapping[str, Any] = result
+    method = name
+    if name not in result.get("per_question", {}) and ":" in name:
+        path, _, method = name.rpartition(":")
+        try:
+            source = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"--compare {name}: cannot read {path} ({exc})") from None
+    per = source.get("per_question", {}).get(method)
+    if per is None:
+        raise InputError(f"--compare: no per-question values for method {method!r} in {name}")
+    ids = source["ids"]
+    return {q: {k: per[k][i] for k in CI_METRICS} for i, q in enumerate(ids)}
+
+
+def store_methods(methods: Sequence[str]) -> list[str]:
+    want = set(methods) | ({"blended"} if "hybrid" in methods else set())
+    return [m for m in STORED if m in want]
 
 
 def run(
@@ -184,18 +283,35 @@ def run(
     weight: float = DEFAULT_WEIGHT,
     depth: int = 10,
     methods: Sequence[str] = METHODS,
+    compare: Sequence[Sequence[str]] = (),
     **_: object,
 ) -> dict[str, Any]:
-    """Run every method on the folder's questions; the JSON object of the issue."""
+    """Run every method on the folder's questions; the JSON object of the issue. `compare`:
+    pairs of methods to compare question by question (see `compare_methods`)."""
     check_methods(methods)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
+    t0 = time.monotonic()
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
-        results = evaluate_threads(
-            conn, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="longmemeval"
+        # A throwaway database: commits need not wait for the WAL flush.
+        conn.execute("SET synchronous_commit = off")
+        out = evaluate_threads(
+            conn,
+            embedder,
+            items,
+            methods=methods,
+            floor=floor,
+            weight=weight,
+            depth=depth,
+            what="longmemeval",
+            ids=[q.qid for q in questions],
         )
-    return {"questions": len(questions), "results": results}
+    out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
+    result = {"questions": len(questions), **out}
+    if compare:
+        result["comparisons"] = compare_methods(result, compare)
+    return result
 
 
 def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:

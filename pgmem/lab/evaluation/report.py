@@ -16,7 +16,9 @@ from typing import Any
 
 #: Names of floats that are not shares of queries: shown as plain numbers, not percentages.
 _PLAIN = re.compile(
-    r"^(mrr.*|(best_|floor_)?weight|(best_)?floor|cosine.*|score|threshold|.*_ms|.*_seconds|seconds|ms)$", re.I
+    r"^(mrr.*|(best_|floor_)?weight|(best_)?floor|cosine.*|score|threshold|.*_ms|.*_seconds|seconds|ms"
+    r"|.*_load|p_.*|diff.*)$",
+    re.I,
 )
 
 
