@@ -180,6 +180,9 @@ class ConversationStore:
     weight: float = DEFAULT_WEIGHT
     x: int = 30
     methods: Sequence[str] = METHODS
+    #: How pieces/blended/hybrid query: "parts" (pgmem's split, the default) or "whole"
+    #: (one query vector for the whole message: an ablation for single-subject questions).
+    query: str = "parts"
     _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
     _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
 
@@ -288,7 +291,12 @@ class ConversationStore:
             mapping[int(str(pid))] = (key[0], key[1], msgs)
 
     def embed_question(self, question: str) -> QueryParts:
-        return embed_query(question, self.embedder, weight=self.weight)
+        q = embed_query(question, self.embedder, weight=self.weight)
+        if self.query == "whole":
+            # blend(whole, whole) is the whole-message vector itself
+            whole = q.whole[None, :]
+            return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
+        return q
 
     def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
         """The method's hits for a query, each keyed by (thread, turn, messages)."""

@@ -177,6 +177,7 @@ def evaluate_threads(
     depth: int,
     what: str,
     ids: Sequence[str] | None = None,
+    query: str = "parts",
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -193,7 +194,7 @@ def evaluate_threads(
     for name, _, turns, _ in items:
         if name not in stores:
             stores[name] = (
-                ConversationStore(conn, emb, name, weight=weight, x=max(30, 3 * depth), methods=methods),
+                ConversationStore(conn, emb, name, weight=weight, x=max(30, 3 * depth), methods=methods, query=query),
                 turns,
             )
     texts = [t for store, turns in stores.values() for t in store.texts(turns)]
@@ -284,11 +285,15 @@ def run(
     depth: int = 10,
     methods: Sequence[str] = METHODS,
     compare: Sequence[Sequence[str]] = (),
+    query: str = "parts",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
-    pairs of methods to compare question by question (see `compare_methods`)."""
+    pairs of methods to compare question by question (see `compare_methods`); `query`:
+    "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid)."""
     check_methods(methods)
+    if query not in ("parts", "whole"):
+        raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
@@ -306,6 +311,7 @@ def run(
             depth=depth,
             what="longmemeval",
             ids=[q.qid for q in questions],
+            query=query,
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(questions), **out}
