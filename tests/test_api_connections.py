@@ -188,3 +188,85 @@ def test_print_timings_side_by_side() -> None:
     for name in (*(f"sync {k}" for k in SYNC_KINDS), *(f"async {k}" for k in ASYNC_KINDS)):
         if name in TIMINGS:
             print(f"  {name:<{width}}  {TIMINGS[name] * 1000:8.1f} ms")
+
+
+def test_metadata_from_jsonl_and_python_filters_recall(app_url: str, tmp_path: Any) -> None:
+    """Turns carry a metadata object (JSONL "metadata", Turn.metadata); recall's
+    metadata_filter keeps the turns whose metadata contains it, sync and async alike."""
+    import json
+
+    from pgmem.turns import Turn, read_jsonl
+
+    lines = [
+        {
+            "scope": "m",
+            "thread": "t",
+            "turn": 0,
+            "metadata": {"channel": "voice", "project": "atlas"},
+            "messages": [{"role": "user", "content": "the freezer log"}],
+        },
+        {
+            "scope": "m",
+            "thread": "t",
+            "turn": 1,
+            "metadata": {"channel": "chat"},
+            "messages": [{"role": "user", "content": "the freezer log again"}],
+        },
+        {
+            "scope": "m",
+            "thread": "t",
+            "turn": 2,
+            "metadata": ["not", "an", "object"],
+            "messages": [{"role": "user", "content": "refused"}],
+        },
+        {
+            "scope": "m",
+            "thread": "t",
+            "turn": 3,
+            "metadata": {"big": "x" * 5000},
+            "messages": [{"role": "user", "content": "refused too"}],
+        },
+    ]
+    path = tmp_path / "meta.jsonl"
+    path.write_text("\n".join(json.dumps(obj) for obj in lines) + "\n")
+    failed: list[tuple[str, str]] = []
+    turns = list(read_jsonl(path, failed=failed))
+    turns.append(Turn("m", "t", 4, None, ({"role": "user", "content": "python side"},), metadata={"channel": "voice"}))
+    assert [w for w, _ in failed] == [f"{path}:3", f"{path}:4"]
+    assert "metadata must be a JSON object" in failed[0][1] and "at most 4096" in failed[1][1]
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        report = pgmem.ingest_turns(conn, turns, EMB)
+        assert report.inserted == 3 and not report.failed
+        voice = pgmem.recall(conn, "m", "freezer", EMB, floor=-1.0, mode="vector", metadata_filter={"channel": "voice"})
+        assert _hits(voice) == {("t", 0), ("t", 4)}
+        both = pgmem.recall(
+            conn,
+            "m",
+            "freezer",
+            EMB,
+            floor=-1.0,
+            mode="vector",
+            metadata_filter={"channel": "voice", "project": "atlas"},
+        )
+        assert _hits(both) == {("t", 0)}
+        assert _hits(pgmem.recall(conn, "m", "freezer", EMB, floor=-1.0, mode="vector")) == {
+            ("t", 0),
+            ("t", 1),
+            ("t", 4),
+        }
+        with pytest.raises(pgmem.errors.InputError, match="metadata_filter must be a JSON object"):
+            pgmem.recall(conn, "m", "freezer", EMB, metadata_filter=["channel"])  # type: ignore[arg-type]
+        # Changed metadata is a changed turn: stored again, and the filter follows it.
+        moved = Turn("m", "t", 1, None, turns[1].messages, metadata={"channel": "voice"})
+        assert pgmem.ingest_turns(conn, [moved], EMB).failed == []
+        voice = pgmem.recall(conn, "m", "freezer", EMB, floor=-1.0, mode="vector", metadata_filter={"channel": "voice"})
+        assert _hits(voice) == {("t", 0), ("t", 1), ("t", 4)}
+
+    async def main() -> set[tuple[str | None, int | None]]:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            result = await pgmem.aio.recall(
+                aconn, "m", "freezer", EMB, floor=-1.0, mode="vector", metadata_filter={"channel": "chat"}
+            )
+            return _hits(result)
+
+    assert asyncio.run(main()) == set()  # turn 1 moved to voice: no chat turn left

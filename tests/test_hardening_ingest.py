@@ -264,8 +264,20 @@ def cli_env(db_url: str, app_conn: Conn, tmp_path: Path, monkeypatch: pytest.Mon
         (["reblend", "--scope", "demo", "--weight", "2"], "weight must be between 0 and 1"),
         (["reblend", "--scope", "nosuch", "--weight", "0.5"], "scope nosuch has no memory stored"),
         (["rebuild", "--scope", "\x00"], "NUL"),
+        (["recall", "dogs", "--scope", "demo", "--filter", "[1]"], "--filter must be a JSON object"),
+        (["recall", "dogs", "--scope", "demo", "--filter", "{bad"], "--filter is not JSON"),
     ],
-    ids=["ingest-scope", "recall-scope", "reblend-scope", "weight-nan", "weight-2", "unknown-scope", "rebuild-nul"],
+    ids=[
+        "ingest-scope",
+        "recall-scope",
+        "reblend-scope",
+        "weight-nan",
+        "weight-2",
+        "unknown-scope",
+        "rebuild-nul",
+        "filter-list",
+        "filter-bad-json",
+    ],
 )
 def test_cli_bad_arguments_give_one_line_and_exit_2(
     cli_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
