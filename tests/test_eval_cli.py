@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pgmem.lab.evaluation import cli as ev
 from pgmem.cli import main
+from pgmem.lab.evaluation import cli as ev
 from pgmem.lab.evaluation.report import fmt, markdown, tables
 
 
