@@ -14,10 +14,11 @@ thread, so a local model never blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -25,30 +26,25 @@ from psycopg.types import TypeInfo
 
 from pgmem.calls import RESTORE_SCOPE, SET_SCOPE, VECTOR_TYPES, Call, Embed, Query, register_types
 from pgmem.documents.store import (
-    DocSearch,
-    Document,
-    DocumentReport,
     add_documents_call,
     remove_document_call,
     search_documents_call,
 )
-from pgmem.embedders.base import Embedder
 from pgmem.errors import database_error, is_refusal
-from pgmem.facts import Fact, add_facts_call, fact_recall_call
+from pgmem.facts import add_facts_call, fact_recall_call
 from pgmem.forget import (
-    Forgotten,
     forget_document_call,
     forget_fact_call,
     forget_scope_call,
     forget_thread_call,
     forget_turn_call,
 )
-from pgmem.ingest import IngestReport, ingest_turns_call
-from pgmem.recall import Recall, recall_call
+from pgmem.ingest import ingest_turns_call
+from pgmem.recall import recall_call, recall_vectors_call
 from pgmem.text import check_name
-from pgmem.turns import Turn
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 AsyncDb = psycopg.AsyncConnection[Any] | Any  # an AsyncConnection, or an AsyncConnectionPool
 
@@ -111,71 +107,36 @@ async def scoped(conn: psycopg.AsyncConnection[Any], scope: str) -> AsyncIterato
             await cur.execute(RESTORE_SCOPE, ((row[0] if row else None) or "",))
 
 
-async def ingest_turns(db: AsyncDb, turns: Iterable[Turn], embedder: Embedder, **options: Any) -> IngestReport:
-    """`pgmem.ingest_turns`, awaited (same options)."""
-    return await run(db, ingest_turns_call(turns, embedder, **options))
+def asynchronous(fn: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncDb, P], Coroutine[Any, Any, T]]:
+    """The async API function of a call: `recall = asynchronous(recall_call)` takes an async
+    connection or pool first, then the call's own arguments (the twin of `pgmem.calls.sync`)."""
+
+    @functools.wraps(fn)
+    async def api(db: AsyncDb, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await run(db, fn(*args, **kwargs))
+
+    api.__name__ = api.__qualname__ = fn.__name__.removesuffix("_call")
+    return api
 
 
-async def recall(db: AsyncDb, scope: str, message: str, embedder: Embedder, **options: Any) -> Recall:
-    """`pgmem.recall`, awaited (same options: x, floor, thread, mode, weight, rules, log, metadata_filter)."""
-    return await run(db, recall_call(scope, message, embedder, **options))
-
-
-async def add_facts(db: AsyncDb, scope: str, facts: Sequence[Fact], embedder: Embedder) -> list[int]:
-    """`pgmem.add_facts`, awaited."""
-    return await run(db, add_facts_call(scope, facts, embedder))
-
-
-async def fact_recall(db: AsyncDb, scope: str, message: str, embedder: Embedder, **options: Any) -> Recall:
-    """`pgmem.fact_recall`, awaited (same options)."""
-    return await run(db, fact_recall_call(scope, message, embedder, **options))
-
-
-async def add_documents(
-    db: AsyncDb, scope: str, docs: Iterable[Document], embedder: Embedder, **options: Any
-) -> DocumentReport:
-    """`pgmem.documents.store.add_documents`, awaited (same options)."""
-    return await run(db, add_documents_call(scope, docs, embedder, **options))
-
-
-async def search_documents(db: AsyncDb, scope: str, message: str, embedder: Embedder, **options: Any) -> DocSearch:
-    """`pgmem.documents.store.search_documents`, awaited (same options)."""
-    return await run(db, search_documents_call(scope, message, embedder, **options))
-
-
-async def remove_document(db: AsyncDb, scope: str, document_id: str) -> bool:
-    """`pgmem.documents.store.remove_document`, awaited."""
-    return await run(db, remove_document_call(scope, document_id))
-
-
-async def forget_turn(db: AsyncDb, scope: str, thread: str, turn_index: int) -> Forgotten:
-    """`pgmem.forget_turn`, awaited."""
-    return await run(db, forget_turn_call(scope, thread, turn_index))
-
-
-async def forget_thread(db: AsyncDb, scope: str, thread: str) -> Forgotten:
-    """`pgmem.forget_thread`, awaited."""
-    return await run(db, forget_thread_call(scope, thread))
-
-
-async def forget_fact(db: AsyncDb, scope: str, fact_id: int) -> Forgotten:
-    """`pgmem.forget_fact`, awaited."""
-    return await run(db, forget_fact_call(scope, fact_id))
-
-
-async def forget_document(db: AsyncDb, scope: str, document_id: str) -> Forgotten:
-    """`pgmem.forget_document`, awaited."""
-    return await run(db, forget_document_call(scope, document_id))
-
-
-async def forget_scope(db: AsyncDb, scope: str) -> Forgotten:
-    """`pgmem.forget_scope`, awaited."""
-    return await run(db, forget_scope_call(scope))
-
+ingest_turns = asynchronous(ingest_turns_call)
+recall = asynchronous(recall_call)
+recall_vectors = asynchronous(recall_vectors_call)
+add_facts = asynchronous(add_facts_call)
+fact_recall = asynchronous(fact_recall_call)
+add_documents = asynchronous(add_documents_call)
+search_documents = asynchronous(search_documents_call)
+remove_document = asynchronous(remove_document_call)
+forget_turn = asynchronous(forget_turn_call)
+forget_thread = asynchronous(forget_thread_call)
+forget_fact = asynchronous(forget_fact_call)
+forget_document = asynchronous(forget_document_call)
+forget_scope = asynchronous(forget_scope_call)
 
 __all__ = [
     "add_documents",
     "add_facts",
+    "asynchronous",
     "fact_recall",
     "forget_document",
     "forget_fact",
@@ -184,6 +145,7 @@ __all__ = [
     "forget_turn",
     "ingest_turns",
     "recall",
+    "recall_vectors",
     "remove_document",
     "run",
     "scoped",

@@ -16,11 +16,12 @@ retry logic."""
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -32,6 +33,7 @@ from pgmem.errors import database_error, is_refusal
 from pgmem.text import check_name
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: The statements that scope a transaction; the first also returns the scope it had before.
 SET_SCOPE = "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scope', %s, true)"
@@ -71,6 +73,18 @@ class Pool(Protocol):
 Db = psycopg.Connection[Any] | Pool
 
 _TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
+
+
+def sync(fn: Callable[P, Call[T]]) -> Callable[Concatenate[Db, P], T]:
+    """The sync API function of a call: `recall = sync(recall_call)` takes a connection or
+    pool first, then the call's own arguments (`pgmem.aio.asynchronous` is the async twin)."""
+
+    @functools.wraps(fn)
+    def api(db: Db, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run(db, fn(*args, **kwargs))
+
+    api.__name__ = api.__qualname__ = fn.__name__.removesuffix("_call")
+    return api
 
 
 def run(db: Db, call: Call[T]) -> T:

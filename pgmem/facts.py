@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from pgmem.blend import DEFAULT_WEIGHT
-from pgmem.calls import Call, Db, Embed, Query, run
+from pgmem.calls import Call, Embed, Query, sync
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, blend_query, check_target, query_inputs
@@ -78,14 +78,10 @@ def read_facts(path: Path) -> list[Fact]:
     return facts
 
 
-def add_facts(db: Db, scope: str, facts: Sequence[Fact], embedder: Embedder) -> list[int]:
+def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Call[list[int]]:
     """Embed and store facts (at the fact plane's own dimension); returns the ids of the facts
     stored now. Idempotent by content: a fact the scope holds already (same body, thread, turn
     and section), or one repeated in `facts`, is not stored again and has no id in the result."""
-    return run(db, add_facts_call(scope, facts, embedder))
-
-
-def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Call[list[int]]:
     check_name(scope, "scope")
     for i, f in enumerate(facts):
         check_fact(f, f"facts[{i}]")
@@ -109,23 +105,7 @@ def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Cal
     return [int(r[0]) for r in rows]
 
 
-def fact_recall(
-    db: Db,
-    scope: str,
-    message: str,
-    embedder: Embedder,
-    *,
-    x: int = DEFAULT_X,
-    floor: float = DEFAULT_FACT_FLOOR,
-    thread: str | None = None,
-    weight: float = DEFAULT_WEIGHT,
-    rules: SplitRules = SplitRules(),
-) -> Recall:
-    """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35). The embedder must be
-    the model the scope's facts were stored with (ModelMismatchError)."""
-    return run(
-        db, fact_recall_call(scope, message, embedder, x=x, floor=floor, thread=thread, weight=weight, rules=rules)
-    )
+add_facts = sync(add_facts_call)
 
 
 def fact_recall_call(
@@ -139,6 +119,8 @@ def fact_recall_call(
     weight: float = DEFAULT_WEIGHT,
     rules: SplitRules = SplitRules(),
 ) -> Call[Recall]:
+    """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35). The embedder must be
+    the model the scope's facts were stored with (ModelMismatchError)."""
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
     q = blend_query(parts, (yield Embed(embedder, inputs)), weight)
@@ -164,3 +146,6 @@ def fact_recall_call(
             )
         )
     return Recall(message, groups)
+
+
+fact_recall = sync(fact_recall_call)

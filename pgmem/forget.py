@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from psycopg import sql
 
-from pgmem.calls import Call, Db, Query, run
+from pgmem.calls import Call, Query, sync
 from pgmem.errors import InputError
 from pgmem.text import check_name
 
@@ -52,52 +52,47 @@ def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
 
 
 def forget_turn_call(scope: str, thread: str, turn_index: int) -> Call[Forgotten]:
+    """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
+    them, and its thread when nothing else of it remains."""
     check_name(thread, "thread")
     _whole(turn_index, "turn_index", MAX_TURN_INDEX)
     return _forget("forget_turn", (scope, thread, turn_index))
 
 
+forget_turn = sync(forget_turn_call)
+
+
 def forget_thread_call(scope: str, thread: str) -> Call[Forgotten]:
+    """Forget a whole thread: its turns, pieces, facts and the recall-log rows about it."""
     check_name(thread, "thread")
     return _forget("forget_thread", (scope, thread))
 
 
+forget_thread = sync(forget_thread_call)
+
+
 def forget_fact_call(scope: str, fact_id: int) -> Call[Forgotten]:
+    """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
     _whole(fact_id, "fact_id", MAX_FACT_ID)
     return _forget("forget_fact", (scope, fact_id))
 
 
+forget_fact = sync(forget_fact_call)
+
+
 def forget_document_call(scope: str, document_id: str) -> Call[Forgotten]:
+    """Forget a document: its chunks and units, the facts whose section is its id (or
+    `id#anchor`), and the recall-log rows that returned them."""
     check_name(document_id, "document_id", max_chars=1000)
     return _forget("forget_document", (scope, document_id))
 
 
+forget_document = sync(forget_document_call)
+
+
 def forget_scope_call(scope: str) -> Call[Forgotten]:
+    """Forget everything of a scope, the scope itself included (its model binding)."""
     return _forget("forget_scope", (scope,))
 
 
-def forget_turn(db: Db, scope: str, thread: str, turn_index: int) -> Forgotten:
-    """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
-    them, and its thread when nothing else of it remains."""
-    return run(db, forget_turn_call(scope, thread, turn_index))
-
-
-def forget_thread(db: Db, scope: str, thread: str) -> Forgotten:
-    """Forget a whole thread: its turns, pieces, facts and the recall-log rows about it."""
-    return run(db, forget_thread_call(scope, thread))
-
-
-def forget_fact(db: Db, scope: str, fact_id: int) -> Forgotten:
-    """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
-    return run(db, forget_fact_call(scope, fact_id))
-
-
-def forget_document(db: Db, scope: str, document_id: str) -> Forgotten:
-    """Forget a document: its chunks and units, the facts whose section is its id (or
-    `id#anchor`), and the recall-log rows that returned them."""
-    return run(db, forget_document_call(scope, document_id))
-
-
-def forget_scope(db: Db, scope: str) -> Forgotten:
-    """Forget everything of a scope, the scope itself included (its model binding)."""
-    return run(db, forget_scope_call(scope))
+forget_scope = sync(forget_scope_call)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pgmem.calls import Call, Db, Embed, Query, run
+from pgmem.calls import Call, Embed, Query, sync
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
@@ -94,41 +94,6 @@ def _existing_hashes(turns: Sequence[Turn]) -> Call[dict[tuple[str, str, int], b
     return found
 
 
-def ingest_turns(
-    db: Db,
-    turns: Iterable[Turn],
-    embedder: Embedder,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    weight: float = DEFAULT_WEIGHT,
-    group_pieces: int = 512,
-    reembed: bool = False,
-    force: bool = False,
-    context: str = "mean",
-    progress: Progress | None = None,
-) -> IngestReport:
-    """Store `turns` (idempotently), each turn in its own transaction (a savepoint when `db`
-    is a connection with a transaction open: committing it is then the caller's). `db` is any
-    psycopg connection or a pool. Embeds about `group_pieces` pieces at a time to bound memory.
-
-    `context="mean"` (default) blends each piece with the unit mean of its turn's pieces;
-    `context="text"` embeds the turn's whole text as its context (one more input per turn),
-    falling back to the mean, and saying so in the report, when the turn is over the
-    model's input limit."""
-    call = ingest_turns_call(
-        turns,
-        embedder,
-        max_bytes=max_bytes,
-        weight=weight,
-        group_pieces=group_pieces,
-        reembed=reembed,
-        force=force,
-        context=context,
-        progress=progress,
-    )
-    return run(db, call)
-
-
 def ingest_turns_call(
     turns: Iterable[Turn],
     embedder: Embedder,
@@ -141,6 +106,14 @@ def ingest_turns_call(
     context: str = "mean",
     progress: Progress | None = None,
 ) -> Call[IngestReport]:
+    """Store `turns` (idempotently), each turn in its own transaction (a savepoint when `db`
+    is a connection with a transaction open: committing it is then the caller's). `db` is any
+    psycopg connection or a pool. Embeds about `group_pieces` pieces at a time to bound memory.
+
+    `context="mean"` (default) blends each piece with the unit mean of its turn's pieces;
+    `context="text"` embeds the turn's whole text as its context (one more input per turn),
+    falling back to the mean, and saying so in the report, when the turn is over the
+    model's input limit."""
     if context not in CONTEXT_MODES:
         raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
     if not 0.0 <= weight <= 1.0:
@@ -222,6 +195,9 @@ def ingest_turns_call(
     if progress:
         progress(len(all_turns), len(all_turns), report.pieces)
     return report
+
+
+ingest_turns = sync(ingest_turns_call)
 
 
 def _put(

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
-from pgmem.calls import Call, Db, Embed, Query, run
+from pgmem.calls import Call, Embed, Query, sync
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
@@ -124,42 +124,6 @@ def _check(x: int, floor: float, mode: str) -> None:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
 
 
-def recall_vectors(
-    db: Db,
-    scope: str,
-    part_texts: Sequence[str],
-    part_vectors: F32,
-    *,
-    x: int = DEFAULT_X,
-    floor: float = DEFAULT_FLOOR,
-    thread: str | None = None,
-    mode: str = DEFAULT_MODE,
-    message: str = "",
-    log: bool = False,
-    model_id: str | None = None,
-    metadata_filter: Mapping[str, object] | None = None,
-) -> Recall:
-    """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
-    model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError).
-    `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`)."""
-    return run(
-        db,
-        recall_vectors_call(
-            scope,
-            part_texts,
-            part_vectors,
-            x=x,
-            floor=floor,
-            thread=thread,
-            mode=mode,
-            message=message,
-            log=log,
-            model_id=model_id,
-            metadata_filter=metadata_filter,
-        ),
-    )
-
-
 def recall_vectors_call(
     scope: str,
     part_texts: Sequence[str],
@@ -174,6 +138,9 @@ def recall_vectors_call(
     model_id: str | None = None,
     metadata_filter: Mapping[str, object] | None = None,
 ) -> Call[Recall]:
+    """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
+    model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError).
+    `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`)."""
     _check(x, floor, mode)
     check_target(scope, thread)
     for i, t in enumerate(part_texts):
@@ -236,6 +203,9 @@ def recall_vectors_call(
     return result
 
 
+recall_vectors = sync(recall_vectors_call)
+
+
 def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:
     if metadata_filter is None:
         return None
@@ -246,43 +216,6 @@ def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:
     except (TypeError, ValueError, RecursionError) as exc:
         raise InputError(f"metadata_filter is not JSON: {exc}") from None
     return check_text(text, "metadata_filter")
-
-
-def recall(
-    db: Db,
-    scope: str,
-    message: str,
-    embedder: Embedder,
-    *,
-    x: int = DEFAULT_X,
-    floor: float = DEFAULT_FLOOR,
-    thread: str | None = None,
-    mode: str = DEFAULT_MODE,
-    weight: float = DEFAULT_WEIGHT,
-    rules: SplitRules = SplitRules(),
-    log: bool = False,
-    metadata_filter: Mapping[str, object] | None = None,
-) -> Recall:
-    """Per-part memory recall for an incoming message: one group of up to `x` hits above
-    `floor` per part. Groups are never merged, padded or deduplicated across parts. The
-    embedder must be the model the scope's pieces were stored with (ModelMismatchError).
-    `db` is any psycopg connection (used as it is) or a connection pool."""
-    return run(
-        db,
-        recall_call(
-            scope,
-            message,
-            embedder,
-            x=x,
-            floor=floor,
-            thread=thread,
-            mode=mode,
-            weight=weight,
-            rules=rules,
-            log=log,
-            metadata_filter=metadata_filter,
-        ),
-    )
 
 
 def recall_call(
@@ -299,6 +232,10 @@ def recall_call(
     log: bool = False,
     metadata_filter: Mapping[str, object] | None = None,
 ) -> Call[Recall]:
+    """Per-part memory recall for an incoming message: one group of up to `x` hits above
+    `floor` per part. Groups are never merged, padded or deduplicated across parts. The
+    embedder must be the model the scope's pieces were stored with (ModelMismatchError).
+    `db` is any psycopg connection (used as it is) or a connection pool."""
     _check(x, floor, mode)
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
@@ -320,19 +257,7 @@ def recall_call(
     )
 
 
-def whole_message_recall(
-    db: Db,
-    scope: str,
-    message: str,
-    embedder: Embedder,
-    *,
-    k: int,
-    floor: float = DEFAULT_FLOOR,
-    thread: str | None = None,
-    mode: str = DEFAULT_MODE,
-) -> Recall:
-    """The baseline the seed replaced: one vector for the whole message, one ranked list."""
-    return run(db, whole_message_call(scope, message, embedder, k=k, floor=floor, thread=thread, mode=mode))
+recall = sync(recall_call)
 
 
 def whole_message_call(
@@ -345,6 +270,7 @@ def whole_message_call(
     thread: str | None = None,
     mode: str = DEFAULT_MODE,
 ) -> Call[Recall]:
+    """The baseline the seed replaced: one vector for the whole message, one ranked list."""
     check_target(scope, thread)
     whole = cap_bytes_keep_end(" ".join(check_text(message, "message").split()), WHOLE_MESSAGE_BYTES)
     if not whole:
@@ -355,6 +281,9 @@ def whole_message_call(
             scope, [whole], vec, x=k, floor=floor, thread=thread, mode=mode, message=message, model_id=embedder.model_id
         )
     )
+
+
+whole_message_recall = sync(whole_message_call)
 
 
 def _opt_str(v: object) -> str | None:

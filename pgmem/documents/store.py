@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from pgmem.blend import DEFAULT_WEIGHT, F32
-from pgmem.calls import Call, Db, Embed, Query, run
+from pgmem.calls import Call, Embed, Query, sync
 from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
 from pgmem.documents.units import MODES, Unit, derive_units, slug_of
 from pgmem.embedders.base import Embedder
@@ -170,44 +170,12 @@ def _pack(u: Unit, embedder: Embedder | None, max_bytes: int) -> list[str]:
     ) or [""]
 
 
-def stored_titles(db: Db, scope: str) -> dict[str, str]:
-    return run(db, _stored_titles(scope))
-
-
-def _stored_titles(scope: str) -> Call[dict[str, str]]:
+def stored_titles_call(scope: str) -> Call[dict[str, str]]:
     rows = yield Query(scope, "SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,))
     return {slug_of(str(i)): str(t) for i, t in rows}
 
 
-def add_documents(
-    db: Db,
-    scope: str,
-    docs: Iterable[Document],
-    embedder: Embedder,
-    *,
-    mode: str = "units",
-    weight: float = DEFAULT_UNIT_WEIGHT,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    group_units: int = 512,
-    reembed: bool = False,
-    force: bool = False,
-    progress: Progress | None = None,
-) -> DocumentReport:
-    """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
-    resolve against these documents and those already stored in the scope."""
-    call = add_documents_call(
-        scope,
-        docs,
-        embedder,
-        mode=mode,
-        weight=weight,
-        max_bytes=max_bytes,
-        group_units=group_units,
-        reembed=reembed,
-        force=force,
-        progress=progress,
-    )
-    return run(db, call)
+stored_titles = sync(stored_titles_call)
 
 
 def add_documents_call(
@@ -223,6 +191,8 @@ def add_documents_call(
     force: bool = False,
     progress: Progress | None = None,
 ) -> Call[DocumentReport]:
+    """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
+    resolve against these documents and those already stored in the scope."""
     check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
@@ -230,7 +200,7 @@ def add_documents_call(
         raise InputError(f"weight must be between 0 and 1, got {weight}")
     all_docs = list(docs)
     report = DocumentReport()
-    titles = yield from _stored_titles(scope)
+    titles = yield from stored_titles_call(scope)
     for d in all_docs:
         if d.text.strip():
             titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
@@ -290,6 +260,9 @@ def add_documents_call(
     return report
 
 
+add_documents = sync(add_documents_call)
+
+
 def _put(
     scope: str,
     prep: Prepared,
@@ -346,15 +319,14 @@ def _put(
     report.units += n
 
 
-def remove_document(db: Db, scope: str, document_id: str) -> bool:
-    """Remove one document (its chunks and units go with it); False when there was none."""
-    return run(db, remove_document_call(scope, document_id))
-
-
 def remove_document_call(scope: str, document_id: str) -> Call[bool]:
+    """Remove one document (its chunks and units go with it); False when there was none."""
     check_name(document_id, "document_id", max_chars=1000)
     row = yield Query(scope, "SELECT pgmem.remove_document(%s, %s)", (scope, document_id), one=True)
     return bool(row and row[0])
+
+
+remove_document = sync(remove_document_call)
 
 
 @dataclass(frozen=True)
@@ -393,26 +365,6 @@ class DocSearch:
         return {"message": self.message, "groups": [asdict(g) for g in self.groups]}
 
 
-def search_vectors(
-    db: Db,
-    scope: str,
-    part_texts: Sequence[str],
-    part_vectors: F32,
-    *,
-    x: int = DEFAULT_DOC_X,
-    floor: float = DEFAULT_DOC_FLOOR,
-    candidates: int = DEFAULT_CANDIDATES,
-    message: str = "",
-    model_id: str | None = None,
-) -> DocSearch:
-    """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
-    model that embedded the parts, must be the model of the scope's units (ModelMismatchError)."""
-    call = search_vectors_call(
-        scope, part_texts, part_vectors, x=x, floor=floor, candidates=candidates, message=message, model_id=model_id
-    )
-    return run(db, call)
-
-
 def search_vectors_call(
     scope: str,
     part_texts: Sequence[str],
@@ -424,6 +376,8 @@ def search_vectors_call(
     message: str = "",
     model_id: str | None = None,
 ) -> Call[DocSearch]:
+    """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
+    model that embedded the parts, must be the model of the scope's units (ModelMismatchError)."""
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
     if not -1.0 <= floor <= 1.0:
@@ -462,20 +416,7 @@ def search_vectors_call(
     return DocSearch(message, groups)
 
 
-def search_documents(
-    db: Db,
-    scope: str,
-    message: str,
-    embedder: Embedder,
-    *,
-    x: int = DEFAULT_DOC_X,
-    floor: float = DEFAULT_DOC_FLOOR,
-    candidates: int = DEFAULT_CANDIDATES,
-) -> DocSearch:
-    """Per-part document search: the message is split and blended as for memory recall;
-    each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
-    must be the model the scope's units were stored with (ModelMismatchError)."""
-    return run(db, search_documents_call(scope, message, embedder, x=x, floor=floor, candidates=candidates))
+search_vectors = sync(search_vectors_call)
 
 
 def search_documents_call(
@@ -487,6 +428,9 @@ def search_documents_call(
     floor: float = DEFAULT_DOC_FLOOR,
     candidates: int = DEFAULT_CANDIDATES,
 ) -> Call[DocSearch]:
+    """Per-part document search: the message is split and blended as for memory recall;
+    each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
+    must be the model the scope's units were stored with (ModelMismatchError)."""
     check_target(scope)
     parts, inputs = query_inputs(message)
     q = blend_query(parts, (yield Embed(embedder, inputs)), DEFAULT_WEIGHT)
@@ -502,3 +446,6 @@ def search_documents_call(
             model_id=embedder.model_id,
         )
     )
+
+
+search_documents = sync(search_documents_call)
