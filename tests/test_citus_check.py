@@ -19,7 +19,7 @@ REFERENCE = {"embedding_model", "vector_column", "store_namespace"}
 LOCAL = {"alembic_version"}
 #: Functions that read every scope on purpose (maintenance, run on the coordinator; Citus fans
 #: them out to every shard). They aggregate per scope and never join rows of two scopes.
-CROSS_SCOPE_MAINTENANCE = {"scope_index_plan", "index_large_scopes"}
+CROSS_SCOPE_MAINTENANCE = {"scope_index_plan", "index_large_scopes", "apply_retention"}
 #: Functions that only validate or compute (no table access) or read the reference tables.
 SQL_KEYWORDS = {
     "where", "on", "set", "using", "join", "left", "right", "full", "inner", "cross", "order", "group", "limit",
@@ -96,12 +96,17 @@ def _code(body: str) -> str:
     """The body without comments and single-quoted literals (messages, setting names such as
     'pgmem.scope'); dollar-quoted dynamic SQL is kept and checked like the rest."""
     body = re.sub(r"--[^\n]*", " ", body)
+    body = re.sub(r"#variable_conflict\s+\w+", " ", body)
     return re.sub(r"'(?:[^']|'')*'", "''", body)
 
 
 def _statements(body: str) -> list[str]:
     body = _code(body)
     return [s for s in body.split(";") if s.strip()]
+
+
+#: A PL/pgSQL variable declared with a table's row type (`DECLARE r pgmem.retention;`).
+ROWTYPE_DECLARATION = re.compile(r"^\s*(?:DECLARE\s+)?[a-z_][a-z0-9_]*\s+pgmem\.[a-z_]+(?:\[\])?\s*$", re.I | re.S)
 
 
 def unscoped_references(body: str, scoped: set[str]) -> list[str]:
@@ -112,6 +117,8 @@ def unscoped_references(body: str, scoped: set[str]) -> list[str]:
     ref = re.compile(rf"\b(INSERT\s+INTO\s+)?pgmem\.({names})\b(?:\s+(?:AS\s+)?([a-z_][a-z0-9_]*))?", re.I)
     bad = []
     for stmt in _statements(body):
+        if ROWTYPE_DECLARATION.match(stmt):  # `r pgmem.retention;` names a row type, reads nothing
+            continue
         for m in ref.finditer(stmt):
             insert, table, alias = m.group(1), m.group(2), m.group(3)
             if alias and alias.lower() in SQL_KEYWORDS:
@@ -154,6 +161,9 @@ def test_the_checker_catches_a_cross_scope_join() -> None:
     ok = "SELECT 1 FROM pgmem.piece p JOIN pgmem.turn t ON t.scope_id = p.scope_id WHERE p.scope_id = scope"
     assert unscoped_references(ok, scoped) == []
     leaky = "SELECT 1 FROM pgmem.piece p JOIN pgmem.turn t ON t.turn_index = p.turn_index WHERE p.scope_id = scope"
+    assert unscoped_references("DECLARE r pgmem.turn; BEGIN SELECT * INTO r FROM pgmem.turn t", scoped) == [
+        "pgmem.turn t not pinned to a scope"
+    ]
     assert unscoped_references(leaky, scoped) == ["pgmem.turn t not pinned to a scope"]
     assert unscoped_references("INSERT INTO pgmem.turn (thread_id) VALUES ('x')", scoped) != []
     # 'pgmem.scope' the setting is not pgmem.scope the table
