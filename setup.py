@@ -7,8 +7,14 @@ them with importlib.resources. Everything else is configured in pyproject.toml."
 from setuptools import find_packages, setup
 
 MAPPED = {"pgmem.sql": "sql", "pgmem.migrations": "migrations"}
+#: Folders of data files (no __init__.py) that setuptools would otherwise warn about.
+DATA_PACKAGES = [
+    "pgmem.migrations.versions",
+    "pgmem.embedders.data",
+    *(f"pgmem.sql.{folder}" for folder in ("citus", "downgrade", "idempotent", "incremental")),
+]
 
 setup(
-    packages=[*find_packages(include=["pgmem", "pgmem.*"]), *MAPPED],
+    packages=[*find_packages(include=["pgmem", "pgmem.*"]), *MAPPED, *DATA_PACKAGES],
     package_dir=MAPPED,
 )
