@@ -13,6 +13,7 @@ import pytest
 
 from pgmem.cli import main
 from pgmem.embedders.base import Embedder, FloatArray
+from pgmem.errors import InputError
 from pgmem.lab.evaluation import longmemeval
 from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.conversations import METHODS
@@ -66,6 +67,14 @@ def test_each_distinct_text_is_embedded_once_across_methods(tmp_path: Path, db_u
     second = longmemeval.run(d, server_url=db_url, embedder=CachedEmbedder(again, tmp_path / "cache"))
     assert not again.sent
     assert second["results"] == result["results"]
+
+    # the query-split ablation needs no new embedding (the whole message is embedded anyway)
+    whole = longmemeval.run(
+        d, server_url=db_url, embedder=CachedEmbedder(again, tmp_path / "cache"), methods=("blended",), query="whole"
+    )
+    assert not again.sent and set(whole["results"]) == {"blended"}
+    with pytest.raises(InputError, match="query"):
+        longmemeval.run(d, server_url=db_url, embedder=cached, query="halves")
 
 
 def test_bootstrap_interval() -> None:
