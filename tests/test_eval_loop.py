@@ -18,34 +18,20 @@ from pgmem.lab.evaluation import longmemeval
 from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.conversations import METHODS
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired, sign_test
+from tests.helpers import CountingEmbedder
 from tests.test_eval_suites import write_lme
 
 
-class Counting:
-    """An embedder that records every text it is asked to embed."""
+class Counting(CountingEmbedder):
+    """A CountingEmbedder that also records every text it is asked to embed."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.sent: Counter[str] = Counter()
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         self.sent.update(texts)
-        return self.inner.embed(texts)
+        return super().embed(texts)
 
 
 def test_each_distinct_text_is_embedded_once_across_methods(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
