@@ -24,13 +24,12 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
-from pgmem.calls import RESTORE_SCOPE, SET_SCOPE, VECTOR_TYPES, Call, Embed, Query, register_types
+from pgmem.calls import RESTORE_SCOPE, SET_SCOPE, VECTOR_TYPES, Call, Embed, Finished, Query, advance, register_types
 from pgmem.documents.store import (
     add_documents_call,
     remove_document_call,
     search_documents_call,
 )
-from pgmem.errors import database_error, is_refusal
 from pgmem.facts import add_facts_call, fact_recall_call
 from pgmem.forget import (
     forget_document_call,
@@ -65,14 +64,9 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
     reply: object = None
     error: psycopg.Error | None = None
     while True:
-        try:
-            step = call.throw(error) if error is not None else call.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        except psycopg.Error as exc:
-            if is_refusal(exc):
-                raise database_error(exc) from None
-            raise
+        step = advance(call, reply, error)
+        if isinstance(step, Finished):
+            return step.value
         reply, error = None, None
         if isinstance(step, Embed):
             reply = await asyncio.to_thread(step.embedder.embed, step.texts)

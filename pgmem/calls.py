@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -97,18 +97,33 @@ def run(db: Db, call: Call[T]) -> T:
         return _drive(conn, call)
 
 
+@dataclass(frozen=True)
+class Finished(Generic[T]):
+    """What `advance` returns when the call has returned."""
+
+    value: T
+
+
+def advance(call: Call[T], reply: object, error: psycopg.Error | None) -> Step | Finished[T]:
+    """The call's next step, sent the last reply (or thrown the last step's error, which the
+    call may handle); a refusal the call lets through becomes a PgmemError. Both drivers use it."""
+    try:
+        return call.throw(error) if error is not None else call.send(reply)
+    except StopIteration as stop:
+        return Finished(stop.value)
+    except psycopg.Error as exc:
+        if is_refusal(exc):
+            raise database_error(exc) from None
+        raise
+
+
 def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
     reply: object = None
     error: psycopg.Error | None = None
     while True:
-        try:
-            step = call.throw(error) if error is not None else call.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        except psycopg.Error as exc:
-            if is_refusal(exc):
-                raise database_error(exc) from None
-            raise
+        step = advance(call, reply, error)
+        if isinstance(step, Finished):
+            return step.value
         reply, error = None, None
         if isinstance(step, Embed):
             reply = step.embedder.embed(step.texts)
