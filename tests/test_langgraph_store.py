@@ -436,31 +436,49 @@ def test_eval_langgraph_runs_both_stores_through_the_cli(
     tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pgmem.cli import main
+    from pgmem.embedders.local import LocalEmbedder
+    from pgmem.lab.evaluation.common import CachedEmbedder
+    from pgmem.lab.evaluation.longmemeval import load_dir
     from tests.test_eval_suites import write_lme
 
-    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    home = tmp_path / "home"
+    monkeypatch.setenv("PGMEM_HOME", str(home))
     monkeypatch.setenv("DATABASE_URL", db_url)
     for var in ("PGMEM_EMBEDDER", "PGMEM_PIECE_DIMS", "PGMEM_FACT_DIMS"):
         monkeypatch.delenv(var, raising=False)
     data = write_lme(tmp_path / "lme")
-    assert main(["eval", "langgraph", str(data), "--json", "-o", "k=5"]) == 0
+    # Another suite has embedded every message's text (as `pgmem eval longmemeval` does).
+    texts = [str(m.get("content") or "") for q in load_dir(data) for t in q.turns for m in t.messages]
+    warm = CachedEmbedder(LocalEmbedder(), home / "cache")
+    warm.embed(texts)
+    assert main(["eval", "langgraph", str(data), "--json", "-o", "k=5", "-o", "latency_questions=2"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["questions"] == 3 and result["k"] == 5  # the _abs question is left out
+    assert result["latency_questions"] == 2 and result["postgres_fields"] == "content"
     assert set(result["results"]) == {"PostgresStore", "PgmemStore"}
     pg, lg = result["results"]["PgmemStore"], result["results"]["PostgresStore"]
     assert pg["items"] == 7 and lg["items"] == 13  # a turn per item vs a message per item
     assert pg["top1"] == 1.0 and pg["top1_ci_low"] <= pg["top1"] <= pg["top1_ci_high"]
+    # The PostgresStore's embed function is the shared cache's: no message text is embedded again.
+    assert lg["texts_embedded"] == 0 and lg["texts_cached"] == 13
+    assert pg["texts_embedded"] > 0  # pieces carry the put time in their labels: new texts
     for r in (pg, lg):
-        assert 0.0 <= r["mrr"] <= 1.0 and r["put_p50_ms"] > 0 and r["search_p50_ms"] > 0
-    assert set(result["pgmem_minus_postgres"]) >= {"top1", "top1_ci_low", "top1_ci_high", "mrr"}
+        assert 0.0 <= r["mrr"] <= 1.0 and 0 < r["put_p50_ms"] <= r["put_p95_ms"]
+        assert 0 < r["search_p50_ms"] <= r["search_p95_ms"] and r["searches_timed"] == 2
+    assert pg["puts_timed"] < lg["puts_timed"]  # the subset's turns vs its messages
+    diff = result["pgmem_minus_postgres"]
+    for metric in ("top1", "mrr"):
+        assert diff[metric]["won"] + diff[metric]["lost"] + diff[metric]["tied"] == 3
+        assert diff[metric]["diff_low"] <= diff[metric]["diff"] <= diff[metric]["diff_high"]
+    assert main(["eval", "langgraph", str(data), "-o", "latency_questions=-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "option latency_questions must be an integer" in err[-1] and err[-1].startswith("pgmem: error:")
 
 
-def test_turn_ranking_scores_and_bootstrap() -> None:
-    from pgmem.lab.evaluation.langgraph_stores import bootstrap_ci, score, turn_ranking
+def test_turn_ranking_and_scores() -> None:
+    from pgmem.lab.evaluation.langgraph_stores import percentile, score, turn_ranking
 
     assert turn_ranking([4, 4, 2, 4, 7]) == [4, 2, 7]
     assert score([4, 2, 7], frozenset({2})) == (0.0, 0.5)
     assert score([2], frozenset({2})) == (1.0, 1.0) and score([], frozenset({2})) == (0.0, 0.0)
-    lo, hi = bootstrap_ci([1.0] * 30 + [0.0] * 70)
-    assert lo < 0.3 < hi and lo > 0.15 and hi < 0.45
-    assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)
+    assert percentile([1.0, 2.0, 3.0], 50) == 2.0 and percentile([], 95) == 0.0
