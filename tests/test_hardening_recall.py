@@ -89,21 +89,22 @@ def test_multi_megabyte_message_recalls_in_hybrid_mode(store: Conn) -> None:
     assert (1, 1) in rows
 
 
-def test_word_query_reads_the_same_capped_text_as_the_embedder(store: Conn) -> None:
+def test_word_search_reads_the_same_capped_text_as_the_embedder(store: Conn) -> None:
     # Multi-byte characters put the 8,000-byte cut inside a character.
     long = "é€ " * 3000 + "biscuit juniper"
     capped = cap_bytes_keep_end(long, WHOLE_MESSAGE_BYTES)
     assert capped != long
-    same = store.execute("SELECT pgmem.word_query(%s)::text = pgmem.word_query(%s)::text", (long, capped)).fetchone()
+    same = store.execute("SELECT pgmem.word_lexemes(%s) = pgmem.word_lexemes(%s)", (long, capped)).fetchone()
     assert same == (True,)
-    # Normal-sized text: the query hybrid recall has always used (words ORed), unchanged.
+    # Normal-sized text: the english lexemes of the text, as the pieces' tsv has them.
     for text in ("My dogs are called Biscuit and Juniper.", 'the "staging deploy" -prod failed or not'):
         row = store.execute(
-            """SELECT pgmem.word_query(%s)::text,
-                      replace(websearch_to_tsquery('english', %s)::text, ' & ', ' | ')::tsquery::text""",
-            (text, text),
+            "SELECT pgmem.word_lexemes(%s) = tsvector_to_array(to_tsvector('english', %s))", (text, text)
         ).fetchone()
-        assert row is not None and row[0] == row[1]
+        assert row == (True,)
+    # However many words a caller sends, at most 256 are searched.
+    many = " ".join(f"w{i}x" for i in range(5000))
+    assert store.execute("SELECT cardinality(pgmem.word_lexemes(%s))", (many,)).fetchone() == (256,)
 
 
 # 10. Every argument checked in SQL; internal helpers out of the app role's reach --------------
@@ -197,7 +198,7 @@ def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
 
 
 def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_conn: Conn, db_url: str) -> None:
-    callable_helpers = {"_memory_candidates", "_fact_candidates", "_scope_index_name"}
+    callable_helpers = {"_memory_candidates", "_fact_candidates", "_scope_index_name", "_lexeme"}
     rows = admin_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text,
                   has_function_privilege('pgmem_app', p.oid, 'EXECUTE'),

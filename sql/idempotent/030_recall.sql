@@ -110,12 +110,19 @@ $$;
 COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer, jsonb) IS
 'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
--- Word search text of one part: its last 8,000 UTF-8 bytes (cut on a character boundary),
--- the same cap the client puts on a part's embedding input (pgmem.recall.WHOLE_MESSAGE_BYTES).
--- A longer text gives a tsquery deep enough to exhaust the server's stack (54001 at ~50,000
--- words) or too big for tsquery; 8,000 bytes are at most ~4,000 words.
-CREATE OR REPLACE FUNCTION pgmem.word_query(part_text text)
-RETURNS tsquery
+-- Word search of one part (hybrid recall), in two steps:
+--  1. pgmem.word_lexemes: the english lexemes of the part's last 8,000 UTF-8 bytes (cut on a
+--     character boundary), the same cap the client puts on a part's embedding input
+--     (pgmem.recall.WHOLE_MESSAGE_BYTES); at most 256 of them, so any text gives a bounded query.
+--  2. pgmem.distinctive_word_query: only the lexemes that are distinctive where the search
+--     looks (the scope's memory pieces, or the thread's): found in at least one piece and in at
+--     most `share` (default 10%) of them. A word most pieces share ("turn", the label's month,
+--     "remind") ranks nothing apart and drowned the vector ranking under plain RRF; a name, a
+--     number or an identifier does (docs/evaluation.md, "Hybrid: distinctive words").
+DROP FUNCTION IF EXISTS pgmem.word_query(text);
+
+CREATE OR REPLACE FUNCTION pgmem.word_lexemes(part_text text)
+RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
@@ -133,12 +140,68 @@ BEGIN
         END LOOP;
         t := convert_from(substring(b FROM s + 1), 'UTF8');
     END IF;
-    -- websearch_to_tsquery ANDs every word; a part should match pieces sharing any of its words.
-    RETURN replace(websearch_to_tsquery('english'::regconfig, t)::text, ' & ', ' | ')::tsquery;
+    RETURN (tsvector_to_array(to_tsvector('english'::regconfig, t)))[1:256];
 END
 $$;
-COMMENT ON FUNCTION pgmem.word_query(text) IS
-'The word-search query of one part in hybrid recall: websearch_to_tsquery(''english'', the part''s last 8,000 UTF-8 bytes) with its words ORed. Bounded so that any part, however long, gives a query the server can evaluate.';
+COMMENT ON FUNCTION pgmem.word_lexemes(text) IS
+'The english lexemes (to_tsvector, sorted, distinct) of a part''s last 8,000 UTF-8 bytes, at most 256: what hybrid recall may word-search for that part (pgmem.distinctive_word_query keeps the distinctive ones).';
+
+-- One lexeme as a tsquery, taken as it is (no parsing or stemming): quoted, with tsquery's
+-- escapes for a quote or a backslash.
+CREATE OR REPLACE FUNCTION pgmem._lexeme(lex text)
+RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+RETURN ('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''')::tsquery;
+COMMENT ON FUNCTION pgmem._lexeme(text) IS
+'A lexeme as a one-word tsquery, taken verbatim (quoted, quote and backslash escaped).';
+
+CREATE OR REPLACE FUNCTION pgmem.distinctive_word_query(
+    scope text,
+    part_text text,
+    thread text DEFAULT NULL,
+    share double precision DEFAULT 0.1
+) RETURNS tsquery
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n bigint;
+    lim bigint;
+    df bigint;
+    lex text;
+    kept text := '';
+BEGIN
+    PERFORM pgmem.check_scope(distinctive_word_query.scope);
+    IF share IS NULL OR NOT (share > 0 AND share <= 1) THEN
+        RAISE EXCEPTION 'share must be in (0, 1], got %', coalesce(share::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'share is the largest fraction of the searched pieces a word may appear in and still be searched.';
+    END IF;
+    -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces
+    -- of a larger scope still counts as distinctive at the default share).
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM pgmem.piece p
+         WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
+           AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+         LIMIT 100000) c;
+    lim := greatest(1, floor(share * n));
+    FOREACH lex IN ARRAY pgmem.word_lexemes(part_text) LOOP
+        SELECT count(*) INTO df FROM (
+            SELECT 1 FROM pgmem.piece p
+             WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
+               AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+               AND p.tsv @@ pgmem._lexeme(lex)
+             LIMIT lim + 1) c;
+        IF df BETWEEN 1 AND lim THEN
+            kept := kept || CASE WHEN kept = '' THEN '' ELSE ' | ' END || pgmem._lexeme(lex)::text;
+        END IF;
+    END LOOP;
+    RETURN kept::tsquery;
+END
+$$;
+COMMENT ON FUNCTION pgmem.distinctive_word_query(text, text, text, double precision) IS
+'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
@@ -359,11 +422,11 @@ BEGIN
          WHERE -c.ip >= floor
          ORDER BY 1, 2;
     ELSE
-        -- Hybrid: the part's vector candidates and word candidates (pgmem.word_query),
+        -- Hybrid: the part's vector candidates and word candidates (pgmem.distinctive_word_query),
         -- fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
         WITH q AS (
-            SELECT v.vec, v.part_no, pgmem.word_query(t.txt) AS tsq
+            SELECT v.vec, v.part_no, pgmem.distinctive_word_query(memory_recall.scope, t.txt, memory_recall.thread) AS tsq
               FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
         ), vec AS (

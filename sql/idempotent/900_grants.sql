@@ -152,10 +152,12 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
---       scope_ann_index on the recall path.
+--       scope_ann_index on the recall path;
+--   _lexeme  a pure function of its argument (a one-word tsquery), read by
+--       distinctive_word_query on the hybrid recall path.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_lexeme'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
