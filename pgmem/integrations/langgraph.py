@@ -32,8 +32,18 @@ Mapping (README, section LangGraph, says the same):
   Without a query, `search` lists items newest first (`updated_at`), with the filter.
 - `filter` is equality on the value, JSON containment (`value @> filter`); `{"$eq": v}` is
   accepted, other operators are refused (InputError).
-- `list_namespaces` and prefix searches read `pgmem.store_namespace`, a directory of namespace
-  names (not items) readable by every pgmem role; one prefix and one suffix condition at most.
+- `list_namespaces` and prefix searches read the store's **directory** of namespace names
+  (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
+  default `"default"`, where namespaces stored before migration 0006 are listed), and every
+  put records its namespace there. Row-level security shows a directory's rows only to a
+  transaction that sets `pgmem.store_directory` to its name (the store does, per transaction,
+  as it sets `pgmem.scope`; `pgmem.check_store_directory` refuses a mismatch like
+  `pgmem.check_scope`), and a namespace's row to a transaction inside that namespace's scope: a
+  service bound to one scope, or `pgmem_reader` in psql, sees no other tenant's namespace names.
+  What remains: whoever names a directory sees its namespace names (a setting, not
+  authentication, like `pgmem.scope`: give each tenant's store its own directory name, not a
+  guessable one, where that matters); a namespace written by stores with two directory names is
+  listed in both. One prefix and one suffix condition at most.
 - No TTL support (`supports_ttl` is False: a `ttl` is refused).
 """
 
@@ -94,6 +104,10 @@ DEFAULT_MAX_VALUE_BYTES = 4_000_000
 DEFAULT_MAX_SEARCH_NAMESPACES = 100
 #: The largest limit + offset of a search.
 MAX_SEARCH_WINDOW = 1000
+#: The directory of a store constructed without one (and of every namespace stored before 0006).
+DEFAULT_DIRECTORY = "default"
+#: pgmem.store_namespace.directory is at most 200 characters.
+MAX_DIRECTORY_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -261,7 +275,9 @@ class PgmemStore(BaseStore):
     `psycopg_pool.ConnectionPool` of such connections. One connection is used by one batch at a
     time (a lock); a pool serves concurrent batches. `index={"fields": [...]}` sets the default
     index paths (LangGraph's syntax; default `["$"]`); `embedder` is pgmem's (default: the local
-    MiniLM model, the `[local]` extra)."""
+    MiniLM model, the `[local]` extra). `directory` names the namespace directory that
+    `list_namespaces` and prefix searches read and puts write (default `"default"`): stores
+    of different tenants given different names never list each other's namespaces."""
 
     supports_ttl: bool = False
 
@@ -277,8 +293,16 @@ class PgmemStore(BaseStore):
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_search_namespaces: int = DEFAULT_MAX_SEARCH_NAMESPACES,
         conninfo: str | None = None,
+        directory: str = DEFAULT_DIRECTORY,
     ) -> None:
         super().__init__()
+        try:
+            check_text(directory, "directory")
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 1 <= len(directory) <= MAX_DIRECTORY_CHARS:
+            raise ConfigError(f"directory must be 1 to {MAX_DIRECTORY_CHARS} characters, got {len(directory)}")
+        self.directory = directory
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
         if not 1 <= x <= 1000:
@@ -363,6 +387,14 @@ class PgmemStore(BaseStore):
             with self._lock:
                 yield self._ready(self._conn)
 
+    @contextmanager
+    def _in_directory(self, conn: Conn) -> Iterator[None]:
+        """A transaction reading and writing the store's directory (set transaction-locally, as
+        `scoped` sets the scope); inside a transaction already open, for the rest of it."""
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (self.directory,))
+            yield
+
     @staticmethod
     def _ready(conn: Conn) -> Conn:
         if not conn.autocommit:
@@ -426,9 +458,11 @@ class PgmemStore(BaseStore):
 
     def _namespaces_under(self, conn: Conn, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         limit = self.max_search_namespaces
-        rows = conn.execute(
-            "SELECT pgmem.store_namespaces(prefix => %s, lim => %s)", (list(prefix) or None, limit + 1)
-        ).fetchall()
+        with self._in_directory(conn):
+            rows = conn.execute(
+                "SELECT pgmem.store_namespaces(%s, prefix => %s, lim => %s)",
+                (self.directory, list(prefix) or None, limit + 1),
+            ).fetchall()
         found = [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
         if len(found) > limit:
             raise InputError(
@@ -524,15 +558,17 @@ class PgmemStore(BaseStore):
                 raise InputError(
                     f"match condition {cond.match_type!r:.40}: at most one prefix and one suffix condition"
                 )
-        rows = conn.execute(
-            "SELECT pgmem.store_namespaces(%s, %s, %s, %s, %s)", (prefix, suffix, op.max_depth, op.limit, op.offset)
-        ).fetchall()
+        with self._in_directory(conn):
+            rows = conn.execute(
+                "SELECT pgmem.store_namespaces(%s, %s, %s, %s, %s, %s)",
+                (self.directory, prefix, suffix, op.max_depth, op.limit, op.offset),
+            ).fetchall()
         return [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
 
     # -- writes -------------------------------------------------------------------------------
 
     def _put(self, conn: Conn, puts: list[PutOp]) -> None:
-        with conn.transaction():
+        with self._in_directory(conn):
             turns: list[Turn] = []
             for op in puts:
                 scope = namespace_scope(op.namespace)

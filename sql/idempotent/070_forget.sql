@@ -240,7 +240,8 @@ BEGIN
     -- The scope row last (its model binding and number); the tables keyed on it with a
     -- cascading foreign key (store_item, and any added later) go with it.
     DELETE FROM pgmem.scope s WHERE s.scope_id = forget_scope.scope;
-    -- The LangGraph store's directory names this scope's namespace (not a scoped table).
+    -- The LangGraph store's directories list this scope's namespace (no scope_id column; its
+    -- delete policy allows this scope's entries, in every directory).
     DELETE FROM pgmem.store_namespace n WHERE n.scope_name = forget_scope.scope;
     RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs;
 END

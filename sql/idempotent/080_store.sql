@@ -1,6 +1,44 @@
 -- The LangGraph store's functions (pgmem.integrations.langgraph.PgmemStore). Re-runnable.
--- Tables: sql/incremental/003_store.sql. put_item and delete_item are SECURITY DEFINER
--- (900_grants.sql): pgmem_app has no INSERT, UPDATE or DELETE on any table.
+-- Tables: sql/incremental/003_store.sql, 005_store_directory.sql. put_item and delete_item are
+-- SECURITY DEFINER (900_grants.sql): pgmem_app has no INSERT, UPDATE or DELETE on any table.
+
+-- The namespace directory's guard, the twin of pgmem.check_scope: the directory a function is
+-- asked for must be the transaction's pgmem.store_directory (set_config(..., true), the function
+-- form of SET LOCAL). Row-level security (the policies at the end of this file) enforces it
+-- underneath; this makes the mistake loud.
+CREATE OR REPLACE FUNCTION pgmem.check_store_directory(directory text, writing boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    current text := nullif(current_setting('pgmem.store_directory', true), '');
+    what text := CASE WHEN coalesce(writing, false) THEN 'writing into' ELSE 'reading' END;
+    verb text := CASE WHEN coalesce(writing, false) THEN 'write into' ELSE 'read' END;
+BEGIN
+    IF directory IS NULL THEN
+        RAISE EXCEPTION 'store directory must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF current IS NULL THEN
+        IF NOT coalesce(writing, false) AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND (r.rolsuper OR r.rolbypassrls)) THEN
+            RETURN directory;
+        END IF;
+        RAISE EXCEPTION 'no store directory is set for this transaction (% directory %)', what, directory
+            USING ERRCODE = '42501',
+                  HINT = 'Run SET LOCAL pgmem.store_directory = ''<directory>'' in the same transaction first (PgmemStore does it with its directory).';
+    END IF;
+    IF current <> directory THEN
+        RAISE EXCEPTION 'cannot % store directory %: this transaction''s directory is %', verb, directory, current
+            USING ERRCODE = '42501',
+                  HINT = 'A transaction reads one store directory: the one in pgmem.store_directory.';
+    END IF;
+    RETURN directory;
+END
+$$;
+COMMENT ON FUNCTION pgmem.check_store_directory(text, boolean) IS
+'Returns directory when it is the transaction''s pgmem.store_directory (or, for a read, when none is set in a superuser or BYPASSRLS session); raises 42501 otherwise, with a hint naming SET LOCAL pgmem.store_directory. store_namespaces and put_item call it; row-level security on pgmem.store_namespace stays the enforcement underneath.';
 
 CREATE OR REPLACE FUNCTION pgmem.store_scope(namespace text[])
 RETURNS text
@@ -33,6 +71,10 @@ BEGIN
             HINT = 'Deleting an item is pgmem.delete_item.';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_item.scope), true);
+    IF nullif(current_setting('pgmem.store_directory', true), '') IS NULL THEN
+        RAISE EXCEPTION 'put_item: no store directory is set for this transaction' USING ERRCODE = '42501',
+            HINT = 'Run SET LOCAL pgmem.store_directory = ''<directory>'' in the same transaction (PgmemStore does it with its directory).';
+    END IF;
     IF cardinality(namespace) = 0 OR pgmem.store_scope(namespace) IS DISTINCT FROM put_item.scope THEN
         RAISE EXCEPTION 'put_item: namespace % belongs to scope %, not %', namespace, pgmem.store_scope(namespace), put_item.scope
             USING ERRCODE = '22023', HINT = 'The scope of a namespace is pgmem.store_scope(namespace).';
@@ -53,13 +95,14 @@ BEGIN
         DELETE FROM pgmem.piece p WHERE p.scope_id = put_item.scope AND p.kind = 'memory' AND p.thread_id = old_thread;
         DELETE FROM pgmem.thread th WHERE th.scope_id = put_item.scope AND th.thread_id = old_thread;
     END IF;
-    INSERT INTO pgmem.store_namespace AS n (namespace, scope_name) VALUES (put_item.namespace, put_item.scope)
-    ON CONFLICT (namespace) DO NOTHING;
+    INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
+    VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
+    ON CONFLICT (directory, namespace) DO NOTHING;
     RETURN QUERY SELECT r.created_at, r.updated_at, old_thread;
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace. Returns the item''s created_at, updated_at and its previous thread.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
 
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean
@@ -89,9 +132,10 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn and pieces when it was indexed; the namespace leaves pgmem.store_namespace with its last item. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn and pieces when it was indexed; the namespace leaves pgmem.store_namespace (every directory listing it) with its last item. Returns whether the item existed; deleting a missing item is not an error.';
 
 CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
+    directory text,
     prefix text[] DEFAULT NULL,
     suffix text[] DEFAULT NULL,
     max_depth integer DEFAULT NULL,
@@ -103,7 +147,8 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
     SELECT DISTINCT CASE WHEN max_depth IS NULL THEN n.namespace ELSE n.namespace[1:max_depth] END AS ns
       FROM pgmem.store_namespace n
-     WHERE (prefix IS NULL OR (cardinality(n.namespace) >= cardinality(prefix) AND NOT EXISTS (
+     WHERE n.directory = pgmem.check_store_directory(store_namespaces.directory)
+       AND (prefix IS NULL OR (cardinality(n.namespace) >= cardinality(prefix) AND NOT EXISTS (
                 SELECT 1 FROM unnest(prefix) WITH ORDINALITY AS p(label, i)
                  WHERE p.label <> '*' AND n.namespace[p.i] IS DISTINCT FROM p.label)))
        AND (suffix IS NULL OR (cardinality(n.namespace) >= cardinality(suffix) AND NOT EXISTS (
@@ -113,5 +158,29 @@ AS $$
      ORDER BY ns
      LIMIT lim OFFSET greatest(off, 0)
 $$;
-COMMENT ON FUNCTION pgmem.store_namespaces(text[], text[], integer, integer, integer) IS
-'Namespaces of the LangGraph store that hold items (pgmem.store_namespace), matching a prefix and/or a suffix (a * label matches any label), cut to max_depth labels, distinct and sorted; lim NULL returns all.';
+COMMENT ON FUNCTION pgmem.store_namespaces(text, text[], text[], integer, integer, integer) IS
+'Namespaces of one directory of the LangGraph store that hold items (pgmem.store_namespace), directory being the transaction''s pgmem.store_directory (42501 otherwise, pgmem.check_store_directory), matching a prefix and/or a suffix (a * label matches any label), cut to max_depth labels, distinct and sorted; lim NULL returns all.';
+
+-- Row-level security of the namespace directory (ENABLE and FORCE: 005_store_directory.sql).
+-- A row is visible to a transaction that asked for its directory, or that is inside the
+-- namespace's own scope (which may read the namespace's items anyway): a service bound to one
+-- scope sees its own namespace and nothing of other tenants'. It is written only by put_item
+-- (in its scope and directory) and removed only inside its scope (delete_item, forget_scope),
+-- in every directory that lists it.
+DROP POLICY IF EXISTS directory_read ON pgmem.store_namespace;
+CREATE POLICY directory_read ON pgmem.store_namespace AS PERMISSIVE FOR SELECT TO PUBLIC
+    USING (directory = pg_catalog.current_setting('pgmem.store_directory', true)
+           OR scope_name = pg_catalog.current_setting('pgmem.scope', true));
+COMMENT ON POLICY directory_read ON pgmem.store_namespace IS
+    'A namespace is visible in its directory (directory = current_setting(''pgmem.store_directory'')) and inside its own scope (scope_name = current_setting(''pgmem.scope'')).';
+DROP POLICY IF EXISTS directory_insert ON pgmem.store_namespace;
+CREATE POLICY directory_insert ON pgmem.store_namespace AS PERMISSIVE FOR INSERT TO PUBLIC
+    WITH CHECK (directory = pg_catalog.current_setting('pgmem.store_directory', true)
+                AND scope_name = pg_catalog.current_setting('pgmem.scope', true));
+COMMENT ON POLICY directory_insert ON pgmem.store_namespace IS
+    'A namespace is entered only into the transaction''s directory and only inside its own scope (put_item).';
+DROP POLICY IF EXISTS directory_delete ON pgmem.store_namespace;
+CREATE POLICY directory_delete ON pgmem.store_namespace AS PERMISSIVE FOR DELETE TO PUBLIC
+    USING (scope_name = pg_catalog.current_setting('pgmem.scope', true));
+COMMENT ON POLICY directory_delete ON pgmem.store_namespace IS
+    'A namespace leaves its directories only inside its own scope (delete_item, forget_scope).';

@@ -1,0 +1,151 @@
+"""The LangGraph store's namespace directory does not leak across tenants (issue 16).
+
+`pgmem.store_namespace` is under row-level security: a row is visible to a transaction that
+asked for its directory (`pgmem.store_directory`, set by the store that wrote it) or that is
+inside the namespace's own scope. Run as the app login and as the reader login, on a real
+Postgres; the namespaces stored before migration 0006 stay listable by a store without a
+directory name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgmem.errors import ConfigError
+from pgmem.integrations.langgraph import PgmemStore
+from pgmem.migrate import downgrade, upgrade
+from pgmem.sqlfiles import InstallParams
+from tests.conftest import TEST_DIMS, conninfo_url
+from tests.security_helpers import APP_LOGIN, READER_LOGIN, HashEmbedder, connect_as, ensure_login_roles
+
+pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def _store(conn: Conn, directory: str | None = None) -> PgmemStore:
+    extra = {} if directory is None else {"directory": directory}
+    return PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0, **extra)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tenants(conn: Conn) -> tuple[PgmemStore, PgmemStore]:
+    """Two services on the app login: tenant A's store (directory tenant-a) and tenant B's."""
+    a, b = _store(conn, "tenant-a"), _store(conn, "tenant-b")
+    a.put(("t", "a"), "k", {"text": "alpha keeps the blue notebook"})
+    a.put(("t", "a", "notes"), "n", {"text": "alpha notes"})
+    b.put(("t", "b"), "k", {"text": "beta hides the red key"})
+    return a, b
+
+
+@pytest.fixture
+def reader_conn(db_url: str, admin_conn: Conn) -> Iterator[Conn]:
+    ensure_login_roles(admin_conn)
+    c = connect_as(db_url, READER_LOGIN)
+    yield c
+    c.close()
+
+
+def _visible(conn: Conn, *, scope: str | None = None, directory: str | None = None) -> list[list[str]]:
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope or "",))
+        conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (directory or "",))
+        rows = conn.execute("SELECT namespace FROM pgmem.store_namespace ORDER BY namespace").fetchall()
+    return [[str(x) for x in r[0]] for r in rows]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("role", ["app", "reader"])
+def test_a_service_bound_to_one_scope_sees_no_other_tenants_namespaces(
+    tenants: tuple[PgmemStore, PgmemStore], conn: Conn, reader_conn: Conn, role: str
+) -> None:
+    c = conn if role == "app" else reader_conn
+    assert _visible(c) == []  # no scope, no directory: nothing
+    assert _visible(c, scope="t/a") == [["t", "a"]]  # its own namespace, nothing of B's
+    assert _visible(c, scope="t/b") == [["t", "b"]]
+    assert _visible(c, scope="nobody") == []
+    # Asking for a directory deliberately shows that directory's names, and only those.
+    assert _visible(c, directory="tenant-a") == [["t", "a"], ["t", "a", "notes"]]
+    assert _visible(c, directory="tenant-b") == [["t", "b"]]
+    # The listing function checks its directory like check_scope checks a scope.
+    for directory in (None, "tenant-a"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="store directory") as err, c.transaction():
+            c.execute("SELECT set_config('pgmem.scope', 't/a', true)")
+            c.execute("SELECT set_config('pgmem.store_directory', %s, true)", (directory or "",))
+            c.execute("SELECT pgmem.store_namespaces('tenant-b')")
+        assert "pgmem.store_directory" in (err.value.diag.message_hint or "")
+
+
+def test_each_store_lists_and_prefix_searches_its_own_directory(tenants: tuple[PgmemStore, PgmemStore]) -> None:
+    a, b = tenants
+    assert a.list_namespaces() == [("t", "a"), ("t", "a", "notes")]
+    assert a.list_namespaces(prefix=("t",), max_depth=2) == [("t", "a")]
+    assert b.list_namespaces() == [("t", "b")]
+    assert {i.key for i in a.search(("t",))} == {"k", "n"}
+    assert {tuple(i.namespace) for i in a.search(("t",), query="who hides the red key?")} <= {
+        ("t", "a"),
+        ("t", "a", "notes"),
+    }
+    assert [tuple(i.namespace) for i in b.search(("t",), query="who hides the red key?")] == [("t", "b")]
+    assert _store(a._conn).list_namespaces() == []  # the default directory lists neither
+
+
+def test_a_namespace_written_by_two_directories_is_listed_in_both_until_its_last_item_goes(
+    tenants: tuple[PgmemStore, PgmemStore],
+) -> None:
+    a, b = tenants
+    b.put(("t", "a"), "from-b", {"text": "written by b"})
+    assert ("t", "a") in b.list_namespaces()
+    a.delete(("t", "a"), "k")
+    assert ("t", "a") in a.list_namespaces()  # from-b is still there
+    b.delete(("t", "a"), "from-b")
+    assert a.list_namespaces() == [("t", "a", "notes")] and b.list_namespaces() == [("t", "b")]
+
+
+def test_writing_needs_a_directory_and_bad_directory_names_are_refused(conn: Conn, admin_conn: Conn) -> None:
+    for c in (conn, admin_conn):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no store directory") as err, c.transaction():
+            c.execute("SELECT set_config('pgmem.scope', 'x', true)")
+            c.execute("SELECT * FROM pgmem.put_item('x', '{x}', 'k', '{}'::jsonb)")
+        assert "SET LOCAL pgmem.store_directory" in (err.value.diag.message_hint or "")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'x', true)")
+        conn.execute("SELECT set_config('pgmem.store_directory', 'mine', true)")
+        conn.execute("INSERT INTO pgmem.store_namespace (directory, namespace, scope_name) VALUES ('mine', '{x}', 'x')")
+    with pytest.raises(psycopg.errors.NullValueNotAllowed):
+        conn.execute("SELECT pgmem.check_store_directory(NULL)")
+    for bad in ("", "d" * 201, "bad\x00", "lone\udcff", 7):
+        with pytest.raises(ConfigError, match="directory"):
+            _store(conn, bad)  # type: ignore[arg-type]
+
+
+def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_directory(admin_conn: Conn) -> None:
+    name = f"{admin_conn.info.dbname}_dir"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = conninfo_url(name)
+        params = InstallParams(TEST_DIMS, TEST_DIMS)
+        # The tables as revision 0005 left them (its functions are this checkout's: rows go in
+        # directly, as the 0005 put_item wrote them), then the upgrade.
+        upgrade(url, params=params)
+        downgrade(url, "0005", params=params)
+        with psycopg.connect(url, autocommit=True) as old:
+            old.execute("INSERT INTO pgmem.scope (scope_id) VALUES ('users/u1')")
+            old.execute(
+                """INSERT INTO pgmem.store_item (scope_id, item_key, namespace, value)
+                   VALUES ('users/u1', 'k', '{users,u1}', '{"v": 1}')"""
+            )
+            old.execute("INSERT INTO pgmem.store_namespace (namespace, scope_name) VALUES ('{users,u1}', 'users/u1')")
+        upgrade(url, params=params)
+        ensure_login_roles(admin_conn)
+        with connect_as(url, APP_LOGIN) as app:
+            assert _visible(app) == []
+            assert _store(app).list_namespaces() == [("users", "u1")]
+            assert _store(app, "elsewhere").list_namespaces() == []
+            item = _store(app).search(("users",))
+            assert [(i.key, i.value) for i in item] == [("k", {"v": 1})]
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
