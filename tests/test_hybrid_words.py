@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from pgmem.db import scoped
+from pgmem.errors import ArgumentError
 from pgmem.ingest import ingest_turns
 from pgmem.recall import recall_vectors
 from tests.security_helpers import Conn, HashEmbedder, app_conn, hash_vector, make_turn
@@ -82,3 +83,31 @@ def test_hostile_words_and_arguments(store: Conn) -> None:
     with pytest.raises(psycopg.Error) as err, scoped(store, "other"):
         store.execute("SELECT pgmem.distinctive_word_query(%s, 'zeppelin')", (SCOPE,)).fetchone()
     assert err.value.sqlstate == "42501"
+
+
+def test_settings_tune_the_word_side(store: Conn) -> None:
+    vec = np.array([hash_vector("unrelated")], dtype=np.float32)
+
+    def ranked(**settings: str) -> list[int]:
+        for name, value in settings.items():
+            store.execute("SELECT set_config(%s, %s, false)", (f"pgmem.{name}", value))
+        try:
+            result = recall_vectors(store, SCOPE, ["project zeppelin"], vec, x=5, floor=-1.0, mode="hybrid", model_id=MODEL)
+        finally:
+            for name in settings:
+                store.execute("SELECT set_config(%s, '', false)", (f"pgmem.{name}",))
+        return [h.piece_id for h in result.groups[0].hits]
+
+    vector_only = [
+        h.piece_id
+        for h in recall_vectors(store, SCOPE, ["x"], vec, x=5, floor=-1.0, mode="vector", model_id=MODEL).groups[0].hits
+    ]
+    assert ranked(word_weight="0") == vector_only  # no weight: the vector ranking
+    assert ranked() != vector_only
+    # A share of 1 searches "project" too, which every project piece repeats.
+    with_common = ranked(word_share="1")
+    assert ranked() != with_common
+    for name, value in (("word_weight", "-1"), ("word_weight", "101"), ("word_share", "0"), ("word_share", "2")):
+        with pytest.raises(ArgumentError) as refused:
+            ranked(**{name: value})
+        assert refused.value.sqlstate == "22023", (name, value)

@@ -405,7 +405,14 @@ AS $$
 DECLARE
     vecs vector[];
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    -- Hybrid tuning (settings, like pgmem.ef_search): the largest share of the searched pieces
+    -- a word may appear in and still be searched, and the word side's weight in the fusion.
+    word_share double precision := coalesce(nullif(current_setting('pgmem.word_share', true), '')::double precision, 0.1);
+    word_weight double precision := coalesce(nullif(current_setting('pgmem.word_weight', true), '')::double precision, 1.0);
 BEGIN
+    IF NOT (word_weight >= 0 AND word_weight <= 100) THEN
+        RAISE EXCEPTION 'pgmem.word_weight must be between 0 and 100, got %', word_weight USING ERRCODE = '22023';
+    END IF;
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
                                     model_id => model_id, candidates => candidates, rrf_k => rrf_k,
                                     ef_search => ef_search, metadata_filter => metadata_filter);
@@ -426,7 +433,7 @@ BEGIN
         -- fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
         WITH q AS (
-            SELECT v.vec, v.part_no, pgmem.distinctive_word_query(memory_recall.scope, t.txt, memory_recall.thread) AS tsq
+            SELECT v.vec, v.part_no, pgmem.distinctive_word_query(memory_recall.scope, t.txt, memory_recall.thread, word_share) AS tsq
               FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
         ), vec AS (
@@ -451,7 +458,7 @@ BEGIN
         ), fused AS (
             SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
                    coalesce(v.dist, w.dist) AS dist, w.wrank,
-                   coalesce(1.0 / (rrf_k + v.vrank), 0) + coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
+                   coalesce(1.0 / (rrf_k + v.vrank), 0) + word_weight * coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
               FROM vec v FULL JOIN word w ON v.part_no = w.part_no AND v.piece_id = w.piece_id
         ), ranked AS (
             SELECT f.*, row_number() OVER (PARTITION BY f.part_no ORDER BY f.rrf DESC, f.dist, f.piece_id) AS rnk
@@ -466,7 +473,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search fused by reciprocal rank). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_word_query, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 1: the word rank''s weight in the fusion, 0..100)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,

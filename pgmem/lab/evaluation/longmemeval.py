@@ -286,11 +286,14 @@ def run(
     methods: Sequence[str] = METHODS,
     compare: Sequence[Sequence[str]] = (),
     query: str = "parts",
+    word_share: float | None = None,
+    word_weight: float | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
-    "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid)."""
+    "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid);
+    `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings."""
     check_methods(methods)
     if query not in ("parts", "whole"):
         raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
@@ -301,6 +304,10 @@ def run(
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
         # A throwaway database: commits need not wait for the WAL flush.
         conn.execute("SET synchronous_commit = off")
+        # Hybrid ablations: the session settings memory_recall reads (defaults 0.1 and 1).
+        for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
+            if value is not None:
+                conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
         out = evaluate_threads(
             conn,
             embedder,
