@@ -69,7 +69,7 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             return step.value
         reply, error = None, None
         if isinstance(step, Embed):
-            reply = await asyncio.to_thread(step.embedder.embed, step.texts)
+            reply = await asyncio.to_thread(step.vectors)
             continue
         try:
             reply = await _execute(conn, step)

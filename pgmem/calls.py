@@ -28,7 +28,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import Composed
 from psycopg.types import TypeInfo
 
-from pgmem.embedders.base import Embedder
+from pgmem.embedders.base import Embedder, FloatArray, Side, embed_side
 from pgmem.errors import database_error, is_refusal
 from pgmem.text import check_name
 
@@ -55,11 +55,17 @@ class Query:
 
 @dataclass(frozen=True)
 class Embed:
-    """Embed `texts` with `embedder`; the reply is the float32 matrix (the async driver runs it
-    in a worker thread, so the event loop is never blocked by the model)."""
+    """Embed `texts` with `embedder` on one `side` (what is stored, or what is searched with);
+    the reply is the float32 matrix (the async driver runs it in a worker thread, so the event
+    loop is never blocked by the model)."""
 
     embedder: Embedder
     texts: Sequence[str] = field(default_factory=list)
+    side: Side = "passage"
+
+    def vectors(self) -> FloatArray:
+        """Run the step: both drivers call this."""
+        return embed_side(self.embedder, self.texts, self.side)
 
 
 Step = Query | Embed
@@ -126,7 +132,7 @@ def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
             return step.value
         reply, error = None, None
         if isinstance(step, Embed):
-            reply = step.embedder.embed(step.texts)
+            reply = step.vectors()
             continue
         try:
             reply = _execute(conn, step)

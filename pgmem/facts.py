@@ -123,7 +123,7 @@ def fact_recall_call(
     the model the scope's facts were stored with (ModelMismatchError)."""
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
-    q = blend_query(parts, (yield Embed(embedder, inputs)), weight)
+    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight)
     groups = [Group(i + 1, t) for i, t in enumerate(q.texts)]
     rows = yield Query(
         scope,

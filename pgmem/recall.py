@@ -11,7 +11,7 @@ import numpy as np
 
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
 from pgmem.calls import Call, Embed, Query, sync
-from pgmem.embedders.base import Embedder
+from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
 from pgmem.text import check_name, check_text
@@ -83,9 +83,10 @@ def embed_query(
     weight: float = DEFAULT_WEIGHT,
     whole_bytes: int = WHOLE_MESSAGE_BYTES,
 ) -> QueryParts:
-    """Split `message` and embed its parts plus the whole message in one request."""
+    """Split `message` and embed its parts plus the whole message in one request (on the
+    query side of a model that has one)."""
     parts, inputs = query_inputs(message, rules=rules, whole_bytes=whole_bytes)
-    return blend_query(parts, embedder.embed(inputs), weight)
+    return blend_query(parts, embed_side(embedder, inputs, "query"), weight)
 
 
 def query_inputs(
@@ -113,6 +114,14 @@ def check_target(scope: object, thread: object = None) -> None:
     check_name(scope, "scope")
     if thread is not None:
         check_name(thread, "thread")
+
+
+def floor_for(embedder: Embedder) -> float:
+    """The recall floor used when the caller gives none: the model's own `default_floor` (e5:
+    measured, `pgmem.embedders.e5.DEFAULT_FLOOR`), else DEFAULT_FLOOR, measured on MiniLM.
+    Cosine scales differ by model (unrelated texts: MiniLM 0.0-0.3, e5-small 0.7-0.8)."""
+    f = getattr(embedder, "default_floor", None)
+    return float(f) if isinstance(f, float | int) and not isinstance(f, bool) else DEFAULT_FLOOR
 
 
 def _check(x: int, floor: float, mode: str) -> None:
@@ -224,7 +233,7 @@ def recall_call(
     embedder: Embedder,
     *,
     x: int = DEFAULT_X,
-    floor: float = DEFAULT_FLOOR,
+    floor: float | None = None,
     thread: str | None = None,
     mode: str = DEFAULT_MODE,
     weight: float = DEFAULT_WEIGHT,
@@ -235,11 +244,13 @@ def recall_call(
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
     `floor` per part. Groups are never merged, padded or deduplicated across parts. The
     embedder must be the model the scope's pieces were stored with (ModelMismatchError).
-    `db` is any psycopg connection (used as it is) or a connection pool."""
+    `db` is any psycopg connection (used as it is) or a connection pool. Without a `floor`,
+    the model's own (`floor_for`)."""
+    floor = floor_for(embedder) if floor is None else floor
     _check(x, floor, mode)
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
-    q = blend_query(parts, (yield Embed(embedder, inputs)), weight)
+    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight)
     return (
         yield from recall_vectors_call(
             scope,
@@ -266,16 +277,18 @@ def whole_message_call(
     embedder: Embedder,
     *,
     k: int,
-    floor: float = DEFAULT_FLOOR,
+    floor: float | None = None,
     thread: str | None = None,
     mode: str = DEFAULT_MODE,
 ) -> Call[Recall]:
-    """The baseline the seed replaced: one vector for the whole message, one ranked list."""
+    """The baseline the seed replaced: one vector for the whole message, one ranked list
+    (without a `floor`, the model's own)."""
     check_target(scope, thread)
+    floor = floor_for(embedder) if floor is None else floor
     whole = cap_bytes_keep_end(" ".join(check_text(message, "message").split()), WHOLE_MESSAGE_BYTES)
     if not whole:
         raise InputError("message is empty (or only whitespace): nothing to recall")
-    vec = yield Embed(embedder, [whole])
+    vec = yield Embed(embedder, [whole], "query")
     return (
         yield from recall_vectors_call(
             scope, [whole], vec, x=k, floor=floor, thread=thread, mode=mode, message=message, model_id=embedder.model_id

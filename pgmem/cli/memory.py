@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help='keep turns whose metadata contains this JSON object, e.g. \'{"channel": "voice"}\'',
     )
     r.add_argument("-x", type=int, default=DEFAULT_X, help="hits kept per part")
-    r.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="raw cosine floor")
+    r.add_argument(
+        "--floor", type=float, default=None, help=f"raw cosine floor (default: the model's; MiniLM {DEFAULT_FLOOR})"
+    )
     r.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="hybrid = vector + word search (default)")
     r.add_argument("--log", action="store_true", help="log the request for explain/replay in psql")
     r.add_argument(

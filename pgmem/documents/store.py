@@ -433,7 +433,7 @@ def search_documents_call(
     must be the model the scope's units were stored with (ModelMismatchError)."""
     check_target(scope)
     parts, inputs = query_inputs(message)
-    q = blend_query(parts, (yield Embed(embedder, inputs)), DEFAULT_WEIGHT)
+    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), DEFAULT_WEIGHT)
     return (
         yield from search_vectors_call(
             scope,

@@ -1,4 +1,5 @@
-"""Embedding models: the Embedder protocol, the local default and an OpenAI-compatible one."""
+"""Embedding models: the Embedder protocol, the local default (MiniLM), e5-small and an
+OpenAI-compatible one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ def from_settings(settings: Settings, *, plane: str = "piece") -> Embedder:
                 "with it (MiniLM is not trained for truncated dimensions)"
             )
         return _local()
+    if settings.embedder == "e5":
+        from pgmem.embedders.e5 import DIMS as E5_DIMS
+        from pgmem.errors import ConfigError
+
+        if dims != E5_DIMS:
+            raise ConfigError(
+                f"the e5 model is {E5_DIMS}-d; PGMEM_{plane.upper()}_DIMS={dims} cannot be used "
+                "with it (e5-small is not trained for truncated dimensions)"
+            )
+        return _e5()
     from pgmem.embedders.openai_compat import OpenAIEmbedder
 
     return OpenAIEmbedder(
@@ -42,3 +53,16 @@ def _local() -> Embedder:
 
         _LOCAL = LocalEmbedder()
     return _LOCAL
+
+
+_E5: Embedder | None = None
+
+
+def _e5() -> Embedder:
+    # One engine per process: loading the 4-bit weights costs ~70 MB.
+    global _E5
+    if _E5 is None:
+        from pgmem.embedders.e5 import E5Embedder
+
+        _E5 = E5Embedder()
+    return _E5

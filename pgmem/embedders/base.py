@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,9 @@ FloatArray = npt.NDArray[np.float32]
 #: Seed 000: at most 2,048 inputs and 300,000 bytes per embedding request.
 MAX_INPUTS_PER_REQUEST = 2048
 MAX_BYTES_PER_REQUEST = 300_000
+
+#: Which side of a search a text is on: stored ("passage") or searched with ("query").
+Side = Literal["passage", "query"]
 
 
 @runtime_checkable
@@ -38,8 +41,27 @@ class Embedder(Protocol):
         ...
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
-        """One row per text, in order. Implementations size their own requests."""
+        """One row per text, in order. Implementations size their own requests. These are
+        the stored (passage) vectors; see `QueryEmbedder` for models with a query side."""
         ...
+
+
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder whose model embeds queries differently from passages (e5's "query: "
+    and "passage: " prefixes). Optional: pgmem reaches it only through `embed_side`."""
+
+    def embed_queries(self, texts: Sequence[str]) -> FloatArray:
+        """Query vectors, one row per text, comparable with `embed`'s passage vectors."""
+        ...
+
+
+def embed_side(embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> FloatArray:
+    """Vectors of `texts` on one side: the query side of a model that has one, else `embed`
+    (symmetric models such as MiniLM and OpenAI's embed both sides alike)."""
+    if side == "query" and isinstance(embedder, QueryEmbedder):
+        return embedder.embed_queries(texts)
+    return embedder.embed(texts)
 
 
 def request_batches(

@@ -39,7 +39,7 @@ from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
-from pgmem.recall import DEFAULT_FLOOR, recall  # noqa: E402
+from pgmem.recall import floor_for, recall  # noqa: E402
 from pgmem.text import check_name, check_text  # noqa: E402
 from pgmem.turns import MAX_DEPTH, parse_time, turn_from_dict  # noqa: E402
 
@@ -186,7 +186,7 @@ class Memory:
         q = _query(query)
         th = None if thread is None else check_name(thread, "thread")
         n = _x(x)
-        fl = _floor(floor, DEFAULT_FLOOR)
+        fl = _floor(floor, floor_for(self.embedder))
         result = recall(self.conn(), self.scope, q, self.embedder, x=n, floor=fl, thread=th)
         return {
             "query": q,

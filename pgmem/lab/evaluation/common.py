@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from pgmem.db import with_database
-from pgmem.embedders.base import Embedder, FloatArray
+from pgmem.embedders.base import Embedder, FloatArray, QueryEmbedder, Side, embed_side
 from pgmem.sqlfiles import InstallParams
 
 
@@ -45,19 +45,27 @@ class CachedEmbedder:
     in memory for the run, so every distinct text is sent to the model once across all
     methods and suites of a process. `cache_dir=None` keeps the memory cache only. Token
     counts are cached too (the piece packer asks for them once per method). Counts what it
-    really sent (`embedded`) and what it served from a cache (`cached`)."""
+    really sent (`embedded`) and what it served from a cache (`cached`).
+
+    For a model with a query side (`QueryEmbedder`, e.g. e5) query vectors live in their own
+    table and memo, so a passage vector is never served for a query of the same text; for
+    a symmetric model both sides share one cache."""
 
     def __init__(self, inner: Embedder, cache_dir: Path | None) -> None:
         self.inner = inner
         key = hashlib.sha256(f"{inner.model_id}|{inner.dims}".encode()).hexdigest()[:16]
         self.path: Path | None = None
         self._db: sqlite3.Connection | None = None
+        self.sides = isinstance(inner, QueryEmbedder)
         if cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True)
             self.path = cache_dir / f"embeddings-{key}.sqlite"
             self._db = sqlite3.connect(self.path)
             self._db.execute("CREATE TABLE IF NOT EXISTS v (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
-        self._memo: dict[bytes, bytes] = {}
+            if self.sides:
+                self._db.execute("CREATE TABLE IF NOT EXISTS q (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        memo: dict[bytes, bytes] = {}
+        self._memo: dict[Side, dict[bytes, bytes]] = {"passage": memo, "query": {} if self.sides else memo}
         self._tokens: dict[str, int] = {}
         self.embedded = 0
         self.cached = 0
@@ -74,6 +82,12 @@ class CachedEmbedder:
     def max_input_tokens(self) -> int:
         return self.inner.max_input_tokens
 
+    @property
+    def default_floor(self) -> float:
+        from pgmem.recall import floor_for
+
+        return floor_for(self.inner)
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
         if todo:
@@ -81,17 +95,25 @@ class CachedEmbedder:
         return [self._tokens[t] for t in texts]
 
     def embed(self, texts: Sequence[str], *, chunk: int = 4096) -> FloatArray:
-        """Vectors for `texts`; texts in neither cache go to the model once each, `chunk`
-        at a time (saved to disk after each chunk, so an interrupted run keeps its work)."""
+        """Passage vectors for `texts`; texts in neither cache go to the model once each,
+        `chunk` at a time (saved to disk after each chunk, so an interrupted run keeps its work)."""
+        return self._embed(texts, "passage", chunk)
+
+    def embed_queries(self, texts: Sequence[str], *, chunk: int = 4096) -> FloatArray:
+        """Query vectors for `texts`, cached apart from passages when the model has sides."""
+        return self._embed(texts, "query" if self.sides else "passage", chunk)
+
+    def _embed(self, texts: Sequence[str], side: Side, chunk: int) -> FloatArray:
+        table = "q" if side == "query" else "v"
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        found = self._memo
+        found = self._memo[side]
         uniq = [k for k in dict.fromkeys(keys) if k not in found]
         db = self._db
         if db is not None:
             for i in range(0, len(uniq), 500):
                 part = uniq[i : i + 500]
-                q = f"SELECT k, vec FROM v WHERE k IN ({','.join('?' * len(part))})"
+                q = f"SELECT k, vec FROM {table} WHERE k IN ({','.join('?' * len(part))})"
                 found.update(dict(db.execute(q, part).fetchall()))
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
@@ -104,10 +126,10 @@ class CachedEmbedder:
                 if len(todo) > chunk:
                     progress(f"embedding: {start}/{len(todo)} new texts")
                 ks = todo[start : start + chunk]
-                vecs = self.inner.embed([texts[first[k]] for k in ks])
+                vecs = embed_side(self.inner, [texts[first[k]] for k in ks], side)
                 rows = [(k, vecs[j].astype(np.float32).tobytes()) for j, k in enumerate(ks)]
                 if self._db is not None:
-                    self._db.executemany("INSERT OR REPLACE INTO v VALUES (?, ?)", rows)
+                    self._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", rows)
                     self._db.commit()
                 found.update(rows)
             self.embedded += len(todo)

@@ -46,7 +46,7 @@ from pgmem.documents.store import (
     search_vectors,
 )
 from pgmem.documents.units import chunk_shape
-from pgmem.embedders.base import Embedder
+from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import progress
 
@@ -185,7 +185,7 @@ def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedde
         if not ids:
             break
         texts = [todo[c][stage] for c in ids]
-        found = _search_all(conn, scope, texts, embedder.embed(texts), VISIBLE_WITHIN)
+        found = _search_all(conn, scope, texts, embed_side(embedder, texts, "query"), VISIBLE_WITHIN)
         for c, hits in zip(ids, found, strict=True):
             if any(h.chunk_id == c for h in hits):
                 del todo[c]
@@ -216,7 +216,7 @@ def run_docs_eval(
     missing = sorted({q.file for q in questions} - by_id.keys())
     if missing:
         raise InputError(f"gold files not in {corpus_dir}: {missing[:5]}")
-    qvecs = embedder.embed([q.text for q in questions])
+    qvecs = embed_side(embedder, [q.text for q in questions], "query")
     texts = [q.text for q in questions]
     tag = secrets.token_hex(3)
     ranks: dict[str, list[int | None]] = {}

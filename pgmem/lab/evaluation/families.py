@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.blend import DEFAULT_WEIGHT, blend, unit
-from pgmem.embedders.base import Embedder
+from pgmem.embedders.base import Embedder, Side, embed_side
 from pgmem.errors import InputError
 from pgmem.recall import WHOLE_MESSAGE_BYTES
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
@@ -224,11 +224,11 @@ class FamiliesResult:
 
 
 class _Vectors:
-    """Embeds each distinct text exactly once, in one batch."""
+    """Embeds each distinct text exactly once, in one batch, on one side (stored or query)."""
 
-    def __init__(self, embedder: Embedder, texts: Sequence[str]) -> None:
+    def __init__(self, embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> None:
         uniq = list(dict.fromkeys(texts))
-        vecs = unit(np.asarray(embedder.embed(uniq), dtype=np.float32))
+        vecs = unit(np.asarray(embed_side(embedder, uniq, side), dtype=np.float32))
         self._index = {t: i for i, t in enumerate(uniq)}
         self._vecs = vecs
 
@@ -285,10 +285,13 @@ def evaluate(
     texts: list[str] = []
     for fam, rec in records:
         texts += [fam.sentence, rec.passage, noisy_passage[rec.id]]
+    qtexts: list[str] = []
     for qq in [*queries.values(), *generic_q.values()]:
-        texts += [*qq.parts, qq.whole]
-    say(f"families: {len(families)} families, {len(records)} records; embedding {len(set(texts))} distinct texts")
+        qtexts += [*qq.parts, qq.whole]
+    n_texts = len(set(texts)) + len(set(qtexts))
+    say(f"families: {len(families)} families, {len(records)} records; embedding {n_texts} distinct texts")
     vec = _Vectors(embedder, texts)
+    qvec = _Vectors(embedder, qtexts, "query")
 
     def stored(rep: str, rec_fam: Family, rec: Record, noisy: bool) -> npt.NDArray[np.float32]:
         passage = vec(noisy_passage[rec.id] if noisy else rec.passage)
@@ -299,10 +302,10 @@ def evaluate(
         return blend(vec(rec_fam.sentence), passage, weight)
 
     def query_rows(rep: str, qq: _Query) -> F64:
-        whole = vec(qq.whole)
+        whole = qvec(qq.whole)
         if rep == "whole":
             return whole[None, :].astype(np.float64)
-        raw = np.stack([vec(p) for p in qq.parts])
+        raw = np.stack([qvec(p) for p in qq.parts])
         if rep == "isolated":
             return raw.astype(np.float64)
         ctx = np.broadcast_to(whole, raw.shape).copy()

@@ -198,10 +198,11 @@ def evaluate_threads(
                 turns,
             )
     texts = [t for store, turns in stores.values() for t in store.texts(turns)]
-    texts += [t for _, question, _, _ in items for t in query_inputs(question)[1]]
-    clock.lap("prepare", f"{len(texts)} texts to embed, {len(set(texts))} distinct")
+    queries = [t for _, question, _, _ in items for t in query_inputs(question)[1]]
+    clock.lap("prepare", f"{len(texts) + len(queries)} texts to embed, {len(set(texts)) + len(set(queries))} distinct")
     before = emb.embedded
     emb.embed(texts)
+    emb.embed_queries(queries)
     clock.lap("embed", f"{emb.embedded - before} texts sent to the model")
     for n, (store, turns) in enumerate(stores.values(), 1):
         store.ingest(turns)
