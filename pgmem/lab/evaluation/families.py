@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.blend import DEFAULT_WEIGHT, blend, unit
-from pgmem.embedders.base import Embedder, Side, embed_side
+from pgmem.embedders.base import Embedder, QueryEmbedder, Side, embed_side
 from pgmem.errors import InputError
 from pgmem.recall import WHOLE_MESSAGE_BYTES
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
@@ -290,8 +290,10 @@ def evaluate(
         qtexts += [*qq.parts, qq.whole]
     n_texts = len(set(texts)) + len(set(qtexts))
     say(f"families: {len(families)} families, {len(records)} records; embedding {n_texts} distinct texts")
-    vec = _Vectors(embedder, texts)
-    qvec = _Vectors(embedder, qtexts, "query")
+    # One batch for a symmetric model; a model with a query side embeds queries apart.
+    sided = isinstance(embedder, QueryEmbedder)
+    vec = _Vectors(embedder, texts if sided else [*texts, *qtexts])
+    qvec = _Vectors(embedder, qtexts, "query") if sided else vec
 
     def stored(rep: str, rec_fam: Family, rec: Record, noisy: bool) -> npt.NDArray[np.float32]:
         passage = vec(noisy_passage[rec.id] if noisy else rec.passage)
