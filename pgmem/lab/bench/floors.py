@@ -1,6 +1,6 @@
 """Where a model's recall floor belongs: cosines of true matches vs unrelated texts.
 
-    python -m pgmem.lab.bench.floors DIR [--embedder local|e5] [--cache DIR]
+    python -m pgmem.lab.bench.floors DIR [--embedder local|e5] [--cache DIR] [--limit N]
 
 DIR is a LongMemEval folder (the development `oracle/` set). Each question is embedded on
 the query side (the whole question, as recall embeds the whole message) and each message of
@@ -38,13 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path, metavar="DIR", help="a LongMemEval folder")
     ap.add_argument("--embedder", default=None, help="local or e5 (default: PGMEM_EMBEDDER)")
     ap.add_argument("--cache", type=Path, default=None, help="embedding cache (default: $PGMEM_HOME/cache)")
+    ap.add_argument("--limit", type=int, default=None, help="a seeded sample of N questions (default: all)")
     args = ap.parse_args(argv)
     env = dict(os.environ)
     if args.embedder:
         env["PGMEM_EMBEDDER"] = args.embedder
     s = Settings.from_env(env)
     emb = CachedEmbedder(from_settings(s), args.cache or s.home / "cache")
-    questions = load_dir(args.path)
+    questions = load_dir(args.path, limit=args.limit)
     units = [[(t.index, u.text) for t in q.turns for u in per_message_units(t)] for q in questions]
     texts = sorted({text for us in units for _, text in us})
     pvec = dict(zip(texts, emb.embed(texts), strict=True))
