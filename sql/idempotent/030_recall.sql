@@ -169,9 +169,7 @@ AS $$
 DECLARE
     n bigint;
     lim bigint;
-    df bigint;
-    lex text;
-    kept text := '';
+    kept text;
 BEGIN
     PERFORM pgmem.check_scope(distinctive_word_query.scope);
     IF share IS NULL OR NOT (share > 0 AND share <= 1) THEN
@@ -186,22 +184,34 @@ BEGIN
            AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
          LIMIT 100000) c;
     lim := greatest(1, floor(share * n));
-    FOREACH lex IN ARRAY pgmem.word_lexemes(part_text) LOOP
-        SELECT count(*) INTO df FROM (
-            SELECT 1 FROM pgmem.piece p
-             WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
-               AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
-               AND p.tsv @@ pgmem._lexeme(lex)
-             LIMIT lim + 1) c;
-        IF df BETWEEN 1 AND lim THEN
-            kept := kept || CASE WHEN kept = '' THEN '' ELSE ' | ' END || pgmem._lexeme(lex)::text;
-        END IF;
-    END LOOP;
-    RETURN kept::tsquery;
+    -- Two steps keep a common word cheap: every word is first counted in a sample of at most
+    -- 1,000 searched pieces (all of them in a smaller set, so the count is exact there) in one
+    -- pass; only the words rare in the sample are then counted exactly, through the word index,
+    -- up to lim + 1 pieces.
+    WITH lex AS MATERIALIZED (
+        SELECT l.lex, pgmem._lexeme(l.lex) AS q FROM unnest(pgmem.word_lexemes(part_text)) AS l(lex)
+    ), sample AS MATERIALIZED (
+        SELECT p.tsv FROM pgmem.piece p
+         WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
+           AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+         LIMIT 1000
+    ), rare AS (
+        SELECT lex.lex, lex.q FROM lex
+         WHERE (SELECT count(*) FROM sample s WHERE s.tsv @@ lex.q) <= greatest(1, floor(share * (SELECT count(*) FROM sample)))
+    )
+    SELECT string_agg(r.q::text, ' | ' ORDER BY r.lex) INTO kept
+      FROM rare r
+     WHERE (SELECT count(*) FROM (
+                SELECT 1 FROM pgmem.piece p
+                 WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
+                   AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+                   AND p.tsv @@ r.q
+                 LIMIT lim + 1) c) BETWEEN 1 AND lim;
+    RETURN coalesce(kept, '')::tsquery;
 END
 $$;
 COMMENT ON FUNCTION pgmem.distinctive_word_query(text, text, text, double precision) IS
-'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
