@@ -5,8 +5,10 @@ normalise whitespace inside a sentence; fill a piece with whole sentences until 
 next one would overflow; a sentence over budget is cut at the last whole word that
 fits; a word over budget is cut at a character boundary. Nothing is dropped.
 
-Token budgets use `count_tokens`, which must be additive over whitespace-joined texts
-(exact for MiniLM's WordPiece tokenizer; a byte count is a safe upper bound for BPE)."""
+Token budgets use `count_tokens`, which must be additive over whitespace-joined texts, or
+over-count: exact for MiniLM's WordPiece tokenizer; e5's SentencePiece counts add one token
+per text, one of slack per join (`pgmem.embedders.e5`); a byte count is a safe upper bound
+for BPE."""
 
 from __future__ import annotations
 
