@@ -216,11 +216,16 @@ def _latency(subset: Sequence[Question], stores: dict[str, Any], runs: dict[str,
         order = STORES if n % 2 == 0 else STORES[::-1]
         for name in order:
             _timed(partial(stores[name].search, ("lat", q.qid), query=q.question, limit=k), runs[name].search_ms)
-    medians = (
-        f"{s} put p50 {percentile(runs[s].put_ms, 50):.0f} ms, search p50 {percentile(runs[s].search_ms, 50):.0f} ms"
+    # Printed in full as the phase ends: an accuracy phase cut short still leaves the latencies.
+    summary = (
+        f"{s} put p50/p95 {percentile(runs[s].put_ms, 50):.0f}/{percentile(runs[s].put_ms, 95):.0f} ms "
+        f"({len(runs[s].put_ms)} puts), search p50/p95 {percentile(runs[s].search_ms, 50):.0f}/"
+        f"{percentile(runs[s].search_ms, 95):.0f} ms"
         for s in STORES
     )
-    progress(f"langgraph: latency on {len(subset)} questions: " + "; ".join(medians))
+    progress(
+        f"langgraph: latency on {len(subset)} questions (load average {os.getloadavg()[0]:.1f}): " + "; ".join(summary)
+    )
 
 
 def _accuracy(
