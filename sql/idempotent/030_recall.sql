@@ -442,7 +442,8 @@ BEGIN
         -- Hybrid: the part's vector candidates and word candidates (pgmem.distinctive_word_query),
         -- fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
-        WITH q AS (
+        -- MATERIALIZED: each part's word query is computed once, never per piece row.
+        WITH q AS MATERIALIZED (
             SELECT v.vec, v.part_no, pgmem.distinctive_word_query(memory_recall.scope, t.txt, memory_recall.thread, word_share) AS tsq
               FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
