@@ -118,7 +118,7 @@ COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, dou
 --     looks (the scope's memory pieces, or the thread's): found in at least one piece and in at
 --     most `share` (default 10%) of them. A word most pieces share ("turn", the label's month,
 --     "remind") ranks nothing apart and drowned the vector ranking under plain RRF; a name, a
---     number or an identifier does (docs/evaluation.md, "Hybrid: distinctive words").
+--     number or an identifier does (docs/evaluation.md, section 2a).
 DROP FUNCTION IF EXISTS pgmem.word_query(text);
 
 CREATE OR REPLACE FUNCTION pgmem.word_lexemes(part_text text)
