@@ -92,7 +92,9 @@ def test_settings_tune_the_word_side(store: Conn) -> None:
         for name, value in settings.items():
             store.execute("SELECT set_config(%s, %s, false)", (f"pgmem.{name}", value))
         try:
-            result = recall_vectors(store, SCOPE, ["project zeppelin"], vec, x=5, floor=-1.0, mode="hybrid", model_id=MODEL)
+            result = recall_vectors(
+                store, SCOPE, ["project zeppelin"], vec, x=5, floor=-1.0, mode="hybrid", model_id=MODEL
+            )
         finally:
             for name in settings:
                 store.execute("SELECT set_config(%s, '', false)", (f"pgmem.{name}",))

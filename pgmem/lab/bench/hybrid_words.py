@@ -38,7 +38,10 @@ RECALL = """SELECT * FROM pgmem.memory_recall(%(scope)s, %(parts)s::vector[], %(
                                               thread => %(thread)s, mode => %(mode)s)"""
 
 
-def load(conn: Conn, scope: str, threads: dict[str, list[list[tuple[str, str, int, str]]]], rng: np.random.Generator) -> int:
+Threads = dict[str, list[list[tuple[str, str, int, str]]]]
+
+
+def load(conn: Conn, scope: str, threads: Threads, rng: np.random.Generator) -> int:
     n = 0
     with scoped(conn, scope), conn.cursor(binary=True) as cur:
         params = []
@@ -87,10 +90,15 @@ def main() -> None:
                 for name, (mode, share) in order:
                     with scoped(conn, "copy0"):
                         conn.execute("SELECT set_config('pgmem.word_share', %s, true)", (share,))
-                        params = {"scope": "copy0", "parts": vecs, "texts": parts, "thread": thread, "mode": mode}
+                        params: dict[str, object] = {
+                            "scope": "copy0", "parts": vecs, "texts": parts, "thread": thread, "mode": mode
+                        }
                         times[f"{name}, {where}"].append(db_time_ms(conn, RECALL, params))
     base = {w: statistics.median(times[f"vector, {w}"]) for w in ("scope", "thread")}
-    out = {k: {**summary(v), "vs_vector": round(statistics.median(v) / base[k.rsplit(", ", 1)[1]], 2)} for k, v in times.items()}
+    out = {
+        k: {**summary(v), "vs_vector": round(statistics.median(v) / base[k.rsplit(", ", 1)[1]], 2)}
+        for k, v in times.items()
+    }
     result = {"pieces_per_scope": per_scope[0], "scopes": args.copies, "questions": len(asked),
               "load_seconds": round(load_s, 1), "variants": out}
     if args.json:
