@@ -31,8 +31,9 @@ SPECIAL_TOKENS = 2
 WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 WEIGHTS_FILE = "e5-small-q4.bin"
 #: Recall floor (raw cosine) when the caller gives none; e5's cosines sit high (unrelated
-#: texts near 0.8). Measured with `python -m pgmem.lab.bench.floors` (docs/evaluation.md).
-DEFAULT_FLOOR = 0.80
+#: texts near 0.77): the 95th percentile of unrelated cosines, as MiniLM's 0.2 is; measured with
+#: `python -m pgmem.lab.bench.floors --limit 10` (docs/evaluation.md, "Embedding model").
+DEFAULT_FLOOR = 0.81
 #: Texts per call into the engine: it parallelises over a batch, and a bounded batch keeps
 #: memory flat for long inputs.
 BATCH = 64
