@@ -27,8 +27,12 @@ def store(app_conn: Conn) -> Conn:
         for i in range(18)
     ]
     turns.append(make_turn(SCOPE, "t", 18, "We booked the zeppelin charter for the offsite."))
-    turns.append(make_turn(SCOPE, "u", 0, "Another thread: the zeppelin museum and the zeppelin shop."))
-    turns.append(make_turn(SCOPE, "u", 1, "Another thread, nothing else."))
+    # Thread u: 41 pieces; "biscuit" is in 5 of them (over 10% of u, under 10% of the scope's 60).
+    turns += [
+        make_turn(SCOPE, "u", i, f"Museum log {i}: the museum was busy." + (" Biscuit came along." if i < 5 else ""))
+        for i in range(40)
+    ]
+    turns.append(make_turn(SCOPE, "u", 40, "Another thread: the zeppelin museum and the zeppelin shop."))
     report = ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL))
     assert not report.failed
     return app_conn
@@ -54,21 +58,25 @@ def test_common_words_are_left_out_and_rare_ones_kept(store: Conn) -> None:
 
 
 def test_distinctiveness_is_counted_where_the_search_looks(store: Conn) -> None:
-    # Thread u has 2 pieces: at share 0.1 one piece is the limit, and "zeppelin" is in one
-    # of them; "thread" is in both.
-    assert _query(store, "zeppelin thread", thread="u") == "'zeppelin'"
-    assert _query(store, "another thread", thread="u", share=1.0) != ""
-    assert _query(store, "another thread", thread="u") == ""
+    # 60 pieces in the scope (limit 6), 41 in thread u (limit 4), 19 in thread t (limit 3).
+    assert _query(store, "biscuit") == "'biscuit'"
+    assert _query(store, "biscuit", thread="u") == ""
+    assert _query(store, "museum zeppelin", thread="t") == "'zeppelin'"  # no museum in t
+    # A small set keeps words found in up to 3 pieces (10% of 19 would keep only words found once).
+    assert _query(store, "zeppelin museum busy", thread="u", share=0.01) == "'zeppelin'"
+    assert _query(store, "biscuit", thread="u", share=0.1) == ""
 
 
 def test_hybrid_recall_ranks_the_rare_word_first(store: Conn) -> None:
     # The query vector is unrelated to every piece: the word side decides. Under plain RRF over
     # every word, the pieces repeating "project" outranked the zeppelin piece.
     vec = np.array([hash_vector("unrelated")], dtype=np.float32)
-    result = recall_vectors(store, SCOPE, ["project zeppelin"], vec, x=3, floor=-1.0, mode="hybrid", model_id=MODEL)
-    first, second = result.groups[0].hits[:2]
-    assert "zeppelin" in first.body and "zeppelin" in second.body
-    assert (first.word_rank, second.word_rank) == (1, 2)
+    result = recall_vectors(store, SCOPE, ["project zeppelin"], vec, x=10, floor=-1.0, mode="hybrid", model_id=MODEL)
+    hits = result.groups[0].hits
+    assert "zeppelin" in hits[0].body and hits[0].word_rank == 1
+    # The other zeppelin piece is word rank 2; no piece without the word has a word rank.
+    assert sorted(h.word_rank for h in hits if h.word_rank is not None) == [1, 2]
+    assert all(("zeppelin" in h.body) == (h.word_rank is not None) for h in hits)
 
 
 def test_hostile_words_and_arguments(store: Conn) -> None:

@@ -183,7 +183,9 @@ BEGIN
          WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
            AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
          LIMIT 100000) c;
-    lim := greatest(1, floor(share * n));
+    -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
+    -- them out, and 10% would keep only words found once, however incidental.
+    lim := greatest(3, floor(share * n));
     -- Two steps keep a common word cheap: every word is first counted in a sample of at most
     -- 1,000 searched pieces (all of them in a smaller set, so the count is exact there) in one
     -- pass; only the words rare in the sample are then counted exactly, through the word index,
@@ -197,7 +199,7 @@ BEGIN
          LIMIT 1000
     ), rare AS (
         SELECT lex.lex, lex.q FROM lex
-         WHERE (SELECT count(*) FROM sample s WHERE s.tsv @@ lex.q) <= greatest(1, floor(share * (SELECT count(*) FROM sample)))
+         WHERE (SELECT count(*) FROM sample s WHERE s.tsv @@ lex.q) <= greatest(3, floor(share * (SELECT count(*) FROM sample)))
     )
     SELECT string_agg(r.q::text, ' | ' ORDER BY r.lex) INTO kept
       FROM rare r
@@ -211,7 +213,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.distinctive_word_query(text, text, text, double precision) IS
-'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
