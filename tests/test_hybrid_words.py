@@ -1,6 +1,7 @@
 """Hybrid recall word-searches only the distinctive words of each part
-(pgmem.distinctive_word_query): a word most searched pieces share ranks nothing apart, so it
-is left out; a rare name, number or identifier is kept. Run as the app role."""
+(pgmem.distinctive_words): a word most searched pieces share ranks nothing apart, so it is left
+out; a rare name, number or identifier is kept, and the rarer a word, the more it weighs. Run as
+the app role."""
 
 from __future__ import annotations
 
@@ -38,13 +39,18 @@ def store(app_conn: Conn) -> Conn:
     return app_conn
 
 
-def _query(conn: Conn, text: str, thread: str | None = None, share: float = 0.1) -> str:
+def _words(conn: Conn, text: str, thread: str | None = None, share: float = 0.1) -> dict[str, tuple[int, float]]:
+    """lexeme -> (pieces it is in, weight)"""
     with scoped(conn, SCOPE):
-        row = conn.execute(
-            "SELECT pgmem.distinctive_word_query(%s, %s, %s, %s)::text", (SCOPE, text, thread, share)
-        ).fetchone()
-    assert row is not None
-    return str(row[0])
+        rows = conn.execute(
+            "SELECT lexeme, pieces, weight FROM pgmem.distinctive_words(%s, %s, %s, %s)", (SCOPE, text, thread, share)
+        ).fetchall()
+    return {lex: (pieces, weight) for lex, pieces, weight in rows}
+
+
+def _query(conn: Conn, text: str, thread: str | None = None, share: float = 0.1) -> str:
+    """The distinctive words as one string, e.g. "'biscuit' | 'zeppelin'"."""
+    return " | ".join(f"'{lex}'" for lex in sorted(_words(conn, text, thread, share)))
 
 
 def test_common_words_are_left_out_and_rare_ones_kept(store: Conn) -> None:
@@ -67,14 +73,28 @@ def test_distinctiveness_is_counted_where_the_search_looks(store: Conn) -> None:
     assert _query(store, "biscuit", thread="u", share=0.1) == ""
 
 
+def test_a_rarer_word_weighs_more(store: Conn) -> None:
+    # 60 pieces: zeppelin is in 2 of them, biscuit in 5; BM25's inverse document frequency.
+    words = _words(store, "biscuit zeppelin")
+    assert {lex: pieces for lex, (pieces, _) in words.items()} == {"biscuit": 5, "zeppelin": 2}
+    for pieces, weight in words.values():
+        assert weight == pytest.approx(np.log(1 + (60 - pieces + 0.5) / (pieces + 0.5)))
+    # The word side ranks the pieces with the rarer word first, however often the other repeats.
+    vec = np.array([hash_vector("unrelated")], dtype=np.float32)
+    result = recall_vectors(store, SCOPE, ["biscuit zeppelin"], vec, x=30, floor=-1.0, mode="hybrid", model_id=MODEL)
+    by_word = sorted((h for h in result.groups[0].hits if h.word_rank is not None), key=lambda h: h.word_rank or 0)
+    assert len(by_word) == 7
+    assert all("zeppelin" in h.body for h in by_word[:2]) and all("Biscuit" in h.body for h in by_word[2:])
+
+
 def test_hybrid_recall_ranks_the_rare_word_first(store: Conn) -> None:
     # The query vector is unrelated to every piece: the word side decides. Under plain RRF over
     # every word, the pieces repeating "project" outranked the zeppelin piece.
     vec = np.array([hash_vector("unrelated")], dtype=np.float32)
     result = recall_vectors(store, SCOPE, ["project zeppelin"], vec, x=10, floor=-1.0, mode="hybrid", model_id=MODEL)
     hits = result.groups[0].hits
-    assert "zeppelin" in hits[0].body and hits[0].word_rank == 1
-    # The other zeppelin piece is word rank 2; no piece without the word has a word rank.
+    assert "zeppelin" in hits[0].body and hits[0].word_rank in (1, 2)
+    # The two zeppelin pieces are word ranks 1 and 2; no piece without the word has a word rank.
     assert sorted(h.word_rank for h in hits if h.word_rank is not None) == [1, 2]
     assert all(("zeppelin" in h.body) == (h.word_rank is not None) for h in hits)
 
@@ -85,11 +105,11 @@ def test_hostile_words_and_arguments(store: Conn) -> None:
         assert _query(store, text) in ("'zeppelin'", "")
     for share in (0.0, -1.0, 1.5, float("nan")):
         with pytest.raises(psycopg.Error) as err, scoped(store, SCOPE):
-            store.execute("SELECT pgmem.distinctive_word_query(%s, 'x', NULL, %s)", (SCOPE, share)).fetchone()
+            store.execute("SELECT * FROM pgmem.distinctive_words(%s, 'x', NULL, %s)", (SCOPE, share)).fetchall()
         assert err.value.sqlstate == "22023"
     # Another scope than the transaction's: refused, never an empty answer.
     with pytest.raises(psycopg.Error) as err, scoped(store, "other"):
-        store.execute("SELECT pgmem.distinctive_word_query(%s, 'zeppelin')", (SCOPE,)).fetchone()
+        store.execute("SELECT * FROM pgmem.distinctive_words(%s, 'zeppelin')", (SCOPE,)).fetchall()
     assert err.value.sqlstate == "42501"
 
 

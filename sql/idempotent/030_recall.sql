@@ -114,7 +114,7 @@ COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, dou
 --  1. pgmem.word_lexemes: the english lexemes of the part's last 8,000 UTF-8 bytes (cut on a
 --     character boundary), the same cap the client puts on a part's embedding input
 --     (pgmem.recall.WHOLE_MESSAGE_BYTES); at most 256 of them, so any text gives a bounded query.
---  2. pgmem.distinctive_word_query: only the lexemes that are distinctive where the search
+--  2. pgmem.distinctive_words: only the lexemes that are distinctive where the search
 --     looks (the scope's memory pieces, or the thread's): found in at least one piece and in at
 --     most `share` (default 10%) of them. A word most pieces share ("turn", the label's month,
 --     "remind") ranks nothing apart and drowned the vector ranking under plain RRF; a name, a
@@ -144,7 +144,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.word_lexemes(text) IS
-'The english lexemes (to_tsvector, sorted, distinct) of a part''s last 8,000 UTF-8 bytes, at most 256: what hybrid recall may word-search for that part (pgmem.distinctive_word_query keeps the distinctive ones).';
+'The english lexemes (to_tsvector, sorted, distinct) of a part''s last 8,000 UTF-8 bytes, at most 256: what hybrid recall may word-search for that part (pgmem.distinctive_words keeps the distinctive ones).';
 
 -- One lexeme as a tsquery, taken as it is (no parsing or stemming): quoted, with tsquery's
 -- escapes for a quote or a backslash.
@@ -156,12 +156,14 @@ RETURN ('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''')::tsquery
 COMMENT ON FUNCTION pgmem._lexeme(text) IS
 'A lexeme as a one-word tsquery, taken verbatim (quoted, quote and backslash escaped).';
 
-CREATE OR REPLACE FUNCTION pgmem.distinctive_word_query(
+DROP FUNCTION IF EXISTS pgmem.distinctive_word_query(text, text, text, double precision);
+
+CREATE OR REPLACE FUNCTION pgmem.distinctive_words(
     scope text,
     part_text text,
     thread text DEFAULT NULL,
     share double precision DEFAULT 0.1
-) RETURNS tsquery
+) RETURNS TABLE (lexeme text, pieces bigint, weight double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
@@ -169,9 +171,8 @@ AS $$
 DECLARE
     n bigint;
     lim bigint;
-    kept text;
 BEGIN
-    PERFORM pgmem.check_scope(distinctive_word_query.scope);
+    PERFORM pgmem.check_scope(distinctive_words.scope);
     IF share IS NULL OR NOT (share > 0 AND share <= 1) THEN
         RAISE EXCEPTION 'share must be in (0, 1], got %', coalesce(share::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'share is the largest fraction of the searched pieces a word may appear in and still be searched.';
@@ -180,8 +181,8 @@ BEGIN
     -- of a larger scope still counts as distinctive at the default share).
     SELECT count(*) INTO n FROM (
         SELECT 1 FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
-           AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+         WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+           AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
          LIMIT 100000) c;
     -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
     -- them out, and 10% would keep only words found once, however incidental.
@@ -190,30 +191,35 @@ BEGIN
     -- 1,000 searched pieces (all of them in a smaller set, so the count is exact there) in one
     -- pass; only the words rare in the sample are then counted exactly, through the word index,
     -- up to lim + 1 pieces.
+    RETURN QUERY
     WITH lex AS MATERIALIZED (
         SELECT l.lex, pgmem._lexeme(l.lex) AS q FROM unnest(pgmem.word_lexemes(part_text)) AS l(lex)
     ), sample AS MATERIALIZED (
         SELECT p.tsv FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
-           AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
+         WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+           AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
          LIMIT 1000
     ), rare AS (
         SELECT lex.lex, lex.q FROM lex
          WHERE (SELECT count(*) FROM sample s WHERE s.tsv @@ lex.q) <= greatest(3, floor(share * (SELECT count(*) FROM sample)))
+    ), counted AS (
+        SELECT r.lex, (SELECT count(*) FROM (
+                    SELECT 1 FROM pgmem.piece p
+                     WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+                       AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
+                       AND p.tsv @@ r.q
+                     LIMIT lim + 1) c) AS df
+          FROM rare r
     )
-    SELECT string_agg(r.q::text, ' | ' ORDER BY r.lex) INTO kept
-      FROM rare r
-     WHERE (SELECT count(*) FROM (
-                SELECT 1 FROM pgmem.piece p
-                 WHERE p.scope_id = distinctive_word_query.scope AND p.kind = 'memory'
-                   AND (distinctive_word_query.thread IS NULL OR p.thread_id = distinctive_word_query.thread)
-                   AND p.tsv @@ r.q
-                 LIMIT lim + 1) c) BETWEEN 1 AND lim;
-    RETURN coalesce(kept, '')::tsquery;
+    -- BM25's inverse document frequency: a word in fewer pieces weighs more.
+    SELECT c.lex, c.df, ln(1 + (n - c.df + 0.5) / (c.df + 0.5))::double precision
+      FROM counted c
+     WHERE c.df BETWEEN 1 AND lim
+     ORDER BY c.lex;
 END
 $$;
-COMMENT ON FUNCTION pgmem.distinctive_word_query(text, text, text, double precision) IS
-'The word-search query of one part in hybrid recall: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), ORed. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. Empty when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision) IS
+'The words hybrid recall searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
@@ -441,14 +447,19 @@ BEGIN
          WHERE -c.ip >= floor
          ORDER BY 1, 2;
     ELSE
-        -- Hybrid: the part's vector candidates and word candidates (pgmem.distinctive_word_query),
-        -- fused by reciprocal rank; every hit must still clear the cosine floor.
+        -- Hybrid: the part's vector candidates and word candidates (its distinctive words,
+        -- pgmem.distinctive_words; a piece's word score is the sum of the weights of the words it
+        -- contains), fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
-        -- MATERIALIZED: each part's word query is computed once, never per piece row.
+        -- MATERIALIZED: each part's words are found once, never per piece row.
         WITH q AS MATERIALIZED (
-            SELECT v.vec, v.part_no, pgmem.distinctive_word_query(memory_recall.scope, t.txt, memory_recall.thread, word_share) AS tsq
+            SELECT v.vec, v.part_no, w.words, w.weights,
+                   coalesce(array_to_string(w.words, ' | '), '')::tsquery AS tsq
               FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
               JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
+              CROSS JOIN LATERAL (
+                    SELECT array_agg(pgmem._lexeme(d.lexeme)) AS words, array_agg(d.weight) AS weights
+                      FROM pgmem.distinctive_words(memory_recall.scope, t.txt, memory_recall.thread, word_share) d) w
         ), vec AS (
             SELECT c.part_no, c.piece_id, 1 + c.ip AS dist,
                    row_number() OVER (PARTITION BY c.part_no ORDER BY c.ip, c.piece_id) AS vrank
@@ -458,7 +469,9 @@ BEGIN
             SELECT q.part_no, c.piece_id, c.dist,
                    row_number() OVER (PARTITION BY q.part_no ORDER BY c.r DESC, c.piece_id) AS wrank
               FROM q CROSS JOIN LATERAL (
-                    SELECT p.piece_id, 1 + (p.embedding <#> q.vec) AS dist, ts_rank_cd(p.tsv, q.tsq) AS r
+                    SELECT p.piece_id, 1 + (p.embedding <#> q.vec) AS dist,
+                           (SELECT sum(u.weight) FROM unnest(q.words, q.weights) AS u(word, weight)
+                             WHERE p.tsv @@ u.word) AS r
                       FROM pgmem.piece p
                      WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
                        AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
@@ -466,7 +479,7 @@ BEGIN
                        AND (filt IS NULL
                             OR (SELECT t.metadata FROM pgmem.turn t
                                  WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index) @> filt)
-                     ORDER BY ts_rank_cd(p.tsv, q.tsq) DESC, p.piece_id
+                     ORDER BY 3 DESC, p.piece_id
                      LIMIT greatest(candidates, x)) c
         ), fused AS (
             SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
@@ -486,7 +499,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_word_query, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 1: the word rank''s weight in the fusion, 0..100)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 1: the word rank''s weight in the fusion, 0..100)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,

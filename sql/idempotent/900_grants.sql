@@ -154,7 +154,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --   _scope_index_name  a pure function of its arguments (an index name), read by
 --       scope_ann_index on the recall path;
 --   _lexeme  a pure function of its argument (a one-word tsquery), read by
---       distinctive_word_query on the hybrid recall path.
+--       memory_recall (through distinctive_words) on the hybrid recall path.
 DO $$
 DECLARE
     callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_lexeme'];
