@@ -20,6 +20,11 @@ differ only in what a vector stands for and how the query is built:
 - `hybrid`: `blended`'s store and query vectors with `memory_recall(mode => 'hybrid')`
   (vector + word search). It shares `blended`'s scope: same data, only the search differs.
 
+Two ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
+`piece_bytes` (the byte budget of a piece, default 1,200; the model's token limit still
+applies) and `label` (`"embedded"`, the default: the label is embedded with the body;
+`"beside"`: only the body is embedded, the label is stored beside it as always).
+
 Recall is asked without a floor and with a generous `x`, so the metrics see the full
 ranking; `top1_above_floor` applies the floor afterwards, the same floor for every
 method. Grouped results become one list by the rule of `pgmem.lab.evaluation.ranking`.
@@ -41,7 +46,8 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
-from pgmem.pieces import turn_pieces
+from pgmem.lab.evaluation.common import CachedEmbedder
+from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.turns import Turn, content_text, split_sources
 
@@ -53,6 +59,29 @@ def check_methods(methods: Sequence[str]) -> None:
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+LABELS = ("embedded", "beside")
+
+
+class BodyOnlyEmbedder:
+    """The label-beside ablation: embeds a piece's body without its label. Wraps the embedder
+    ingest is given (the write path is unchanged): every text it embeds whose start is one
+    of the run's piece labels is embedded without it."""
+
+    def __init__(self, inner: CachedEmbedder, labels: set[str]) -> None:
+        self.inner = inner
+        self.labels = labels
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def strip(self, text: str) -> str:
+        label, sep, body = text.partition("] ")
+        return body if sep and f"{label}]" in self.labels else text
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return self.inner.embed([self.strip(t) for t in texts])
+
+
 #: Methods that own a scope (hybrid searches blended's).
 STORED = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended")
 CHUNK_SIZE = 1000
@@ -183,6 +212,9 @@ class ConversationStore:
     #: How pieces/blended/hybrid query: "parts" (pgmem's split, the default) or "whole"
     #: (one query vector for the whole message: an ablation for single-subject questions).
     query: str = "parts"
+    #: Piece ablations (module docstring): the byte budget, and whether the label is embedded.
+    piece_bytes: int = DEFAULT_MAX_BYTES
+    label: str = "embedded"
     _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
     _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
 
@@ -201,7 +233,8 @@ class ConversationStore:
         out: list[str] = []
         for method in self._stored():
             if method in ("pieces", "blended"):
-                out += [p.text for t in turns for p in turn_pieces(t, self.embedder)]
+                ps = [p for t in turns for p in turn_pieces(t, self.embedder, max_bytes=self.piece_bytes)]
+                out += [p.text if self.label == "embedded" else p.body for p in ps]
             else:
                 out += [u.text for t in turns for u in BASELINES[method](t)]
         return out
@@ -215,12 +248,22 @@ class ConversationStore:
             with scoped(self.conn, scope):
                 if method in ("pieces", "blended"):
                     w = 1.0 if method == "pieces" else self.weight
-                    report = ingest_turns(self.conn, scoped_turns, self.embedder, weight=w)
+                    report = ingest_turns(
+                        self.conn, scoped_turns, self._piece_embedder(turns), weight=w, max_bytes=self.piece_bytes
+                    )
                     if report.failed:
                         raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
                 else:
                     self._put_baseline(method, scoped_turns)
             self._map_pieces(method, turns)
+
+    def _piece_embedder(self, turns: Sequence[Turn]) -> Any:
+        if self.label == "embedded":
+            return self.embedder
+        if not isinstance(self.embedder, CachedEmbedder):
+            raise InputError("label='beside' needs the evaluation's cached embedder")
+        labels = {p.label for t in turns for p in turn_pieces(t, self.embedder, max_bytes=self.piece_bytes)}
+        return BodyOnlyEmbedder(self.embedder, labels)
 
     def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
         """All turns of one baseline method through `pgmem.put_turn`, pipelined

@@ -28,9 +28,18 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import CachedEmbedder, progress, temporary_database
-from pgmem.lab.evaluation.conversations import METHODS, STORED, ConversationStore, UnitKey, bar_plot, check_methods
+from pgmem.lab.evaluation.conversations import (
+    LABELS,
+    METHODS,
+    STORED,
+    ConversationStore,
+    UnitKey,
+    bar_plot,
+    check_methods,
+)
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
+from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_FLOOR, query_inputs
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
@@ -178,6 +187,8 @@ def evaluate_threads(
     what: str,
     ids: Sequence[str] | None = None,
     query: str = "parts",
+    piece_bytes: int = DEFAULT_MAX_BYTES,
+    label: str = "embedded",
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -194,7 +205,17 @@ def evaluate_threads(
     for name, _, turns, _ in items:
         if name not in stores:
             stores[name] = (
-                ConversationStore(conn, emb, name, weight=weight, x=max(30, 3 * depth), methods=methods, query=query),
+                ConversationStore(
+                    conn,
+                    emb,
+                    name,
+                    weight=weight,
+                    x=max(30, 3 * depth),
+                    methods=methods,
+                    query=query,
+                    piece_bytes=piece_bytes,
+                    label=label,
+                ),
                 turns,
             )
     texts = [t for store, turns in stores.values() for t in store.texts(turns)]
@@ -289,15 +310,22 @@ def run(
     query: str = "parts",
     word_share: float | None = None,
     word_weight: float | None = None,
+    piece_bytes: int = DEFAULT_MAX_BYTES,
+    label: str = "embedded",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
     "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid);
-    `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings."""
+    `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
+    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
     check_methods(methods)
     if query not in ("parts", "whole"):
         raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
+    if label not in LABELS:
+        raise InputError(f"label must be one of {LABELS}, got {label!r}")
+    if not isinstance(piece_bytes, int) or not 200 <= piece_bytes <= 100_000:
+        raise InputError(f"piece_bytes must be an integer from 200 to 100000, got {piece_bytes!r}")
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
@@ -320,6 +348,8 @@ def run(
             what="longmemeval",
             ids=[q.qid for q in questions],
             query=query,
+            piece_bytes=piece_bytes,
+            label=label,
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(questions), **out}
