@@ -19,7 +19,7 @@ from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.conversations import METHODS
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired, sign_test
 from tests.helpers import CountingEmbedder
-from tests.test_eval_suites import write_lme
+from tests.test_eval_suites import a, lme_question, u, write_lme
 
 
 class Counting(CountingEmbedder):
@@ -61,6 +61,36 @@ def test_each_distinct_text_is_embedded_once_across_methods(tmp_path: Path, db_u
     assert not again.sent and set(whole["results"]) == {"blended"}
     with pytest.raises(InputError, match="query"):
         longmemeval.run(d, server_url=db_url, embedder=cached, query="halves")
+
+
+def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    d = write_lme(tmp_path / "lme")
+    # label beside: the pieces are embedded without their label, each text once, and the
+    # store phase finds every vector the embed phase made (nothing embedded twice)
+    beside = Counting(embedder)
+    cached = CachedEmbedder(beside, tmp_path / "cache-beside")
+    result = longmemeval.run(d, server_url=db_url, embedder=cached, methods=("blended",), label="beside")
+    assert set(result["results"]) == {"blended"}
+    assert beside.sent and max(beside.sent.values()) == 1
+    assert not any(t.startswith("[Turn") for t in beside.sent)
+    assert "I just got a golden retriever named Max." in beside.sent
+    # a smaller byte budget: a long message becomes more, shorter pieces, each with its label
+    long_d = tmp_path / "long"
+    long_d.mkdir()
+    story = " ".join(f"On day {i} I walked the dog to the old harbour and back again." for i in range(12))
+    q = lme_question("q9", "single-session-user", "Where do I walk the dog?", [[u(story, True), a("Nice.")]])
+    (long_d / "1_q9_0.json").write_text(json.dumps(q))
+    sizes = {}
+    for budget in (1200, 300):
+        sent = Counting(embedder)
+        cache = CachedEmbedder(sent, tmp_path / f"cache-{budget}")
+        longmemeval.run(long_d, server_url=db_url, embedder=cache, methods=("blended",), piece_bytes=budget)
+        sizes[budget] = [len(t.encode()) for t in sent.sent if t.startswith("[Turn")]
+    assert len(sizes[300]) > len(sizes[1200]) >= 1
+    assert max(sizes[300]) <= 300 < max(sizes[1200])
+    for bad in ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}):
+        with pytest.raises(InputError):
+            longmemeval.run(d, server_url=db_url, embedder=cached, **bad)  # type: ignore[arg-type]
 
 
 def test_bootstrap_interval() -> None:
