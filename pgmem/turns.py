@@ -72,9 +72,7 @@ def parse_time(value: object, where: str) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def turn_from_dict(
-    obj: object, *, scope: str | None = None, where: str = "turn", origin: str | None = None
-) -> Turn:
+def turn_from_dict(obj: object, *, scope: str | None = None, where: str = "turn", origin: str | None = None) -> Turn:
     """Validate one JSON turn. `scope` overrides (or supplies) the turn's scope."""
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: a turn must be a JSON object, got {type(obj).__name__}")
@@ -91,9 +89,7 @@ def turn_from_dict(
     return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages), origin, metadata)
 
 
-def read_jsonl(
-    path: Path, *, scope: str | None = None, failed: list[tuple[str, str]] | None = None
-) -> Iterator[Turn]:
+def read_jsonl(path: Path, *, scope: str | None = None, failed: list[tuple[str, str]] | None = None) -> Iterator[Turn]:
     """Turns from a JSONL file, one per line; errors name the line and the field.
 
     Without `failed`, the first bad line raises `InputError`. With it, each bad line is

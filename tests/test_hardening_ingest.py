@@ -136,8 +136,14 @@ def test_malformed_tool_calls_are_reported_and_every_good_turn_is_stored(
         (b'{"scope": "s", "thread": "t", "turn": "abc", "messages": []}', "turn"),
         (b'{"scope": "s", "thread": "t", "turn": true, "messages": []}', "turn"),
         (b'{"scope": "s", "thread": "t", "turn": 5, "messages": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested"),
-        (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": '
-         + b'{"a":' * 100 + b"1" + b"}" * 100 + b"}]}", "levels deep"),
+        (
+            b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": '
+            + b'{"a":' * 100
+            + b"1"
+            + b"}" * 100
+            + b"}]}",
+            "levels deep",
+        ),
         (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": NaN}]}', "content"),
         (b'{"scope": "s", "thread": "t", "turn": 5, "messages": [{"role": "user", "content": 7}]}', "content"),
         (b'{"scope": "s", "thread": "t", "turn": 5, "messages": "hi"}', "messages"),

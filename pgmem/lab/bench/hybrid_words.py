@@ -49,8 +49,18 @@ def load(conn: Conn, scope: str, threads: Threads, rng: np.random.Generator) -> 
             for index, pieces in enumerate(turns):
                 digest = hashlib.sha256(f"{thread}/{index}".encode()).digest()
                 params.append(
-                    (scope, thread, index, digest, MODEL, [p[0] for p in pieces], [p[2] for p in pieces],
-                     [p[1] for p in pieces], [p[3] for p in pieces], list(unit_rows(rng, len(pieces))))
+                    (
+                        scope,
+                        thread,
+                        index,
+                        digest,
+                        MODEL,
+                        [p[0] for p in pieces],
+                        [p[2] for p in pieces],
+                        [p[1] for p in pieces],
+                        [p[3] for p in pieces],
+                        list(unit_rows(rng, len(pieces))),
+                    )
                 )
                 n += len(pieces)
         cur.executemany(
@@ -91,7 +101,11 @@ def main() -> None:
                     with scoped(conn, "copy0"):
                         conn.execute("SELECT set_config('pgmem.word_share', %s, true)", (share,))
                         params: dict[str, object] = {
-                            "scope": "copy0", "parts": vecs, "texts": parts, "thread": thread, "mode": mode
+                            "scope": "copy0",
+                            "parts": vecs,
+                            "texts": parts,
+                            "thread": thread,
+                            "mode": mode,
                         }
                         times[f"{name}, {where}"].append(db_time_ms(conn, RECALL, params))
     base = {w: statistics.median(times[f"vector, {w}"]) for w in ("scope", "thread")}
@@ -99,8 +113,13 @@ def main() -> None:
         k: {**summary(v), "vs_vector": round(statistics.median(v) / base[k.rsplit(", ", 1)[1]], 2)}
         for k, v in times.items()
     }
-    result = {"pieces_per_scope": per_scope[0], "scopes": args.copies, "questions": len(asked),
-              "load_seconds": round(load_s, 1), "variants": out}
+    result = {
+        "pieces_per_scope": per_scope[0],
+        "scopes": args.copies,
+        "questions": len(asked),
+        "load_seconds": round(load_s, 1),
+        "variants": out,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return

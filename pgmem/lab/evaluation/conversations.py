@@ -45,8 +45,8 @@ from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
-from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.lab.evaluation.common import CachedEmbedder
+from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
 from pgmem.recall import QueryParts, embed_query, recall_vectors
 from pgmem.turns import Turn, content_text, split_sources
@@ -59,6 +59,8 @@ def check_methods(methods: Sequence[str]) -> None:
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise InputError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+
+
 LABELS = ("embedded", "beside")
 
 
