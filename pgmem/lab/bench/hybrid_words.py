@@ -8,7 +8,7 @@ thread) are stored `copies` times, each copy its own scope, with random unit vec
 word side is what is measured; vector search cost does not depend on the vectors). Then
 each question, split into pgmem's parts, is recalled in the first copy's scope, scope-wide
 and in its own thread, in three variants run side by side in rotating order: `vector`,
-`hybrid` (pgmem.distinctive_word_query, pgmem.word_share 0.1) and `hybrid, every word`
+`hybrid` (pgmem.distinctive_words, pgmem.word_share 0.1) and `hybrid, every word`
 (pgmem.word_share = 1: every word found in a piece is searched, which is what hybrid did
 before). Times are read database side (EXPLAIN ANALYZE's execution time). Runs in a
 temporary database on the embedded server (or DATABASE_URL's server)."""
