@@ -1,7 +1,7 @@
 """memory_recall latency: vector, hybrid on distinctive words (the default), hybrid on every
 word (a benchmark, not a test).
 
-    python -m pgmem.lab.bench.hybrid_words LONGMEMEVAL_DIR [--copies 5] [--reps 100]
+    python -m pgmem.lab.bench.hybrid_words LONGMEMEVAL_DIR [--copies 5] [--reps 100] [--paragraph]
 
 Real text, random vectors: the turns of a LongMemEval folder (every question's haystack a
 thread) are stored `copies` times, each copy its own scope, with random unit vectors (the
@@ -10,8 +10,11 @@ each question, split into pgmem's parts, is recalled in the first copy's scope, 
 and in its own thread, in three variants run side by side in rotating order: `vector`,
 `hybrid` (pgmem.distinctive_words, pgmem.word_share 0.1) and `hybrid, every word`
 (pgmem.word_share = 1: every word found in a piece is searched, which is what hybrid did
-before). Times are read database side (EXPLAIN ANALYZE's execution time). Runs in a
-temporary database on the embedded server (or DATABASE_URL's server)."""
+before). `--paragraph` appends to each question a long unrelated message (600-2,000
+characters from another question's haystack, as `pgmem eval coverage -o paragraph=true`
+does): a long message has many distinctive words. Times are read database side (EXPLAIN
+ANALYZE's execution time). Runs in a temporary database on the embedded server (or
+DATABASE_URL's server)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from pgmem.config import Settings
 from pgmem.db import connect, database_url, scoped
 from pgmem.lab.bench.doc_exclusion import DIMS, Conn, db_time_ms, summary, unit_rows
 from pgmem.lab.evaluation.common import temporary_database
+from pgmem.lab.evaluation.coverage import paragraphs_from
 from pgmem.lab.evaluation.longmemeval import load_dir
 from pgmem.pieces import turn_pieces
 from pgmem.splitting import split_prompt_chunks
@@ -74,6 +78,7 @@ def main() -> None:
     ap.add_argument("path", type=Path, help="a LongMemEval folder (e.g. longmemeval/oracle)")
     ap.add_argument("--copies", type=int, default=5, help="scopes holding a copy of the text")
     ap.add_argument("--reps", type=int, default=100, help="questions timed per variant and target")
+    ap.add_argument("--paragraph", action="store_true", help="append a long unrelated message to each question")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -83,7 +88,14 @@ def main() -> None:
         for q in questions
     }
     rng = np.random.default_rng(7)
-    asked = [(q.qid, split_prompt_chunks(q.question)) for q in questions[: args.reps]]
+    asked_qs = questions[: args.reps]
+    paragraphs = paragraphs_from(questions[args.reps :]) if args.paragraph else []
+    if args.paragraph and not paragraphs:
+        raise SystemExit("--paragraph: no message of 600-2,000 characters outside the timed questions")
+    asked = [
+        (q.qid, split_prompt_chunks(q.question + (f" {paragraphs[i % len(paragraphs)]}" if paragraphs else "")))
+        for i, q in enumerate(asked_qs)
+    ]
     server = database_url(Settings.from_env())
     with temporary_database(server, InstallParams(DIMS, DIMS)) as url, connect(url) as conn:
         t0 = time.monotonic()
@@ -117,13 +129,15 @@ def main() -> None:
         "pieces_per_scope": per_scope[0],
         "scopes": args.copies,
         "questions": len(asked),
+        "paragraph": args.paragraph,
         "load_seconds": round(load_s, 1),
         "variants": out,
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{per_scope[0]} pieces per scope, {args.copies} scopes, {len(asked)} questions, loaded in {load_s:.0f} s")
+    what = "questions with a long paragraph" if args.paragraph else "questions"
+    print(f"{per_scope[0]} pieces per scope, {args.copies} scopes, {len(asked)} {what}, loaded in {load_s:.0f} s")
     print("| variant | median ms | p95 ms | median / vector |")
     print("|---|---|---|---|")
     for k, v in out.items():
