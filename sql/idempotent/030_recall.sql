@@ -188,9 +188,10 @@ BEGIN
     -- them out, and 10% would keep only words found once, however incidental.
     lim := greatest(3, floor(share * n));
     -- Two steps keep a common word cheap: every word is first counted in a sample of at most
-    -- 1,000 searched pieces (all of them in a smaller set, so the count is exact there) in one
-    -- pass; only the words rare in the sample are then counted exactly, through the word index,
-    -- up to lim + 1 pieces.
+    -- 1,000 searched pieces, in one pass over the sample's lexemes (a lexeme-by-lexeme scan of
+    -- the sample took 13x longer for a long message). In a set of at most 1,000 pieces the
+    -- sample is the whole set, so those counts are exact and final; in a larger one, only the
+    -- words rare in the sample are then counted exactly, through the word index, up to lim + 1.
     RETURN QUERY
     WITH lex AS MATERIALIZED (
         SELECT l.lex, pgmem._lexeme(l.lex) AS q FROM unnest(pgmem.word_lexemes(part_text)) AS l(lex)
@@ -199,16 +200,22 @@ BEGIN
          WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
            AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
          LIMIT 1000
+    ), sampled AS (
+        SELECT x.lex, count(*) AS c
+          FROM sample s CROSS JOIN LATERAL unnest(tsvector_to_array(s.tsv)) AS x(lex)
+         WHERE x.lex IN (SELECT lex.lex FROM lex)
+         GROUP BY x.lex
     ), rare AS (
-        SELECT lex.lex, lex.q FROM lex
-         WHERE (SELECT count(*) FROM sample s WHERE s.tsv @@ lex.q) <= greatest(3, floor(share * (SELECT count(*) FROM sample)))
+        SELECT lex.lex, lex.q, coalesce(sd.c, 0) AS c
+          FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
+         WHERE coalesce(sd.c, 0) <= greatest(3, floor(share * least(n, 1000)))
     ), counted AS (
-        SELECT r.lex, (SELECT count(*) FROM (
+        SELECT r.lex, CASE WHEN n <= 1000 THEN r.c ELSE (SELECT count(*) FROM (
                     SELECT 1 FROM pgmem.piece p
                      WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
                        AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
                        AND p.tsv @@ r.q
-                     LIMIT lim + 1) c) AS df
+                     LIMIT lim + 1) c) END AS df
           FROM rare r
     )
     -- BM25's inverse document frequency: a word in fewer pieces weighs more.
