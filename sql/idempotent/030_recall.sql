@@ -166,6 +166,9 @@ CREATE OR REPLACE FUNCTION pgmem.distinctive_words(
 ) RETURNS TABLE (lexeme text, pieces bigint, weight double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
+-- Planned with the call's values: a generic plan cannot use the thread index for
+-- "thread IS NULL OR thread_id = thread" and scans the whole scope (10x slower in a thread).
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
