@@ -14,7 +14,7 @@ import pytest
 from pgmem.cli import main
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
-from pgmem.lab.evaluation import longmemeval
+from pgmem.lab.evaluation import coverage, longmemeval, toolqa
 from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.conversations import METHODS
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired, sign_test
@@ -88,9 +88,11 @@ def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedd
         sizes[budget] = [len(t.encode()) for t in sent.sent if t.startswith("[Turn")]
     assert len(sizes[300]) > len(sizes[1200]) >= 1
     assert max(sizes[300]) <= 300 < max(sizes[1200])
-    for bad in ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}):
-        with pytest.raises(InputError):
-            longmemeval.run(d, server_url=db_url, embedder=cached, **bad)  # type: ignore[arg-type]
+    # every suite that stores pieces takes the same options and refuses the same bad values
+    for bad in ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True}):
+        for suite in (longmemeval, toolqa, coverage):
+            with pytest.raises(InputError):
+                suite.run(d, server_url=db_url, embedder=cached, **bad)
 
 
 def test_bootstrap_interval() -> None:

@@ -84,6 +84,24 @@ class BodyOnlyEmbedder:
         return self.inner.embed([self.strip(t) for t in texts])
 
 
+def check_piece_options(piece_bytes: object, label: object) -> None:
+    """Refuse a piece ablation value the suites cannot run, naming it."""
+    if label not in LABELS:
+        raise InputError(f"label must be one of {LABELS}, got {label!r}")
+    if not isinstance(piece_bytes, int) or isinstance(piece_bytes, bool) or not 200 <= piece_bytes <= 100_000:
+        raise InputError(f"piece_bytes must be an integer from 200 to 100000, got {piece_bytes!r}")
+
+
+def piece_embedder(embedder: Embedder, turns: Sequence[Turn], *, piece_bytes: int, label: str) -> Any:
+    """The embedder to give `ingest_turns` for these turns under the piece ablations."""
+    if label == "embedded":
+        return embedder
+    if not isinstance(embedder, CachedEmbedder):
+        raise InputError("label='beside' needs the evaluation's cached embedder")
+    labels = {p.label for t in turns for p in turn_pieces(t, embedder, max_bytes=piece_bytes)}
+    return BodyOnlyEmbedder(embedder, labels)
+
+
 #: Methods that own a scope (hybrid searches blended's).
 STORED = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended")
 CHUNK_SIZE = 1000
@@ -260,12 +278,7 @@ class ConversationStore:
             self._map_pieces(method, turns)
 
     def _piece_embedder(self, turns: Sequence[Turn]) -> Any:
-        if self.label == "embedded":
-            return self.embedder
-        if not isinstance(self.embedder, CachedEmbedder):
-            raise InputError("label='beside' needs the evaluation's cached embedder")
-        labels = {p.label for t in turns for p in turn_pieces(t, self.embedder, max_bytes=self.piece_bytes)}
-        return BodyOnlyEmbedder(self.embedder, labels)
+        return piece_embedder(self.embedder, turns, piece_bytes=self.piece_bytes, label=self.label)
 
     def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
         """All turns of one baseline method through `pgmem.put_turn`, pipelined

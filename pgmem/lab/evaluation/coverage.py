@@ -34,7 +34,9 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.conversations import check_piece_options, piece_embedder
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
+from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_X, embed_query, recall_vectors
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn, content_text
@@ -118,9 +120,13 @@ def run(
     x: int = DEFAULT_X,
     floor: float | None = None,
     weight: float = DEFAULT_WEIGHT,
+    piece_bytes: int = DEFAULT_MAX_BYTES,
+    label: str = "embedded",
     **_: object,
 ) -> dict[str, Any]:
-    """`limit` = questions whose haystacks form the store (a seeded sample; default all)."""
+    """`limit` = questions whose haystacks form the store (a seeded sample; default all);
+    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
+    check_piece_options(piece_bytes, label)
     rng = random.Random(seed)
     store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
     tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
@@ -130,7 +136,8 @@ def run(
     f = -1.0 if floor is None else floor
     shares: dict[str, list[float]] = {"single_vector": [], "per_part": []}
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
-        report = ingest_turns(conn, turns, embedder, weight=weight, progress=_ingest_progress())
+        emb = piece_embedder(embedder, turns, piece_bytes=piece_bytes, label=label)
+        report = ingest_turns(conn, turns, emb, weight=weight, max_bytes=piece_bytes, progress=_ingest_progress())
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):

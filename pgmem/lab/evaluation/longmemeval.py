@@ -29,13 +29,13 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import CachedEmbedder, progress, temporary_database
 from pgmem.lab.evaluation.conversations import (
-    LABELS,
     METHODS,
     STORED,
     ConversationStore,
     UnitKey,
     bar_plot,
     check_methods,
+    check_piece_options,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
@@ -322,10 +322,7 @@ def run(
     check_methods(methods)
     if query not in ("parts", "whole"):
         raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
-    if label not in LABELS:
-        raise InputError(f"label must be one of {LABELS}, got {label!r}")
-    if not isinstance(piece_bytes, int) or not 200 <= piece_bytes <= 100_000:
-        raise InputError(f"piece_bytes must be an integer from 200 to 100000, got {piece_bytes!r}")
+    check_piece_options(piece_bytes, label)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]

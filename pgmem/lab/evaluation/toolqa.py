@@ -35,8 +35,16 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import progress, temporary_database
-from pgmem.lab.evaluation.conversations import METHODS, ConversationStore, UnitKey, bar_plot, check_methods
+from pgmem.lab.evaluation.conversations import (
+    METHODS,
+    ConversationStore,
+    UnitKey,
+    bar_plot,
+    check_methods,
+    check_piece_options,
+)
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
+from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
@@ -146,10 +154,14 @@ def run(
     weight: float = DEFAULT_WEIGHT,
     depth: int = 10,
     methods: Sequence[str] = METHODS,
+    piece_bytes: int = DEFAULT_MAX_BYTES,
+    label: str = "embedded",
     **_: object,
 ) -> dict[str, Any]:
-    """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample)."""
+    """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample);
+    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
     check_methods(methods)
+    check_piece_options(piece_bytes, label)
     trajs = load(path)
     if limit is not None and limit < len(trajs):
         trajs = random.Random(seed).sample(trajs, limit)
@@ -158,7 +170,16 @@ def run(
     rows: list[tuple[list[str], dict[str, dict[str, float]]]] = []
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
         for i, traj in enumerate(trajs, 1):
-            store = ConversationStore(conn, embedder, f"t{i}", weight=weight, x=max(30, 3 * depth), methods=methods)
+            store = ConversationStore(
+                conn,
+                embedder,
+                f"t{i}",
+                weight=weight,
+                x=max(30, 3 * depth),
+                methods=methods,
+                piece_bytes=piece_bytes,
+                label=label,
+            )
             store.ingest(traj.turns)
             for q in traj.questions:
                 qp = store.embed_question(q.question)
