@@ -45,7 +45,7 @@ def _words(conn: Conn, text: str, thread: str | None = None, share: float = 0.1)
         rows = conn.execute(
             "SELECT lexeme, pieces, weight FROM pgmem.distinctive_words(%s, %s, %s, %s)", (SCOPE, text, thread, share)
         ).fetchall()
-    return {lex: (pieces, weight) for lex, pieces, weight in rows}
+    return {str(lex): (int(str(pieces)), float(str(weight))) for lex, pieces, weight in rows}
 
 
 def _query(conn: Conn, text: str, thread: str | None = None, share: float = 0.1) -> str:
