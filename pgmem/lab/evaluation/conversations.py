@@ -45,7 +45,6 @@ from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
-from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
 from pgmem.recall import QueryParts, embed_query, recall_vectors
@@ -69,7 +68,7 @@ class BodyOnlyEmbedder:
     ingest is given (the write path is unchanged): every text it embeds whose start is one
     of the run's piece labels is embedded without it."""
 
-    def __init__(self, inner: CachedEmbedder, labels: set[str]) -> None:
+    def __init__(self, inner: Embedder, labels: set[str]) -> None:
         self.inner = inner
         self.labels = labels
 
@@ -96,8 +95,6 @@ def piece_embedder(embedder: Embedder, turns: Sequence[Turn], *, piece_bytes: in
     """The embedder to give `ingest_turns` for these turns under the piece ablations."""
     if label == "embedded":
         return embedder
-    if not isinstance(embedder, CachedEmbedder):
-        raise InputError("label='beside' needs the evaluation's cached embedder")
     labels = {p.label for t in turns for p in turn_pieces(t, embedder, max_bytes=piece_bytes)}
     return BodyOnlyEmbedder(embedder, labels)
 
@@ -268,17 +265,13 @@ class ConversationStore:
             with scoped(self.conn, scope):
                 if method in ("pieces", "blended"):
                     w = 1.0 if method == "pieces" else self.weight
-                    report = ingest_turns(
-                        self.conn, scoped_turns, self._piece_embedder(turns), weight=w, max_bytes=self.piece_bytes
-                    )
+                    emb = piece_embedder(self.embedder, turns, piece_bytes=self.piece_bytes, label=self.label)
+                    report = ingest_turns(self.conn, scoped_turns, emb, weight=w, max_bytes=self.piece_bytes)
                     if report.failed:
                         raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
                 else:
                     self._put_baseline(method, scoped_turns)
             self._map_pieces(method, turns)
-
-    def _piece_embedder(self, turns: Sequence[Turn]) -> Any:
-        return piece_embedder(self.embedder, turns, piece_bytes=self.piece_bytes, label=self.label)
 
     def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
         """All turns of one baseline method through `pgmem.put_turn`, pipelined
