@@ -197,10 +197,15 @@ def test_coverage_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None
     d = write_lme(tmp_path / "lme")
     result = coverage.run(d, server_url=db_url, embedder=embedder, messages=4, seed=2)
     assert result["messages"] == 4
-    assert set(result["results"]) == {"single_vector", "per_part"}
+    assert set(result["results"]) == {"one_vector", "one_query", "per_part"}
     # a three-question store with x = 5 per part: every gold turn is returned
-    assert result["results"]["per_part"]["coverage"] == 1.0
-    assert 0.0 <= result["results"]["single_vector"]["coverage"] <= 1.0
+    assert result["results"]["per_part"] == {"coverage": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+    for name in ("one_vector", "one_query"):
+        r = result["results"][name]
+        assert 0.0 <= r["ci_low"] <= r["coverage"] <= r["ci_high"] <= 1.0
+        p = result["paired"][f"per_part − {name}"]
+        assert p["won"] + p["lost"] + p["tied"] == 4 and p["lost"] == 0
+        assert p["diff"] == pytest.approx(1.0 - r["coverage"])
 
 
 TRAJ = {

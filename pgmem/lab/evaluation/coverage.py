@@ -11,13 +11,19 @@ Coverage of a message = the share of its questions whose gold turn (a turn holdi
 `has_answer` message) appears anywhere in the returned results; the suite reports the
 mean over messages. Two ways to search the same store with the same budget:
 
-- `single_vector`: one vector for the whole message, top X·parts hits (parts = how many
-  parts the message splits into).
+- `one_vector`: one vector for the whole message and vector search only, top X·parts
+  hits (parts = how many parts the message splits into): what a store of one vector per
+  message does with the message.
+- `one_query`: the whole message as one query in recall's default mode (hybrid: its
+  vector and its distinctive words), top X·parts hits. Against `per_part` it isolates
+  the split.
 - `per_part`: pgmem's recall: each part blended with the whole message, a group of up
   to X hits per part.
 
-`floor` (raw cosine) applies to both; by default there is none, so only the allocation
-of result slots differs.
+`floor` (raw cosine) applies to all three; by default there is none, so only the
+allocation of result slots (and, for `one_vector`, the word side) differs. Each coverage
+has a bootstrap interval over messages, and `paired` compares `per_part` with both
+one-query searches message by message.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.common import progress, temporary_database
 from pgmem.lab.evaluation.conversations import check_piece_options, piece_embedder
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
+from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_X, embed_query, recall_vectors
 from pgmem.sqlfiles import InstallParams
@@ -134,7 +141,7 @@ def run(
     progress(f"coverage: store of {len(store_qs)} questions, {len(turns)} turns; {len(tests)} messages")
     gold = [{(q.qid, t) for t in q.gold} for q in store_qs]
     f = -1.0 if floor is None else floor
-    shares: dict[str, list[float]] = {"single_vector": [], "per_part": []}
+    shares: dict[str, list[float]] = {"one_vector": [], "one_query": [], "per_part": []}
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
         emb = piece_embedder(embedder, turns, piece_bytes=piece_bytes, label=label)
         report = ingest_turns(conn, turns, emb, weight=weight, max_bytes=piece_bytes, progress=_ingest_progress())
@@ -142,21 +149,43 @@ def run(
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):
             q = embed_query(msg.text, embedder, weight=weight)
-            single = recall_vectors(conn, SCOPE, [msg.text], q.whole[None, :], x=min(1000, x * len(q.texts)), floor=f)
-            parts = recall_vectors(conn, SCOPE, q.texts, q.blended, x=x, floor=f)
-            for name, res in (("single_vector", single), ("per_part", parts)):
+            whole_x = min(1000, x * len(q.texts))
+            results = {
+                "one_vector": recall_vectors(
+                    conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f, mode="vector"
+                ),
+                "one_query": recall_vectors(conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f),
+                "per_part": recall_vectors(conn, SCOPE, q.texts, q.blended, x=x, floor=f),
+            }
+            for name, res in results.items():
                 found = {(h.thread_id, h.turn_index) for g in res.groups for h in g.hits}
                 shares[name].append(sum(1 for i in msg.questions if found & gold[i]) / len(msg.questions))
             if n % 25 == 0 or n == len(tests):
                 progress(
-                    f"coverage: {n}/{len(tests)} messages · single {_mean(shares['single_vector']):.3f} "
-                    f"· per-part {_mean(shares['per_part']):.3f}"
+                    f"coverage: {n}/{len(tests)} messages · "
+                    + " · ".join(f"{k} {_mean(v):.3f}" for k, v in shares.items())
                 )
-    return {"results": {k: {"coverage": _mean(v)} for k, v in shares.items()}, "messages": len(tests)}
+    return {
+        "results": {k: _coverage(v) for k, v in shares.items()},
+        "paired": {
+            f"per_part − {base}": _difference(shares["per_part"], shares[base]) for base in ("one_vector", "one_query")
+        },
+        "messages": len(tests),
+    }
 
 
 def _mean(v: Sequence[float]) -> float:
     return sum(v) / len(v) if v else 0.0
+
+
+def _coverage(shares: Sequence[float]) -> dict[str, float]:
+    mean, low, high = bootstrap_ci(shares)
+    return {"coverage": mean, "ci_low": low, "ci_high": high}
+
+
+def _difference(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    p = paired(a, b)
+    return {k: p[k] for k in ("diff", "diff_low", "diff_high", "won", "lost", "tied", "p_bootstrap")}
 
 
 def _ingest_progress() -> Callable[[int, int, int], None]:
@@ -181,7 +210,9 @@ def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
     path = out_dir / "coverage.png"
     names = list(result["results"])
     fig, ax = plt.subplots(figsize=(5, 4))
-    ax.bar(names, [result["results"][n]["coverage"] for n in names], color=["#999999", "#1f77b4"][: len(names)])
+    ax.bar(
+        names, [result["results"][n]["coverage"] for n in names], color=["#999999", "#bbbbbb", "#1f77b4"][: len(names)]
+    )
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of the message's questions covered")
     ax.set_title(f"Coverage ({result['messages']} messages)")
