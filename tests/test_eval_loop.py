@@ -16,8 +16,9 @@ from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.lab.evaluation import coverage, longmemeval, toolqa
 from pgmem.lab.evaluation.common import CachedEmbedder
-from pgmem.lab.evaluation.conversations import METHODS
+from pgmem.lab.evaluation.conversations import METHODS, one_piece_turn
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired, sign_test
+from pgmem.turns import Turn
 from tests.helpers import CountingEmbedder
 from tests.test_eval_suites import a, lme_question, u, write_lme
 
@@ -88,11 +89,51 @@ def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedd
         sizes[budget] = [len(t.encode()) for t in sent.sent if t.startswith("[Turn")]
     assert len(sizes[300]) > len(sizes[1200]) >= 1
     assert max(sizes[300]) <= 300 < max(sizes[1200])
+    # short turns in one piece: a short chat exchange is embedded as one text holding both
+    # messages; the other methods' texts are the same as the default run's
+    merged = Counting(embedder)
+    result = longmemeval.run(
+        d, server_url=db_url, embedder=CachedEmbedder(merged, tmp_path / "cache-merged"), short_turns="one_piece"
+    )
+    assert set(result["results"]) == set(METHODS)
+    exchange = [t for t in merged.sent if "User: I just got a golden retriever named Max." in t]
+    assert len(exchange) == 1 and "Assistant: Golden retrievers are friendly." in exchange[0]
+    assert exchange[0].startswith("[Turn 0 · User")
+    assert not any(t.startswith("[Turn 0 · Assistant") for t in merged.sent if "Golden retrievers" in t)
     # every suite that stores pieces takes the same options and refuses the same bad values
-    for bad in ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True}):
+    bads = ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True})
+    for bad in bads:
         for suite in (longmemeval, toolqa, coverage):
             with pytest.raises(InputError):
                 suite.run(d, server_url=db_url, embedder=cached, **bad)
+    for suite in (longmemeval, coverage):  # turn-scored suites only: toolqa scores messages
+        with pytest.raises(InputError, match="short_turns"):
+            suite.run(d, server_url=db_url, embedder=cached, short_turns="merged")
+
+
+def test_one_piece_turn_merges_only_short_chat_turns() -> None:
+    t = Turn("s", "t", 3, None, ({"role": "user", "content": "Hi there."}, {"role": "assistant", "content": "Hello!"}))
+    one = one_piece_turn(t)
+    assert one.messages == ({"role": "user", "content": "User: Hi there.\nAssistant: Hello!"},)
+    assert (one.scope, one.thread, one.index, one.time) == (t.scope, t.thread, t.index, t.time)
+    assert one_piece_turn(t, max_bytes=40) is t  # does not fit: per-role pieces as always
+    long = Turn("s", "t", 4, None, ({"role": "user", "content": "x " * 700}, {"role": "assistant", "content": "ok"}))
+    assert one_piece_turn(long) is long
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    tool = Turn(
+        "s",
+        "t",
+        5,
+        None,
+        (
+            {"role": "user", "content": "Run it."},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        ),
+    )
+    assert one_piece_turn(tool) is tool  # tool turns keep their per-call pieces
+    alone = Turn("s", "t", 6, None, ({"role": "user", "content": "Just me."},))
+    assert one_piece_turn(alone) is alone
 
 
 def test_bootstrap_interval() -> None:

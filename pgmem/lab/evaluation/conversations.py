@@ -20,10 +20,13 @@ differ only in what a vector stands for and how the query is built:
 - `hybrid`: `blended`'s store and query vectors with `memory_recall(mode => 'hybrid')`
   (vector + word search). It shares `blended`'s scope: same data, only the search differs.
 
-Two ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
+Three ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
 `piece_bytes` (the byte budget of a piece, default 1,200; the model's token limit still
-applies) and `label` (`"embedded"`, the default: the label is embedded with the body;
-`"beside"`: only the body is embedded, the label is stored beside it as always).
+applies), `label` (`"embedded"`, the default: the label is embedded with the body;
+`"beside"`: only the body is embedded, the label is stored beside it as always) and
+`short_turns` (`"per_role"`, the default: a piece never spans two messages;
+`"one_piece"`: a chat turn whose messages fit one piece together is stored as one piece
+holding the whole exchange, see `one_piece_turn`).
 
 Recall is asked without a floor and with a generous `x`, so the metrics see the full
 ranking; `top1_above_floor` applies the floor afterwards, the same floor for every
@@ -35,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -46,9 +49,10 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
+from pgmem.packing import utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
 from pgmem.recall import QueryParts, embed_query, recall_vectors
-from pgmem.turns import Turn, content_text, split_sources
+from pgmem.turns import Turn, content_text, format_label, split_sources
 
 METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
 
@@ -61,6 +65,7 @@ def check_methods(methods: Sequence[str]) -> None:
 
 
 LABELS = ("embedded", "beside")
+SHORT_TURNS = ("per_role", "one_piece")
 
 
 class BodyOnlyEmbedder:
@@ -83,12 +88,35 @@ class BodyOnlyEmbedder:
         return self.inner.embed([self.strip(t) for t in texts])
 
 
-def check_piece_options(piece_bytes: object, label: object) -> None:
+def check_piece_options(piece_bytes: object, label: object, short_turns: object = "per_role") -> None:
     """Refuse a piece ablation value the suites cannot run, naming it."""
     if label not in LABELS:
         raise InputError(f"label must be one of {LABELS}, got {label!r}")
+    if short_turns not in SHORT_TURNS:
+        raise InputError(f"short_turns must be one of {SHORT_TURNS}, got {short_turns!r}")
     if not isinstance(piece_bytes, int) or isinstance(piece_bytes, bool) or not 200 <= piece_bytes <= 100_000:
         raise InputError(f"piece_bytes must be an integer from 200 to 100000, got {piece_bytes!r}")
+
+
+def one_piece_turn(turn: Turn, max_bytes: int = DEFAULT_MAX_BYTES) -> Turn:
+    """The short-turn ablation: a chat turn (user and assistant messages, no tool calls)
+    whose messages fit one `max_bytes` piece together becomes one user message holding the
+    exchange (`User: ...` / `Assistant: ...` lines), which the write path stores as one
+    piece; any other turn is returned unchanged. Only for suites scored by turn."""
+    msgs = turn.messages
+    if len(msgs) < 2 or any(m.get("role") not in ("user", "assistant") or m.get("tool_calls") for m in msgs):
+        return turn
+    text = "\n".join(f"{str(m['role']).capitalize()}: {content_text(m.get('content')).strip()}" for m in msgs)
+    if utf8_len(format_label(turn.index, "User", turn.time)) + 1 + utf8_len(text) > max_bytes:
+        return turn
+    return replace(turn, messages=({"role": "user", "content": text},))
+
+
+def piece_turns(turns: Sequence[Turn], *, piece_bytes: int, short_turns: str) -> list[Turn]:
+    """The turns as the piece methods store them under the `short_turns` ablation."""
+    if short_turns == "per_role":
+        return list(turns)
+    return [one_piece_turn(t, piece_bytes) for t in turns]
 
 
 def piece_embedder(embedder: Embedder, turns: Sequence[Turn], *, piece_bytes: int, label: str) -> Any:
@@ -232,6 +260,7 @@ class ConversationStore:
     #: Piece ablations (module docstring): the byte budget, and whether the label is embedded.
     piece_bytes: int = DEFAULT_MAX_BYTES
     label: str = "embedded"
+    short_turns: str = "per_role"
     _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
     _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
 
@@ -250,7 +279,11 @@ class ConversationStore:
         out: list[str] = []
         for method in self._stored():
             if method in ("pieces", "blended"):
-                ps = [p for t in turns for p in turn_pieces(t, self.embedder, max_bytes=self.piece_bytes)]
+                ps = [
+                    p
+                    for t in self._piece_turns(turns)
+                    for p in turn_pieces(t, self.embedder, max_bytes=self.piece_bytes)
+                ]
                 out += [p.text if self.label == "embedded" else p.body for p in ps]
             else:
                 out += [u.text for t in turns for u in BASELINES[method](t)]
@@ -261,17 +294,21 @@ class ConversationStore:
         one transaction per method (each turn a savepoint inside it)."""
         for method in self._stored():
             scope = self.scope(method)
-            scoped_turns = [Turn(scope, t.thread, t.index, t.time, t.messages) for t in turns]
+            stored = self._piece_turns(turns) if method in ("pieces", "blended") else list(turns)
+            scoped_turns = [Turn(scope, t.thread, t.index, t.time, t.messages) for t in stored]
             with scoped(self.conn, scope):
                 if method in ("pieces", "blended"):
                     w = 1.0 if method == "pieces" else self.weight
-                    emb = piece_embedder(self.embedder, turns, piece_bytes=self.piece_bytes, label=self.label)
+                    emb = piece_embedder(self.embedder, stored, piece_bytes=self.piece_bytes, label=self.label)
                     report = ingest_turns(self.conn, scoped_turns, emb, weight=w, max_bytes=self.piece_bytes)
                     if report.failed:
                         raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
                 else:
                     self._put_baseline(method, scoped_turns)
-            self._map_pieces(method, turns)
+            self._map_pieces(method, stored)
+
+    def _piece_turns(self, turns: Sequence[Turn]) -> list[Turn]:
+        return piece_turns(turns, piece_bytes=self.piece_bytes, short_turns=self.short_turns)
 
     def _put_baseline(self, method: str, turns: Sequence[Turn]) -> None:
         """All turns of one baseline method through `pgmem.put_turn`, pipelined

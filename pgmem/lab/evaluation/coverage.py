@@ -40,7 +40,7 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.common import progress, temporary_database
-from pgmem.lab.evaluation.conversations import check_piece_options, piece_embedder
+from pgmem.lab.evaluation.conversations import check_piece_options, piece_embedder, piece_turns
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -129,15 +129,21 @@ def run(
     weight: float = DEFAULT_WEIGHT,
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
+    short_turns: str = "per_role",
     **_: object,
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all);
-    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
-    check_piece_options(piece_bytes, label)
+    `piece_bytes` / `label` / `short_turns`: the piece ablations of
+    `pgmem.lab.evaluation.conversations`."""
+    check_piece_options(piece_bytes, label, short_turns)
     rng = random.Random(seed)
     store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
     tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
-    turns = [Turn(SCOPE, q.qid, t.index, t.time, t.messages) for q in store_qs for t in q.turns]
+    turns = piece_turns(
+        [Turn(SCOPE, q.qid, t.index, t.time, t.messages) for q in store_qs for t in q.turns],
+        piece_bytes=piece_bytes,
+        short_turns=short_turns,
+    )
     progress(f"coverage: store of {len(store_qs)} questions, {len(turns)} turns; {len(tests)} messages")
     gold = [{(q.qid, t) for t in q.gold} for q in store_qs]
     f = -1.0 if floor is None else floor

@@ -189,6 +189,7 @@ def evaluate_threads(
     query: str = "parts",
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
+    short_turns: str = "per_role",
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -215,6 +216,7 @@ def evaluate_threads(
                     query=query,
                     piece_bytes=piece_bytes,
                     label=label,
+                    short_turns=short_turns,
                 ),
                 turns,
             )
@@ -312,17 +314,19 @@ def run(
     word_weight: float | None = None,
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
+    short_turns: str = "per_role",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
     "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid);
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
-    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
+    `piece_bytes` / `label` / `short_turns`: the piece ablations of
+    `pgmem.lab.evaluation.conversations`."""
     check_methods(methods)
     if query not in ("parts", "whole"):
         raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
-    check_piece_options(piece_bytes, label)
+    check_piece_options(piece_bytes, label, short_turns)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
@@ -347,6 +351,7 @@ def run(
             query=query,
             piece_bytes=piece_bytes,
             label=label,
+            short_turns=short_turns,
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(questions), **out}
