@@ -9,15 +9,18 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from pgmem.blend import blend
 from pgmem.cli import main
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.lab.evaluation import coverage, longmemeval, toolqa
 from pgmem.lab.evaluation.common import CachedEmbedder
-from pgmem.lab.evaluation.conversations import METHODS, one_piece_turn
+from pgmem.lab.evaluation.conversations import METHODS, one_piece_turn, query_variant
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired, sign_test
+from pgmem.recall import QueryParts
 from pgmem.turns import Turn
 from tests.helpers import CountingEmbedder
 from tests.test_eval_suites import a, lme_question, u, write_lme
@@ -109,6 +112,32 @@ def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedd
     for suite in (longmemeval, coverage):  # turn-scored suites only: toolqa scores messages
         with pytest.raises(InputError, match="short_turns"):
             suite.run(d, server_url=db_url, embedder=cached, short_turns="merged")
+    for suite in (longmemeval, toolqa, coverage):
+        with pytest.raises(InputError, match="query"):
+            suite.run(d, server_url=db_url, embedder=cached, query="halves")
+
+
+def test_query_variants_merge_parts_of_one_subject() -> None:
+    e = np.eye(4, dtype=np.float32)
+    near = np.array([0.9, 0.1, 0.0, 0.0], dtype=np.float32) / np.linalg.norm([0.9, 0.1])
+    raw = np.stack([e[0], near, e[2]])  # parts 1 and 2 are one subject, part 3 another
+    whole = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
+    q = QueryParts(["a", "b", "c"], raw, whole, blend(raw, np.broadcast_to(whole, raw.shape).copy(), 0.8))
+    assert query_variant(q, "parts", 0.8) is q
+    w = query_variant(q, "whole", 0.8)
+    assert w.texts == ["a b c"] and np.allclose(w.blended, whole[None, :]) and np.allclose(w.raw, whole[None, :])
+    s = query_variant(q, "subjects", 0.8)
+    assert s.texts == ["a b", "c"]
+    mean = (e[0] + near) / np.linalg.norm(e[0] + near)
+    assert np.allclose(s.raw, np.stack([mean, e[2]]), atol=1e-6)
+    assert np.allclose(s.blended, blend(s.raw, np.broadcast_to(whole, s.raw.shape).copy(), 0.8), atol=1e-6)
+    apart = QueryParts(["a", "c"], raw[[0, 2]], whole, q.blended[[0, 2]])
+    assert query_variant(apart, "subjects", 0.8) is apart  # nothing to merge
+    one = QueryParts(["a", "b"], raw[:2], whole, q.blended[:2])
+    assert query_variant(one, "subjects", 0.8).texts == ["a b"]  # all one subject: the whole message
+    assert np.allclose(query_variant(one, "subjects", 0.8).blended, whole[None, :])
+    with pytest.raises(InputError, match="query"):
+        query_variant(q, "halves", 0.8)
 
 
 def test_one_piece_turn_merges_only_short_chat_turns() -> None:

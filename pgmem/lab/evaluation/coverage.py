@@ -40,7 +40,13 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.common import progress, temporary_database
-from pgmem.lab.evaluation.conversations import check_piece_options, piece_embedder, piece_turns
+from pgmem.lab.evaluation.conversations import (
+    check_piece_options,
+    check_query,
+    piece_embedder,
+    piece_turns,
+    query_variant,
+)
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -130,12 +136,15 @@ def run(
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
     short_turns: str = "per_role",
+    query: str = "parts",
     **_: object,
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all);
     `piece_bytes` / `label` / `short_turns`: the piece ablations of
-    `pgmem.lab.evaluation.conversations`."""
+    `pgmem.lab.evaluation.conversations`; `query`: how `per_part` splits the message
+    (`conversations.query_variant`; X hits per resulting part)."""
     check_piece_options(piece_bytes, label, short_turns)
+    check_query(query)
     rng = random.Random(seed)
     store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
     tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
@@ -154,7 +163,7 @@ def run(
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):
-            q = embed_query(msg.text, embedder, weight=weight)
+            q = query_variant(embed_query(msg.text, embedder, weight=weight), query, weight)
             whole_x = min(1000, x * len(q.texts))
             results = {
                 "one_vector": recall_vectors(

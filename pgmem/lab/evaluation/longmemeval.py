@@ -36,6 +36,7 @@ from pgmem.lab.evaluation.conversations import (
     bar_plot,
     check_methods,
     check_piece_options,
+    check_query,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
@@ -319,13 +320,12 @@ def run(
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
-    "parts" (pgmem's split) or "whole" (one whole-message query for pieces/blended/hybrid);
+    "parts" (pgmem's split), "whole" or "subjects" (`conversations.query_variant`);
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
     `piece_bytes` / `label` / `short_turns`: the piece ablations of
     `pgmem.lab.evaluation.conversations`."""
     check_methods(methods)
-    if query not in ("parts", "whole"):
-        raise InputError(f"query must be 'parts' or 'whole', got {query!r}")
+    check_query(query)
     check_piece_options(piece_bytes, label, short_turns)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")

@@ -42,6 +42,7 @@ from pgmem.lab.evaluation.conversations import (
     bar_plot,
     check_methods,
     check_piece_options,
+    check_query,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -156,12 +157,15 @@ def run(
     methods: Sequence[str] = METHODS,
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
+    query: str = "parts",
     **_: object,
 ) -> dict[str, Any]:
     """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample);
-    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`."""
+    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`;
+    `query`: the query-split ablation (`conversations.query_variant`)."""
     check_methods(methods)
     check_piece_options(piece_bytes, label)
+    check_query(query)
     trajs = load(path)
     if limit is not None and limit < len(trajs):
         trajs = random.Random(seed).sample(trajs, limit)
@@ -179,6 +183,7 @@ def run(
                 methods=methods,
                 piece_bytes=piece_bytes,
                 label=label,
+                query=query,
             )
             store.ingest(traj.turns)
             for q in traj.questions:
