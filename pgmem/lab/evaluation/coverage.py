@@ -163,8 +163,10 @@ def run(
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):
-            q = query_variant(embed_query(msg.text, embedder, weight=weight), query, weight)
-            whole_x = min(1000, x * len(q.texts))
+            split = embed_query(msg.text, embedder, weight=weight)
+            # The one-query searches get X per part of pgmem's split whatever `query` is.
+            whole_x = min(1000, x * len(split.texts))
+            q = query_variant(split, query, weight)
             results = {
                 "one_vector": recall_vectors(
                     conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f, mode="vector"
