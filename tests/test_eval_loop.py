@@ -103,8 +103,15 @@ def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedd
     assert len(exchange) == 1 and "Assistant: Golden retrievers are friendly." in exchange[0]
     assert exchange[0].startswith("[Turn 0 · User")
     assert not any(t.startswith("[Turn 0 · Assistant") for t in merged.sent if "Golden retrievers" in t)
+    # the turn's text as context: each short turn's whole text is embedded once more
+    ctx = Counting(embedder)
+    longmemeval.run(
+        d, server_url=db_url, embedder=CachedEmbedder(ctx, tmp_path / "cache-ctx"), methods=("blended",), context="text"
+    )
+    turn_text = "User: I just got a golden retriever named Max.\nAssistant step 1: Golden retrievers are friendly."
+    assert turn_text in ctx.sent
     # every suite that stores pieces takes the same options and refuses the same bad values
-    bads = ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True})
+    bads = ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True}, {"context": "x"})
     for bad in bads:
         for suite in (longmemeval, toolqa, coverage):
             with pytest.raises(InputError):

@@ -20,13 +20,15 @@ differ only in what a vector stands for and how the query is built:
 - `hybrid`: `blended`'s store and query vectors with `memory_recall(mode => 'hybrid')`
   (vector + word search). It shares `blended`'s scope: same data, only the search differs.
 
-Three ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
+Four ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
 `piece_bytes` (the byte budget of a piece, default 1,200; the model's token limit still
 applies), `label` (`"embedded"`, the default: the label is embedded with the body;
 `"beside"`: only the body is embedded, the label is stored beside it as always) and
 `short_turns` (`"per_role"`, the default: a piece never spans two messages;
 `"one_piece"`: a chat turn whose messages fit one piece together is stored as one piece
-holding the whole exchange, see `one_piece_turn`).
+holding the whole exchange, see `one_piece_turn`) and `context` (`"mean"`, the default:
+pieces are blended with the mean of their turn's pieces; `"text"`: with the turn's whole
+text embedded, `ingest_turns(context="text")`).
 
 Recall is asked without a floor and with a generous `x`, so the metrics see the full
 ranking; `top1_above_floor` applies the floor afterwards, the same floor for every
@@ -48,7 +50,7 @@ from pgmem.blend import DEFAULT_WEIGHT, blend
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.ingest import ingest_turns
+from pgmem.ingest import CONTEXT_MODES, ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.packing import utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
@@ -103,6 +105,14 @@ def query_variant(q: QueryParts, query: str, weight: float) -> QueryParts:
     return QueryParts(texts, raw, q.whole, blend(raw, np.broadcast_to(q.whole, raw.shape).copy(), weight))
 
 
+def word_settings(conn: Conn, word_share: float | None, word_weight: float | None) -> None:
+    """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
+    settings memory_recall reads; defaults 0.1 and 1) where a value is given."""
+    for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
+        if value is not None:
+            conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
+
+
 def check_methods(methods: Sequence[str]) -> None:
     """Refuse method names this module does not know, naming them."""
     unknown = set(methods) - set(METHODS)
@@ -134,12 +144,16 @@ class BodyOnlyEmbedder:
         return self.inner.embed([self.strip(t) for t in texts])
 
 
-def check_piece_options(piece_bytes: object, label: object, short_turns: object = "per_role") -> None:
+def check_piece_options(
+    piece_bytes: object, label: object, short_turns: object = "per_role", context: object = "mean"
+) -> None:
     """Refuse a piece ablation value the suites cannot run, naming it."""
     if label not in LABELS:
         raise InputError(f"label must be one of {LABELS}, got {label!r}")
     if short_turns not in SHORT_TURNS:
         raise InputError(f"short_turns must be one of {SHORT_TURNS}, got {short_turns!r}")
+    if context not in CONTEXT_MODES:
+        raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
     if not isinstance(piece_bytes, int) or isinstance(piece_bytes, bool) or not 200 <= piece_bytes <= 100_000:
         raise InputError(f"piece_bytes must be an integer from 200 to 100000, got {piece_bytes!r}")
 
@@ -307,6 +321,9 @@ class ConversationStore:
     piece_bytes: int = DEFAULT_MAX_BYTES
     label: str = "embedded"
     short_turns: str = "per_role"
+    #: The turn context pieces are blended with (`ingest_turns`): "mean" of the turn's pieces
+    #: (the default) or the turn's whole "text" embedded (when it fits the model).
+    context: str = "mean"
     _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
     _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
 
@@ -346,7 +363,9 @@ class ConversationStore:
                 if method in ("pieces", "blended"):
                     w = 1.0 if method == "pieces" else self.weight
                     emb = piece_embedder(self.embedder, stored, piece_bytes=self.piece_bytes, label=self.label)
-                    report = ingest_turns(self.conn, scoped_turns, emb, weight=w, max_bytes=self.piece_bytes)
+                    report = ingest_turns(
+                        self.conn, scoped_turns, emb, weight=w, max_bytes=self.piece_bytes, context=self.context
+                    )
                     if report.failed:
                         raise RuntimeError(f"{scope}: ingest failed for {report.failed[:3]}")
                 else:

@@ -46,6 +46,7 @@ from pgmem.lab.evaluation.conversations import (
     piece_embedder,
     piece_turns,
     query_variant,
+    word_settings,
 )
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
@@ -137,13 +138,17 @@ def run(
     label: str = "embedded",
     short_turns: str = "per_role",
     query: str = "parts",
+    context: str = "mean",
+    word_share: float | None = None,
+    word_weight: float | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all);
-    `piece_bytes` / `label` / `short_turns`: the piece ablations of
+    `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `query`: how `per_part` splits the message
-    (`conversations.query_variant`; X hits per resulting part)."""
-    check_piece_options(piece_bytes, label, short_turns)
+    (`conversations.query_variant`; X hits per resulting part); `word_share` /
+    `word_weight`: hybrid's settings, for all three searches."""
+    check_piece_options(piece_bytes, label, short_turns, context)
     check_query(query)
     rng = random.Random(seed)
     store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
@@ -158,8 +163,11 @@ def run(
     f = -1.0 if floor is None else floor
     shares: dict[str, list[float]] = {"one_vector": [], "one_query": [], "per_part": []}
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
+        word_settings(conn, word_share, word_weight)
         emb = piece_embedder(embedder, turns, piece_bytes=piece_bytes, label=label)
-        report = ingest_turns(conn, turns, emb, weight=weight, max_bytes=piece_bytes, progress=_ingest_progress())
+        report = ingest_turns(
+            conn, turns, emb, weight=weight, max_bytes=piece_bytes, context=context, progress=_ingest_progress()
+        )
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):

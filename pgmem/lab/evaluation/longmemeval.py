@@ -37,6 +37,7 @@ from pgmem.lab.evaluation.conversations import (
     check_methods,
     check_piece_options,
     check_query,
+    word_settings,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
@@ -191,6 +192,7 @@ def evaluate_threads(
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
     short_turns: str = "per_role",
+    context: str = "mean",
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -218,6 +220,7 @@ def evaluate_threads(
                     piece_bytes=piece_bytes,
                     label=label,
                     short_turns=short_turns,
+                    context=context,
                 ),
                 turns,
             )
@@ -316,17 +319,18 @@ def run(
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
     short_turns: str = "per_role",
+    context: str = "mean",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
     "parts" (pgmem's split), "whole" or "subjects" (`conversations.query_variant`);
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
-    `piece_bytes` / `label` / `short_turns`: the piece ablations of
+    `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`."""
     check_methods(methods)
     check_query(query)
-    check_piece_options(piece_bytes, label, short_turns)
+    check_piece_options(piece_bytes, label, short_turns, context)
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
@@ -335,9 +339,7 @@ def run(
         # A throwaway database: commits need not wait for the WAL flush.
         conn.execute("SET synchronous_commit = off")
         # Hybrid ablations: the session settings memory_recall reads (defaults 0.1 and 1).
-        for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
-            if value is not None:
-                conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
+        word_settings(conn, word_share, word_weight)
         out = evaluate_threads(
             conn,
             embedder,
@@ -352,6 +354,7 @@ def run(
             piece_bytes=piece_bytes,
             label=label,
             short_turns=short_turns,
+            context=context,
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(questions), **out}

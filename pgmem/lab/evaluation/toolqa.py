@@ -43,6 +43,7 @@ from pgmem.lab.evaluation.conversations import (
     check_methods,
     check_piece_options,
     check_query,
+    word_settings,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -158,13 +159,17 @@ def run(
     piece_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "embedded",
     query: str = "parts",
+    context: str = "mean",
+    word_share: float | None = None,
+    word_weight: float | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample);
-    `piece_bytes` / `label`: the piece ablations of `pgmem.lab.evaluation.conversations`;
-    `query`: the query-split ablation (`conversations.query_variant`)."""
+    `piece_bytes` / `label` / `context`: the piece ablations of
+    `pgmem.lab.evaluation.conversations`; `query`: the query-split ablation
+    (`conversations.query_variant`); `word_share` / `word_weight`: hybrid's settings."""
     check_methods(methods)
-    check_piece_options(piece_bytes, label)
+    check_piece_options(piece_bytes, label, context=context)
     check_query(query)
     trajs = load(path)
     if limit is not None and limit < len(trajs):
@@ -173,6 +178,7 @@ def run(
     progress(f"toolqa: {len(trajs)} trajectories, {n_q} questions")
     rows: list[tuple[list[str], dict[str, dict[str, float]]]] = []
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
+        word_settings(conn, word_share, word_weight)
         for i, traj in enumerate(trajs, 1):
             store = ConversationStore(
                 conn,
@@ -184,6 +190,7 @@ def run(
                 piece_bytes=piece_bytes,
                 label=label,
                 query=query,
+                context=context,
             )
             store.ingest(traj.turns)
             for q in traj.questions:
