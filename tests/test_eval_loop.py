@@ -111,7 +111,14 @@ def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedd
     turn_text = "User: I just got a golden retriever named Max.\nAssistant step 1: Golden retrievers are friendly."
     assert turn_text in ctx.sent
     # every suite that stores pieces takes the same options and refuses the same bad values
-    bads = ({"label": "inside"}, {"piece_bytes": 10}, {"piece_bytes": "1200"}, {"piece_bytes": True}, {"context": "x"})
+    bads = (
+        {"label": "inside"},
+        {"piece_bytes": 10},
+        {"piece_bytes": "1200"},
+        {"piece_bytes": True},
+        {"context": "x"},
+        {"word_weight": "heavy"},
+    )
     for bad in bads:
         for suite in (longmemeval, toolqa, coverage):
             with pytest.raises(InputError):

@@ -23,7 +23,7 @@ differ only in what a vector stands for and how the query is built:
 Four ablations of the stored pieces (issue 14), for `pieces`/`blended`/`hybrid`:
 `piece_bytes` (the byte budget of a piece, default 1,200; the model's token limit still
 applies), `label` (`"embedded"`, the default: the label is embedded with the body;
-`"beside"`: only the body is embedded, the label is stored beside it as always) and
+`"beside"`: only the body is embedded, the label is stored beside it as always),
 `short_turns` (`"per_role"`, the default: a piece never spans two messages;
 `"one_piece"`: a chat turn whose messages fit one piece together is stored as one piece
 holding the whole exchange, see `one_piece_turn`) and `context` (`"mean"`, the default:
@@ -81,10 +81,10 @@ def query_variant(q: QueryParts, query: str, weight: float) -> QueryParts:
     vector the normalised mean of theirs, blended with the whole message as usual; a message
     that is all one subject is the "whole" query). No new text is embedded."""
     check_query(query)
-    n = len(q.texts)
-    groups = [list(range(n))]
     if query == "parts":
         return q
+    n = len(q.texts)
+    groups = [list(range(n))]
     if query == "subjects":
         unit = q.raw / np.linalg.norm(q.raw, axis=1, keepdims=True)
         groups = [[0]]
@@ -109,8 +109,11 @@ def word_settings(conn: Conn, word_share: float | None, word_weight: float | Non
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
     settings memory_recall reads; defaults 0.1 and 1) where a value is given."""
     for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
-        if value is not None:
-            conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(f"{name.removeprefix('pgmem.')} must be a number, got {value!r}")
+        conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
 
 
 def check_methods(methods: Sequence[str]) -> None:
@@ -317,12 +320,11 @@ class ConversationStore:
     #: How pieces/blended/hybrid query (QUERIES): "parts" (pgmem's split, the default),
     #: "whole" or "subjects" (ablations for single-subject questions, `query_variant`).
     query: str = "parts"
-    #: Piece ablations (module docstring): the byte budget, and whether the label is embedded.
+    #: Piece ablations (module docstring): the byte budget, whether the label is embedded,
+    #: short turns per role or as one piece, and the turn context.
     piece_bytes: int = DEFAULT_MAX_BYTES
     label: str = "embedded"
     short_turns: str = "per_role"
-    #: The turn context pieces are blended with (`ingest_turns`): "mean" of the turn's pieces
-    #: (the default) or the turn's whole "text" embedded (when it fits the model).
     context: str = "mean"
     _units: dict[tuple[str, str, int, int], tuple[int, ...]] = field(default_factory=dict)
     _piece_messages: dict[str, dict[int, UnitKey]] = field(default_factory=dict)
