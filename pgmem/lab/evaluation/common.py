@@ -94,12 +94,12 @@ class CachedEmbedder:
             self._tokens.update(zip(todo, self.inner.count_tokens(todo), strict=True))
         return [self._tokens[t] for t in texts]
 
-    def embed(self, texts: Sequence[str], *, chunk: int = 4096) -> FloatArray:
+    def embed(self, texts: Sequence[str], *, chunk: int = 1024) -> FloatArray:
         """Passage vectors for `texts`; texts in neither cache go to the model once each,
         `chunk` at a time (saved to disk after each chunk, so an interrupted run keeps its work)."""
         return self._embed(texts, "passage", chunk)
 
-    def embed_queries(self, texts: Sequence[str], *, chunk: int = 4096) -> FloatArray:
+    def embed_queries(self, texts: Sequence[str], *, chunk: int = 1024) -> FloatArray:
         """Query vectors for `texts`, cached apart from passages when the model has sides."""
         return self._embed(texts, "query" if self.sides else "passage", chunk)
 
