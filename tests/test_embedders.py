@@ -61,13 +61,21 @@ def test_bulk_embedding_on_concurrent_calls_gives_the_one_call_vectors() -> None
     texts = [" ".join(["word"] * n) + f" item {n}" for n in (0, 3, 250, 1, 40, 7, 90, 2, 400, 12)] * 3
     texts += ["", "été 😀", REFERENCE_SENTENCE]
     bulk = LocalEmbedder(threads=2, workers=2, call_positions=64)
-    one_by_one = np.vstack([LocalEmbedder(threads=2, workers=1).embed([t]) for t in texts[:13]])
+    single = LocalEmbedder(threads=2, workers=1)
+    one_by_one = np.vstack([single.embed([t]) for t in texts])
     got = bulk.embed(texts)
     assert got.shape == (len(texts), 384)
-    assert np.abs(got[:13] - one_by_one).max() < 1e-6
+    assert np.abs(got - one_by_one).max() < 1e-6
     assert np.array_equal(got[:10], got[10:20])
     assert float(got[-1] @ np.load(REFERENCE)) > 0.99
     assert bulk.embed([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("value", ["two", "-1", "1.5", "２", "9" * 5000, "0002000"])
+def test_bad_onnx_threads_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("PGMEM_ONNX_THREADS", value)
+    with pytest.raises(ConfigError, match="PGMEM_ONNX_THREADS must be a whole number of cores"):
+        LocalEmbedder()
 
 
 def test_missing_or_altered_model_file_is_a_clear_error(tmp_path: Path) -> None:
