@@ -91,7 +91,7 @@ def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Cal
     rows = yield Query(
         scope,
         """SELECT * FROM pgmem.add_facts(scope => %s, model_id => %s, bodies => %s,
-               vectors => %s::vector[], thread_ids => %s, turn_indexes => %s, sections => %s)""",
+               vectors => %b::vector[], thread_ids => %s, turn_indexes => %s, sections => %s)""",
         (
             scope,
             embedder.model_id,
@@ -128,7 +128,7 @@ def fact_recall_call(
     rows = yield Query(
         scope,
         """SELECT part_no, rank, fact_id, thread_id, turn_index, section, body, cosine, score
-             FROM pgmem.fact_recall(scope => %s, part_vectors => %s::vector[], x => %s,
+             FROM pgmem.fact_recall(scope => %s, part_vectors => %b::vector[], x => %s,
                                     floor => %s, thread => %s, model_id => %s)""",
         (scope, list(np.asarray(q.blended)), x, floor, thread, embedder.model_id),
     )

@@ -221,8 +221,8 @@ def _put(
                    scope => %s, thread => %s, turn_index => %s, turn_time => %s,
                    messages => %s::jsonb, content_hash => %s, model_id => %s,
                    unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
-                   vectors => %s::vector[], weight => %s, reembed => %s, force => %s,
-                   context => %s::vector{metadata})""",
+                   vectors => %b::vector[], weight => %s, reembed => %s, force => %s,
+                   context => %b::vector{metadata})""",
             (
                 turn.scope,
                 turn.thread,

@@ -155,6 +155,7 @@ def recall_vectors_call(
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
     check_text(message, "message")
+    part_vectors = _vector_rows(part_vectors)
     filter_json = _filter_json(metadata_filter)
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
     # The filter is named only when given, so the call also runs on schemas without it.
@@ -162,7 +163,7 @@ def recall_vectors_call(
     rows = yield Query(
         scope,
         f"""SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
-              FROM pgmem.memory_recall(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+              FROM pgmem.memory_recall(scope => %s, part_vectors => %b::vector[], part_texts => %s,
                                        x => %s, floor => %s, thread => %s, mode => %s, model_id => %s{filter_arg})""",
         (
             scope,
@@ -194,7 +195,7 @@ def recall_vectors_call(
     if log:
         row = yield Query(
             scope,
-            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], %s, %s, %s, %s, %s::jsonb)",
+            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb)",
             (
                 scope,
                 message,
@@ -213,6 +214,19 @@ def recall_vectors_call(
 
 
 recall_vectors = sync(recall_vectors_call)
+
+
+def _vector_rows(value: object) -> F32:
+    """Caller-supplied part vectors as float32 rows (they travel in pgvector's binary format)."""
+    try:
+        rows = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"part_vectors must be rows of numbers: {str(exc).splitlines()[0][:200]}") from None
+    if rows.ndim != 2:
+        raise InputError(f"part_vectors must be one row per part, got an array of shape {rows.shape}")
+    if rows.shape[1] > 16000:  # pgvector's limit (the binary format counts dimensions in 16 bits)
+        raise InputError(f"part_vectors have {rows.shape[1]} dimensions; a vector has at most 16000")
+    return rows
 
 
 def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:

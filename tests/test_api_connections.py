@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg.rows import dict_row
@@ -20,7 +21,7 @@ import pgmem
 import pgmem.aio
 from pgmem.calls import Call, Query, run
 from pgmem.documents.store import Document, add_documents, search_documents
-from pgmem.errors import ArgumentError, DatabaseError, ModelMismatchError, ScopeError
+from pgmem.errors import ArgumentError, DatabaseError, InputError, ModelMismatchError, ScopeError
 from pgmem.recall import recall_vectors, recall_vectors_call
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, make_turn, role_url
 
@@ -167,6 +168,29 @@ def test_refusals_are_pgmem_errors_that_keep_their_sqlstate(app_url: str) -> Non
                 await pgmem.aio.run(aconn, recall_vectors_call("s", ["q"], hash_vector("q")[None, :], model_id="x:y"))
 
     asyncio.run(main())
+
+
+def test_caller_vectors_may_be_lists_and_bad_ones_are_one_input_error(app_url: str) -> None:
+    # Part vectors travel in pgvector's binary format; rows of floats from any source work,
+    # anything else is one InputError line before a query is sent.
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        pgmem.ingest_turns(conn, [make_turn("lists", "t", 0, "the harbour cat")], EMB)
+        v = EMB.embed(["harbour cat"])
+        as_array = recall_vectors(conn, "lists", ["harbour cat"], v, floor=-1.0)
+        as_lists = recall_vectors(conn, "lists", ["harbour cat"], v.astype(np.float64).tolist(), floor=-1.0)
+        assert as_array.groups[0].hits and as_lists == as_array
+        bad: list[tuple[object, str]] = [
+            ([[1.0, 2.0], [1.0]], "rows of numbers"),
+            ([["a"] * 384], "rows of numbers"),
+            ({"a": 1}, "rows of numbers"),
+            ([[[1.0]]], "one row per part"),
+            (v[0], "one row per part"),
+            (np.ones((1, 70000), np.float32), "at most 16000"),
+        ]
+        for value, message in bad:
+            with pytest.raises(InputError, match=message):
+                recall_vectors(conn, "lists", ["q"], value, floor=-1.0)  # type: ignore[arg-type]
+        assert len(recall_vectors(conn, "lists", ["harbour cat"], v, floor=-1.0).groups[0].hits) == 1
 
 
 def _write_other_scope() -> Call[object]:

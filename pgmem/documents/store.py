@@ -281,7 +281,7 @@ def _put(
                    scope => %s, document_id => %s, title => %s, body => %s, content_hash => %s,
                    model_id => %s, chunk_heading_paths => %s::jsonb, chunk_bodies => %s,
                    unit_chunks => %s, unit_kinds => %s, unit_indexes => %s, span_starts => %s,
-                   span_ends => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                   span_ends => %s, labels => %s, bodies => %s, vectors => %b::vector[],
                    weight => %s, reembed => %s, force => %s)""",
             (
                 scope,
@@ -392,7 +392,7 @@ def search_vectors_call(
         scope,
         """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
                   span_start, span_end, cosine, score
-             FROM pgmem.document_search(scope => %s, part_vectors => %s::vector[], part_texts => %s,
+             FROM pgmem.document_search(scope => %s, part_vectors => %b::vector[], part_texts => %s,
                                         x => %s, floor => %s, candidates => %s, model_id => %s)""",
         (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id),
     )

@@ -414,7 +414,7 @@ class ConversationStore:
             cur.executemany(
                 """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => %s,
                        messages => %s::jsonb, content_hash => %s, model_id => %s, unit_kinds => %s,
-                       source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                       source_indexes => %s, labels => %s, bodies => %s, vectors => %b::vector[],
                        weight => 1.0)""",
                 params,
             )
