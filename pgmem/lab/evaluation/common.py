@@ -7,6 +7,7 @@ import hashlib
 import secrets
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,13 +61,16 @@ class CachedEmbedder:
         if cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True)
             self.path = cache_dir / f"embeddings-{key}.sqlite"
-            self._db = sqlite3.connect(self.path)
+            # The store phase runs on several threads (longmemeval.evaluate_threads); the lock
+            # in `_embed` keeps them off the file one at a time.
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.execute("CREATE TABLE IF NOT EXISTS v (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
             if self.sides:
                 self._db.execute("CREATE TABLE IF NOT EXISTS q (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         memo: dict[bytes, bytes] = {}
         self._memo: dict[Side, dict[bytes, bytes]] = {"passage": memo, "query": {} if self.sides else memo}
         self._tokens: dict[str, int] = {}
+        self._lock = threading.Lock()
         self.embedded = 0
         self.cached = 0
 
@@ -90,7 +94,7 @@ class CachedEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
-        if todo:
+        if todo:  # two threads may count the same text: both get the same count
             self._tokens.update(zip(todo, self.inner.count_tokens(todo), strict=True))
         return [self._tokens[t] for t in texts]
 
@@ -104,6 +108,10 @@ class CachedEmbedder:
         return self._embed(texts, "query" if self.sides else "passage", chunk)
 
     def _embed(self, texts: Sequence[str], side: Side, chunk: int) -> FloatArray:
+        with self._lock:
+            return self._embed_locked(texts, side, chunk)
+
+    def _embed_locked(self, texts: Sequence[str], side: Side, chunk: int) -> FloatArray:
         table = "q" if side == "query" else "v"
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         out = np.zeros((len(texts), self.dims), dtype=np.float32)

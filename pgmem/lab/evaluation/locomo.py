@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.blend import DEFAULT_WEIGHT
-from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import progress, temporary_database
 from pgmem.lab.evaluation.conversations import METHODS, bar_plot, check_methods
-from pgmem.lab.evaluation.longmemeval import METRICS, compare_methods, evaluate_threads
+from pgmem.lab.evaluation.longmemeval import METRICS, compare_methods, eval_connections, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
@@ -155,10 +154,12 @@ def run(
         keep = sorted(random.Random(seed).sample(range(len(items)), limit))
         items = [items[i] for i in keep]
     progress(f"locomo: {len(items)} questions over {len({it[0] for it in items})} conversations")
-    with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
-        conn.execute("SET synchronous_commit = off")
+    with (
+        temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url,
+        eval_connections(url) as conns,
+    ):
         out = evaluate_threads(
-            conn, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="locomo"
+            conns, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="locomo"
         )
     result = {"questions": len(items), **out}
     if compare:

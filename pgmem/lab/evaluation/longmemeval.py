@@ -17,7 +17,9 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +52,23 @@ _DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s+(\d{1,2}):
 METRICS = ("top1", "top1_above_floor", "mrr", "recall_at_5")
 #: Metrics given a bootstrap interval and kept per question (for paired comparisons).
 CI_METRICS = ("top1", "mrr")
+#: Connections the stores are spread over: one stores while the other's turns are split in
+#: Python, so the store phase keeps both cores busy.
+STORE_CONNECTIONS = 2
+
+
+@contextmanager
+def eval_connections(
+    url: str, *, word_share: float | None = None, word_weight: float | None = None
+) -> Iterator[list[Any]]:
+    """`STORE_CONNECTIONS` connections to a throwaway evaluation database, each with the
+    hybrid settings of the run and without waiting for the WAL flush on commit."""
+    with ExitStack() as stack:
+        conns = [stack.enter_context(connect(url)) for _ in range(STORE_CONNECTIONS)]
+        for conn in conns:
+            conn.execute("SET synchronous_commit = off")
+            word_settings(conn, word_share, word_weight)
+        yield conns
 
 
 class Phases:
@@ -178,7 +197,7 @@ def score_turns(
 
 
 def evaluate_threads(
-    conn: Any,
+    conns: Sequence[Any],
     embedder: Embedder,
     items: Sequence[tuple[str, str, Sequence[Turn], frozenset[tuple[str, int]]]],
     *,
@@ -196,6 +215,8 @@ def evaluate_threads(
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
+    Stores are dealt round-robin over `conns` (`eval_connections`) and stored concurrently,
+    one thread per connection; each store's searches run on its connection.
 
     In phases, each timed: `prepare` (split every store's turns for every method),
     `embed` (every distinct text of every method and question in one pass through the
@@ -210,7 +231,7 @@ def evaluate_threads(
         if name not in stores:
             stores[name] = (
                 ConversationStore(
-                    conn,
+                    conns[len(stores) % len(conns)],
                     emb,
                     name,
                     weight=weight,
@@ -231,9 +252,17 @@ def evaluate_threads(
     emb.embed(texts)
     emb.embed_queries(queries)
     clock.lap("embed", f"{emb.embedded - before} texts sent to the model")
-    for n, (store, turns) in enumerate(stores.values(), 1):
-        store.ingest(turns)
-        if n % 50 == 0:
+
+    def store_all(conn: Any) -> int:
+        mine = [(store, turns) for store, turns in stores.values() if store.conn is conn]
+        for store, turns in mine:
+            store.ingest(turns)
+        return len(mine)
+
+    with ThreadPoolExecutor(len(conns), thread_name_prefix="pgmem-eval-store") as pool:
+        n = 0
+        for done in as_completed([pool.submit(store_all, c) for c in conns]):
+            n += done.result()
             progress(f"{what}: stored {n}/{len(stores)} threads")
     clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
@@ -335,13 +364,12 @@ def run(
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
     items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
     t0 = time.monotonic()
-    with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
-        # A throwaway database: commits need not wait for the WAL flush.
-        conn.execute("SET synchronous_commit = off")
-        # Hybrid ablations: the session settings memory_recall reads (defaults 0.1 and 1).
-        word_settings(conn, word_share, word_weight)
+    with (
+        temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url,
+        eval_connections(url, word_share=word_share, word_weight=word_weight) as conns,
+    ):
         out = evaluate_threads(
-            conn,
+            conns,
             embedder,
             items,
             methods=methods,
