@@ -67,6 +67,38 @@ def test_each_distinct_text_is_embedded_once_across_methods(tmp_path: Path, db_u
         longmemeval.run(d, server_url=db_url, embedder=cached, query="halves")
 
 
+def test_pooled_haystack_searches_every_questions_turns(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    # q1's answer is in its own thread; q2's thread holds a turn closer to q1's question. On
+    # its own haystack q1 finds its answer first; pooled, every method ranks q2's turn first.
+    d = tmp_path / "pool"
+    d.mkdir()
+    q1 = lme_question(
+        "q1",
+        "single-session-user",
+        "Where did I park the bicycle?",
+        [[u("I left the bicycle by the library.", True), a("Noted."), u("Any soup ideas?"), a("Try a leek soup.")]],
+    )
+    decoy = "Where did I park the bicycle? Where did I park the bicycle today?"
+    q2 = lme_question(
+        "q2",
+        "single-session-user",
+        "What colour is my kettle?",
+        [[u("My kettle is bright red.", True), a("Nice."), u(decoy), a("I do not know where you parked it.")]],
+    )
+    for q in (q1, q2):
+        (d / f"1_{q['question_id']}.json").write_text(json.dumps(q))
+    cached = CachedEmbedder(embedder, tmp_path / "cache")
+    own = longmemeval.run(d, server_url=db_url, embedder=cached)
+    pooled = longmemeval.run(d, server_url=db_url, embedder=cached, haystack="pooled")
+    assert own["ids"] == pooled["ids"] == ["q1", "q2"]
+    for m in METHODS:
+        assert own["per_question"][m]["top1"][0] == 1.0, m
+        assert pooled["per_question"][m]["top1"][0] == 0.0, m
+        assert pooled["per_question"][m]["mrr"][0] == 0.5, m
+    with pytest.raises(InputError, match="haystack must be one of"):
+        longmemeval.run(d, server_url=db_url, embedder=cached, haystack="shared")
+
+
 def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     d = write_lme(tmp_path / "lme")
     # label beside: the pieces are embedded without their label, each text once, and the

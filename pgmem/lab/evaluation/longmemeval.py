@@ -8,6 +8,11 @@ stored. The question is the query; gold = the turns holding a `has_answer` messa
 Abstention questions (`_abs`) are left out, as in the LongMemEval paper. With `limit`,
 a seeded sample of the questions is run (file names sort by session count, so the
 first N would be biased).
+
+`haystack="pooled"` stores every question's turns (each question its own thread) in one
+scope and searches that whole scope for each question: on `oracle/` that is 236 questions
+over 2,581 turns of other people's on-topic chats, a harder and far larger test of many
+distractors than `s/` (12 questions over 42-55 sessions each).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ _DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s+(\d{1,2}):
 METRICS = ("top1", "top1_above_floor", "mrr", "recall_at_5")
 #: Metrics given a bootstrap interval and kept per question (for paired comparisons).
 CI_METRICS = ("top1", "mrr")
+HAYSTACKS = ("own", "pooled")
 #: Connections the stores are spread over: one stores while the other's turns are split in
 #: Python, so the store phase keeps both cores busy.
 STORE_CONNECTIONS = 2
@@ -349,6 +355,7 @@ def run(
     label: str = "embedded",
     short_turns: str = "per_role",
     context: str = "mean",
+    haystack: str = "own",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -356,13 +363,27 @@ def run(
     "parts" (pgmem's split), "whole" or "subjects" (`conversations.query_variant`);
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
     `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
-    `pgmem.lab.evaluation.conversations`."""
+    `pgmem.lab.evaluation.conversations`; `haystack`: each question searches its own
+    thread ("own") or every question's turns ("pooled", module docstring)."""
     check_methods(methods)
     check_query(query)
     check_piece_options(piece_bytes, label, short_turns, context)
+    if haystack not in HAYSTACKS:
+        raise InputError(f"haystack must be one of {HAYSTACKS}, got {haystack!r}")
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
-    items = [(f"q{i}", q.question, q.turns, frozenset((q.thread, t) for t in q.gold)) for i, q in enumerate(questions)]
+    pool = [t for q in questions for t in q.turns]
+    if haystack == "pooled" and len({q.thread for q in questions}) < len(questions):
+        raise InputError("haystack=pooled needs each question in its own thread (distinct question ids)")
+    items = [
+        (
+            "pool" if haystack == "pooled" else f"q{i}",
+            q.question,
+            pool if haystack == "pooled" else q.turns,
+            frozenset((q.thread, t) for t in q.gold),
+        )
+        for i, q in enumerate(questions)
+    ]
     t0 = time.monotonic()
     with (
         temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url,
