@@ -268,8 +268,10 @@ def evaluate_threads(
     with ThreadPoolExecutor(len(conns), thread_name_prefix="pgmem-eval-store") as pool:
         n = 0
         for done in as_completed([pool.submit(store_all, c) for c in conns]):
-            n += done.result()
-            progress(f"{what}: stored {n}/{len(stores)} threads")
+            stored = done.result()
+            n += stored
+            if stored:
+                progress(f"{what}: stored {n}/{len(stores)} threads")
     clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
     for name, question, _, gold in items:
