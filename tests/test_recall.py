@@ -61,9 +61,10 @@ def test_each_part_gets_its_own_group(store: Conn, embedder: Embedder) -> None:
 
 def test_a_memory_relevant_to_two_parts_appears_in_both(store: Conn, embedder: Embedder) -> None:
     msg = "Remind me what DEPLOY_TOKEN is for in the deploy.\nWhere does the deploy script read DEPLOY_TOKEN from?"
-    r = recall(store, "s", msg, embedder, x=1, floor=0.0)
+    r = recall(store, "s", msg, embedder, x=2, floor=0.0)
     assert len(r.groups) == 2
-    assert r.groups[0].hits[0].piece_id == r.groups[1].hits[0].piece_id  # not deduplicated
+    first, second = ({h.piece_id for h in g.hits} for g in r.groups)
+    assert first & second  # a piece both parts found is in both groups: not deduplicated
 
 
 def test_no_padding_below_the_floor(store: Conn, embedder: Embedder) -> None:

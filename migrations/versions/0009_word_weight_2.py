@@ -1,0 +1,29 @@
+"""Hybrid recall weighs the word ranking twice the vector ranking by default
+(`pgmem.word_weight` 2, was 1). Measured on the full development sets at word weight 0.7 to 3
+(docs/evaluation.md, section 2a, "Word weight"); a session may still set pgmem.word_weight.
+
+Only re-runnable definitions change (sql/idempotent); no table changes.
+
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-12-02
+"""
+
+from alembic import op
+
+from pgmem.sqlfiles import apply_idempotent
+
+revision = "0009"
+down_revision = "0008"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_idempotent(op, revision=revision)
+
+
+def downgrade() -> None:
+    # No table changed. The functions are the re-runnable definitions in sql/idempotent, which
+    # are whatever this checkout holds.
+    pass
