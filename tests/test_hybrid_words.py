@@ -181,3 +181,30 @@ def test_hybrid_recall_on_a_scope_the_planner_has_no_statistics_for_stays_fast(
     admin_conn.execute("ANALYZE pgmem.piece")
     analyzed = timed()
     assert unknown < 10 * analyzed + 0.05, (unknown, analyzed)
+
+
+def test_a_large_scopes_word_sample_does_not_follow_the_table_layout(
+    app_conn: Conn, admin_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    # Over 1,000 pieces, distinctive_words counts words first in a sample of 1,000 and drops a
+    # word common there without an exact count. The sample is the first 1,000 pieces by id, so
+    # it is the same whatever order the table or the plan reads them in. "quokka" is in the
+    # 150 oldest pieces (thread z) of 2,000: common in the sample, so not searched, even after
+    # CLUSTER puts thread a first on disk, where an unordered sample would miss thread z.
+    embedder = HashEmbedder(model_id=MODEL)
+    turns = [make_turn("layout", "z", i, f"Garden log {i}: a quokka visited the garden.") for i in range(150)]
+    turns += [make_turn("layout", "a", i, f"Garden log {i}: the garden was quiet.") for i in range(1850)]
+    assert not ingest_turns(app_conn, turns, embedder).failed
+
+    def words() -> set[str]:
+        with scoped(app_conn, "layout"):
+            rows = app_conn.execute(
+                "SELECT lexeme FROM pgmem.distinctive_words('layout', 'Did the quokka come to the garden?')"
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    before = words()
+    admin_conn.execute("CLUSTER pgmem.piece USING piece_scope_cover_idx")
+    admin_conn.execute("ANALYZE pgmem.piece")
+    assert words() == before
+    assert "quokka" not in before

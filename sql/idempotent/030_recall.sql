@@ -199,9 +199,13 @@ BEGIN
     WITH lex AS MATERIALIZED (
         SELECT l.lex, pgmem._lexeme(l.lex) AS q FROM unnest(pgmem.word_lexemes(part_text)) AS l(lex)
     ), sample AS MATERIALIZED (
+        -- The first 1,000 by id, so the same pieces give the same words whatever the table's
+        -- layout or plan (unordered, the sample followed the heap: one evaluation question
+        -- moved with the number of other scopes stored beside the searched one).
         SELECT p.tsv FROM pgmem.piece p
          WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
            AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
+         ORDER BY p.piece_id
          LIMIT 1000
     ), sampled AS (
         SELECT x.lex, count(*) AS c
@@ -229,7 +233,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision) IS
-'The words hybrid recall searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in a sample of 1,000 searched pieces (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'The words hybrid recall searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.

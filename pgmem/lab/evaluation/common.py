@@ -62,7 +62,7 @@ class CachedEmbedder:
             cache_dir.mkdir(parents=True, exist_ok=True)
             self.path = cache_dir / f"embeddings-{key}.sqlite"
             # The store phase runs on several threads (longmemeval.evaluate_threads); the lock
-            # in `_embed` keeps them off the file one at a time.
+            # in `_embed` lets one thread at a time use the file.
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.execute("CREATE TABLE IF NOT EXISTS v (k BLOB PRIMARY KEY, vec BLOB NOT NULL)")
             if self.sides:

@@ -107,7 +107,7 @@ def query_variant(q: QueryParts, query: str, weight: float) -> QueryParts:
 
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None) -> None:
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
-    settings memory_recall reads; defaults 0.1 and 1) where a value is given."""
+    settings memory_recall reads; defaults 0.1 and 2) where a value is given."""
     for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
         if value is None:
             continue
