@@ -208,3 +208,51 @@ def test_a_large_scopes_word_sample_does_not_follow_the_table_layout(
     admin_conn.execute("ANALYZE pgmem.piece")
     assert words() == before
     assert "quokka" not in before
+
+
+def test_pieces_with_the_same_words_rank_by_age_whatever_the_plan(
+    app_conn: Conn, admin_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    # Twelve pieces hold the same twelve rare words, so they tie on their word score and rank
+    # oldest first. The score used to be a float sum whose last bit followed the order the
+    # plan added the words in, so which tied piece ranked first moved with the plan (and with
+    # the other scopes in the table). Before ANALYZE (a scope the planner does not know) and
+    # after it, the order is the same: by piece id.
+    admin_conn.execute("ALTER TABLE pgmem.piece SET (autovacuum_enabled = false)")
+    embedder = HashEmbedder(model_id=MODEL)
+    words = [
+        "zeppelin",
+        "biscuit",
+        "quokka",
+        "saffron",
+        "lantern",
+        "walrus",
+        "cobalt",
+        "tundra",
+        "maple",
+        "falcon",
+        "opal",
+        "violin",
+    ]
+    rare = " ".join(words)
+    turns = [make_turn("ties", "t", i, f"Entry {i}: {' '.join(words[i:] + words[:i])}.") for i in range(12)]
+    # Word k is also in k of the other pieces, so the twelve words weigh twelve different amounts
+    # (each is in at most 23 of 312 pieces: distinctive).
+    turns += [
+        make_turn("ties", "t", 12 + i, f"Entry {12 + i}: the garden was quiet. " + " ".join(words[i + 1 :]))
+        for i in range(300)
+    ]
+    assert not ingest_turns(app_conn, turns, embedder).failed
+    vec = np.array([hash_vector("unrelated")], dtype=np.float32)
+
+    def tied() -> list[tuple[int | None, int]]:
+        got = recall_vectors(
+            app_conn, "ties", [f"Where is the {rare}?"], vec, x=30, floor=-1.0, mode="hybrid", model_id=MODEL
+        )
+        return sorted((h.word_rank, h.piece_id) for h in got.groups[0].hits if "zeppelin" in h.body)
+
+    unknown = tied()
+    assert [rank for rank, _ in unknown] == list(range(1, 13))
+    assert [pid for _, pid in unknown] == sorted(pid for _, pid in unknown)
+    admin_conn.execute("ANALYZE pgmem.piece")
+    assert tied() == unknown

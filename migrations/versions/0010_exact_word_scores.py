@@ -1,0 +1,31 @@
+"""Hybrid recall sums a piece's word score as numeric, exact in any order. The float sum's last
+bit followed the order the plan added the words in, so pieces holding the same words (a tie,
+broken by piece id) ranked in an order that moved with the plan, and with the other scopes
+stored in the table: 8 of 236 questions of the pooled evaluation did (docs/evaluation.md,
+section 2a).
+
+Only re-runnable definitions change (sql/idempotent); no table changes.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-02
+"""
+
+from alembic import op
+
+from pgmem.sqlfiles import apply_idempotent
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_idempotent(op, revision=revision)
+
+
+def downgrade() -> None:
+    # No table changed. The functions are the re-runnable definitions in sql/idempotent, which
+    # are whatever this checkout holds.
+    pass
