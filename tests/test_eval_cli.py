@@ -133,9 +133,17 @@ def test_report_tables_are_generic() -> None:
         "best_weight": 0.5,
         "by_kind": {"tool": {"pieces": {"top1_message": 1.0}}, "user": {"questions": 5, "results": {"a": {"b": 1.0}}}},
         "by_target": {"intro": {"n": 3, "chunk": {"top1": 0.5, "mrr": 0.7}, "units": {"top1": 1.0, "mrr": 1.0}}},
+        "load_average": {"latency_load_before": 0.59, "accuracy_load_after": 1.66},
     }
     found = {t.title: t for t in tables(result)}
-    assert set(found) == {"summary", "results", "by_kind / tool", "by_kind / user (questions 5) / results", "by_target"}
+    assert set(found) == {
+        "summary",
+        "results",
+        "by_kind / tool",
+        "by_kind / user (questions 5) / results",
+        "by_target",
+        "load_average",
+    }
     assert found["results"].columns == ["top1", "mrr"]
     assert found["by_target"].columns == ["n", "chunk.top1", "chunk.mrr", "units.top1", "units.mrr"]
     text = markdown(result)
@@ -143,6 +151,7 @@ def test_report_tables_are_generic() -> None:
     assert "| questions | 12 |" in text
     assert "| best_weight | 0.500 |" in text
     assert "| intro | 3 | 50.0% | 0.700 | 100.0% | 1.000 |" in text
+    assert "| latency_load_before | 0.590 |" in text  # a load average is not a share
     assert fmt(None, percent=True) == "–"
 
 

@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -259,19 +260,22 @@ def evaluate_threads(
     emb.embed_queries(queries)
     clock.lap("embed", f"{emb.embedded - before} texts sent to the model")
 
-    def store_all(conn: Any) -> int:
-        mine = [(store, turns) for store, turns in stores.values() if store.conn is conn]
-        for store, turns in mine:
-            store.ingest(turns)
-        return len(mine)
+    stored = 0
+    count_lock = threading.Lock()
+
+    def store_all(conn: Any) -> None:
+        nonlocal stored
+        for store, turns in stores.values():
+            if store.conn is conn:
+                store.ingest(turns)
+                with count_lock:
+                    stored += 1
+                    if stored % 50 == 0 or stored == len(stores):
+                        progress(f"{what}: stored {stored}/{len(stores)} threads")
 
     with ThreadPoolExecutor(len(conns), thread_name_prefix="pgmem-eval-store") as pool:
-        n = 0
         for done in as_completed([pool.submit(store_all, c) for c in conns]):
-            stored = done.result()
-            n += stored
-            if stored:
-                progress(f"{what}: stored {n}/{len(stores)} threads")
+            done.result()
     clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
     for name, question, _, gold in items:

@@ -17,7 +17,7 @@ from typing import Any
 #: Names of floats that are not shares of queries: shown as plain numbers, not percentages.
 _PLAIN = re.compile(
     r"^(mrr.*|(best_|floor_)?weight|(best_)?floor|cosine.*|score|threshold|.*_ms|.*_seconds|seconds|ms"
-    r"|.*_load|p_.*|diff.*)$",
+    r"|.*_load|.*_load_(before|after)|load_average|p_.*|diff.*)$",
     re.I,
 )
 
