@@ -1,4 +1,5 @@
-"""Query side: split the message, embed parts + whole message in one request, blend each
+"""Query side: split the message, embed parts + whole message in one request, merge
+neighbouring parts of one subject (models that have a measured `subject_cosine`), blend each
 part with the whole message, and let one SQL call return a group per part."""
 
 from __future__ import annotations
@@ -82,11 +83,14 @@ def embed_query(
     rules: SplitRules = SplitRules(),
     weight: float = DEFAULT_WEIGHT,
     whole_bytes: int = WHOLE_MESSAGE_BYTES,
+    merge: bool = True,
 ) -> QueryParts:
     """Split `message` and embed its parts plus the whole message in one request (on the
-    query side of a model that has one)."""
+    query side of a model that has one); then merge the neighbouring parts of one subject
+    (`merge_subjects`, with the model's `subject_cosine_for`; `merge=False`: every part alone)."""
     parts, inputs = query_inputs(message, rules=rules, whole_bytes=whole_bytes)
-    return blend_query(parts, embed_side(embedder, inputs, "query"), weight)
+    vectors = embed_side(embedder, inputs, "query")
+    return blend_query(parts, vectors, weight, subject_cosine_for(embedder) if merge else None)
 
 
 def query_inputs(
@@ -102,11 +106,50 @@ def query_inputs(
     return parts, [cap_bytes_keep_end(p, whole_bytes) for p in parts] + [whole]
 
 
-def blend_query(parts: list[str], vectors: F32, weight: float) -> QueryParts:
-    """Each part's query vector: blend(part, whole message); the whole message is the last row."""
+def blend_query(parts: list[str], vectors: F32, weight: float, subject_cosine: float | None = None) -> QueryParts:
+    """Each part's query vector: blend(part, whole message); the whole message is the last row.
+    With a `subject_cosine`, neighbouring parts of one subject are merged first (`merge_subjects`)."""
     raw, whole_vec = vectors[:-1], vectors[-1]
     blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
-    return QueryParts(parts, raw, whole_vec, blended)
+    q = QueryParts(parts, raw, whole_vec, blended)
+    return q if subject_cosine is None else merge_subjects(q, subject_cosine, weight)
+
+
+def merge_subjects(q: QueryParts, threshold: float, weight: float) -> QueryParts:
+    """Neighbouring parts whose raw vectors have a cosine of at least `threshold` are one
+    subject, searched as one part: its text the parts' texts joined, its vector the normalised
+    mean of theirs, blended with the whole message as usual. A message that is all one subject
+    is searched as the whole message (blend(whole, whole) is the whole-message vector). A part
+    never merges with one that is not its neighbour, so separate subjects keep their groups.
+    No text is embedded again."""
+    n = len(q.texts)
+    if n < 2:
+        return q
+    unit = q.raw / np.maximum(np.linalg.norm(q.raw, axis=1, keepdims=True), 1e-12)
+    groups = [[0]]
+    for i in range(1, n):
+        if float(unit[i - 1] @ unit[i]) >= threshold:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    if len(groups) == n:
+        return q
+    if len(groups) == 1:
+        whole = q.whole[None, :]
+        return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
+    raw = np.stack([q.raw[g].mean(axis=0) for g in groups]).astype(np.float32)
+    raw /= np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+    texts = [" ".join(q.texts[i] for i in g) for g in groups]
+    return QueryParts(texts, raw, q.whole, blend(raw, np.broadcast_to(q.whole, raw.shape).copy(), weight))
+
+
+def subject_cosine_for(embedder: Embedder) -> float | None:
+    """The raw cosine at which two neighbouring query parts count as one subject: the model's
+    own `subject_cosine` (MiniLM: 0.25, `pgmem.embedders.local.SUBJECT_COSINE`), else None and
+    every part is searched alone. Like the floor, it follows the model's cosine scale, so a model
+    without a measured value does not merge."""
+    c = getattr(embedder, "subject_cosine", None)
+    return float(c) if isinstance(c, float | int) and not isinstance(c, bool) and -1 <= c <= 1 else None
 
 
 def check_target(scope: object, thread: object = None) -> None:
@@ -256,7 +299,8 @@ def recall_call(
     metadata_filter: Mapping[str, object] | None = None,
 ) -> Call[Recall]:
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
-    `floor` per part. Groups are never merged, padded or deduplicated across parts. The
+    `floor` per part (neighbouring parts of one subject are one part, `merge_subjects`). Groups
+    are never merged, padded or deduplicated across parts. The
     embedder must be the model the scope's pieces were stored with (ModelMismatchError).
     `db` is any psycopg connection (used as it is) or a connection pool. Without a `floor`,
     the model's own (`floor_for`)."""
@@ -264,7 +308,7 @@ def recall_call(
     _check(x, floor, mode)
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
-    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight)
+    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight, subject_cosine_for(embedder))
     return (
         yield from recall_vectors_call(
             scope,

@@ -11,8 +11,9 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
-from pgmem.recall import embed_query, recall, recall_vectors
+from pgmem.recall import embed_query, recall, recall_vectors, subject_cosine_for
 from pgmem.turns import Turn, turn_from_dict
+from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -60,7 +61,8 @@ def test_each_part_gets_its_own_group(store: Conn, embedder: Embedder) -> None:
 
 
 def test_a_memory_relevant_to_two_parts_appears_in_both(store: Conn, embedder: Embedder) -> None:
-    msg = "Remind me what DEPLOY_TOKEN is for in the deploy.\nWhere does the deploy script read DEPLOY_TOKEN from?"
+    # Two subjects (their parts' cosine is about 0.1, so they are not merged), one memory.
+    msg = "Did the staging deploy fail?\nWhat does .env.local hold?"
     r = recall(store, "s", msg, embedder, x=2, floor=0.0)
     assert len(r.groups) == 2
     first, second = ({h.piece_id for h in g.hits} for g in r.groups)
@@ -143,6 +145,28 @@ def test_one_sql_call_serves_all_parts(store: Conn, embedder: Embedder) -> None:
             "SELECT part_no, rank FROM pgmem.memory_recall('s', %s::vector[], x => 2, floor => -1)", (list(q.blended),)
         ).fetchall()
     assert rows == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+
+
+def test_parts_of_one_subject_are_searched_as_one(store: Conn, embedder: Embedder) -> None:
+    # A preamble and its question are one subject: MiniLM's parts have a cosine over its
+    # subject_cosine (0.25), so the message is searched as one part, its whole-message vector.
+    one = "I'm looking back at our chat about my dogs. What are my dogs called again?"
+    q = embed_query(one, embedder)
+    assert q.texts == [" ".join(embed_query(one, embedder, merge=False).texts)]
+    assert np.allclose(q.blended[0], q.whole, atol=1e-6)
+    r = recall(store, "s", one, embedder, x=2, floor=-1.0)
+    assert [g.part_text for g in r.groups] == q.texts
+    # Unrelated subjects keep a part and a group each.
+    two = "The deploy failed again today.\nWhat are my dogs called again?\nWhat is the cloud budget cap again?"
+    assert len(embed_query(two, embedder).texts) == 3
+    assert len(recall(store, "s", two, embedder, x=2, floor=-1.0).groups) == 3
+    # A model without a measured subject cosine never merges (its cosine scale is unknown).
+    plain = HashEmbedder()
+    assert subject_cosine_for(plain) is None
+    assert embed_query(one, plain).texts == embed_query(one, plain, merge=False).texts
+    for bad in (True, "0.3", float("nan"), 2.0):
+        plain.subject_cosine = bad  # type: ignore[attr-defined]
+        assert subject_cosine_for(plain) is None, bad
 
 
 def test_hybrid_mode_fuses_word_hits(store: Conn, embedder: Embedder) -> None:

@@ -207,6 +207,15 @@ def calls(lengths: Sequence[int], positions: int) -> list[list[int]]:
     return out
 
 
+#: Neighbouring query parts at least this similar (raw cosine) are one subject
+#: (`pgmem.recall.merge_subjects`). For MiniLM the parts of one LongMemEval question have a
+#: median neighbour cosine of 0.36 (10th percentile 0.16), two questions of a coverage message
+#: 0.07 (90th percentile 0.23). Measured on the full development sets (docs/evaluation.md,
+#: section 2a, "Merged subjects"): top-1 +1.3 oracle, +1.7 pooled [+0.4, +3.4], +1.2 toolqa,
+#: `s/` equal, coverage -1.0 (within noise).
+SUBJECT_COSINE = 0.25
+
+
 class LocalEmbedder:
     """The default embedder, on `PGMEM_ONNX_THREADS` cores (default: all this process may use).
 
@@ -251,6 +260,9 @@ class LocalEmbedder:
         # onnxruntime runs one session from several threads at once.
         self._wide = session(self._threads)
         self._narrow = session(1) if self._workers > 1 else self._wide
+
+    #: Read by `pgmem.recall.subject_cosine_for`.
+    subject_cosine = SUBJECT_COSINE
 
     @property
     def model_id(self) -> str:

@@ -92,6 +92,12 @@ class CachedEmbedder:
 
         return floor_for(self.inner)
 
+    @property
+    def subject_cosine(self) -> float | None:
+        from pgmem.recall import subject_cosine_for
+
+        return subject_cosine_for(self.inner)
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
         if todo:  # two threads may count the same text: both get the same count

@@ -43,10 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import psycopg
 
-from pgmem.blend import DEFAULT_WEIGHT, blend
+from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
@@ -54,20 +53,17 @@ from pgmem.ingest import CONTEXT_MODES, ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.packing import utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
-from pgmem.recall import QueryParts, embed_query, recall_vectors
+from pgmem.recall import QueryParts, embed_query, merge_subjects, recall_vectors, subject_cosine_for
 from pgmem.turns import Turn, content_text, format_label, split_sources
 
 METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
 
 
-#: How pieces/blended/hybrid query (`ConversationStore.query`, `-o query=...`): pgmem's parts;
-#: one whole-message vector; or "subjects", neighbouring parts merged when they look like
-#: one subject (see `query_variant`).
-QUERIES = ("parts", "whole", "subjects")
-#: query="subjects": neighbouring parts whose raw vectors have at least this cosine are one
-#: subject. For MiniLM, between the parts of one LongMemEval question the median is 0.36
-#: (10th percentile 0.16), between two questions of a coverage message 0.07 (90th: 0.23).
-SUBJECT_COS = 0.25
+#: How pieces/blended/hybrid query (`ConversationStore.query`, `-o query=...`): pgmem's query
+#: ("parts": the split, neighbouring parts of one subject merged, `pgmem.recall.merge_subjects`);
+#: every part of the split alone ("split", the default before merged subjects); or one
+#: whole-message vector ("whole"). See `query_variant`.
+QUERIES = ("parts", "split", "whole")
 
 
 def check_query(query: object) -> None:
@@ -75,34 +71,18 @@ def check_query(query: object) -> None:
         raise InputError(f"query must be one of {QUERIES}, got {query!r}")
 
 
-def query_variant(q: QueryParts, query: str, weight: float) -> QueryParts:
-    """The query-split ablation. "parts": `q` itself. "whole": one part, the whole-message
-    vector. "subjects": neighbouring parts with raw cosine >= SUBJECT_COS become one part (its
-    vector the normalised mean of theirs, blended with the whole message as usual; a message
-    that is all one subject is the "whole" query). No new text is embedded."""
+def query_variant(q: QueryParts, query: str, weight: float, subject_cosine: float | None) -> QueryParts:
+    """The query-split ablation, from the unmerged parts `q` (`embed_query(merge=False)`).
+    "parts": pgmem's query, `merge_subjects` at the model's `subject_cosine` (None: no merge).
+    "split": `q` itself. "whole": one part, the whole-message vector. No new text is embedded."""
     check_query(query)
-    if query == "parts":
+    if query == "split":
         return q
-    n = len(q.texts)
-    groups = [list(range(n))]
-    if query == "subjects":
-        unit = q.raw / np.linalg.norm(q.raw, axis=1, keepdims=True)
-        groups = [[0]]
-        for i in range(1, n):
-            if float(unit[i - 1] @ unit[i]) >= SUBJECT_COS:
-                groups[-1].append(i)
-            else:
-                groups.append([i])
-        if len(groups) == n:
-            return q
-    if len(groups) == 1:
+    if query == "whole":
         # blend(whole, whole) is the whole-message vector itself
         whole = q.whole[None, :]
         return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
-    raw = np.stack([q.raw[g].mean(axis=0) for g in groups]).astype(np.float32)
-    raw /= np.linalg.norm(raw, axis=1, keepdims=True)
-    texts = [" ".join(q.texts[i] for i in g) for g in groups]
-    return QueryParts(texts, raw, q.whole, blend(raw, np.broadcast_to(q.whole, raw.shape).copy(), weight))
+    return q if subject_cosine is None else merge_subjects(q, subject_cosine, weight)
 
 
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None) -> None:
@@ -317,8 +297,8 @@ class ConversationStore:
     weight: float = DEFAULT_WEIGHT
     x: int = 30
     methods: Sequence[str] = METHODS
-    #: How pieces/blended/hybrid query (QUERIES): "parts" (pgmem's split, the default),
-    #: "whole" or "subjects" (ablations for single-subject questions, `query_variant`).
+    #: How pieces/blended/hybrid query (QUERIES): "parts" (pgmem's query, the default),
+    #: "split" or "whole" (ablations, `query_variant`).
     query: str = "parts"
     #: Piece ablations (module docstring): the byte budget, whether the label is embedded,
     #: short turns per role or as one piece, and the turn context.
@@ -446,7 +426,8 @@ class ConversationStore:
             mapping[int(str(pid))] = (key[0], key[1], msgs)
 
     def embed_question(self, question: str) -> QueryParts:
-        return query_variant(embed_query(question, self.embedder, weight=self.weight), self.query, self.weight)
+        q = embed_query(question, self.embedder, weight=self.weight, merge=False)
+        return query_variant(q, self.query, self.weight, subject_cosine_for(self.embedder))
 
     def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
         """The method's hits for a query, each keyed by (thread, turn, messages)."""

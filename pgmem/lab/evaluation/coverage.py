@@ -12,7 +12,8 @@ Coverage of a message = the share of its questions whose gold turn (a turn holdi
 mean over messages. Two ways to search the same store with the same budget:
 
 - `one_vector`: one vector for the whole message and vector search only, top X·parts
-  hits (parts = how many parts the message splits into): what a store of one vector per
+  hits (parts = how many parts the message splits into, before neighbouring parts of one
+  subject merge): what a store of one vector per
   message does with the message.
 - `one_query`: the whole message as one query in recall's default mode (hybrid: its
   vector and its distinctive words), top X·parts hits. Against `per_part` it isolates
@@ -51,7 +52,7 @@ from pgmem.lab.evaluation.conversations import (
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import DEFAULT_X, embed_query, recall_vectors
+from pgmem.recall import DEFAULT_X, embed_query, recall_vectors, subject_cosine_for
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn, content_text
 
@@ -171,10 +172,10 @@ def run(
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):
-            split = embed_query(msg.text, embedder, weight=weight)
+            split = embed_query(msg.text, embedder, weight=weight, merge=False)
             # The one-query searches get X per part of pgmem's split whatever `query` is.
             whole_x = min(1000, x * len(split.texts))
-            q = query_variant(split, query, weight)
+            q = query_variant(split, query, weight, subject_cosine_for(embedder))
             results = {
                 "one_vector": recall_vectors(
                     conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f, mode="vector"

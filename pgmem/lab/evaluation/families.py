@@ -34,7 +34,7 @@ import numpy.typing as npt
 from pgmem.blend import DEFAULT_WEIGHT, blend, unit
 from pgmem.embedders.base import Embedder, QueryEmbedder, Side, embed_side
 from pgmem.errors import InputError
-from pgmem.recall import WHOLE_MESSAGE_BYTES
+from pgmem.recall import WHOLE_MESSAGE_BYTES, blend_query, subject_cosine_for
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
 
 F64 = npt.NDArray[np.float64]
@@ -244,7 +244,8 @@ class _Query:
 
 
 def _query(message: str, rules: SplitRules) -> _Query:
-    """Parts and capped whole message, exactly as pgmem.recall.embed_query builds them."""
+    """Parts and capped whole message, exactly as pgmem.recall.embed_query builds them (the
+    merge of parts of one subject follows in `query_rows`, from their vectors)."""
     parts = split_prompt_chunks(message, rules)
     if not parts:
         raise InputError(f"empty query message: {message!r}")
@@ -310,8 +311,9 @@ def evaluate(
         raw = np.stack([qvec(p) for p in qq.parts])
         if rep == "isolated":
             return raw.astype(np.float64)
-        ctx = np.broadcast_to(whole, raw.shape).copy()
-        return blend(raw, ctx, weight).astype(np.float64)
+        # pgmem's query: parts of one subject merged (the model's subject_cosine), each blended.
+        q = blend_query(list(qq.parts), np.vstack([raw, whole[None, :]]), weight, subject_cosine_for(embedder))
+        return q.blended.astype(np.float64)
 
     blocks: dict[str, list[tuple[Family, Record]]] = {}
     for fam, rec in records:

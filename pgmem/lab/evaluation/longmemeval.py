@@ -366,7 +366,7 @@ def run(
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
     pairs of methods to compare question by question (see `compare_methods`); `query`:
-    "parts" (pgmem's split), "whole" or "subjects" (`conversations.query_variant`);
+    "parts" (pgmem's query), "split" or "whole" (`conversations.query_variant`);
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
     `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `haystack`: each question searches its own
