@@ -112,35 +112,22 @@ def blend_query(parts: list[str], vectors: F32, weight: float, subject_cosine: f
     raw, whole_vec = vectors[:-1], vectors[-1]
     blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
     q = QueryParts(parts, raw, whole_vec, blended)
-    return q if subject_cosine is None else merge_subjects(q, subject_cosine, weight)
+    return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
-def merge_subjects(q: QueryParts, threshold: float, weight: float) -> QueryParts:
-    """Neighbouring parts whose raw vectors have a cosine of at least `threshold` are one
-    subject, searched as one part: its text the parts' texts joined, its vector the normalised
-    mean of theirs, blended with the whole message as usual. A message that is all one subject
-    is searched as the whole message (blend(whole, whole) is the whole-message vector). A part
-    never merges with one that is not its neighbour, so separate subjects keep their groups.
-    No text is embedded again."""
-    n = len(q.texts)
-    if n < 2:
+def merge_subjects(q: QueryParts, threshold: float) -> QueryParts:
+    """A message that is one subject is searched as one query: when every part's raw vector
+    has a cosine of at least `threshold` with its neighbour's, the parts become one part, the
+    whole message (its text the parts' texts joined, its vector the whole-message vector:
+    blend(whole, whole) is the whole message). Any other message keeps every part, so each of
+    its subjects keeps its own group. No text is embedded again."""
+    if len(q.texts) < 2:
         return q
     unit = q.raw / np.maximum(np.linalg.norm(q.raw, axis=1, keepdims=True), 1e-12)
-    groups = [[0]]
-    for i in range(1, n):
-        if float(unit[i - 1] @ unit[i]) >= threshold:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    if len(groups) == n:
+    if any(float(unit[i - 1] @ unit[i]) < threshold for i in range(1, len(q.texts))):
         return q
-    if len(groups) == 1:
-        whole = q.whole[None, :]
-        return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
-    raw = np.stack([q.raw[g].mean(axis=0) for g in groups]).astype(np.float32)
-    raw /= np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
-    texts = [" ".join(q.texts[i] for i in g) for g in groups]
-    return QueryParts(texts, raw, q.whole, blend(raw, np.broadcast_to(q.whole, raw.shape).copy(), weight))
+    whole = q.whole[None, :]
+    return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
 
 
 def subject_cosine_for(embedder: Embedder) -> float | None:

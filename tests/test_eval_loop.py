@@ -169,22 +169,20 @@ def test_query_variants_merge_parts_of_one_subject() -> None:
     raw = np.stack([e[0], near, e[2]])  # parts 1 and 2 are one subject, part 3 another
     whole = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
     q = QueryParts(["a", "b", "c"], raw, whole, blend(raw, np.broadcast_to(whole, raw.shape).copy(), 0.8))
-    assert query_variant(q, "split", 0.8, 0.25) is q
-    assert query_variant(q, "parts", 0.8, None) is q  # a model without a subject cosine: no merge
-    w = query_variant(q, "whole", 0.8, 0.25)
+    assert query_variant(q, "split", 0.25) is q
+    assert query_variant(q, "parts", None) is q  # a model without a subject cosine: no merge
+    w = query_variant(q, "whole", 0.25)
     assert w.texts == ["a b c"] and np.allclose(w.blended, whole[None, :]) and np.allclose(w.raw, whole[None, :])
-    s = query_variant(q, "parts", 0.8, 0.25)
-    assert s.texts == ["a b", "c"]
-    mean = (e[0] + near) / np.linalg.norm(e[0] + near)
-    assert np.allclose(s.raw, np.stack([mean, e[2]]), atol=1e-6)
-    assert np.allclose(s.blended, blend(s.raw, np.broadcast_to(whole, s.raw.shape).copy(), 0.8), atol=1e-6)
-    apart = QueryParts(["a", "c"], raw[[0, 2]], whole, q.blended[[0, 2]])
-    assert query_variant(apart, "parts", 0.8, 0.25) is apart  # nothing to merge
+    # Two subjects: every part keeps its group, even the two parts of one subject.
+    assert query_variant(q, "parts", 0.25) is q
+    # All one subject: the whole message, one part.
     one = QueryParts(["a", "b"], raw[:2], whole, q.blended[:2])
-    assert query_variant(one, "parts", 0.8, 0.25).texts == ["a b"]  # all one subject: the whole message
-    assert np.allclose(query_variant(one, "parts", 0.8, 0.25).blended, whole[None, :])
+    merged = query_variant(one, "parts", 0.25)
+    assert merged.texts == ["a b"]
+    assert np.allclose(merged.blended, whole[None, :]) and np.allclose(merged.raw, whole[None, :])
+    assert query_variant(one, "parts", 0.999) is one  # their cosine is 0.994: apart at 0.999
     with pytest.raises(InputError, match="query"):
-        query_variant(q, "subjects", 0.8, 0.25)
+        query_variant(q, "subjects", 0.25)
 
 
 def test_one_piece_turn_merges_only_short_chat_turns() -> None:

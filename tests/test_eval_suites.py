@@ -206,6 +206,22 @@ def test_coverage_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None
         p = result["paired"][f"per_part − {name}"]
         assert p["won"] + p["lost"] + p["tied"] == 4 and p["lost"] == 0
         assert p["diff"] == pytest.approx(1.0 - r["coverage"])
+    # Message by message, so a run pairs with another run of the same messages (--compare).
+    assert len(result["ids"]) == 4 and result["per_question"]["per_part"]["coverage"] == [1.0] * 4
+    saved = tmp_path / "coverage.json"
+    saved.write_text(json.dumps(result))
+    again = coverage.run(
+        d,
+        server_url=db_url,
+        embedder=embedder,
+        messages=4,
+        seed=2,
+        compare=[["per_part", f"{saved}:per_part"], ["one_vector", "per_part"]],
+    )
+    same = again["comparisons"][f"per_part vs {saved}:per_part"]
+    assert same["questions"] == 4 and same["coverage"]["tied"] == 4
+    vs = again["comparisons"]["one_vector vs per_part"]["coverage"]
+    assert vs["diff"] == pytest.approx(result["results"]["one_vector"]["coverage"] - 1.0) and vs["won"] == 0
 
 
 TRAJ = {

@@ -149,17 +149,20 @@ def test_one_sql_call_serves_all_parts(store: Conn, embedder: Embedder) -> None:
 
 def test_parts_of_one_subject_are_searched_as_one(store: Conn, embedder: Embedder) -> None:
     # A preamble and its question are one subject: MiniLM's parts have a cosine over its
-    # subject_cosine (0.25), so the message is searched as one part, its whole-message vector.
+    # subject_cosine (0.25), so the message is searched as one query, the whole message.
     one = "I'm looking back at our chat about my dogs. What are my dogs called again?"
     q = embed_query(one, embedder)
     assert q.texts == [" ".join(embed_query(one, embedder, merge=False).texts)]
     assert np.allclose(q.blended[0], q.whole, atol=1e-6)
     r = recall(store, "s", one, embedder, x=2, floor=-1.0)
     assert [g.part_text for g in r.groups] == q.texts
-    # Unrelated subjects keep a part and a group each.
+    # Unrelated subjects keep a part and a group each, and so does every part of a message
+    # that is not all one subject: the preamble and its question stay apart beside the dogs.
     two = "The deploy failed again today.\nWhat are my dogs called again?\nWhat is the cloud budget cap again?"
     assert len(embed_query(two, embedder).texts) == 3
     assert len(recall(store, "s", two, embedder, x=2, floor=-1.0).groups) == 3
+    mixed = "The deploy failed again today.\n" + one
+    assert embed_query(mixed, embedder).texts == embed_query(mixed, embedder, merge=False).texts
     # A model without a measured subject cosine never merges (its cosine scale is unknown).
     plain = HashEmbedder()
     assert subject_cosine_for(plain) is None

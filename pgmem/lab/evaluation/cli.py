@@ -53,7 +53,7 @@ SUITES = {
 
 
 #: Suites with per-question results that `--compare A B` can pair.
-PAIRED = ("longmemeval", "locomo")
+PAIRED = ("longmemeval", "locomo", "coverage")
 
 
 def load_suite(name: str) -> ModuleType:

@@ -60,9 +60,9 @@ METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hy
 
 
 #: How pieces/blended/hybrid query (`ConversationStore.query`, `-o query=...`): pgmem's query
-#: ("parts": the split, neighbouring parts of one subject merged, `pgmem.recall.merge_subjects`);
-#: every part of the split alone ("split", the default before merged subjects); or one
-#: whole-message vector ("whole"). See `query_variant`.
+#: ("parts": the split, or the whole message when all its parts are one subject,
+#: `pgmem.recall.merge_subjects`); every part of the split alone ("split", the default before);
+#: or one whole-message vector for every message ("whole"). See `query_variant`.
 QUERIES = ("parts", "split", "whole")
 
 
@@ -71,7 +71,7 @@ def check_query(query: object) -> None:
         raise InputError(f"query must be one of {QUERIES}, got {query!r}")
 
 
-def query_variant(q: QueryParts, query: str, weight: float, subject_cosine: float | None) -> QueryParts:
+def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> QueryParts:
     """The query-split ablation, from the unmerged parts `q` (`embed_query(merge=False)`).
     "parts": pgmem's query, `merge_subjects` at the model's `subject_cosine` (None: no merge).
     "split": `q` itself. "whole": one part, the whole-message vector. No new text is embedded."""
@@ -82,7 +82,7 @@ def query_variant(q: QueryParts, query: str, weight: float, subject_cosine: floa
         # blend(whole, whole) is the whole-message vector itself
         whole = q.whole[None, :]
         return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
-    return q if subject_cosine is None else merge_subjects(q, subject_cosine, weight)
+    return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None) -> None:
@@ -427,7 +427,7 @@ class ConversationStore:
 
     def embed_question(self, question: str) -> QueryParts:
         q = embed_query(question, self.embedder, weight=self.weight, merge=False)
-        return query_variant(q, self.query, self.weight, subject_cosine_for(self.embedder))
+        return query_variant(q, self.query, subject_cosine_for(self.embedder))
 
     def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
         """The method's hits for a query, each keyed by (thread, turn, messages)."""

@@ -49,7 +49,7 @@ from pgmem.lab.evaluation.conversations import (
     query_variant,
     word_settings,
 )
-from pgmem.lab.evaluation.longmemeval import Question, load_dir
+from pgmem.lab.evaluation.longmemeval import Question, compare_methods, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_X, embed_query, recall_vectors, subject_cosine_for
@@ -142,13 +142,16 @@ def run(
     context: str = "mean",
     word_share: float | None = None,
     word_weight: float | None = None,
+    compare: Sequence[Sequence[str]] = (),
     **_: object,
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all);
     `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `query`: how `per_part` splits the message
     (`conversations.query_variant`; X hits per resulting part); `word_share` /
-    `word_weight`: hybrid's settings, for all three searches."""
+    `word_weight`: hybrid's settings, for all three searches; `compare`: pairs of searches
+    to compare message by message, a side being a search of this run or
+    `FILE.json:SEARCH` of an earlier one (`longmemeval.compare_methods`)."""
     check_piece_options(piece_bytes, label, short_turns, context)
     check_query(query)
     rng = random.Random(seed)
@@ -175,7 +178,7 @@ def run(
             split = embed_query(msg.text, embedder, weight=weight, merge=False)
             # The one-query searches get X per part of pgmem's split whatever `query` is.
             whole_x = min(1000, x * len(split.texts))
-            q = query_variant(split, query, weight, subject_cosine_for(embedder))
+            q = query_variant(split, query, subject_cosine_for(embedder))
             results = {
                 "one_vector": recall_vectors(
                     conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f, mode="vector"
@@ -191,13 +194,20 @@ def run(
                     f"coverage: {n}/{len(tests)} messages · "
                     + " · ".join(f"{k} {_mean(v):.3f}" for k, v in shares.items())
                 )
-    return {
+    result: dict[str, Any] = {
         "results": {k: _coverage(v) for k, v in shares.items()},
         "paired": {
             f"per_part − {base}": _difference(shares["per_part"], shares[base]) for base in ("one_vector", "one_query")
         },
         "messages": len(tests),
+        # A message is named by its place and its questions, so `--compare` pairs runs of the
+        # same messages (same seed, limit and count).
+        "ids": [f"{n}:" + "+".join(store_qs[i].qid for i in m.questions) for n, m in enumerate(tests)],
+        "per_question": {k: {"coverage": v} for k, v in shares.items()},
     }
+    if compare:
+        result["comparisons"] = compare_methods(result, compare)
+    return result
 
 
 def _mean(v: Sequence[float]) -> float:

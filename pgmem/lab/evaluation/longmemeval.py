@@ -303,9 +303,11 @@ def evaluate_threads(
 
 
 def compare_methods(result: Mapping[str, Any], pairs: Sequence[Sequence[str]]) -> dict[str, dict[str, Any]]:
-    """Paired comparisons `A vs B` for each pair. A side is a method of `result` or
-    `FILE.json:METHOD` (a method of an earlier run's `--json`/`--out` output); questions
-    are matched by id, and only questions in both runs are compared."""
+    """Paired comparisons `A vs B` for each pair, on every metric both sides have
+    per question (`per_question`). A side is a method of `result` or `FILE.json:METHOD` (a
+    method of an earlier run's `--json`/`--out` output); questions are matched by id, and
+    only questions in both runs are compared. Shared by every suite with per-question
+    values (LongMemEval, LoCoMo, coverage)."""
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         if len(pair) != 2:
@@ -315,7 +317,7 @@ def compare_methods(result: Mapping[str, Any], pairs: Sequence[Sequence[str]]) -
         if not common:
             raise InputError(f"--compare {pair[0]} {pair[1]}: no question in common")
         row: dict[str, Any] = {"questions": len(common)}
-        for k in CI_METRICS:
+        for k in [k for k in sides[0][common[0]] if k in sides[1][common[0]]]:
             row[k] = paired([sides[0][q][k] for q in common], [sides[1][q][k] for q in common])
         out[f"{pair[0]} vs {pair[1]}"] = row
     return out
@@ -334,7 +336,7 @@ def _side(result: Mapping[str, Any], name: str) -> dict[str, dict[str, float]]:
     if per is None:
         raise InputError(f"--compare: no per-question values for method {method!r} in {name}")
     ids = source["ids"]
-    return {q: {k: per[k][i] for k in CI_METRICS} for i, q in enumerate(ids)}
+    return {q: {k: values[i] for k, values in per.items()} for i, q in enumerate(ids)}
 
 
 def store_methods(methods: Sequence[str]) -> list[str]:
