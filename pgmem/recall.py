@@ -1,6 +1,7 @@
-"""Query side: split the message, embed parts + whole message in one request, merge
-neighbouring parts of one subject (models that have a measured `subject_cosine`), blend each
-part with the whole message, and let one SQL call return a group per part."""
+"""Query side: split the message, embed parts + whole message in one request, search a
+message whose parts are all one subject as the whole message (models that have a measured
+`subject_cosine`), blend each part with the whole message, and let one SQL call return a
+group per part."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def embed_query(
     merge: bool = True,
 ) -> QueryParts:
     """Split `message` and embed its parts plus the whole message in one request (on the
-    query side of a model that has one); then merge the neighbouring parts of one subject
+    query side of a model that has one); a message that is all one subject becomes one part
     (`merge_subjects`, with the model's `subject_cosine_for`; `merge=False`: every part alone)."""
     parts, inputs = query_inputs(message, rules=rules, whole_bytes=whole_bytes)
     vectors = embed_side(embedder, inputs, "query")
@@ -108,7 +109,7 @@ def query_inputs(
 
 def blend_query(parts: list[str], vectors: F32, weight: float, subject_cosine: float | None = None) -> QueryParts:
     """Each part's query vector: blend(part, whole message); the whole message is the last row.
-    With a `subject_cosine`, neighbouring parts of one subject are merged first (`merge_subjects`)."""
+    With a `subject_cosine`, a message that is all one subject becomes one part (`merge_subjects`)."""
     raw, whole_vec = vectors[:-1], vectors[-1]
     blended = blend(raw, np.broadcast_to(whole_vec, raw.shape).copy(), weight)
     q = QueryParts(parts, raw, whole_vec, blended)
@@ -116,22 +117,22 @@ def blend_query(parts: list[str], vectors: F32, weight: float, subject_cosine: f
 
 
 def merge_subjects(q: QueryParts, threshold: float) -> QueryParts:
-    """A message that is one subject is searched as one query: when every part's raw vector
-    has a cosine of at least `threshold` with its neighbour's, the parts become one part, the
-    whole message (its text the parts' texts joined, its vector the whole-message vector:
+    """A message that is one subject is searched as one query: when every two of its parts'
+    raw vectors have a cosine of at least `threshold`, the parts become one part, the whole
+    message (its text the parts' texts joined, its vector the whole-message vector:
     blend(whole, whole) is the whole message). Any other message keeps every part, so each of
     its subjects keeps its own group. No text is embedded again."""
     if len(q.texts) < 2:
         return q
     unit = q.raw / np.maximum(np.linalg.norm(q.raw, axis=1, keepdims=True), 1e-12)
-    if any(float(unit[i - 1] @ unit[i]) < threshold for i in range(1, len(q.texts))):
+    if float((unit @ unit.T).min()) < threshold:
         return q
     whole = q.whole[None, :]
     return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
 
 
 def subject_cosine_for(embedder: Embedder) -> float | None:
-    """The raw cosine at which two neighbouring query parts count as one subject: the model's
+    """The raw cosine at which two query parts count as one subject: the model's
     own `subject_cosine` (MiniLM: 0.25, `pgmem.embedders.local.SUBJECT_COSINE`), else None and
     every part is searched alone. Like the floor, it follows the model's cosine scale, so a model
     without a measured value does not merge."""
@@ -286,7 +287,7 @@ def recall_call(
     metadata_filter: Mapping[str, object] | None = None,
 ) -> Call[Recall]:
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
-    `floor` per part (neighbouring parts of one subject are one part, `merge_subjects`). Groups
+    `floor` per part (a message that is all one subject is one part, `merge_subjects`). Groups
     are never merged, padded or deduplicated across parts. The
     embedder must be the model the scope's pieces were stored with (ModelMismatchError).
     `db` is any psycopg connection (used as it is) or a connection pool. Without a `floor`,

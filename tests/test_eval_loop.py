@@ -181,6 +181,11 @@ def test_query_variants_merge_parts_of_one_subject() -> None:
     assert merged.texts == ["a b"]
     assert np.allclose(merged.blended, whole[None, :]) and np.allclose(merged.raw, whole[None, :])
     assert query_variant(one, "parts", 0.999) is one  # their cosine is 0.994: apart at 0.999
+    # A chain is not one subject: a and c are each close to the middle part, not to each other
+    # (a question, a paragraph, another question).
+    mid = (e[0] + e[1]) / np.linalg.norm(e[0] + e[1])
+    chain = QueryParts(["a", "m", "c"], np.stack([e[0], mid, e[1]]), whole, q.blended)
+    assert query_variant(chain, "parts", 0.5) is chain
     with pytest.raises(InputError, match="query"):
         query_variant(q, "subjects", 0.25)
 

@@ -207,12 +207,13 @@ def calls(lengths: Sequence[int], positions: int) -> list[list[int]]:
     return out
 
 
-#: Neighbouring query parts at least this similar (raw cosine) are one subject
-#: (`pgmem.recall.merge_subjects`). For MiniLM the parts of one LongMemEval question have a
-#: median neighbour cosine of 0.36 (10th percentile 0.16), two questions of a coverage message
-#: 0.07 (90th percentile 0.23). Measured on the full development sets (docs/evaluation.md,
-#: section 2a, "Merged subjects"): top-1 +1.3 oracle, +1.7 pooled [+0.4, +3.4], +1.2 toolqa,
-#: `s/` equal, coverage -1.0 (within noise).
+#: A message whose parts are all at least this similar (raw cosine, every two of them) is one
+#: subject, searched as the whole message (`pgmem.recall.merge_subjects`). For MiniLM the parts
+#: of one LongMemEval question have a median cosine of 0.36 (10th percentile 0.16), two
+#: questions of a coverage message 0.07 (90th percentile 0.23). Measured on the full
+#: development sets (docs/evaluation.md, section 2a, "A message that is one subject"): top-1
+#: +1.3 oracle, +1.7 pooled [+0.4, +3.4], +1 toolqa question, `s/` equal, coverage within
+#: noise on the full, paragraph and 30-question stores.
 SUBJECT_COSINE = 0.25
 
 

@@ -12,8 +12,8 @@ Coverage of a message = the share of its questions whose gold turn (a turn holdi
 mean over messages. Two ways to search the same store with the same budget:
 
 - `one_vector`: one vector for the whole message and vector search only, top X·parts
-  hits (parts = how many parts the message splits into, before neighbouring parts of one
-  subject merge): what a store of one vector per
+  hits (parts = how many parts the message splits into, before a message that is one
+  subject becomes one part): what a store of one vector per
   message does with the message.
 - `one_query`: the whole message as one query in recall's default mode (hybrid: its
   vector and its distinctive words), top X·parts hits. Against `per_part` it isolates
