@@ -5,6 +5,7 @@ the app role."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 
@@ -256,3 +257,40 @@ def test_pieces_with_the_same_words_rank_by_age_whatever_the_plan(
     assert [pid for _, pid in unknown] == sorted(pid for _, pid in unknown)
     admin_conn.execute("ANALYZE pgmem.piece")
     assert tied() == unknown
+
+
+def test_a_piece_only_the_word_side_found_does_not_outrank_the_vector_sides_first(app_conn: Conn) -> None:
+    # The query vector is one garden piece's own; "zeppelin" is in one other piece, far from the
+    # query and outside the vector side's candidates. At word weight 2 for every piece, the
+    # zeppelin piece's word rank 1 (2 / 61) beat the garden piece's vector rank 1 (1 / 61). A
+    # piece only the word side found now counts its word rank at most once: the nearest piece
+    # leads, the zeppelin piece is still in the group. When the vector side finds the zeppelin
+    # piece too, the full word weight applies and it leads.
+    embedder = HashEmbedder(model_id=MODEL)
+    turns = [make_turn("fusion", "t", i, f"Garden log {i}: the garden was quiet.") for i in range(300)]
+    turns.append(make_turn("fusion", "t", 300, "We booked the zeppelin charter."))
+    assert not ingest_turns(app_conn, turns, embedder).failed
+    with scoped(app_conn, "fusion"):
+        rows = app_conn.execute(
+            "SELECT body, embedding::text FROM pgmem.piece WHERE scope_id = 'fusion' AND body IN (%s, %s)",
+            ("Garden log 7: the garden was quiet.", "We booked the zeppelin charter."),
+        ).fetchall()
+    vec = {str(body): np.array(json.loads(str(e)), dtype=np.float32) for body, e in rows}
+    garden, zeppelin = vec["Garden log 7: the garden was quiet."], vec["We booked the zeppelin charter."]
+
+    def hits(query: np.ndarray) -> list[tuple[str, int | None]]:
+        got = recall_vectors(
+            app_conn, "fusion", ["the zeppelin?"], query[None, :], x=30, floor=-1.0, mode="hybrid", model_id=MODEL
+        )
+        return [(h.body, h.word_rank) for h in got.groups[0].hits]
+
+    # The precondition: the vector side's 20 candidates do not hold the zeppelin piece.
+    candidates = recall_vectors(app_conn, "fusion", ["x"], garden[None, :], x=20, floor=-1.0, mode="vector")
+    assert all("zeppelin" not in h.body for h in candidates.groups[0].hits)
+    far = hits(garden)
+    assert far[0] == ("Garden log 7: the garden was quiet.", None)
+    assert ("We booked the zeppelin charter.", 1) in far
+    # Between the two: both sides find the zeppelin piece, and it leads.
+    both = garden + zeppelin
+    near = hits(both / np.linalg.norm(both))
+    assert near[0] == ("We booked the zeppelin charter.", 1)

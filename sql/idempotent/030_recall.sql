@@ -514,9 +514,17 @@ BEGIN
               FROM word_hits h
               JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = h.piece_id
         ), fused AS (
+            -- The word rank counts word_weight times a vector rank for a piece the vector side
+            -- found too, and at most as much as a vector rank for a piece only the word side
+            -- found: a word-only first hit no longer outranks the vector side's first. At
+            -- weight 2 for both, the 30-question coverage store lost 7.2 points against weight
+            -- 1; this way it gains 1.6 on weight 1, and the LongMemEval sets keep weight 2's
+            -- gain (docs/evaluation.md, section 2a, "Word-only hits").
             SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
                    coalesce(v.dist, w.dist) AS dist, w.wrank,
-                   coalesce(1.0 / (rrf_k + v.vrank), 0) + word_weight * coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
+                   coalesce(1.0 / (rrf_k + v.vrank), 0)
+                   + (CASE WHEN v.piece_id IS NULL THEN least(word_weight, 1.0) ELSE word_weight END)
+                     * coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
               FROM vec v FULL JOIN word w ON v.part_no = w.part_no AND v.piece_id = w.piece_id
         ), ranked AS MATERIALIZED (
             SELECT f.*, row_number() OVER (PARTITION BY f.part_no ORDER BY f.rrf DESC, f.dist, f.piece_id) AS rnk
@@ -531,7 +539,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
