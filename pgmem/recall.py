@@ -125,8 +125,12 @@ def merge_subjects(q: QueryParts, threshold: float) -> QueryParts:
     if len(q.texts) < 2:
         return q
     unit = q.raw / np.maximum(np.linalg.norm(q.raw, axis=1, keepdims=True), 1e-12)
-    if float((unit @ unit.T).min()) < threshold:
-        return q
+    return q if float((unit @ unit.T).min()) < threshold else whole_query(q)
+
+
+def whole_query(q: QueryParts) -> QueryParts:
+    """`q` as one part, the whole message: its text the parts' texts joined, its vector the
+    whole-message vector (blend(whole, whole) is the whole message itself)."""
     whole = q.whole[None, :]
     return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
 

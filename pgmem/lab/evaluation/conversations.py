@@ -53,7 +53,7 @@ from pgmem.ingest import CONTEXT_MODES, ingest_turns
 from pgmem.lab.evaluation.ranking import ScoredHit
 from pgmem.packing import utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
-from pgmem.recall import QueryParts, embed_query, merge_subjects, recall_vectors, subject_cosine_for
+from pgmem.recall import QueryParts, embed_query, merge_subjects, recall_vectors, subject_cosine_for, whole_query
 from pgmem.turns import Turn, content_text, format_label, split_sources
 
 METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
@@ -79,9 +79,7 @@ def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> Qu
     if query == "split":
         return q
     if query == "whole":
-        # blend(whole, whole) is the whole-message vector itself
-        whole = q.whole[None, :]
-        return QueryParts([" ".join(q.texts)], whole, q.whole, whole)
+        return whole_query(q)
     return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
