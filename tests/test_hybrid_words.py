@@ -103,6 +103,40 @@ def test_hybrid_recall_ranks_the_rare_word_first(store: Conn) -> None:
     assert all(("zeppelin" in h.body) == (h.word_rank is not None) for h in hits)
 
 
+def test_sql_recall_searches_words_by_default_when_given_the_part_texts(store: Conn) -> None:
+    # memory_recall's default mode is auto: a SQL caller who passes the parts' texts gets hybrid
+    # (the measured default, as in Python), one who cannot gets vector search; explicit modes
+    # are unchanged.
+    sql = """SELECT part_no, rank, piece_id, word_rank FROM pgmem.memory_recall(%s, %s::vector[]{texts}, x => 10,
+                                                                               floor => -1{mode})"""
+    vec = [hash_vector("unrelated")]
+
+    def rows(texts: bool, mode: str | None) -> list[tuple[object, ...]]:
+        q = sql.format(texts=", part_texts => %s" if texts else "", mode=", mode => %s" if mode else "")
+        args = (SCOPE, vec, *([["project zeppelin"]] if texts else []), *([mode] if mode else []))
+        with scoped(store, SCOPE):
+            return [tuple(r) for r in store.execute(q, args, binary=True).fetchall()]
+
+    hybrid, vector = rows(True, "hybrid"), rows(True, "vector")
+    assert hybrid != vector and any(r[3] is not None for r in hybrid) and all(r[3] is None for r in vector)
+    assert rows(True, None) == rows(True, "auto") == hybrid
+    assert rows(False, None) == rows(False, "auto") == rows(False, "vector") == vector
+    with pytest.raises(psycopg.Error) as err:
+        rows(False, "hybrid")
+    assert err.value.sqlstate == "22004"
+    with pytest.raises(psycopg.Error) as err:
+        rows(True, "bm25")
+    assert err.value.sqlstate == "22023" and err.value.diag.message_hint and "auto" in err.value.diag.message_hint
+    # The recall log keeps the mode that ran, never auto.
+    with pytest.raises(psycopg.Error) as err, scoped(store, SCOPE):
+        store.execute(
+            "SELECT pgmem.log_recall(%s, 'memory', 'm', %s, %s::vector[], 5, 0.2, NULL, 'auto', '[]'::jsonb)",
+            (SCOPE, ["project zeppelin"], vec),
+            binary=True,
+        )
+    assert err.value.sqlstate == "22023"
+
+
 def test_hostile_words_and_arguments(store: Conn) -> None:
     # Quotes, backslashes and tsquery operators in the text are words, never syntax.
     for text in ("o'brien \\ zeppelin & | ! <-> :*", "'''' \\\\ ''", "\u00e9\u20ac zeppelin " * 2000):

@@ -62,7 +62,8 @@ BEGIN
             HINT = 'A (1 + cosine) / 2 score floor s is the cosine floor 2*s - 1.';
     END IF;
     IF mode IS NULL OR mode NOT IN ('vector', 'hybrid') THEN
-        RAISE EXCEPTION 'mode must be vector or hybrid, got %', coalesce(mode, 'NULL') USING ERRCODE = '22023';
+        RAISE EXCEPTION 'mode must be vector or hybrid, got %', coalesce(mode, 'NULL') USING ERRCODE = '22023',
+              HINT = 'memory_recall also takes auto, its default: hybrid when part_texts are given, else vector.';
     END IF;
     IF mode = 'hybrid' AND part_texts IS NULL THEN
         RAISE EXCEPTION 'hybrid mode needs part_texts for word search' USING ERRCODE = '22004';
@@ -422,7 +423,7 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     x integer DEFAULT 5,
     floor double precision DEFAULT 0.2,
     thread text DEFAULT NULL,
-    mode text DEFAULT 'vector',
+    mode text DEFAULT 'auto',
     candidates integer DEFAULT 20,
     rrf_k integer DEFAULT 60,
     exact boolean DEFAULT false,
@@ -442,6 +443,11 @@ DECLARE
     word_share double precision := coalesce(nullif(current_setting('pgmem.word_share', true), '')::double precision, 0.1);
     word_weight double precision := coalesce(nullif(current_setting('pgmem.word_weight', true), '')::double precision, 2.0);
 BEGIN
+    -- auto (the default): hybrid when the caller gives the parts' texts, the mode measured best on
+    -- every development suite (docs/evaluation.md, section 2a); vector when it cannot search words.
+    IF mode = 'auto' THEN
+        mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'hybrid' END;
+    END IF;
     IF NOT (word_weight >= 0 AND word_weight <= 100) THEN
         RAISE EXCEPTION 'pgmem.word_weight must be between 0 and 100, got %', word_weight USING ERRCODE = '22023';
     END IF;
@@ -539,7 +545,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
