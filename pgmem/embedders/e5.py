@@ -34,12 +34,12 @@ WEIGHTS_FILE = "e5-small-q4.bin"
 #: texts near 0.77): the 95th percentile of unrelated cosines, as MiniLM's 0.2 is; measured with
 #: `python -m pgmem.lab.bench.floors --limit 10` (docs/evaluation.md, "Embedding model").
 DEFAULT_FLOOR = 0.81
-#: Two query parts at a raw cosine of at least this are one subject (`pgmem.recall.merge_subjects`),
-#: placed as MiniLM's 0.25 is: between the parts of one LongMemEval question (e5: median 0.838,
-#: 10th percentile 0.812) and two questions of a coverage message (90th percentile 0.802-0.823).
-#: At 0.83 e5 merges the share of questions MiniLM's 0.25 does (68% of the 28 with two parts or
-#: more) and 0.5-4.5% of coverage messages (MiniLM 2-4.5%).
-SUBJECT_COSINE = 0.83
+# No `subject_cosine` (`pgmem.recall.merge_subjects`): e5 searches every part of a message alone.
+# Measured at 0.83, placed as MiniLM's 0.25 is between the two distributions, merging gained
+# LongMemEval one question in 80 (+1.3 on oracle and pooled) but cost coverage beyond noise
+# (-1.2 [-2.3, -0.2] full store, -1.5 [-2.8, -0.5] 30 questions, 0 messages won): e5's cosines
+# put a question's preamble (median 0.838) too near two separate questions (90th percentile
+# 0.82) to tell them apart (docs/evaluation.md, section 9).
 #: Texts per call into the engine: it parallelises over a batch, and a bounded batch keeps
 #: memory flat for long inputs.
 BATCH = 64
@@ -89,9 +89,8 @@ class E5Embedder:
             overhead = max(self._passage_overhead, int(self._model.token_count("", True)))
         self._max_input = WINDOW - overhead
 
-    #: Read by `pgmem.recall.floor_for` and `pgmem.recall.subject_cosine_for`.
+    #: Read by `pgmem.recall.floor_for`.
     default_floor = DEFAULT_FLOOR
-    subject_cosine = SUBJECT_COSINE
 
     @property
     def model_id(self) -> str:
