@@ -36,7 +36,7 @@ WEIGHTS_FILE = "e5-small-q4.bin"
 DEFAULT_FLOOR = 0.81
 # No `subject_cosine` (`pgmem.recall.merge_subjects`): e5 searches every part of a message alone.
 # Measured at 0.83, placed as MiniLM's 0.25 is between the two distributions, merging gained
-# LongMemEval one question in 80 (+1.3 on oracle and pooled) but cost coverage beyond noise
+# three LongMemEval questions of 236 (+1.3 on oracle and pooled) but cost coverage beyond noise
 # (-1.2 [-2.3, -0.2] full store, -1.5 [-2.8, -0.5] 30 questions, 0 messages won): e5's cosines
 # put a question's preamble (median 0.838) too near two separate questions (90th percentile
 # 0.82) to tell them apart (docs/evaluation.md, section 9).
