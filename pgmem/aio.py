@@ -24,12 +24,26 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
-from pgmem.calls import RESTORE_SCOPE, SET_SCOPE, VECTOR_TYPES, Call, Embed, Finished, Query, advance, register_types
+from pgmem.calls import (
+    RESTORE_SCOPE,
+    RETRY_ATTEMPTS,
+    SET_SCOPE,
+    VECTOR_TYPES,
+    Call,
+    Embed,
+    Finished,
+    Query,
+    advance,
+    lost_race,
+    register_types,
+    retry_delay,
+)
 from pgmem.documents.store import (
     add_documents_call,
     remove_document_call,
     search_documents_call,
 )
+from pgmem.errors import database_error
 from pgmem.facts import add_facts_call, fact_recall_call
 from pgmem.forget import (
     forget_document_call,
@@ -63,6 +77,8 @@ async def run(db: AsyncDb, call: Call[T]) -> T:
 async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
     reply: object = None
     error: psycopg.Error | None = None
+    # Each step in its own transaction, or all inside the caller's (see _execute).
+    own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     while True:
         step = advance(call, reply, error)
         if isinstance(step, Finished):
@@ -72,12 +88,27 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             reply = await asyncio.to_thread(step.vectors)
             continue
         try:
-            reply = await _execute(conn, step)
+            reply = await _execute(conn, step, own)
         except psycopg.Error as exc:
+            if not own and lost_race(exc):
+                # The caller's transaction lost the race: it is the caller's to run again.
+                raise database_error(exc) from None
             error = exc
 
 
-async def _execute(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
+async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> object:
+    attempt = 1
+    while True:
+        try:
+            return await _execute_once(conn, q)
+        except psycopg.Error as exc:
+            if not (own and lost_race(exc) and attempt < RETRY_ATTEMPTS):
+                raise
+        await asyncio.sleep(retry_delay(attempt))
+        attempt += 1
+
+
+async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
     async with scoped(conn, q.scope), conn.cursor(row_factory=tuple_row) as cur:
         infos = _TYPES.get(conn)
         if infos is None:

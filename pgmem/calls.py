@@ -12,11 +12,15 @@ scopes each statement with `pgmem.scope` for its own transaction (a savepoint in
 transaction the caller has open, putting the previous scope back). A database error that a
 call does not handle is raised as a `PgmemError` that keeps its SQLSTATE (`DatabaseError`);
 errors of the connection itself (the server went away) stay psycopg's, for the caller's
-retry logic."""
+retry logic. A statement in its own transaction that loses a race with a concurrent writer
+(deadlock, serialization failure) is run again (RETRY_ATTEMPTS); inside the caller's
+transaction it raises `ConflictError` for the caller to run the transaction again."""
 
 from __future__ import annotations
 
 import functools
+import random
+import time
 import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
@@ -40,6 +44,22 @@ SET_SCOPE = "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scop
 RESTORE_SCOPE = "SELECT set_config('pgmem.scope', %s, true)"
 #: pgvector's types, registered on pgmem's own cursors.
 VECTOR_TYPES = ("vector", "halfvec")
+#: A deadlock (40P01) or serialization failure (40001) rolls the statement's transaction back
+#: whole: it lost a race with a concurrent writer, and running it again is safe. A statement in
+#: its own transaction is run again, up to this many attempts in all; inside a transaction the
+#: caller has open, the error goes to the caller, who owns the transaction (and its earlier
+#: locks, which a retry of one statement could not release).
+RETRY_ATTEMPTS = 8
+
+
+def lost_race(exc: BaseException) -> bool:
+    """Whether a driver error is a deadlock or serialization failure (safe to run again)."""
+    return getattr(exc, "sqlstate", None) in ("40P01", "40001")
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait before attempt `attempt + 1`: jittered, doubling from 10 ms, at most 1 s."""
+    return random.uniform(0.5, 1.0) * min(1.0, 0.01 * (1 << attempt))
 
 
 @dataclass(frozen=True)
@@ -118,7 +138,7 @@ def advance(call: Call[T], reply: object, error: psycopg.Error | None) -> Step |
     except StopIteration as stop:
         return Finished(stop.value)
     except psycopg.Error as exc:
-        if is_refusal(exc):
+        if is_refusal(exc) or lost_race(exc):
             raise database_error(exc) from None
         raise
 
@@ -126,6 +146,8 @@ def advance(call: Call[T], reply: object, error: psycopg.Error | None) -> Step |
 def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
     reply: object = None
     error: psycopg.Error | None = None
+    # Each step in its own transaction, or all inside the caller's (see _execute).
+    own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     while True:
         step = advance(call, reply, error)
         if isinstance(step, Finished):
@@ -135,12 +157,27 @@ def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
             reply = step.vectors()
             continue
         try:
-            reply = _execute(conn, step)
+            reply = _execute(conn, step, own)
         except psycopg.Error as exc:
+            if not own and lost_race(exc):
+                # The caller's transaction lost the race: it is the caller's to run again.
+                raise database_error(exc) from None
             error = exc  # the call may handle it (a turn the database refused is reported)
 
 
-def _execute(conn: psycopg.Connection[Any], q: Query) -> object:
+def _execute(conn: psycopg.Connection[Any], q: Query, own: bool) -> object:
+    attempt = 1
+    while True:
+        try:
+            return _execute_once(conn, q)
+        except psycopg.Error as exc:
+            if not (own and lost_race(exc) and attempt < RETRY_ATTEMPTS):
+                raise
+        time.sleep(retry_delay(attempt))
+        attempt += 1
+
+
+def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
     with scoped(conn, q.scope), conn.cursor(row_factory=tuple_row) as cur:
         _register(conn, cur)
         cur.execute(q.sql, q.params, binary=True)

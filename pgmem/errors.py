@@ -74,6 +74,13 @@ class ModelRefusedError(DatabaseError, ModelMismatchError):
     """Vectors from a model other than the one the scope stores (22000, naming both)."""
 
 
+class ConflictError(DatabaseError):
+    """The transaction lost a race with a concurrent writer (a deadlock, 40P01, or a
+    serialization failure, 40001) and was rolled back whole; running it again is safe. pgmem
+    runs its own transactions again itself; this reaches the caller when the transaction was
+    the caller's, or when every attempt lost."""
+
+
 class NotFoundError(DatabaseError):
     """What the call names does not exist (42704, P0002): an unknown scope, say."""
 
@@ -99,6 +106,8 @@ def database_error(exc: Exception) -> DatabaseError:
         cls = ModelRefusedError
     elif state in ("42704", "P0002"):
         cls = NotFoundError
+    elif state in ("40P01", "40001"):
+        cls = ConflictError
     elif state[:2] in ("22", "23", "54"):
         cls = ArgumentError
     else:

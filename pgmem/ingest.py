@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pgmem.calls import Call, Embed, Query, sync
+from pgmem.calls import Call, Embed, Query, lost_race, sync
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
@@ -244,7 +244,11 @@ def _put(
             ),
             one=True,
         )
-    except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this turn's data, not the connection
+    except psycopg.Error as exc:
+        # This turn's data, or a race with concurrent writers lost on every attempt: reported
+        # for this turn, and the batch goes on. Anything else is the connection's.
+        if not isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)) and not lost_race(exc):
+            raise
         detail = f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"
         report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
         return

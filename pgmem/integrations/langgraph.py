@@ -54,6 +54,7 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,9 +82,10 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path  # noqa: 
 from pgvector.psycopg import register_vector  # noqa: E402
 from psycopg.rows import tuple_row  # noqa: E402
 
+from pgmem.calls import RETRY_ATTEMPTS, lost_race, retry_delay  # noqa: E402
 from pgmem.db import scoped  # noqa: E402
 from pgmem.embedders.base import Embedder  # noqa: E402
-from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError, SchemaError  # noqa: E402
+from pgmem.errors import ConfigError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, embed_query, recall_vectors  # noqa: E402
 from pgmem.text import check_text, describe, unstorable  # noqa: E402
@@ -420,6 +422,9 @@ class PgmemStore(BaseStore):
             _check_op(op, i, self.max_value_bytes)
             if isinstance(op, PutOp):
                 puts[(tuple(op.namespace), op.key)] = op  # the last put of a key wins, as in PostgresStore
+        # Writes in one order, (scope, key), so two batches never take the same items' locks in
+        # opposite orders (the lock order: docs/architecture.md).
+        writes = [puts[k] for k in sorted(puts, key=lambda k: (namespace_scope(k[0]), k[1]))]
         try:
             with self._connection() as conn:
                 for i, op in enumerate(ops):
@@ -429,8 +434,8 @@ class PgmemStore(BaseStore):
                         results[i] = self._search(conn, op)
                     elif isinstance(op, ListNamespacesOp):
                         results[i] = self._list_namespaces(conn, op)
-                if puts:
-                    self._put(conn, list(puts.values()))
+                if writes:
+                    self._write(conn, writes)
         except psycopg.DataError as exc:
             raise InputError(" ".join(str(exc).split())) from None
         except psycopg.Error as exc:
@@ -566,6 +571,19 @@ class PgmemStore(BaseStore):
         return [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
 
     # -- writes -------------------------------------------------------------------------------
+
+    def _write(self, conn: Conn, puts: list[PutOp]) -> None:
+        """The batch's puts and deletes in one transaction, run again when it loses a race with a
+        concurrent writer (a deadlock or serialization failure rolls it back whole)."""
+        attempt = 1
+        while True:
+            try:
+                return self._put(conn, puts)
+            except (psycopg.Error, ConflictError) as exc:
+                if not (lost_race(exc) or isinstance(exc, ConflictError)) or attempt >= RETRY_ATTEMPTS:
+                    raise
+            time.sleep(retry_delay(attempt))
+            attempt += 1
 
     def _put(self, conn: Conn, puts: list[PutOp]) -> None:
         with self._in_directory(conn):

@@ -149,24 +149,39 @@ BEGIN
         RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
     END IF;
     key := pgmem._model_key(model_id, dims, plane || '.embedding');
-    INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;
-    IF plane = 'piece' THEN
-        SELECT s.piece_model_key INTO bound FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR UPDATE;
-    ELSE
-        SELECT s.fact_model_key INTO bound FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR UPDATE;
-    END IF;
-    IF bound IS NOT NULL AND bound <> key AND NOT reembed THEN
+    -- Lock order (docs/architecture.md): the scope row first, in SHARE mode, so that writers of
+    -- one scope run side by side (FOR SHARE conflicts neither with itself nor with the KEY SHARE
+    -- that foreign keys take) while a change of the scope's model (an UPDATE of the row) waits
+    -- for them. FOR UPDATE here serialised every writer of a scope, and deadlocked two
+    -- transactions that each held the row's KEY SHARE (store_item's foreign key) and asked for
+    -- the upgrade. A plane's first write records its model before the SHARE lock is taken (an
+    -- UPDATE only when the row is unbound), so two first writers serialise instead of
+    -- deadlocking. A scope forgotten meanwhile (forget_scope deleted the row) is created again:
+    -- the write lands after the forget.
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id, piece_model_key, fact_model_key)
+        VALUES (bind_scope_model.scope, CASE WHEN plane = 'piece' THEN key END, CASE WHEN plane = 'fact' THEN key END)
+        ON CONFLICT (scope_id) DO NOTHING;
+        UPDATE pgmem.scope s
+           SET piece_model_key = coalesce(s.piece_model_key, CASE WHEN plane = 'piece' THEN key END),
+               fact_model_key = coalesce(s.fact_model_key, CASE WHEN plane = 'fact' THEN key END)
+         WHERE s.scope_id = bind_scope_model.scope
+           AND CASE WHEN plane = 'piece' THEN s.piece_model_key ELSE s.fact_model_key END IS NULL;
+        SELECT CASE WHEN plane = 'piece' THEN s.piece_model_key ELSE s.fact_model_key END INTO bound
+          FROM pgmem.scope s WHERE s.scope_id = bind_scope_model.scope FOR SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
+    IF bound <> key AND NOT reembed THEN
         SELECT m.model_id, m.dims INTO bound_id, bound_dims FROM pgmem.embedding_model m WHERE m.model_key = bound;
         RAISE EXCEPTION 'scope % stores % vectors from model % (% dimensions); refusing model % (% dimensions)',
             bind_scope_model.scope, plane, bound_id, bound_dims, model_id, dims
             USING ERRCODE = '22000', HINT = 'Use the scope''s model, or re-embed the scope (pgmem rebuild --reembed).';
     END IF;
-    IF bound IS DISTINCT FROM key THEN
-        IF plane = 'piece' THEN
-            UPDATE pgmem.scope s SET piece_model_key = key WHERE s.scope_id = bind_scope_model.scope;
-        ELSE
-            UPDATE pgmem.scope s SET fact_model_key = key WHERE s.scope_id = bind_scope_model.scope;
-        END IF;
+    IF bound <> key THEN  -- a re-embed: waits for the scope's other writers
+        UPDATE pgmem.scope s
+           SET piece_model_key = CASE WHEN plane = 'piece' THEN key ELSE s.piece_model_key END,
+               fact_model_key = CASE WHEN plane = 'fact' THEN key ELSE s.fact_model_key END
+         WHERE s.scope_id = bind_scope_model.scope;
     END IF;
     RETURN key;
 END

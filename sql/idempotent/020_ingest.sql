@@ -104,25 +104,18 @@ BEGIN
     PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
     key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
 
-    INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (put_turn.scope, put_turn.thread)
-    ON CONFLICT (scope_id, thread_id) DO NOTHING;
-
-    -- Lock the turn row (if any) so concurrent writers of the same turn serialise here.
-    SELECT t.content_hash INTO old_hash FROM pgmem.turn t
-     WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
-       FOR UPDATE;
-    IF old_hash = put_turn.content_hash AND NOT coalesce(force, false) THEN
-        -- Same content: nothing is embedded or rewritten, but new metadata is kept.
-        UPDATE pgmem.turn t SET metadata = meta
-         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
-           AND t.metadata IS DISTINCT FROM meta;
-        RETURN ROW('unchanged', 0)::pgmem.put_result;
-    END IF;
-    IF old_hash IS NOT NULL THEN
-        status := 'replaced';
-        DELETE FROM pgmem.piece p
-         WHERE p.scope_id = put_turn.scope AND p.thread_id = put_turn.thread AND p.turn_index = put_turn.turn_index;
-    END IF;
+    -- Lock order (docs/architecture.md): scope (SHARE, in bind_scope_model), then the thread
+    -- (KEY SHARE: writers of one thread run side by side, a forget of the thread, FOR UPDATE,
+    -- waits for them or they for it), then the turn, then its pieces. A thread forgotten while
+    -- this waited is gone when the lock is granted: it is created again, so the turn is stored
+    -- after the forget (never a foreign-key error).
+    LOOP
+        INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (put_turn.scope, put_turn.thread)
+        ON CONFLICT (scope_id, thread_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.thread th
+          WHERE th.scope_id = put_turn.scope AND th.thread_id = put_turn.thread FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
 
     IF put_turn.context IS NOT NULL THEN
         -- The caller embedded the turn's text as its context (the seed's +0.5-point option).
@@ -131,13 +124,35 @@ BEGIN
     ELSE
         ctx := pgmem.unit_mean(vectors);
     END IF;
-    INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context, blend_weight,
-                                 model_key, metadata)
-    VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key, meta)
-    ON CONFLICT (scope_id, thread_id, turn_index) DO UPDATE
-       SET turn_time = EXCLUDED.turn_time, messages = EXCLUDED.messages, content_hash = EXCLUDED.content_hash,
-           context = EXCLUDED.context, blend_weight = EXCLUDED.blend_weight, model_key = EXCLUDED.model_key,
-           metadata = EXCLUDED.metadata, ingested_at = now();
+    -- Then the turn. A new turn is inserted at once, so a concurrent writer of the same new turn
+    -- waits on its key and finds it stored (never two sets of pieces); a stored turn is locked
+    -- FOR UPDATE, so concurrent writers of one turn serialise here.
+    LOOP
+        INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context,
+                                     blend_weight, model_key, metadata)
+        VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key, meta)
+        ON CONFLICT (scope_id, thread_id, turn_index) DO NOTHING;
+        EXIT WHEN FOUND;
+        SELECT t.content_hash INTO old_hash FROM pgmem.turn t
+         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
+           FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        IF old_hash = put_turn.content_hash AND NOT coalesce(force, false) THEN
+            -- Same content: nothing is embedded or rewritten, but new metadata is kept.
+            UPDATE pgmem.turn t SET metadata = meta
+             WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
+               AND t.metadata IS DISTINCT FROM meta;
+            RETURN ROW('unchanged', 0)::pgmem.put_result;
+        END IF;
+        status := 'replaced';
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = put_turn.scope AND p.thread_id = put_turn.thread AND p.turn_index = put_turn.turn_index;
+        UPDATE pgmem.turn t
+           SET turn_time = put_turn.turn_time, messages = put_turn.messages, content_hash = put_turn.content_hash,
+               context = ctx, blend_weight = weight, model_key = key, metadata = meta, ingested_at = now()
+         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index;
+        EXIT;
+    END LOOP;
 
     INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
                              label, body, raw_embedding, embedding, model_key)

@@ -699,6 +699,41 @@ $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb) IS
 'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
+-- A recall is logged in its own statement after it ran, so what it returned may have been
+-- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock
+-- order of docs/architecture.md) and drops, at any depth of the results, the hit objects whose
+-- turn or document is gone: a forget that committed first is not undone by the log, and one
+-- that starts later waits for the log row and deletes it.
+CREATE OR REPLACE FUNCTION pgmem._drop_gone_hits(scope text, plane text, v jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(v) = 'array' THEN
+        RETURN coalesce((SELECT jsonb_agg(pgmem._drop_gone_hits(scope, plane, a.e) ORDER BY a.n)
+                           FROM jsonb_array_elements(v) WITH ORDINALITY AS a(e, n)
+                          WHERE NOT (jsonb_typeof(a.e) = 'object' AND (
+                                (plane = 'memory' AND a.e ? 'thread_id' AND jsonb_typeof(a.e -> 'turn_index') = 'number'
+                                 AND NOT EXISTS (SELECT 1 FROM pgmem.turn t
+                                                  WHERE t.scope_id = _drop_gone_hits.scope
+                                                    AND t.thread_id = a.e ->> 'thread_id'
+                                                    AND t.turn_index = (a.e ->> 'turn_index')::numeric))
+                                OR (plane = 'document' AND a.e ? 'document_id'
+                                    AND NOT EXISTS (SELECT 1 FROM pgmem.document d
+                                                     WHERE d.scope_id = _drop_gone_hits.scope
+                                                       AND d.document_id = a.e ->> 'document_id'))))),
+                        '[]'::jsonb);
+    ELSIF jsonb_typeof(v) = 'object' THEN
+        RETURN coalesce((SELECT jsonb_object_agg(o.k, pgmem._drop_gone_hits(scope, plane, o.e)) FROM jsonb_each(v) AS o(k, e)),
+                        '{}'::jsonb);
+    END IF;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
+'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane) or document (document plane) is no longer stored in the scope.';
+
 CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
                                             x integer, floor double precision, thread text, mode text, results jsonb,
                                             metadata_filter jsonb DEFAULT NULL)
@@ -726,6 +761,20 @@ BEGIN
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
                                     metadata_filter => metadata_filter);
+    -- Lock what the results name, documents then threads (sorted: one order for every writer),
+    -- then drop hits forgotten since the recall ran (pgmem._drop_gone_hits).
+    PERFORM 1 FROM pgmem.document d
+     WHERE d.scope_id = log_recall.scope
+       AND d.document_id IN (SELECT o.v ->> 'document_id' FROM jsonb_path_query(results, 'strict $.**') AS o(v)
+                              WHERE jsonb_typeof(o.v) = 'object' AND o.v ? 'document_id')
+     ORDER BY d.document_id FOR KEY SHARE;
+    PERFORM 1 FROM pgmem.thread th
+     WHERE th.scope_id = log_recall.scope
+       AND (th.thread_id = log_recall.thread
+            OR th.thread_id IN (SELECT o.v ->> 'thread_id' FROM jsonb_path_query(results, 'strict $.**') AS o(v)
+                                 WHERE jsonb_typeof(o.v) = 'object' AND o.v ? 'thread_id'))
+     ORDER BY th.thread_id FOR KEY SHARE;
+    results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
                                        metadata_filter)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,

@@ -124,23 +124,31 @@ BEGIN
     PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
     key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
 
-    -- Lock the document row (if any) so concurrent writers of the same document serialise here.
-    SELECT d.content_hash INTO old_hash FROM pgmem.document d
-     WHERE d.scope_id = put_document.scope AND d.document_id = put_document.document_id
-       FOR UPDATE;
-    IF old_hash = put_document.content_hash AND NOT coalesce(force, false) THEN
-        RETURN ROW('unchanged', 0)::pgmem.put_result;
-    END IF;
-    IF old_hash IS NOT NULL THEN
+    -- Then the document (the lock order: docs/architecture.md). A new document is inserted at
+    -- once, so a concurrent writer of the same new document waits on its key and finds it
+    -- stored (never two sets of chunks); a stored one is locked FOR UPDATE, so concurrent
+    -- writers of one document serialise here.
+    LOOP
+        INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
+        VALUES (scope, document_id, title, body, content_hash)
+        ON CONFLICT (scope_id, document_id) DO NOTHING;
+        EXIT WHEN FOUND;
+        SELECT d.content_hash INTO old_hash FROM pgmem.document d
+         WHERE d.scope_id = put_document.scope AND d.document_id = put_document.document_id
+           FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        IF old_hash = put_document.content_hash AND NOT coalesce(force, false) THEN
+            RETURN ROW('unchanged', 0)::pgmem.put_result;
+        END IF;
         status := 'replaced';
         -- Chunks cascade to their units.
         DELETE FROM pgmem.chunk c WHERE c.scope_id = put_document.scope AND c.document_id = put_document.document_id;
-    END IF;
-
-    INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
-    VALUES (scope, document_id, title, body, content_hash)
-    ON CONFLICT (scope_id, document_id) DO UPDATE
-       SET title = EXCLUDED.title, body = EXCLUDED.body, content_hash = EXCLUDED.content_hash, updated_at = now();
+        UPDATE pgmem.document d
+           SET title = put_document.title, body = put_document.body, content_hash = put_document.content_hash,
+               updated_at = now()
+         WHERE d.scope_id = put_document.scope AND d.document_id = put_document.document_id;
+        EXIT;
+    END LOOP;
 
     WITH new_chunks AS (
         INSERT INTO pgmem.chunk AS c (scope_id, document_id, ordinal, heading_path, body)

@@ -49,6 +49,51 @@ $$;
 COMMENT ON FUNCTION pgmem._forget_logs(text, text, integer, bigint[], bigint[], text) IS
 'Internal to the forget functions: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane), the thread (and turn_index, when given) or the document_id, and, when a whole thread is forgotten, the recalls filtered to it. Returns the rows deleted.';
 
+-- The LangGraph store's items whose searchable turn is in the thread being forgotten: the item
+-- row holds the same text (its value), so it goes too, and the namespace leaves the store's
+-- directories with the scope's last item (as pgmem.delete_item does). Called after the items
+-- were locked (pgmem._lock_thread), before the thread's rows are deleted.
+CREATE OR REPLACE FUNCTION pgmem._forget_items(scope text, thread text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    DELETE FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope AND i.thread_id = _forget_items.thread;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope) THEN
+        DELETE FROM pgmem.store_namespace ns WHERE ns.scope_name = _forget_items.scope;
+    END IF;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_items(text, text) IS
+'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, and the scope''s store directory entries once no item is left. Returns the items deleted.';
+
+-- The one lock order of every writer (docs/architecture.md): scope, then store item or
+-- document, then thread, then turn, then pieces and facts, then recall-log rows. A forget of a
+-- thread or turn takes the thread's store items and its thread row FOR UPDATE before it deletes
+-- anything, so a put_turn of the thread (KEY SHARE on the thread) and a put_item of its item
+-- (FOR UPDATE on the item) either finish first, and are forgotten, or wait and land after it.
+CREATE OR REPLACE FUNCTION pgmem._lock_thread(scope text, thread text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = _lock_thread.scope AND i.thread_id = _lock_thread.thread
+        FOR UPDATE;
+    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread
+        FOR UPDATE;
+END
+$$;
+COMMENT ON FUNCTION pgmem._lock_thread(text, text) IS
+'Internal to the forget functions: lock a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget.';
+
 CREATE OR REPLACE FUNCTION pgmem.forget_turn(scope text, thread text, turn_index integer)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -65,12 +110,11 @@ BEGIN
         RAISE EXCEPTION 'forget_turn: scope, thread and turn_index must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
-    -- Lock the thread row first. A put_turn of this thread that has written a turn holds a key
-    -- share lock on it (the foreign key), so this waits for that writer to commit, and the
-    -- statements below (each with a fresh snapshot) see its turn: the thread is kept. Without
-    -- the wait, the thread's delete would cascade to a turn committed meanwhile. A writer that
-    -- starts after this lock waits for it, and fails (23503) if the thread was deleted.
-    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_turn.scope AND th.thread_id = forget_turn.thread FOR UPDATE;
+    -- The thread first (pgmem._lock_thread). A put_turn of this thread holds a key share lock
+    -- on it, so this waits for that writer to commit, and the statements below (each with a
+    -- fresh snapshot) see its turn: the thread is kept. A writer that starts after this lock
+    -- waits for it and then stores its turn after the forget.
+    PERFORM pgmem._lock_thread(forget_turn.scope, forget_turn.thread);
     -- Then the turn: a concurrent put_turn of the same turn waits, then finds it gone.
     PERFORM 1 FROM pgmem.turn t
       WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index
@@ -89,6 +133,9 @@ BEGIN
     DELETE FROM pgmem.turn t
      WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index;
     GET DIAGNOSTICS n_turns = ROW_COUNT;
+    IF forget_turn.turn_index = 0 THEN  -- a store item is its thread's turn 0
+        PERFORM pgmem._forget_items(forget_turn.scope, forget_turn.thread);
+    END IF;
     -- A thread left without turns or facts goes too: its name is the caller's data.
     IF n_turns > 0 THEN
         DELETE FROM pgmem.thread th
@@ -102,7 +149,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
-'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget.';
+'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_thread(scope text, thread text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -121,7 +168,8 @@ BEGIN
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_thread.scope), true);
     -- Waits for writers of the thread (see forget_turn): their turns are forgotten too.
-    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_thread.scope AND th.thread_id = forget_thread.thread FOR UPDATE;
+    PERFORM pgmem._lock_thread(forget_thread.scope, forget_thread.thread);
+    PERFORM pgmem._forget_items(forget_thread.scope, forget_thread.thread);
     WITH d AS (
         DELETE FROM pgmem.piece p
          WHERE p.scope_id = forget_thread.scope AND p.kind = 'memory' AND p.thread_id = forget_thread.thread
@@ -140,7 +188,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_thread(text, text) IS
-'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget.';
+'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the LangGraph store items whose turn it holds, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_fact(scope text, fact_id bigint)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -180,6 +228,10 @@ BEGIN
         RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
+    -- The document row first (the lock order): a put_document replacing it finishes first or
+    -- waits, instead of each holding what the other deletes.
+    PERFORM 1 FROM pgmem.document d
+      WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
     WITH d AS (
         DELETE FROM pgmem.piece p
          USING pgmem.chunk ch

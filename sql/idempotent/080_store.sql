@@ -82,18 +82,41 @@ BEGIN
     IF jsonb_typeof(value) <> 'object' THEN
         RAISE EXCEPTION 'put_item: value must be a JSON object, got %', jsonb_typeof(value) USING ERRCODE = '22023';
     END IF;
-    INSERT INTO pgmem.scope AS s (scope_id) VALUES (put_item.scope) ON CONFLICT (scope_id) DO NOTHING;
-    SELECT i.thread_id INTO old_thread FROM pgmem.store_item i
-     WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
-    INSERT INTO pgmem.store_item AS i (scope_id, item_key, namespace, value, thread_id)
-    VALUES (put_item.scope, put_item.item_key, put_item.namespace, put_item.value, put_item.thread)
-    ON CONFLICT (scope_id, item_key) DO UPDATE
-       SET value = EXCLUDED.value, thread_id = EXCLUDED.thread_id, updated_at = pg_catalog.now()
-    RETURNING i.created_at, i.updated_at INTO r;
-    -- An item put again without an index keeps no searchable copy of its old text.
+    -- The scope row first (the lock order, docs/architecture.md), held in KEY SHARE mode as the
+    -- item's foreign key would hold it; a scope forgotten meanwhile is created again, so the
+    -- item lands after the forget instead of failing on the foreign key.
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (put_item.scope) ON CONFLICT (scope_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = put_item.scope FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
+    -- Then the item row: inserted, or, when it exists, locked and replaced. Two puts of a new
+    -- key both try the insert; the second does nothing (any unique index: the key's or the
+    -- thread's) and locks the first's row once it commits, so neither fails on a unique index.
+    LOOP
+        INSERT INTO pgmem.store_item AS i (scope_id, item_key, namespace, value, thread_id)
+        VALUES (put_item.scope, put_item.item_key, put_item.namespace, put_item.value, put_item.thread)
+        ON CONFLICT DO NOTHING
+        RETURNING i.created_at, i.updated_at INTO r;
+        EXIT WHEN FOUND;
+        SELECT i.thread_id INTO old_thread FROM pgmem.store_item i
+         WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
+        IF FOUND THEN
+            UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now()
+             WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key
+            RETURNING i.created_at, i.updated_at INTO r;
+            EXIT;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.thread_id = put_item.thread) THEN
+            RAISE EXCEPTION 'put_item: thread % already makes another item of scope % searchable', put_item.thread, put_item.scope
+                USING ERRCODE = '23505';
+        END IF;
+    END LOOP;
+    -- An item put again without an index keeps no searchable copy of its old text: its old
+    -- thread is forgotten (turn, pieces and the recall-log rows that returned them), after the
+    -- item row, as the lock order has it.
     IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM put_item.thread THEN
-        DELETE FROM pgmem.piece p WHERE p.scope_id = put_item.scope AND p.kind = 'memory' AND p.thread_id = old_thread;
-        DELETE FROM pgmem.thread th WHERE th.scope_id = put_item.scope AND th.thread_id = old_thread;
+        PERFORM pgmem.forget_thread(put_item.scope, old_thread);
     END IF;
     INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
     VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
@@ -121,9 +144,8 @@ BEGIN
     DELETE FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key
     RETURNING i.thread_id INTO old_thread;
     found_it := FOUND;
-    IF old_thread IS NOT NULL THEN
-        DELETE FROM pgmem.piece p WHERE p.scope_id = delete_item.scope AND p.kind = 'memory' AND p.thread_id = old_thread;
-        DELETE FROM pgmem.thread th WHERE th.scope_id = delete_item.scope AND th.thread_id = old_thread;
+    IF old_thread IS NOT NULL THEN  -- its turn goes as a forget would take it (forget_thread)
+        PERFORM pgmem.forget_thread(delete_item.scope, old_thread);
     END IF;
     IF found_it AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope) THEN
         DELETE FROM pgmem.store_namespace n WHERE n.scope_name = delete_item.scope;
@@ -132,7 +154,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn and pieces when it was indexed; the namespace leaves pgmem.store_namespace (every directory listing it) with its last item. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item. Returns whether the item existed; deleting a missing item is not an error.';
 
 CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
     directory text,

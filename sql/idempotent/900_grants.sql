@@ -116,7 +116,7 @@ BEGIN
                 ('put_item', 'writes a LangGraph store item of the caller''s scope and the namespace directory; pgmem_app may not write tables.'),
                 ('delete_item', 'deletes a LangGraph store item of the caller''s scope, its turn and its directory entry; pgmem_app may not write tables.'),
                 ('forget_turn', 'deletes a turn, its pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
-                ('forget_thread', 'deletes a thread with its turns, pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
+                ('forget_thread', 'deletes a thread with its turns, pieces, facts, store items and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_fact', 'deletes a fact and its recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_document', 'deletes a document, its chunks, units, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_scope', 'deletes every row of the caller''s scope, the scope row included; pgmem_app may not write tables.'),
