@@ -7,6 +7,7 @@ from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.forget import Forgotten, forget_document, forget_fact, forget_scope, forget_thread, forget_turn
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.recall import Group, Hit, Recall, embed_query, recall
+from pgmem.reembed import Reembedded, reembed
 from pgmem.splitting import SplitRules, split_prompt_chunks
 from pgmem.turns import Turn, read_jsonl, turn_from_dict
 
@@ -17,6 +18,7 @@ __all__ = [
     "Hit",
     "IngestReport",
     "Recall",
+    "Reembedded",
     "SplitRules",
     "Turn",
     "add_facts",
@@ -30,6 +32,7 @@ __all__ = [
     "ingest_turns",
     "read_jsonl",
     "recall",
+    "reembed",
     "split_prompt_chunks",
     "turn_from_dict",
 ]

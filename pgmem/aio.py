@@ -54,6 +54,7 @@ from pgmem.forget import (
 )
 from pgmem.ingest import ingest_turns_call
 from pgmem.recall import recall_call, recall_vectors_call
+from pgmem.reembed import reembed_call
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -147,6 +148,7 @@ def asynchronous(fn: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncDb, P], 
 ingest_turns = asynchronous(ingest_turns_call)
 recall = asynchronous(recall_call)
 recall_vectors = asynchronous(recall_vectors_call)
+reembed = asynchronous(reembed_call)
 add_facts = asynchronous(add_facts_call)
 fact_recall = asynchronous(fact_recall_call)
 add_documents = asynchronous(add_documents_call)
@@ -171,6 +173,7 @@ __all__ = [
     "ingest_turns",
     "recall",
     "recall_vectors",
+    "reembed",
     "remove_document",
     "run",
     "scoped",

@@ -94,6 +94,22 @@ def _existing_hashes(turns: Sequence[Turn]) -> Call[dict[tuple[str, str, int], b
     return found
 
 
+def refused_scopes(scopes: Sequence[str], embedder: Embedder, plane: str) -> Call[dict[str, str]]:
+    """The scopes among `scopes` whose `plane` stores another model's vectors, with the reason
+    (pgmem.model_refusal: the rule lives in SQL, and put_turn raises the same message)."""
+    refused: dict[str, str] = {}
+    for scope in scopes:
+        row = yield Query(
+            scope,
+            "SELECT pgmem.model_refusal(%s, %s, %s, %s)",
+            (scope, embedder.model_id, embedder.dims, plane),
+            one=True,
+        )
+        if row is not None and row[0] is not None:
+            refused[scope] = str(row[0])
+    return refused
+
+
 def ingest_turns_call(
     turns: Iterable[Turn],
     embedder: Embedder,
@@ -148,6 +164,14 @@ def ingest_turns_call(
             report.unchanged += 1
         else:
             todo.append((t, digest))
+    if not reembed:
+        # The model check runs before anything is embedded: a scope that stores another model's
+        # vectors refuses its turns here, with put_turn's message, not after the embedding.
+        refused = yield from refused_scopes(sorted({t.scope for t, _ in todo}), embedder, "piece")
+        for t, _ in todo:
+            if t.scope in refused:
+                report.failed.append((t.key, f"22000: {refused[t.scope]}"))
+        todo = [(t, d) for t, d in todo if t.scope not in refused]
     done = report.unchanged + len(report.failed) + len(report.superseded)
     group: list[tuple[Turn, bytes, list[Piece]]] = []
     group_size = 0

@@ -55,12 +55,13 @@ def rebuild(
     scope: str,
     max_bytes: int = DEFAULT_MAX_BYTES,
     weight: float = DEFAULT_WEIGHT,
-    reembed: bool = False,
     group_pieces: int = 512,
     progress: Progress | None = None,
 ) -> RebuildResult:
-    """Re-piece and re-embed every turn of `scope` stored before the rebuild began. A rebuild
-    runs inside one scope, like every read and write (row-level security)."""
+    """Re-piece and re-embed every turn of `scope` stored before the rebuild began, with the
+    scope's own model (a model change is `pgmem.reembed`, which serves the old model until one
+    transaction swaps the new one in). A rebuild runs inside one scope, like every read and
+    write (row-level security)."""
     check_name(scope, "scope")
     resumed = state_file.exists()
     if resumed:
@@ -76,7 +77,6 @@ def rebuild(
         embedder,
         max_bytes=max_bytes,
         weight=weight,
-        reembed=reembed,
         force=True,
         group_pieces=group_pieces,
         progress=progress,

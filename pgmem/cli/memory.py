@@ -45,11 +45,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_recall)
 
-    b = sub.add_parser("rebuild", help="re-piece and re-embed stored turns (resumable)")
+    b = sub.add_parser(
+        "rebuild", help="re-piece and re-embed stored turns with the scope's model (resumable; new model: reembed)"
+    )
     b.add_argument("--scope", required=True, help="the scope to rebuild (a rebuild runs inside one scope)")
     b.add_argument("--max-bytes", type=int, default=1200)
     b.add_argument("--weight", type=float, default=0.8)
-    b.add_argument("--reembed", action="store_true", help="allow a model other than the scope's")
     b.set_defaults(func=_rebuild)
 
     w = sub.add_parser("reblend", help="rewrite a scope's search vectors with a new weight (no embedding)")
@@ -191,7 +192,6 @@ def _rebuild(args: argparse.Namespace) -> int:
             scope=args.scope,
             max_bytes=args.max_bytes,
             weight=args.weight,
-            reembed=args.reembed,
             progress=Progress("rebuild"),
         )
     report = res.report

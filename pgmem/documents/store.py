@@ -21,6 +21,7 @@ from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
 from pgmem.documents.units import MODES, Unit, derive_units, slug_of
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
+from pgmem.ingest import refused_scopes
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import blend_query, check_target, query_inputs
@@ -212,6 +213,13 @@ def add_documents_call(
             (scope, [d.id for d in all_docs]),
         )
         existing = {str(i): bytes(h) for i, h in rows}
+    if not reembed:
+        # The model check runs before anything is embedded (pgmem.model_refusal).
+        refused = yield from refused_scopes([scope], embedder, "piece")
+        if scope in refused:
+            for d in all_docs:
+                report.failed.append((d.id, f"22000: {refused[scope]}"))
+            return report
     done = 0
     group: list[Prepared] = []
     size = 0

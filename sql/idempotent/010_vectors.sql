@@ -129,6 +129,38 @@ $$;
 COMMENT ON FUNCTION pgmem._model_key(text, integer, text) IS
 'Internal (not granted to pgmem_app): find or register an embedding model for a vector column, key = max + 1 under a lock (no sequence: a rolled-back registration burns nothing); a dimension other than the installed one is an error naming both. Services register models through bind_scope_model, inside their scope.';
 
+CREATE OR REPLACE FUNCTION pgmem.model_refusal(scope text, model_id text, dims integer, plane text DEFAULT 'piece')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    bound_id text;
+    bound_dims integer;
+BEGIN
+    IF scope IS NULL OR model_id IS NULL OR dims IS NULL THEN
+        RAISE EXCEPTION 'model_refusal: scope, model_id and dims must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF plane IS NULL OR plane NOT IN ('piece', 'fact') THEN
+        RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
+    END IF;
+    PERFORM pgmem.check_scope(model_refusal.scope);
+    SELECT m.model_id, m.dims INTO bound_id, bound_dims
+      FROM pgmem.scope s
+      JOIN pgmem.embedding_model m
+        ON m.model_key = CASE WHEN plane = 'piece' THEN s.piece_model_key ELSE s.fact_model_key END
+     WHERE s.scope_id = model_refusal.scope;
+    IF NOT FOUND OR (bound_id = model_refusal.model_id AND bound_dims = model_refusal.dims) THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('scope %s stores %s vectors from model %s (%s dimensions); refusing model %s (%s dimensions)',
+                  model_refusal.scope, plane, bound_id, bound_dims, model_refusal.model_id, model_refusal.dims);
+END
+$$;
+COMMENT ON FUNCTION pgmem.model_refusal(text, text, integer, text) IS
+'Why a write of the scope''s piece or fact plane with this model would be refused (the scope stores vectors of another model), or NULL when it would not: the check a client runs before embedding anything, and the message bind_scope_model raises. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
 CREATE OR REPLACE FUNCTION pgmem.bind_scope_model(scope text, model_id text, dims integer, plane text DEFAULT 'piece', reembed boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -138,8 +170,6 @@ AS $$
 DECLARE
     key integer;
     bound integer;
-    bound_id text;
-    bound_dims integer;
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
@@ -172,10 +202,9 @@ BEGIN
         EXIT WHEN FOUND;
     END LOOP;
     IF bound <> key AND NOT reembed THEN
-        SELECT m.model_id, m.dims INTO bound_id, bound_dims FROM pgmem.embedding_model m WHERE m.model_key = bound;
-        RAISE EXCEPTION 'scope % stores % vectors from model % (% dimensions); refusing model % (% dimensions)',
-            bind_scope_model.scope, plane, bound_id, bound_dims, model_id, dims
-            USING ERRCODE = '22000', HINT = 'Use the scope''s model, or re-embed the scope (pgmem rebuild --reembed).';
+        RAISE EXCEPTION '%', pgmem.model_refusal(bind_scope_model.scope, model_id, dims, plane)
+            USING ERRCODE = '22000',
+                  HINT = 'Use the scope''s model, or change the scope''s model without downtime: pgmem reembed --to MODEL --scope SCOPE.';
     END IF;
     IF bound <> key THEN  -- a re-embed: waits for the scope's other writers
         UPDATE pgmem.scope s

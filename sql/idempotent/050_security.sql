@@ -82,3 +82,9 @@ CREATE POLICY maintenance_read ON pgmem.fact AS PERMISSIVE FOR SELECT TO pgmem_o
                    AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
 COMMENT ON POLICY maintenance_read ON pgmem.fact IS
     'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows when the login is a member of pgmem_owner; SELECT only.';
+DROP POLICY IF EXISTS maintenance_read ON pgmem.scope;
+CREATE POLICY maintenance_read ON pgmem.scope AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.scope IS
+    'Maintenance over every scope (pgmem.maintenance_scopes, for pgmem reembed --all) lists the scopes when the login is a member of pgmem_owner; SELECT only.';

@@ -120,6 +120,8 @@ BEGIN
                 ('forget_fact', 'deletes a fact and its recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_document', 'deletes a document, its chunks, units, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_scope', 'deletes every row of the caller''s scope, the scope row included; pgmem_app may not write tables.'),
+                ('stage_vectors', 'writes the new model''s vectors of the caller''s scope beside the serving ones; pgmem_app may not write tables.'),
+                ('reembed_flip', 'swaps a scope''s staged vectors in and records its new model, in one transaction; pgmem_app may not write tables.'),
                 ('set_retention', 'writes the retention setting (and, before its first turn, the scope row) of the caller''s scope; pgmem_app may not write tables.')
                ) AS d(name, reason)
           JOIN pg_catalog.pg_proc p ON p.proname = d.name AND p.pronamespace = 'pgmem'::regnamespace

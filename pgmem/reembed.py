@@ -1,0 +1,169 @@
+"""Change the embedding model of a scope's piece plane without downtime.
+
+The vectors of the new model are written beside the serving ones (`pgmem.stage_vectors`), a
+page of pieces at a time, while recall keeps serving the scope's current model; then one
+transaction per scope swaps them in (`pgmem.reembed_flip`). The staged vectors stay in the
+database, so a run that stops (or fails) resumes where it was: nothing is embedded twice.
+Memory pieces, LangGraph store items and document units are re-embedded from their stored
+text; the turns' messages are not split again (for new piecing settings, `pgmem rebuild`).
+
+The model is checked against the installed schema before anything is embedded. Facts have a
+plane (and model) of their own and are not changed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pgmem.calls import Call, Embed, Query, sync
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError, ModelMismatchError
+from pgmem.text import check_name
+
+#: Pieces embedded per request and staged per statement.
+PAGE = 256
+#: Flips tried before giving up, when writers keep adding pieces of the old model meanwhile.
+FLIP_ATTEMPTS = 5
+#: The weight of a document unit against its chunk's context (pgmem.documents' default).
+DOCUMENT_WEIGHT = 0.8
+
+#: (pieces with a vector of the new model, pieces of the scope, seconds so far)
+ReembedProgress = Callable[[int, int, float], None]
+
+
+@dataclass(frozen=True)
+class Reembedded:
+    """What a model change of one scope did."""
+
+    scope: str
+    model_id: str
+    previous_model: str | None
+    pieces: int  # pieces of the scope
+    embedded: int  # pieces embedded by this run (the rest were staged by an earlier one)
+    resumed: bool  # an earlier run had staged vectors already
+    flipped: bool  # the scope now serves the new model
+    turns: int  # turns whose context was rewritten by the flip
+    seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def _status(scope: str, embedder: Embedder) -> Call[tuple[str | None, int, int, int]]:
+    row = yield Query(
+        scope,
+        "SELECT current_model, pieces, staged, pending FROM pgmem.reembed_status(%s, %s, %s)",
+        (scope, embedder.model_id, embedder.dims),
+        one=True,
+    )
+    return (None if row[0] is None else str(row[0])), int(row[1]), int(row[2]), int(row[3])
+
+
+def _installed_dims(scope: str) -> Call[int | None]:
+    row = yield Query(scope, "SELECT pgmem.column_dims('piece.embedding')", one=True)
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _stage_pending(
+    scope: str, embedder: Embedder, page: int, started: float, done: int, total: int, progress: ReembedProgress | None
+) -> Call[int]:
+    """Embed and stage every piece still without a vector of the model; returns how many."""
+    after, embedded = 0, 0
+    while True:
+        rows: Sequence[tuple[object, ...]] = yield Query(
+            scope,
+            "SELECT piece_id, embed_text FROM pgmem.reembed_pending(%s, %s, %s, %s, %s)",
+            (scope, embedder.model_id, embedder.dims, page, after),
+        )
+        if not rows:
+            return embedded
+        ids = [int(str(r[0])) for r in rows]
+        vectors = yield Embed(embedder, [str(r[1]) for r in rows])
+        yield Query(
+            scope,
+            "SELECT pgmem.stage_vectors(%s, %s, %s, %b::vector[])",
+            (scope, embedder.model_id, ids, list(vectors)),
+            one=True,
+        )
+        after = ids[-1]
+        embedded += len(ids)
+        if progress:
+            progress(min(done + embedded, total), total, time.monotonic() - started)
+
+
+def reembed_call(
+    scope: str,
+    embedder: Embedder,
+    *,
+    page: int = PAGE,
+    document_weight: float = DOCUMENT_WEIGHT,
+    flip: bool = True,
+    progress: ReembedProgress | None = None,
+) -> Call[Reembedded]:
+    """Move `scope`'s piece plane to `embedder`'s model: stage the new vectors beside the
+    serving ones, then (with `flip`) swap them in, in one transaction. Recall serves the old
+    model until that transaction commits, and the new one from then on; writers of the scope
+    wait for the flip only. Resumable: a second run embeds only what the first did not stage."""
+    check_name(scope, "scope")
+    if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= 10000:
+        raise InputError(f"page must be an integer between 1 and 10000, got {page!r:.40}")
+    if not isinstance(document_weight, (int, float)) or not 0.0 <= document_weight <= 1.0:
+        raise InputError(f"document_weight must be between 0 and 1, got {document_weight!r:.40}")
+    started = time.monotonic()
+    # The model check comes first: nothing is embedded for a model the schema cannot store.
+    installed = yield from _installed_dims(scope)
+    if installed is None:
+        raise ModelMismatchError("no vector column piece.embedding is installed: run `pgmem migrate`")
+    if installed != embedder.dims:
+        raise ModelMismatchError(
+            f"model {embedder.model_id} gives {embedder.dims}-dimensional vectors but piece.embedding was "
+            f"installed with {installed} dimensions; a model change keeps the installed dimensions"
+        )
+    previous, total, staged, pending = yield from _status(scope, embedder)
+    if previous is None and total == 0:
+        raise InputError(f"scope {scope!r} holds no memory: nothing to re-embed (check the scope name)")
+    resumed = staged > 0 and previous != embedder.model_id
+    if progress:
+        progress(staged, total, time.monotonic() - started)
+    embedded = 0
+    flipped, turns = previous == embedder.model_id and pending == 0, 0
+    for _ in range(FLIP_ATTEMPTS):
+        embedded += yield from _stage_pending(scope, embedder, page, started, staged + embedded, total, progress)
+        if not flip:
+            break
+        row = yield Query(
+            scope,
+            "SELECT flipped, pending, pieces, turns FROM pgmem.reembed_flip(%s, %s, %s, %s)",
+            (scope, embedder.model_id, embedder.dims, float(document_weight)),
+            one=True,
+        )
+        if bool(row[0]):
+            flipped, turns = True, int(row[3])
+            break
+        # Pieces written by the old model while this ran: embed them too, then flip again.
+    _, total, _, _ = yield from _status(scope, embedder)
+    return Reembedded(
+        scope=scope,
+        model_id=embedder.model_id,
+        previous_model=previous,
+        pieces=total,
+        embedded=embedded,
+        resumed=resumed,
+        flipped=flipped,
+        turns=turns,
+        seconds=time.monotonic() - started,
+    )
+
+
+reembed = sync(reembed_call)
+
+
+def scopes_call() -> Call[list[str]]:
+    """Every scope the login may maintain: all of them for a superuser or a login member of
+    pgmem_owner, none for the application login (row-level security)."""
+    rows = yield Query(None, "SELECT scope_id FROM pgmem.maintenance_scopes()")
+    return [str(r[0]) for r in rows]
+
+
+maintenance_scopes = sync(scopes_call)

