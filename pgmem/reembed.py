@@ -24,7 +24,7 @@ from pgmem.text import check_name
 #: Pieces embedded per request and staged per statement.
 PAGE = 256
 #: Flips tried before giving up, when writers keep adding pieces of the old model meanwhile.
-FLIP_ATTEMPTS = 5
+FLIP_ATTEMPTS = 20
 #: The weight of a document unit against its chunk's context (pgmem.documents' default).
 DOCUMENT_WEIGHT = 0.8
 

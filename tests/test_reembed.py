@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 
 import psycopg
 import pytest
@@ -315,3 +317,73 @@ def test_cli(conn: Conn, db_url: str, app_url: str, embedder: Embedder) -> None:
     done = cli(db_url, "--to", "e5", "--all", "--json")
     assert done.returncode == 0, done.stderr
     assert '"flipped": true' in done.stdout and "ETA" in done.stderr
+
+
+def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
+    conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder
+) -> None:
+    from pgmem.forget import forget_turn
+    from pgmem.lab.bench.churn import orphans
+    from pgmem.lab.bench.reembed import Rotated
+
+    new = Rotated(embedder)
+    ingest_turns(conn, turns(n=16) + turns(thread="t2", n=8), embedder)
+    stop = threading.Event()
+    problems: list[str] = []
+    switched: dict[str, bool] = {}
+    ops: dict[str, int] = {}
+
+    def client(name: str, step: Callable[[Conn, Embedder, int], None]) -> None:
+        c = psycopg.connect(app_url, autocommit=True)
+        emb: Embedder = embedder
+        i = 0
+        try:
+            while not stop.is_set():
+                i += 1
+                ops[name] = i
+                try:
+                    step(c, emb, i)
+                except ModelRefusedError:
+                    # the scope moved to the new model: a service switches its embedder then
+                    if emb is new:
+                        problems.append(f"{name}: the new model was refused")
+                    emb, switched[name] = new, True
+                except Exception as exc:  # everything else is a defect: deadlocks must not escape
+                    problems.append(f"{name}: {type(exc).__name__}: {exc}")
+        finally:
+            c.close()
+
+    def write(c: Conn, emb: Embedder, i: int) -> None:
+        report = ingest_turns(c, turns(thread=f"w{i % 3}", n=1, start=i % 7), emb)
+        for _, why in report.failed:
+            if "refusing model" not in why:
+                problems.append(f"writer: {why}")
+        if report.failed:
+            raise ModelRefusedError("refused", sqlstate="22000")
+
+    def forget(c: Conn, emb: Embedder, i: int) -> None:
+        forget_turn(c, SCOPE, f"w{(i + 1) % 3}", i % 7)
+
+    def read(c: Conn, emb: Embedder, i: int) -> None:
+        recall(c, SCOPE, "What are my dogs called? And the cloud budget?", emb, x=3)
+
+    workers = [
+        threading.Thread(target=client, args=(name, fn))
+        for name, fn in (("writer", write), ("forget", forget), ("reader", read))
+    ]
+    for w in workers:
+        w.start()
+    try:
+        time.sleep(1.0)
+        res = reembed(conn, SCOPE, new, page=16)
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+    assert problems == []
+    assert res.flipped and switched.get("reader") and switched.get("writer")
+    assert min(ops.values()) >= 3, ops
+    assert models(admin_conn) == [(new.model_id, sum(int(str(n)) for _, n in models(admin_conn)))]
+    assert scope_model(admin_conn) == new.model_id and staged(admin_conn) == 0
+    assert orphans(admin_conn) == []

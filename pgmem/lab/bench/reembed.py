@@ -74,8 +74,8 @@ class Rotated:
 
 
 def doc_turns(raydocs: Path, start: int, wanted: int) -> list[Turn]:
-    """Filler turns from the Ray docs: one per section, the heading asked, the section answered
-    (at most 1,500 bytes of it), one thread per document."""
+    """Filler turns from the Ray docs: the heading asked and the section answered, a turn per
+    800 bytes of the section's paragraphs, one thread per document."""
     out: list[Turn] = []
     when = datetime(2023, 8, 15, tzinfo=UTC)
     for path in sorted((raydocs / "corpus").rglob("*.md")):
@@ -87,22 +87,28 @@ def doc_turns(raydocs: Path, start: int, wanted: int) -> list[Turn]:
                 lines.append(line)
                 continue
             body = "\n".join(lines).strip()
-            if heading and len(body) > 80:
-                out.append(
-                    Turn(
-                        SCOPE,
-                        thread,
-                        index,
-                        when,
-                        (
-                            {"role": "user", "content": f"How does {heading} work in Ray?"},
-                            {"role": "assistant", "content": body.encode()[:1500].decode("utf-8", "ignore")},
-                        ),
+            # A long section is asked about in parts: one turn per 800 bytes of its paragraphs (at most 1,500).
+            part = ""
+            for para in [*body.split("\n\n"), None]:
+                if para is not None and len(part.encode()) + len(para.encode()) < 800:
+                    part = f"{part}\n\n{para}" if part else para
+                    continue
+                if heading and len(part) > 80:
+                    ask = f"How does {heading} work in Ray?" + (f" (part {index + 1})" if index else "")
+                    answer = part.encode()[:1500].decode("utf-8", "ignore")
+                    out.append(
+                        Turn(
+                            SCOPE,
+                            thread,
+                            index,
+                            when,
+                            ({"role": "user", "content": ask}, {"role": "assistant", "content": answer}),
+                        )
                     )
-                )
-                index += 1
-                if len(out) >= wanted:
-                    return out
+                    index += 1
+                    if len(out) >= wanted:
+                        return out
+                part = para or ""
             heading, lines = m.group(2), []
     return out
 
