@@ -9,6 +9,7 @@ from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.recall import Group, Hit, Recall, embed_query, recall
 from pgmem.reembed import Reembedded, reembed
 from pgmem.splitting import SplitRules, split_prompt_chunks
+from pgmem.stats import ScopeStats, stats
 from pgmem.turns import Turn, read_jsonl, turn_from_dict
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "IngestReport",
     "Recall",
     "Reembedded",
+    "ScopeStats",
     "SplitRules",
     "Turn",
     "add_facts",
@@ -34,5 +36,6 @@ __all__ = [
     "recall",
     "reembed",
     "split_prompt_chunks",
+    "stats",
     "turn_from_dict",
 ]

@@ -55,6 +55,7 @@ from pgmem.forget import (
 from pgmem.ingest import ingest_turns_call
 from pgmem.recall import recall_call, recall_vectors_call
 from pgmem.reembed import reembed_call
+from pgmem.stats import stats_call
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -110,7 +111,8 @@ async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> o
 
 
 async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
-    async with scoped(conn, q.scope), conn.cursor(row_factory=tuple_row) as cur:
+    block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
+    async with block, conn.cursor(row_factory=tuple_row) as cur:
         infos = _TYPES.get(conn)
         if infos is None:
             fetched = [await TypeInfo.fetch(conn, name) for name in VECTOR_TYPES]
@@ -159,6 +161,7 @@ forget_thread = asynchronous(forget_thread_call)
 forget_fact = asynchronous(forget_fact_call)
 forget_document = asynchronous(forget_document_call)
 forget_scope = asynchronous(forget_scope_call)
+stats = asynchronous(stats_call)
 
 __all__ = [
     "add_documents",
@@ -178,4 +181,5 @@ __all__ = [
     "run",
     "scoped",
     "search_documents",
+    "stats",
 ]

@@ -64,10 +64,11 @@ def retry_delay(attempt: int) -> float:
 
 @dataclass(frozen=True)
 class Query:
-    """One statement, run in its own transaction with `pgmem.scope` set to `scope`. The reply
-    is the list of rows (tuples), or the one row (or None) when `one` is set."""
+    """One statement, run in its own transaction with `pgmem.scope` set to `scope` (None: no
+    scope is set, for a call that sees what the login sees without one, like `stats`). The
+    reply is the list of rows (tuples), or the one row (or None) when `one` is set."""
 
-    scope: str
+    scope: str | None
     sql: str | Composed
     params: Sequence[object] = ()
     one: bool = False
@@ -178,7 +179,8 @@ def _execute(conn: psycopg.Connection[Any], q: Query, own: bool) -> object:
 
 
 def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
-    with scoped(conn, q.scope), conn.cursor(row_factory=tuple_row) as cur:
+    block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
+    with block, conn.cursor(row_factory=tuple_row) as cur:
         _register(conn, cur)
         cur.execute(q.sql, q.params, binary=True)
         return cur.fetchone() if q.one else cur.fetchall()

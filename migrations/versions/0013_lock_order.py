@@ -8,6 +8,9 @@ thread, then turn, then pieces and facts, then recall-log rows (docs/architectur
 - `forget_thread` and `forget_turn` lock the thread's store items and thread row first, and
   remove the LangGraph store items whose turn they forget; `forget_document` locks the
   document before deleting its pieces.
+- `pgmem.stats()` (sql/idempotent/085_stats.sql): per-scope counts, ANN index health and recent
+  recalls for monitoring, with SELECT-only maintenance_read policies so the migrating login
+  sees every scope (docs/operations.md).
 
 Only re-runnable definitions change (sql/idempotent); no table changes.
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "pgmem.cli.reembed",
     "pgmem.cli.docs",
     "pgmem.cli.forget",
+    "pgmem.cli.stats",
     "pgmem.cli.mcp",
     "pgmem.lab.evaluation.cli",
     "pgmem.lab.bench.cli",

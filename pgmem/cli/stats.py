@@ -1,0 +1,96 @@
+"""`pgmem stats`: per-scope counts, index health and recent recalls (pgmem.stats())."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pgmem.cli.common import open_conn, settings
+from pgmem.errors import ServerError
+from pgmem.text import check_name
+
+#: The table's column headings, in the order of the row cells below.
+HEADINGS = (
+    "scope",
+    "threads",
+    "turns",
+    "memory",
+    "document",
+    "facts",
+    "docs",
+    "items",
+    "piece index",
+    "fact index",
+    "recalls 1h",
+    "recalls 24h",
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="per-scope counts, ANN index health and recent recalls (pgmem.stats(); needs a running server)",
+    )
+    p.add_argument("--scope", help="one scope (the application login sees only the scope it names)")
+    p.add_argument("--json", action="store_true", help="one JSON object per scope")
+    p.set_defaults(func=_stats)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"  # not reached
+
+
+def _index(state: str, size: int | None) -> str:
+    return state if state == "none" else f"{state} {_size(size)}"
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from pgmem.stats import stats
+
+    if args.scope is not None:
+        check_name(args.scope, "--scope")
+    s = settings()
+    if not s.database_url:
+        # A monitoring command reports on a running server; it never starts one.
+        from pgmem import server
+
+        if not server.status(s.pgdata).running:
+            raise ServerError(f"no server is running in {s.pgdata}: run `pgmem db start`, or set DATABASE_URL")
+    with open_conn(s) as conn:
+        rows = stats(conn, args.scope)
+    if args.json:
+        for r in rows:
+            d = r.as_dict()
+            d["last_recall_at"] = r.last_recall_at.isoformat() if r.last_recall_at else None
+            print(json.dumps(d))
+        return 0
+    if not rows:
+        where = f"scope {args.scope!r}" if args.scope else "any scope"
+        print(f"pgmem: no rows: this login sees no {where} (docs/operations.md, Monitoring)", file=sys.stderr)
+        return 1
+    cells = [
+        [
+            r.scope_id,
+            *(str(n) for n in (r.threads, r.turns, r.memory_pieces, r.document_pieces, r.facts, r.documents)),
+            str(r.store_items),
+            _index(r.piece_index_state, r.piece_index_bytes),
+            _index(r.fact_index_state, r.fact_index_bytes),
+            str(r.recalls_last_hour),
+            str(r.recalls_last_day),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADINGS)]
+    for line in (list(HEADINGS), *cells):
+        # The scope name left-aligned, the figures right-aligned.
+        padded = (v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(line, widths, strict=True)))
+        print("  ".join(padded))
+    return 0
