@@ -304,6 +304,89 @@ def test_pg_dump_as_the_migrating_login_stops_on_row_level_security(owner: Conn,
     assert "kept in the dump" not in dump, "the owner's row-security dump holds no scope's rows"
 
 
+#: PostgreSQL's table lock modes, weakest first.
+LOCK_MODES = (
+    "AccessShareLock",
+    "RowShareLock",
+    "RowExclusiveLock",
+    "ShareUpdateExclusiveLock",
+    "ShareLock",
+    "ShareRowExclusiveLock",
+    "ExclusiveLock",
+    "AccessExclusiveLock",
+)
+REVISIONS = repo_root() / "migrations" / "versions"
+
+
+def _doc_lock_table() -> dict[str, tuple[str, set[str]]]:
+    """revision -> (the "strongest lock" cell's mode, the tables it names) of the runbook's table."""
+    out: dict[str, tuple[str, set[str]]] = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if not re.match(r"^\d{4}", cells[0]):
+            continue
+        revs: list[str] = []
+        for part in cells[0].split(", "):
+            lo, _, hi = part.partition("–")
+            revs += [f"{n:04d}" for n in range(int(lo), int(hi or lo) + 1)]
+        lock = cells[2].split(" (")[0]
+        mode = lock.split(" on ")[0]
+        for r in revs:
+            out[r] = (mode, set(re.findall(r"`([a-z_]+)`", lock)))
+    return out
+
+
+def _measured_locks(admin: Conn, db_url: str, incremental: str) -> tuple[str, set[str]]:
+    """Run one run-once file in a transaction on a database holding the files before it; the
+    strongest lock it takes on a table that existed before, and the tables it takes it on."""
+    params = InstallParams(384, 384)
+    name = f"{admin.info.dbname}_locks"
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = with_database(db_url, name)
+        files = sorted((SQL_DIR / "incremental").glob("*.sql"))
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS vector; CREATE SCHEMA pgmem")
+            for f in files:
+                if f.name < incremental:
+                    c.execute(render(f.read_text(encoding="utf-8"), params))
+            rows = c.execute("SELECT relname FROM pg_class WHERE relnamespace = 'pgmem'::regnamespace").fetchall()
+            before = {str(r[0]) for r in rows}
+        with psycopg.connect(url) as c:
+            c.execute(render((SQL_DIR / "incremental" / incremental).read_text(encoding="utf-8"), params))
+            held = c.execute(
+                """SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                    WHERE l.pid = pg_backend_pid() AND c.relnamespace = 'pgmem'::regnamespace
+                      AND c.relkind IN ('r', 'p')"""
+            ).fetchall()
+            c.rollback()
+    finally:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    modes = [(str(t), LOCK_MODES.index(str(m))) for t, m in held if str(t) in before]
+    if not modes:
+        return "none", set()
+    top = max(m for _, m in modes)
+    words = re.sub(r"(?<!^)([A-Z])", r" \1", LOCK_MODES[top].removesuffix("Lock")).upper()
+    return words, {t for t, m in modes if m == top}
+
+
+def test_the_lock_table_is_what_each_run_once_file_takes(admin_conn: Conn, db_url: str) -> None:
+    """Every revision has a row in the runbook's lock table, and a revision's run-once file
+    takes exactly the strongest lock the row names, on the tables it names."""
+    table = _doc_lock_table()
+    for module in sorted(REVISIONS.glob("[0-9][0-9][0-9][0-9]_*.py")):
+        rev = module.name[:4]
+        assert rev in table, f"revision {rev} has no row in the lock table of docs/operations.md"
+        m = re.search(r'apply\(op, "incremental/([^"]+)"\)', module.read_text(encoding="utf-8"))
+        if m is None:
+            assert table[rev][0] == "the re-runnable set", rev
+            continue
+        measured = _measured_locks(admin_conn, db_url, m[1])
+        expected = ("none", set()) if table[rev][0].startswith("none") else table[rev]
+        assert measured == expected, f"revision {rev} ({m[1]})"
+
+
 def _scoped_tables(admin: Conn) -> set[str]:
     rows = admin.execute(
         """SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'scope_id'
