@@ -234,6 +234,9 @@ def _check_outputs(outputs: list[tuple[Block, str]], admin: Conn, restore_url: s
     # Upgrading: the versions, the reviewed script, the migration under a lock timeout.
     assert f"{pgmem.__name__} " in _output(outputs, "pgmem --version")
     assert f"|{head}" in _output(outputs, "pgmem --version")
+    locks = _output(outputs, "VALIDATE CONSTRAINT turn_metadata_object")
+    assert "pgmem.turn | ShareUpdateExclusiveLock" in locks and "AccessExclusive" not in locks
+    assert "0.8" in _output(outputs, "extversion")
     review = _output(outputs, "pgmem migrate --sql").splitlines()
     assert int(review[0]) > 20, "the reviewed script holds the re-runnable functions"
     assert f"|{head}" in _output(outputs, "lock_timeout")
