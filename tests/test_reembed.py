@@ -121,7 +121,7 @@ def scope_model(admin: Conn) -> object:
 
 def staged(admin: Conn) -> int:
     row = admin.execute("SELECT count(*) FROM pgmem.staged_vector WHERE scope_id = %s", (SCOPE,)).fetchone()
-    return int(row[0]) if row else -1
+    return int(str(row[0])) if row else -1
 
 
 def top_turn(conn: Conn, emb: Embedder, message: str) -> int:
@@ -172,7 +172,7 @@ def test_model_change_serves_the_old_model_until_the_flip(
     with conn.transaction(), scoped(conn, SCOPE):
         conn.execute("SELECT pgmem.reblend(%s, 0.8)", (SCOPE,))
     after = admin_conn.execute("SELECT sum(embedding <=> raw_embedding) FROM pgmem.piece").fetchone()
-    assert before is not None and after is not None and abs(float(before[0]) - float(after[0])) < 1e-3
+    assert before is not None and after is not None and abs(float(str(before[0])) - float(str(after[0]))) < 1e-3
     # a second run has nothing to do
     again = reembed(conn, SCOPE, Counting(e5))
     assert again.flipped and again.embedded == 0 and again.previous_model == e5.model_id
