@@ -1,0 +1,575 @@
+"""The lock order of every writer (docs/architecture.md, "Lock order"), shown by deterministic
+interleavings of two or three transactions on a real server, as the application login.
+
+Each concurrent step runs on its connection's own worker thread (`Session`); the test goes on
+once the step has finished or, seen from a superuser connection in pg_stat_activity, is waiting
+for a lock. So every interleaving below happens in the order written, on every run: a forget
+that waits for a writer, a writer that waits for a forget, two writers of one scope or one key.
+The last tests check that forgetting leaves no copy of the forgotten text in any table of the
+schema (listed from pg_catalog, so a new table is covered without editing this file), and that
+LangGraph store batches through a pool end in the state of the last write of each key."""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+from langgraph.store.base import PutOp, SearchOp
+from psycopg import sql
+
+from pgmem import forget_document, forget_fact, forget_thread, forget_turn
+from pgmem.db import connect, scoped
+from pgmem.documents.store import Document, add_documents, search_documents
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.forget import Forgotten
+from pgmem.ingest import IngestReport, ingest_turns
+from pgmem.integrations.langgraph import PgmemStore, item_thread, namespace_scope
+from pgmem.recall import embed_query, recall
+from pgmem.turns import Turn
+from tests.security_helpers import Conn, HashEmbedder, make_turn
+
+T = TypeVar("T")
+EMB = HashEmbedder()
+SCOPE = "locks"
+NS = ("users", "u1")
+#: A step that should finish, or start waiting for a lock, well within this many seconds.
+STEP_SECONDS = 30.0
+
+
+class Session:
+    """One application-login connection whose statements run on a worker thread of its own, so
+    that a step can block on a lock while the test drives the other transactions."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = connect(url)
+        self.pid = self.conn.info.backend_pid
+        self._worker = ThreadPoolExecutor(max_workers=1)
+
+    def start(self, fn: Callable[[Conn], T]) -> Future[T]:
+        return self._worker.submit(fn, self.conn)
+
+    def do(self, fn: Callable[[Conn], T]) -> T:
+        """A step that must finish without waiting for the other sessions."""
+        return self.start(fn).result(timeout=STEP_SECONDS)
+
+    def begin(self, scope: str, *, directory: str | None = None) -> None:
+        """An explicit transaction in `scope` (and, for store writes, a store directory)."""
+
+        def go(c: Conn) -> None:
+            c.execute("BEGIN")
+            c.execute(sql.SQL("SET LOCAL pgmem.scope = {}").format(sql.Literal(scope)))
+            if directory is not None:
+                c.execute(sql.SQL("SET LOCAL pgmem.store_directory = {}").format(sql.Literal(directory)))
+
+        self.do(go)
+
+    def commit(self) -> None:
+        self.do(lambda c: c.execute("COMMIT"))
+
+    def close(self) -> None:
+        self.conn.cancel()  # a step still waiting (a failing run) ends now, not at the timeout
+        self._worker.shutdown(wait=True)
+        self.conn.close()
+
+
+@pytest.fixture
+def sessions(app_url: str) -> Iterator[Callable[[], Session]]:
+    opened: list[Session] = []
+
+    def open_session() -> Session:
+        s = Session(app_url)
+        opened.append(s)
+        return s
+
+    yield open_session
+    for s in opened:
+        s.close()
+
+
+def waits_for_lock(admin: Conn, step: Future[Any], pid: int) -> bool:
+    """True once the session's backend waits for a lock (pg_stat_activity), False when the step
+    finished first. Fails when it does neither in STEP_SECONDS."""
+    deadline = time.monotonic() + STEP_SECONDS
+    while time.monotonic() < deadline:
+        if step.done():
+            return False
+        row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        if row is not None and row[0] == "Lock":
+            return True
+        time.sleep(0.01)
+    raise AssertionError(f"backend {pid} neither finished nor waited for a lock in {STEP_SECONDS} s")
+
+
+def outcome(step: Future[T]) -> T | BaseException:
+    """The step's result, or the exception it raised (a deadlock, a constraint error)."""
+    try:
+        return step.result(timeout=STEP_SECONDS)
+    except Exception as exc:
+        return exc
+
+
+def count(admin: Conn, query: str | sql.Composed, params: Sequence[object] | Mapping[str, object] = ()) -> int:
+    row = admin.execute(query, params).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def turns_of(admin: Conn, scope: str, thread: str) -> list[int]:
+    rows = admin.execute(
+        "SELECT turn_index FROM pgmem.turn WHERE scope_id = %s AND thread_id = %s ORDER BY 1", (scope, thread)
+    ).fetchall()
+    return [int(str(r[0])) for r in rows]
+
+
+def ingest(turns: list[Turn]) -> Callable[[Conn], IngestReport]:
+    return lambda c: ingest_turns(c, turns, EMB)
+
+
+def test_forget_thread_and_a_reingest_of_its_turn_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A writer re-ingests turn 1 of a thread in an open transaction; forget_thread of the
+    thread starts and waits; the writer then adds turn 2. Before the lock order, the forget held
+    the thread and waited for the writer's pieces while the writer waited for the thread."""
+    report = ingest_turns(conn, [make_turn(SCOPE, "t", 0, "alpha harbour"), make_turn(SCOPE, "t", 1, "bravo")], EMB)
+    assert report.inserted == 2
+    writer, forgetter = sessions(), sessions()
+
+    writer.begin(SCOPE)
+    assert writer.do(ingest([make_turn(SCOPE, "t", 1, "bravo, second version")])).replaced == 1
+    forget = forgetter.start(lambda c: forget_thread(c, SCOPE, "t"))
+    assert waits_for_lock(admin_conn, forget, forgetter.pid)  # the forget waits for the writer
+    second = outcome(writer.start(ingest([make_turn(SCOPE, "t", 2, "charlie")])))
+    writer.commit()
+    forgotten = outcome(forget)
+
+    assert isinstance(second, IngestReport), f"the writer's second turn: {second!r}"
+    assert (second.inserted, second.failed) == (1, [])
+    assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    # Defined final state: the forget ran after the writer's transaction, and took all of it.
+    assert (forgotten.threads, forgotten.turns) == (1, 3)
+    assert turns_of(admin_conn, SCOPE, "t") == []
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND thread_id = 't'", (SCOPE,)) == 0
+
+
+def test_a_turn_put_while_its_thread_is_forgotten_is_stored_after_the_forget(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """A new turn of a thread whose forget is uncommitted waits for the forget, and is then
+    stored, in a thread created again: never a foreign-key error (23503)."""
+    turns = [make_turn(SCOPE, th, i, f"{th} turn {i} about the ferry") for th in ("t", "u") for i in range(2)]
+    assert ingest_turns(conn, turns, EMB).inserted == 4
+    forgetter, writer = sessions(), sessions()
+
+    # 1. The forget's statement has finished; its transaction is still open.
+    forgetter.begin(SCOPE)
+    assert forgetter.do(lambda c: forget_thread(c, SCOPE, "t")).turns == 2
+    put = writer.start(ingest([make_turn(SCOPE, "t", 5, "echo, written during the forget")]))
+    assert waits_for_lock(admin_conn, put, writer.pid)
+    forgetter.commit()
+    report = outcome(put)
+    assert isinstance(report, IngestReport), f"the put: {report!r}"
+    assert (report.inserted, report.failed) == (1, [])
+    assert turns_of(admin_conn, SCOPE, "t") == [5]
+
+    # 2. The forget is stopped half-way, after it locked the thread and before it deleted it: a
+    # superuser transaction holds the thread's pieces, which the forget deletes first.
+    holder = psycopg.connect(db_url)
+    try:
+        holder.execute("SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'u' FOR UPDATE", (SCOPE,))
+        forget = forgetter.start(lambda c: forget_thread(c, SCOPE, "u"))
+        assert waits_for_lock(admin_conn, forget, forgetter.pid)
+        put = writer.start(ingest([make_turn(SCOPE, "u", 7, "foxtrot, written during the forget")]))
+        assert waits_for_lock(admin_conn, put, writer.pid)  # for the forget's lock on the thread
+        holder.rollback()
+        forgotten, report = outcome(forget), outcome(put)
+    finally:
+        holder.close()
+    assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    assert forgotten.turns == 2
+    assert isinstance(report, IngestReport), f"the put: {report!r}"
+    assert report.failed == [], "the turn written during the forget was refused"
+    assert report.inserted == 1
+    assert turns_of(admin_conn, SCOPE, "u") == [7]
+
+
+def test_store_puts_and_turn_puts_of_one_scope_interleave_without_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """Two LangGraph store writes of one scope, each an open transaction (put_item, then its
+    turn, as PgmemStore writes a batch), interleaved: item 1, item 2, turn 1, turn 2. Each item
+    holds the scope row's KEY SHARE lock (its foreign key); a writer asking for the scope row
+    FOR UPDATE (bind_scope_model before the lock order) then waited for the other, both ways."""
+    scope = namespace_scope(NS)
+    # A first item, committed: the scope's model is bound and the namespace is in the store's
+    # directory (a put of a new namespace waits for the first one's directory row, by design).
+    PgmemStore(conn, embedder=EMB).put(NS, "k0", {"text": "note k0"})
+    a, b = sessions(), sessions()
+
+    def put_item(key: str) -> Callable[[Conn], object]:
+        def go(c: Conn) -> object:
+            return c.execute(
+                "SELECT * FROM pgmem.put_item(%s, %s, %s, jsonb_build_object('text', %s::text), %s)",
+                (scope, list(NS), key, f"note {key}", item_thread(key)),
+            ).fetchall()
+
+        return go
+
+    def item_turn(key: str) -> list[Turn]:
+        return [Turn(scope, item_thread(key), 0, None, ({"role": "memory", "content": f"note {key}"},))]
+
+    a.begin(scope, directory="default")
+    a.do(put_item("k1"))
+    b.begin(scope, directory="default")
+    b.do(put_item("k2"))
+    turn_a = a.start(ingest(item_turn("k1")))
+    a_waited = waits_for_lock(admin_conn, turn_a, a.pid)
+    turn_b = b.start(ingest(item_turn("k2")))
+    results = [outcome(turn_a), outcome(turn_b)]
+    a.commit()
+    b.commit()
+
+    assert all(isinstance(r, IngestReport) and r.inserted == 1 and not r.failed for r in results), results
+    assert not a_waited, "two writers of one scope waited for each other on the scope row"
+    rows = admin_conn.execute(
+        """SELECT i.item_key, count(t.turn_index) FROM pgmem.store_item i
+             LEFT JOIN pgmem.turn t ON t.scope_id = i.scope_id AND t.thread_id = i.thread_id
+            WHERE i.scope_id = %s GROUP BY 1 ORDER BY 1""",
+        (scope,),
+    ).fetchall()
+    assert rows == [("k0", 1), ("k1", 1), ("k2", 1)]
+
+
+def test_two_puts_of_one_new_store_key_store_one_item(admin_conn: Conn, sessions: Callable[[], Session]) -> None:
+    """Two transactions put the same new key at the same moment (released together by a barrier;
+    a large value keeps each insert busy between its conflict check and its index entries, so
+    both pass the check). One item results, holding one of the two values; neither put fails
+    on a unique index (23505: the item's thread is unique too, and the key's ON CONFLICT arbiter
+    did not cover it)."""
+    scope = namespace_scope(NS)
+    a, b = sessions(), sessions()
+    rng = random.Random(7)
+    failures: list[str] = []
+    for round_no in range(6):
+        key = f"new-{round_no}"
+        barrier = threading.Barrier(2)
+        values = {w: base64.b64encode(rng.randbytes(900_000)).decode() for w in ("a", "b")}
+
+        def put(
+            w: str, key: str = key, barrier: threading.Barrier = barrier, values: dict[str, str] = values
+        ) -> Callable[[Conn], None]:
+            def go(c: Conn) -> None:
+                barrier.wait(timeout=STEP_SECONDS)
+                with scoped(c, scope):
+                    c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+                    c.execute(
+                        "SELECT * FROM pgmem.put_item(%s, %s, %s, jsonb_build_object('text', %s::text), %s)",
+                        (scope, list(NS), key, values[w], item_thread(key)),
+                    )
+
+            return go
+
+        steps = [s.start(put(w)) for s, w in ((a, "a"), (b, "b"))]
+        done: list[object] = [outcome(step) for step in steps]
+        failures += [f"round {round_no}: {type(r).__name__}: {r}" for r in done if isinstance(r, BaseException)]
+        stored = admin_conn.execute(
+            "SELECT value->>'text' FROM pgmem.store_item WHERE scope_id = %s AND item_key = %s", (scope, key)
+        ).fetchall()
+        assert len(stored) == 1 and stored[0][0] in values.values(), (round_no, len(stored), failures)
+    assert failures == []
+
+
+@pytest.mark.parametrize("how", ["forget_thread", "forget_turn 0"])
+def test_forgetting_a_store_items_thread_removes_the_item(conn: Conn, admin_conn: Conn, how: str) -> None:
+    store = PgmemStore(conn, embedder=EMB, floor=-1)
+    scope = namespace_scope(NS)
+    store.put(NS, "k1", {"text": "the spare key is under the blue flowerpot"})
+    store.put(NS, "k2", {"text": "the ferry leaves at nine"})
+    assert store.get(NS, "k1") is not None
+    if how == "forget_thread":
+        done = forget_thread(conn, scope, item_thread("k1"))
+    else:
+        done = forget_turn(conn, scope, item_thread("k1"), 0)
+    assert done.turns == 1
+    assert store.get(NS, "k1") is None
+    assert [h.key for h in store.search(NS, query="the spare key is under the blue flowerpot")] == ["k2"]
+    # The other item is untouched, and the namespace stays listed while it has an item.
+    got = store.get(NS, "k2")
+    assert got is not None and got.value == {"text": "the ferry leaves at nine"}
+    assert store.list_namespaces() == [NS]
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 1
+
+
+def _logs_naming(
+    admin: Conn,
+    scope: str,
+    *,
+    thread: str | None = None,
+    pieces: Sequence[int] = (),
+    document: str | None = None,
+    facts: Sequence[int] = (),
+) -> int:
+    """Recall-log rows of the scope that name the thread (filter or hit), a piece id, a document
+    or (fact plane) a fact id."""
+    return count(
+        admin,
+        """SELECT count(*) FROM pgmem.recall_log l
+            WHERE l.scope_id = %(scope)s
+              AND (l.thread_id = %(thread)s
+                   OR EXISTS (SELECT 1 FROM jsonb_path_query(l.results, 'strict $.**') AS o(v)
+                               WHERE jsonb_typeof(o.v) = 'object'
+                                 AND ((o.v ->> 'thread_id') = %(thread)s
+                                      OR (o.v ->> 'document_id') = %(document)s
+                                      OR (o.v ->> 'piece_id')::numeric = ANY (%(pieces)s::bigint[])
+                                      OR (l.plane = 'fact'
+                                          AND (o.v ->> 'fact_id')::numeric = ANY (%(facts)s::bigint[])))))""",
+        {"scope": scope, "thread": thread, "document": document, "pieces": list(pieces), "facts": list(facts)},
+    )
+
+
+def test_delete_item_removes_the_recall_log_rows_that_returned_it(conn: Conn, admin_conn: Conn) -> None:
+    store = PgmemStore(conn, embedder=EMB)
+    scope = namespace_scope(NS)
+    one, two = "the spare key is under the blue flowerpot", "the ferry leaves at nine"
+    store.put(NS, "k1", {"text": one})
+    store.put(NS, "k2", {"text": two})
+    pieces = [
+        int(str(r[0]))
+        for r in admin_conn.execute(
+            "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND thread_id = %s", (scope, item_thread("k1"))
+        ).fetchall()
+    ]
+    assert pieces
+    filtered = recall(conn, scope, one, EMB, floor=-1, thread=item_thread("k1"), log=True)
+    everything = recall(conn, scope, one, EMB, floor=-1, x=10, log=True)
+    other = recall(conn, scope, two, EMB, floor=-1, thread=item_thread("k2"), log=True)
+    assert {h.thread_id for g in everything.groups for h in g.hits} == {item_thread("k1"), item_thread("k2")}
+    assert _logs_naming(admin_conn, scope, thread=item_thread("k1"), pieces=pieces) == 2
+
+    store.delete(NS, "k1")
+    logged = {int(str(r[0])) for r in admin_conn.execute("SELECT recall_id FROM pgmem.recall_log").fetchall()}
+    assert filtered.recall_id not in logged and everything.recall_id not in logged
+    assert other.recall_id in logged  # a recall that never returned the item stays
+    assert _logs_naming(admin_conn, scope, thread=item_thread("k1"), pieces=pieces) == 0
+
+
+def pgmem_tables(admin: Conn) -> list[str]:
+    """Every table of schema pgmem, from the catalog (so a table added later is checked too)."""
+    rows = admin.execute(
+        """SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'pgmem' AND c.relkind IN ('r', 'p') ORDER BY 1"""
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def tables_holding(admin: Conn, marker: str) -> dict[str, int]:
+    """Tables with a row whose text (the whole row cast to text) contains the marker. The row is
+    written ROW(r.*), not `r`: a bare alias means the column when the table has one of that name
+    (recall_log.x is the recall's x, an integer)."""
+    found = {}
+    for table in pgmem_tables(admin):
+        n = count(
+            admin,
+            sql.SQL("SELECT count(*) FROM {} r WHERE ROW(r.*)::text LIKE %s").format(sql.Identifier("pgmem", table)),
+            (f"%{marker}%",),
+        )
+        if n:
+            found[table] = n
+    return found
+
+
+@dataclass
+class Stored:
+    """What was stored under a marker, for the checks after the forget."""
+
+    thread: str | None = None
+    document: str | None = None
+    pieces: tuple[int, ...] = ()
+    facts: tuple[int, ...] = ()
+
+
+def _log_fact_recall(conn: Conn, scope: str, message: str) -> list[int]:
+    """A logged fact-plane recall (no Python API logs one; the SQL function takes any plane)."""
+    facts = fact_recall(conn, scope, message, EMB, floor=-1, x=50)
+    ids = [h.piece_id for g in facts.groups for h in g.hits]
+    q = embed_query(message, EMB)
+    with scoped(conn, scope):
+        conn.execute(
+            "SELECT pgmem.log_recall(%s, 'fact', %s, %s, %s::vector[], 50, -1, NULL, 'vector', %s::jsonb)",
+            (scope, message, q.texts, list(q.blended), psycopg.types.json.Jsonb(
+                [{"part_no": g.part_no, "hits": [{"fact_id": h.piece_id, "body": h.body} for h in g.hits]}
+                 for g in facts.groups])),
+        )  # fmt: skip
+    return ids
+
+
+def _log_document_search(conn: Conn, scope: str, message: str) -> None:
+    found = search_documents(conn, scope, message, EMB, floor=-1, x=10)
+    q = embed_query(message, EMB)
+    with scoped(conn, scope):
+        conn.execute(
+            "SELECT pgmem.log_recall(%s, 'document', %s, %s, %s::vector[], 10, -1, NULL, 'vector', %s::jsonb)",
+            (scope, message, q.texts, list(q.blended), psycopg.types.json.Jsonb(found.as_dict()["groups"])),
+        )
+
+
+def _store_marked(conn: Conn, admin: Conn, what: str, marker: str) -> Stored:
+    """Store `marker` in the kind of object `what` forgets, and log recalls that return it."""
+    text = f"the locker code is {marker} and the spare key is under the flowerpot"
+    if what in ("item", "item thread"):
+        PgmemStore(conn, embedder=EMB).put(NS, "k1", {"text": text})
+        scope, thread = namespace_scope(NS), item_thread("k1")
+    else:
+        scope, thread = SCOPE, "marked"
+    stored = Stored()
+    if what in ("thread", "item thread", "item"):
+        if what == "thread":
+            turns = [make_turn(scope, thread, 0, text, tool=f"registry: {marker}"), make_turn(scope, thread, 1, "ok")]
+            assert ingest_turns(conn, turns, EMB).inserted == 2
+            add_facts(conn, scope, [Fact(f"the locker code is {marker}", thread, 0)], EMB)
+        recall(conn, scope, text, EMB, floor=-1, x=20, log=True)
+        recall(conn, scope, "ok", EMB, floor=-1, thread=thread, log=True)
+        stored.thread = thread
+    elif what == "document":
+        stored.document = f"doc-{marker}"
+        doc = Document(stored.document, f"# Lockers\n\n{text}\n\n## Keys\n\nAsk {marker} at the desk.\n")
+        assert add_documents(conn, scope, [doc], EMB).inserted == 1
+        add_facts(conn, scope, [Fact(f"the locker code is {marker}", section=stored.document)], EMB)
+        _log_document_search(conn, scope, text)
+    elif what == "fact":
+        add_facts(conn, scope, [Fact(f"the locker code is {marker}")], EMB)
+    if what in ("thread", "document", "fact"):
+        ids = _log_fact_recall(conn, scope, f"the locker code is {marker}")
+        stored.facts = tuple(
+            i
+            for i in ids
+            if count(admin, "SELECT count(*) FROM pgmem.fact WHERE fact_id = %s AND body LIKE %s", (i, f"%{marker}%"))
+        )
+        assert stored.facts
+    stored.pieces = tuple(
+        int(str(r[0]))
+        for r in admin.execute(
+            """SELECT p.piece_id FROM pgmem.piece p LEFT JOIN pgmem.chunk ch USING (scope_id, chunk_id)
+                WHERE p.scope_id = %s AND (p.thread_id = %s OR ch.document_id = %s)""",
+            (scope, stored.thread, stored.document),
+        ).fetchall()
+    )
+    assert stored.pieces or what == "fact"
+    return stored
+
+
+@pytest.mark.parametrize("what", ["thread", "item thread", "document", "fact", "item"])
+def test_forgetting_leaves_the_marker_in_no_table(conn: Conn, admin_conn: Conn, what: str) -> None:
+    """forget_thread (of a conversation, of a store item's turn), forget_document, forget_fact
+    and delete_item remove every row of every pgmem table that holds what was forgotten, and
+    every recall-log row that names it; a second, unforgotten marker stays, so the scan finds
+    what is there."""
+    tables = pgmem_tables(admin_conn)
+    assert {"scope", "thread", "turn", "piece", "fact", "document", "chunk", "recall_log", "store_item"} <= set(tables)
+    marker, kept = f"QX{uuid.uuid4().hex}", f"KQ{uuid.uuid4().hex}"
+    keep = [make_turn(SCOPE, "kept", 0, f"the kept turn says {kept}")]
+    assert ingest_turns(conn, keep, EMB).inserted == 1
+    recall(conn, SCOPE, f"the kept turn says {kept}", EMB, floor=-1, thread="kept", log=True)
+    stored = _store_marked(conn, admin_conn, what, marker)
+    holding = tables_holding(admin_conn, marker)
+    assert "recall_log" in holding and (what == "fact" or "piece" in holding), holding
+
+    scope = namespace_scope(NS) if what.startswith("item") else SCOPE
+    if what in ("thread", "item thread"):
+        assert stored.thread is not None
+        forget_thread(conn, scope, stored.thread)
+    elif what == "document":
+        assert stored.document is not None
+        forget_document(conn, scope, stored.document)
+    elif what == "fact":
+        for fact_id in stored.facts:
+            forget_fact(conn, scope, fact_id)
+    else:
+        PgmemStore(conn, embedder=EMB).delete(NS, "k1")
+
+    assert tables_holding(admin_conn, marker) == {}
+    naming = _logs_naming(
+        admin_conn, scope, thread=stored.thread, pieces=list(stored.pieces), document=stored.document,
+        facts=list(stored.facts),
+    )  # fmt: skip
+    assert naming == 0
+    assert {"turn", "piece", "recall_log"} <= set(tables_holding(admin_conn, kept))
+
+
+def test_concurrent_store_batches_through_a_pool_end_in_the_last_write_of_each_key(
+    app_url: str, admin_conn: Conn
+) -> None:
+    """Several threads run PgmemStore batches through one psycopg_pool ConnectionPool: puts and
+    deletes of overlapping keys in two namespaces (in random order within a batch), with searches.
+    No deadlock or serialization failure escapes a batch, and each key ends as its last write
+    left it: the final value is that of a write no other write of the key started after (a
+    register's linearizability), with its turn holding the same text."""
+    pool_mod = pytest.importorskip("psycopg_pool")
+    namespaces: list[tuple[str, ...]] = [("pool", "a"), ("pool", "b")]
+    keys = [(ns, f"k{i}") for ns in namespaces for i in range(4)]
+    writes: dict[tuple[tuple[str, ...], str], list[tuple[str | None, float, float]]] = {k: [] for k in keys}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(w: int, store: PgmemStore) -> None:
+        rng = random.Random(w)
+        for b in range(10):
+            chosen = rng.sample(keys, 3)
+            ops: list[Any] = [
+                PutOp(ns, key, None if rng.random() < 0.25 else {"text": f"writer {w} batch {b} wrote {key}"})
+                for ns, key in chosen
+            ]
+            ops.append(SearchOp(("pool",), query=f"batch {b} wrote", limit=5))
+            rng.shuffle(ops)
+            started = time.monotonic()
+            try:
+                store.batch(ops)
+            except Exception as exc:
+                errors.append(f"writer {w} batch {b}: {type(exc).__name__}: {exc}")
+                continue
+            ended = time.monotonic()
+            with lock:
+                for op in ops:
+                    if isinstance(op, PutOp):
+                        value = None if op.value is None else str(op.value["text"])
+                        writes[(op.namespace, op.key)].append((value, started, ended))
+
+    with pool_mod.ConnectionPool(app_url, min_size=4, max_size=4, kwargs={"autocommit": True}) as pool:
+        store = PgmemStore(pool, embedder=EMB)
+        workers = [threading.Thread(target=client, args=(w, store)) for w in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(120)
+        assert not any(t.is_alive() for t in workers), "a batch hung"
+        assert errors == []
+        final = {k: store.get(*k) for k in keys}
+
+    for k, done in writes.items():
+        assert done, f"{k} was never written: the workload is too small"
+        # Writes no other write of the key started after: one of them is the last.
+        last = {v for v, _, end in done if not any(start > end for _, start, _ in done)}
+        got = final[k]
+        assert (None if got is None else got.value["text"]) in last, (k, got, last)
+    rows = admin_conn.execute(
+        """SELECT i.scope_id, i.item_key, i.value->>'text', t.messages->0->>'content'
+             FROM pgmem.store_item i LEFT JOIN pgmem.turn t USING (scope_id, thread_id)"""
+    ).fetchall()
+    # Each item's turn holds its value (the whole value as JSON: index path "$"), not an older one.
+    assert rows and all(text is not None and f'"{value}"' in str(text) for _, _, value, text in rows), rows
+    orphans = count(
+        admin_conn,
+        """SELECT count(*) FROM pgmem.thread th WHERE th.thread_id LIKE 'item:%%'
+              AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i
+                               WHERE i.scope_id = th.scope_id AND i.thread_id = th.thread_id)""",
+    )
+    assert orphans == 0
