@@ -145,7 +145,17 @@ def fact_recall_call(
                 float(r[8]),
             )
         )
-    return Recall(message, groups)
+    result = Recall(message, groups)
+    if not rows:
+        why = yield Query(
+            scope,
+            "SELECT reason, message FROM pgmem.empty_recall_reason(%s, %s, NULL, 'fact')",
+            (scope, thread),
+            one=True,
+        )
+        if why is not None:
+            result.empty_reason, result.empty_message = str(why[0]), str(why[1])
+    return result
 
 
 fact_recall = sync(fact_recall_call)

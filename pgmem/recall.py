@@ -16,7 +16,7 @@ from pgmem.calls import Call, Embed, Query, sync
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
-from pgmem.text import check_name, check_text
+from pgmem.text import check_json_text, check_name, check_text
 
 #: Whole-message cap (seed 000): 8,000 bytes, keeping the end. Each part's embedding input is
 #: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
@@ -64,9 +64,27 @@ class Recall:
     message: str
     groups: list[Group]
     recall_id: int | None = None
+    #: Why no group holds a hit (pgmem.empty_recall_reason), None when one does: "scope_empty"
+    #: (the scope holds no memory: often a misspelt scope), "thread_empty" (no turn of the
+    #: thread), "filter_empty" (no turn's metadata contains the filter) or "below_floor".
+    empty_reason: str | None = None
+    #: The reason in words, for people.
+    empty_message: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"message": self.message, "recall_id": self.recall_id, "groups": [asdict(g) for g in self.groups]}
+        return {
+            "message": self.message,
+            "recall_id": self.recall_id,
+            "empty_reason": self.empty_reason,
+            "empty_message": self.empty_message,
+            "groups": [asdict(g) for g in self.groups],
+        }
+
+    @property
+    def nothing_searched(self) -> bool:
+        """Nothing was there to search (no memory in the scope, no turn of the thread, none
+        matching the filter): not a question of the floor."""
+        return self.empty_reason in ("scope_empty", "thread_empty", "filter_empty")
 
 
 @dataclass(frozen=True)
@@ -227,6 +245,15 @@ def recall_vectors_call(
             )
         )
     result = Recall(message, groups)
+    if not rows:
+        why = yield Query(
+            scope,
+            "SELECT reason, message FROM pgmem.empty_recall_reason(%s, %s, %s::jsonb)",
+            (scope, thread, filter_json),
+            one=True,
+        )
+        if why is not None:
+            result.empty_reason, result.empty_message = str(why[0]), str(why[1])
     if log:
         row = yield Query(
             scope,
@@ -269,6 +296,7 @@ def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:
         return None
     if not isinstance(metadata_filter, Mapping):
         raise InputError(f"metadata_filter must be a JSON object, got {type(metadata_filter).__name__}")
+    check_json_text(metadata_filter, "metadata_filter")
     try:
         text = json.dumps(metadata_filter, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:

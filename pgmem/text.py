@@ -6,6 +6,7 @@ first, with an `InputError` naming the field and the offset."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from pgmem.errors import InputError
 
@@ -42,3 +43,25 @@ def check_name(value: object, what: str, *, max_chars: int = 200) -> str:
     if len(value) > max_chars:
         raise InputError(f"{what} is {len(value)} characters; at most {max_chars}")
     return check_text(value, what)
+
+
+#: How deep a JSON value given as an argument may nest (a filter is a few levels at most).
+MAX_JSON_DEPTH = 32
+
+
+def check_json_text(value: object, what: str, _depth: int = 0) -> None:
+    """Every key and string inside a JSON-like `value` is text Postgres can store (no NUL, no
+    lone surrogate: jsonb refuses them with a bare 22P05); else an InputError naming `what` and
+    the path inside it, e.g. `metadata_filter["tags"][2]`."""
+    if _depth > MAX_JSON_DEPTH:
+        raise InputError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, str):
+        check_text(value, what)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str):
+                check_text(k, f"a key of {what}")
+            check_json_text(v, f"{what}[{k!r:.40}]", _depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_json_text(v, f"{what}[{i}]", _depth + 1)

@@ -619,7 +619,7 @@ def test_stats_cli_unknown_scope_and_stopped_server(
     # No DATABASE_URL and no embedded server running: one line, and no server is started.
     home = tmp_path / "home"
     code, out, err = _cli(["stats"], monkeypatch, DATABASE_URL=None, PGMEM_HOME=str(home))
-    assert code == 2 and "no server is running" in err and "pgmem db start" in err
+    assert code == 2 and "not running" in err and "pgmem db start" in err
     assert not (home / "pgdata").exists()
 
 

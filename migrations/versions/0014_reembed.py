@@ -7,6 +7,10 @@ Table changes are sql/incremental/006_reembed.sql (a new, empty table: no lock o
 tables beyond the foreign key's SHARE ROW EXCLUSIVE on pgmem.piece and pgmem.embedding_model
 for the moment of the CREATE); the functions are sql/idempotent/045_reembed.sql.
 
+The re-runnable definitions also change: `memory_recall` and `fact_recall` raise a NOTICE saying
+why when they return nothing (`pgmem.empty_recall_reason`: the scope holds nothing, the thread
+has no turns, no turn matches the metadata filter, or nothing is above the floor).
+
 Revision ID: 0014
 Revises: 0013
 Create Date: 2026-12-03

@@ -16,8 +16,25 @@ def settings() -> Settings:
     return Settings.from_env()
 
 
+def server_url(s: Settings | None = None) -> str:
+    """DATABASE_URL, or the embedded server's URL when it is running. No command but `pgmem db
+    start` starts the embedded server: one started behind a read (with shared_buffers sized for
+    the machine) would stay running unseen, so a stopped server is one clear line instead."""
+    s = s or settings()
+    if s.database_url:
+        return s.database_url
+    from pgmem import server
+    from pgmem.errors import ServerError
+
+    if not server.status(s.pgdata).running:
+        raise ServerError(
+            f"the embedded server in {s.pgdata} is not running: run `pgmem db start` (or set DATABASE_URL)"
+        )
+    return database_url(s)  # the running server's URL (its pgmem database created if missing)
+
+
 def open_conn(s: Settings | None = None) -> psycopg.Connection[tuple[object, ...]]:
-    return connect(database_url(s or settings()))
+    return connect(server_url(s))
 
 
 def embedder_for(

@@ -7,7 +7,7 @@ import os
 import sys
 
 from pgmem import server
-from pgmem.cli.common import settings
+from pgmem.cli.common import server_url, settings
 from pgmem.errors import ServerError
 
 
@@ -66,9 +66,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _url(args: argparse.Namespace) -> int:
-    from pgmem.db import database_url
-
-    print(database_url(settings()))
+    print(server_url(settings()))
     return 0
 
 
@@ -78,9 +76,7 @@ def _psql(args: argparse.Namespace) -> int:
 
 def run_psql(psql_args: list[str]) -> int:
     """Replace this process with the bundled psql, connected to the pgmem database."""
-    from pgmem.db import database_url
-
-    url = database_url(settings())
+    url = server_url(settings())
     psql = server.bin_dir() / "psql"
     if not psql.exists():
         raise ServerError(f"bundled psql not found at {psql}")
@@ -101,9 +97,7 @@ def _migrate(args: argparse.Namespace) -> int:
     if args.sql:
         command.upgrade(alembic_config(None), args.revision, sql=True)
         return 0
-    from pgmem.db import database_url
-
-    url = database_url(settings())
+    url = server_url(settings())
     command.upgrade(alembic_config(url), args.revision)
     print("schema pgmem is at", args.revision, file=sys.stderr)
     return 0

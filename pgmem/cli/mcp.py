@@ -23,6 +23,7 @@ def _mcp(args: argparse.Namespace) -> int:
     check_name(args.scope, "--scope")
     check_name(args.thread, "--thread")
     require("mcp", "mcp", "pgmem mcp")
+    from pgmem import server
     from pgmem.cli.common import embedder_for, open_conn, settings
     from pgmem.db import database_url
     from pgmem.integrations.mcp import serve
@@ -30,6 +31,10 @@ def _mcp(args: argparse.Namespace) -> int:
     # stdout carries the protocol: everything else goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     s = settings()
+    # An agent host launches this with no terminal to run `pgmem db start` in: the embedded
+    # server is started if needed, and that is said on stderr (stdout is the protocol).
+    if not s.database_url and not server.status(s.pgdata).running:
+        print(f"pgmem mcp: started the embedded server in {s.pgdata} (`pgmem db stop` stops it)", file=sys.stderr)
     url = database_url(s)
     with open_conn(s) as conn:
         emb = embedder_for(conn, s=s)

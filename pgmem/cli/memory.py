@@ -12,7 +12,7 @@ from pathlib import Path
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
-from pgmem.text import check_name
+from pgmem.text import check_json_text, check_name
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -152,6 +152,9 @@ def _recall(args: argparse.Namespace) -> int:
             print(f"═══ per-part groups ({len(result.groups)} parts, up to {args.x} each, {args.mode}) ═══")
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
+    elif result.nothing_searched:
+        # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
+        print(f"pgmem: error: {result.empty_message}", file=sys.stderr)
     else:
         print_recall(result)
         if result.recall_id is not None:
@@ -159,7 +162,7 @@ def _recall(args: argparse.Namespace) -> int:
                 f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
                 f"('{args.scope}', {result.recall_id});)"
             )
-    return 0
+    return 1 if result.nothing_searched else 0
 
 
 def _json_object(text: str | None, what: str) -> dict[str, object] | None:
@@ -171,6 +174,7 @@ def _json_object(text: str | None, what: str) -> dict[str, object] | None:
         raise InputError(f"{what} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InputError(f"{what} must be a JSON object, got {type(value).__name__}")
+    check_json_text(value, what)
     return value
 
 
@@ -234,6 +238,9 @@ def _facts_search(args: argparse.Namespace) -> int:
         result = fact_recall(conn, args.scope, args.message, embedder_for(conn, "fact"), x=args.x, floor=args.floor)
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
+    elif result.nothing_searched:
+        # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
+        print(f"pgmem: error: {result.empty_message}", file=sys.stderr)
     else:
         print_recall(result)
-    return 0
+    return 1 if result.nothing_searched else 0

@@ -103,7 +103,7 @@ BEGIN
             RAISE EXCEPTION 'scope % stores % vectors from model %; this query was embedded with model %',
                 scope, plane, bound_id, model_id
                 USING ERRCODE = '22000',
-                      HINT = format('Recall with the scope''s model (%s), or re-embed the scope (pgmem rebuild --reembed).', bound_id);
+                      HINT = format('Recall with the scope''s model (%s), or move the scope to this model (pgmem reembed --to MODEL --scope SCOPE).', bound_id);
         END IF;
     END IF;
 END
@@ -235,6 +235,57 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision) IS
 'The words hybrid recall searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
+CREATE OR REPLACE FUNCTION pgmem.empty_recall_reason(scope text, thread text DEFAULT NULL, metadata_filter jsonb DEFAULT NULL,
+                                                     plane text DEFAULT 'memory')
+RETURNS TABLE (reason text, message text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+BEGIN
+    PERFORM pgmem.check_scope(empty_recall_reason.scope);
+    IF plane IS NULL OR plane NOT IN ('memory', 'fact') THEN
+        RAISE EXCEPTION 'plane must be memory or fact, got %', plane USING ERRCODE = '22023';
+    END IF;
+    IF plane = 'fact' THEN
+        IF NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = empty_recall_reason.scope) THEN
+            RETURN QUERY SELECT 'scope_empty'::text, format('scope %s holds no facts (check the scope name)', empty_recall_reason.scope);
+        ELSIF empty_recall_reason.thread IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM pgmem.fact f WHERE f.scope_id = empty_recall_reason.scope AND f.thread_id = empty_recall_reason.thread) THEN
+            RETURN QUERY SELECT 'thread_empty'::text,
+                format('thread %s has no facts in scope %s (check the thread name)', empty_recall_reason.thread, empty_recall_reason.scope);
+        ELSE
+            RETURN QUERY SELECT 'below_floor'::text, 'no fact above the floor: the scope holds facts, none close enough'::text;
+        END IF;
+        RETURN;
+    END IF;
+    -- Under row-level security a scope of another tenant looks like an empty one: the answer
+    -- never tells a login whether a scope it may not read exists.
+    IF NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory') THEN
+        RETURN QUERY SELECT 'scope_empty'::text, format('scope %s holds no memory (check the scope name)', empty_recall_reason.scope);
+    ELSIF empty_recall_reason.thread IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory'
+               AND p.thread_id = empty_recall_reason.thread) THEN
+        RETURN QUERY SELECT 'thread_empty'::text,
+            format('thread %s has no turns in scope %s (check the thread name)', empty_recall_reason.thread, empty_recall_reason.scope);
+    ELSIF filt IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pgmem.turn t WHERE t.scope_id = empty_recall_reason.scope
+               AND (empty_recall_reason.thread IS NULL OR t.thread_id = empty_recall_reason.thread)
+               AND t.metadata @> filt) THEN
+        RETURN QUERY SELECT 'filter_empty'::text,
+            format('no turn of scope %s%s has metadata containing %s', empty_recall_reason.scope,
+                   CASE WHEN empty_recall_reason.thread IS NULL THEN '' ELSE format(' (thread %s)', empty_recall_reason.thread) END,
+                   filt::text);
+    ELSE
+        RETURN QUERY SELECT 'below_floor'::text, 'no memory above the floor: the scope holds turns, none close enough'::text;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
+'Why a memory (or, with plane => ''fact'', a fact) recall returned nothing: scope_empty (the scope holds no memory, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
@@ -442,6 +493,9 @@ DECLARE
     -- a word may appear in and still be searched, and the word side's weight in the fusion.
     word_share double precision := coalesce(nullif(current_setting('pgmem.word_share', true), '')::double precision, 0.1);
     word_weight double precision := coalesce(nullif(current_setting('pgmem.word_weight', true), '')::double precision, 2.0);
+    n_rows bigint;
+    why text;
+    why_code text;
 BEGIN
     -- auto (the default): hybrid when the caller gives the parts' texts, the mode measured best on
     -- every development suite (docs/evaluation.md, section 2a); vector when it cannot search words.
@@ -542,6 +596,13 @@ BEGIN
          WHERE r.rnk <= x
          ORDER BY 1, 2;
     END IF;
+    -- An empty answer says why (a misspelt scope or thread is not "nothing above the floor").
+    GET DIAGNOSTICS n_rows = ROW_COUNT;
+    IF n_rows = 0 THEN
+        SELECT e.reason, e.message INTO why_code, why
+          FROM pgmem.empty_recall_reason(memory_recall.scope, memory_recall.thread, filt) e;
+        RAISE NOTICE 'memory_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
@@ -623,6 +684,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     vecs vector[];
+    n_rows bigint;
+    why text;
+    why_code text;
 BEGIN
     PERFORM pgmem.check_recall_args(scope, part_vectors, NULL, x, floor, 'vector', 'fact.embedding',
                                     model_id => model_id, ef_search => ef_search);
@@ -634,6 +698,12 @@ BEGIN
       JOIN pgmem.fact f ON f.scope_id = fact_recall.scope AND f.fact_id = c.fact_id
      WHERE -c.ip >= floor
      ORDER BY 1, 2;
+    GET DIAGNOSTICS n_rows = ROW_COUNT;
+    IF n_rows = 0 THEN
+        SELECT e.reason, e.message INTO why_code, why
+          FROM pgmem.empty_recall_reason(fact_recall.scope, fact_recall.thread, NULL, 'fact') e;
+        RAISE NOTICE 'fact_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text, boolean, integer, text) IS

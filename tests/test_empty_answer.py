@@ -1,0 +1,176 @@
+"""Issue 27 parts 4, 5 and 7: text a metadata filter cannot carry is refused naming the filter;
+an empty answer says why (a misspelt scope or thread is not "nothing above the floor") in SQL,
+Python and the CLI; and no read command starts the embedded server behind the user's back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.db import scoped
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.recall import embed_query, recall
+from pgmem.turns import turn_from_dict
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def store(conn: Conn, embedder: Embedder) -> None:
+    turns = [
+        turn_from_dict(
+            {
+                "scope": "demo",
+                "thread": "t1",
+                "turn": i,
+                "metadata": {"channel": "voice"},
+                "messages": [{"role": "user", "content": text}],
+            }
+        )
+        for i, text in enumerate(["My dogs are Biscuit and Juniper.", "The Q4 cloud budget is 48k a month."])
+    ]
+    assert ingest_turns(conn, turns, embedder).inserted == 2
+
+
+def deep(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {"a": 1}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("flt", "named"),
+    [
+        ({"k": "a\x00b"}, "metadata_filter['k'] contains a NUL"),
+        ({"a\x00": "v"}, "a key of metadata_filter contains a NUL"),
+        (
+            {"tags": ["x", {"deep": ["ok", "\udc80"]}]},
+            "metadata_filter['tags'][1]['deep'][1] contains an invalid UTF-8",
+        ),
+        ({"k": "\ud800"}, "metadata_filter['k'] contains an invalid UTF-8"),
+        (deep(40), "nests deeper"),
+    ],
+)
+def test_unstorable_text_in_a_filter_is_refused_naming_it(
+    conn: Conn, embedder: Embedder, flt: dict[str, object], named: str
+) -> None:
+    store(conn, embedder)
+    with pytest.raises(InputError) as err:
+        recall(conn, "demo", "my dogs", embedder, metadata_filter=flt)
+    assert named in str(err.value)
+    # nothing stored was lost, and a good filter still works
+    ok = recall(conn, "demo", "my dogs", embedder, metadata_filter={"channel": "voice"}, floor=-1.0)
+    assert ok.groups[0].hits and ok.empty_reason is None
+
+
+def test_an_empty_answer_says_why(conn: Conn, embedder: Embedder) -> None:
+    store(conn, embedder)
+    cases = [
+        ("demoo", None, None, "scope_empty", "scope demoo holds no memory"),
+        ("demo", "t9", None, "thread_empty", "thread t9 has no turns in scope demo"),
+        ("demo", None, {"channel": "chat"}, "filter_empty", 'has metadata containing {"channel": "chat"}'),
+        ("demo", None, None, "below_floor", "no memory above the floor"),
+    ]
+    for scope, thread, flt, reason, text in cases:
+        floor = 0.99 if reason == "below_floor" else 0.2
+        r = recall(conn, scope, "my dogs", embedder, thread=thread, metadata_filter=flt, floor=floor)
+        assert all(not g.hits for g in r.groups)
+        assert r.empty_reason == reason and r.empty_message is not None and text in r.empty_message
+        assert r.nothing_searched == (reason != "below_floor")
+        assert r.as_dict()["empty_reason"] == reason
+    assert recall(conn, "demo", "my dogs", embedder, floor=-1.0).empty_reason is None
+
+
+def test_an_empty_answer_is_a_notice_in_sql(conn: Conn, admin_conn: Conn, embedder: Embedder) -> None:
+    store(conn, embedder)
+    vec = embed_query("my dogs", embedder).blended[0]
+    for c in (conn, admin_conn):  # the application login and a superuser alike
+        notices: list[str] = []
+
+        def heard(d: psycopg.errors.Diagnostic, notices: list[str] = notices) -> None:
+            notices.append(f"{d.message_primary} | {d.message_detail}")
+
+        c.add_notice_handler(heard)
+        for scope, args, want in [
+            ("demoo", "", "scope demoo holds no memory"),
+            ("demo", ", thread => 't9'", "thread t9 has no turns in scope demo"),
+            ("demo", ", floor => 0.99", "no memory above the floor"),
+        ]:
+            notices.clear()
+            with c.transaction(), scoped(c, scope):
+                rows = c.execute(
+                    f"SELECT * FROM pgmem.memory_recall(%s, ARRAY[%s::vector]{args})", (scope, vec)
+                ).fetchall()
+            assert rows == [] and len(notices) == 1 and want in notices[0] and "empty_recall_reason" in notices[0]
+        notices.clear()
+        with c.transaction(), scoped(c, "demo"):
+            assert c.execute(
+                "SELECT count(*) FROM pgmem.memory_recall('demo', ARRAY[%s::vector], floor => -1)", (vec,)
+            ).fetchone() != (0,)
+        assert notices == []  # a non-empty answer says nothing
+
+
+def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
+    add_facts(conn, "demo", [Fact("The dogs are called Biscuit and Juniper.")], embedder)
+    assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"
+    assert fact_recall(conn, "demo", "dogs", embedder, thread="t9").empty_reason == "thread_empty"
+    assert fact_recall(conn, "demo", "dogs", embedder, floor=0.99).empty_reason == "below_floor"
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embedder) -> None:
+    store(conn, embedder)
+    env = {**os.environ, "DATABASE_URL": app_url}
+    typo = cli(env, "recall", "What are my dogs called?", "--scope", "demoo")
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert typo.stderr.strip() == "pgmem: error: scope demoo holds no memory (check the scope name)"
+    thread = cli(env, "recall", "my dogs", "--scope", "demo", "--thread", "t9")
+    assert thread.returncode == 1 and "thread t9 has no turns in scope demo" in thread.stderr
+    as_json = cli(env, "recall", "my dogs", "--scope", "demoo", "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["empty_reason"] == "scope_empty"
+    floor = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", "0.99")
+    assert floor.returncode == 0 and "(no memory above the floor)" in floor.stdout
+    found = cli(env, "recall", "my dogs", "--scope", "demo")
+    assert found.returncode == 0 and "Biscuit" in found.stdout
+    for text, named in [
+        ('{"k": "a\\u0000b"}', "--filter['k'] contains a NUL"),
+        ('{"k": ["x", "\\ud800"]}', "--filter['k'][1] contains an invalid UTF-8"),
+        ("[1, 2]", "--filter must be a JSON object"),
+        ('{"a": ' * 5000 + "1" + "}" * 5000, "--filter"),
+    ]:
+        bad = cli(env, "recall", "my dogs", "--scope", "demo", "--filter", text)
+        assert bad.returncode != 0 and named in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recall", "my dogs", "--scope", "demo"],
+        ["facts", "search", "my dogs", "--scope", "demo"],
+        ["docs", "search", "deploys", "--scope", "demo"],
+        ["stats"],
+        ["db", "url"],
+        ["migrate"],
+        ["reembed", "--to", "e5", "--scope", "demo"],
+    ],
+)
+def test_no_command_starts_the_server_silently(tmp_path: Path, args: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["PGMEM_HOME"] = str(tmp_path / "home")
+    res = cli(env, *args)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "not running" in res.stderr and "pgmem db start" in res.stderr, res.stderr
+    assert not (tmp_path / "home" / "pgdata" / "postmaster.pid").exists()
