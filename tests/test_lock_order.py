@@ -266,8 +266,8 @@ def test_two_puts_of_one_new_store_key_store_one_item(admin_conn: Conn, sessions
 
         def put(
             w: str, key: str = key, barrier: threading.Barrier = barrier, values: dict[str, str] = values
-        ) -> Callable[[Conn], None]:
-            def go(c: Conn) -> None:
+        ) -> Callable[[Conn], str]:
+            def go(c: Conn) -> str:
                 barrier.wait(timeout=STEP_SECONDS)
                 with scoped(c, scope):
                     c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
@@ -275,12 +275,15 @@ def test_two_puts_of_one_new_store_key_store_one_item(admin_conn: Conn, sessions
                         "SELECT * FROM pgmem.put_item(%s, %s, %s, jsonb_build_object('text', %s::text), %s)",
                         (scope, list(NS), key, values[w], item_thread(key)),
                     )
+                return w
 
             return go
 
-        steps = [s.start(put(w)) for s, w in ((a, "a"), (b, "b"))]
-        done: list[object] = [outcome(step) for step in steps]
-        failures += [f"round {round_no}: {type(r).__name__}: {r}" for r in done if isinstance(r, BaseException)]
+        steps: list[Future[str]] = [s.start(put(w)) for s, w in ((a, "a"), (b, "b"))]
+        for step in steps:
+            result = outcome(step)
+            if isinstance(result, BaseException):
+                failures.append(f"round {round_no}: {type(result).__name__}: {result}")
         stored = admin_conn.execute(
             "SELECT value->>'text' FROM pgmem.store_item WHERE scope_id = %s AND item_key = %s", (scope, key)
         ).fetchall()
