@@ -148,6 +148,8 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         ('{"k": "a\\u0000b"}', "--filter['k'] contains a NUL"),
         ('{"k": ["x", "\\ud800"]}', "--filter['k'][1] contains an invalid UTF-8"),
         ("[1, 2]", "--filter must be a JSON object"),
+        ('{"k": 1, "k": 2}', "--filter gives the key 'k' twice"),
+        ('{"k": NaN}', "--filter"),
         ('{"a": ' * 5000 + "1" + "}" * 5000, "--filter"),
     ]:
         bad = cli(env, "recall", "my dogs", "--scope", "demo", "--filter", text)
@@ -165,6 +167,7 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         ["db", "url"],
         ["migrate"],
         ["reembed", "--to", "e5", "--scope", "demo"],
+        ["roles", "show"],
     ],
 )
 def test_no_command_starts_the_server_silently(tmp_path: Path, args: list[str]) -> None:

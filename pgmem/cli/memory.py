@@ -168,8 +168,20 @@ def _recall(args: argparse.Namespace) -> int:
 def _json_object(text: str | None, what: str) -> dict[str, object] | None:
     if text is None:
         return None
+
+    def no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise InputError(f"{what} gives the key {k!r:.40} twice")
+            seen[k] = v
+        return seen
+
+    def no_constant(name: str) -> object:
+        raise InputError(f"{what} holds {name}, which JSON does not allow")
+
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=no_repeats, parse_constant=no_constant)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{what} is not JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -115,9 +115,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _connect() -> psycopg.Connection[tuple[object, ...]]:
-    from pgmem.db import database_url
+    from pgmem.cli.common import server_url
 
-    return psycopg.connect(database_url(settings()), autocommit=True)
+    return psycopg.connect(server_url(settings()), autocommit=True)
 
 
 def _create(args: argparse.Namespace) -> int:
