@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pgmem.calls import Call, Embed, Query, sync
+from pgmem.documents.store import DEFAULT_UNIT_WEIGHT
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError, ModelMismatchError
 from pgmem.text import check_name
@@ -25,8 +26,6 @@ from pgmem.text import check_name
 PAGE = 256
 #: Flips tried before giving up, when writers keep adding pieces of the old model meanwhile.
 FLIP_ATTEMPTS = 20
-#: The weight of a document unit against its chunk's context (pgmem.documents' default).
-DOCUMENT_WEIGHT = 0.8
 
 #: (pieces with a vector of the new model, pieces of the scope, seconds so far)
 ReembedProgress = Callable[[int, int, float], None]
@@ -97,7 +96,7 @@ def reembed_call(
     embedder: Embedder,
     *,
     page: int = PAGE,
-    document_weight: float = DOCUMENT_WEIGHT,
+    document_weight: float = DEFAULT_UNIT_WEIGHT,
     flip: bool = True,
     progress: ReembedProgress | None = None,
 ) -> Call[Reembedded]:

@@ -39,7 +39,7 @@ from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import ModelRefusedError
 from pgmem.ingest import ingest_turns
 from pgmem.lab.bench.churn import ensure_logins
-from pgmem.lab.bench.measure import build_indexes
+from pgmem.lab.bench.measure import build_indexes, pct
 from pgmem.lab.evaluation.common import CachedEmbedder
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.ranking import ScoredHit, rank_units, recall_at_k, top1
@@ -123,14 +123,6 @@ def scored(conn: psycopg.Connection[Any], emb: Embedder, questions: Sequence[Que
         top.append(top1(ranked, gold))
         at5.append(recall_at_k(ranked, gold, 5))
     return {"top1": top, "recall_at_5": at5}
-
-
-def pct(ms: list[float], q: int) -> float:
-    if not ms:
-        return float("nan")
-    if len(ms) == 1:
-        return ms[0]
-    return statistics.quantiles(sorted(ms), n=100, method="inclusive")[q - 1]
 
 
 def main() -> None:
@@ -249,8 +241,8 @@ def main() -> None:
         reader_during_staging={
             "recalls": len(read_ms),
             "errors": len(read_errors),
-            "p50_ms": round(pct(read_ms, 50), 1),
-            "p95_ms": round(pct(read_ms, 95), 1),
+            "p50_ms": pct(read_ms, 50),
+            "p95_ms": pct(read_ms, 95),
         },
         writer_turns_during_staging=sum(written),
         old_model_refused_after_flip=refused_after,
