@@ -76,6 +76,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     common.add_argument("--out", type=Path, metavar="DIR", help="write a Markdown report and PNG plots here")
+    common.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="write the figures (no per-question values) with the command, commit and date to FILE, "
+        "the results file the docs' tables are rendered from",
+    )
     common.add_argument("--limit", type=int, metavar="N", help="only the first N items (questions, families...)")
     common.add_argument("--seed", type=int, default=0, help="seed for sampled suites (default 0)")
     common.add_argument(
@@ -170,6 +177,8 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["-o", item]
     if args.out is not None:
         words += ["--out", str(args.out)]
+    if getattr(args, "record", None) is not None:
+        words += ["--record", str(args.record)]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -247,7 +256,47 @@ def _run_suite(args: argparse.Namespace) -> int:
         print(markdown(result))
     if args.out is not None:
         _write_out(suite.name, mod, result, args, notes)
+    if args.record is not None:
+        write_record(
+            args.record, result, command=command_line(args), model=embedder.model_id, seconds=time.monotonic() - t0
+        )
+        progress(f"{suite.name}: figures recorded in {args.record}")
     return 0
+
+
+#: Keys of a suite's result that hold per-question values: kept by --out, left out of --record.
+PER_QUESTION_KEYS = ("ids", "per_question")
+
+
+def write_record(path: Path, result: dict[str, Any], *, command: str, model: str, seconds: float) -> None:
+    """A results file: the run's figures with what reproduces them (command, commit, date, model)."""
+    import datetime
+    import os
+    import subprocess
+
+    try:
+        commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        from importlib.metadata import version
+
+        commit = f"pgmem {version('pgmem')} (not a git checkout)"
+    record = {
+        "command": command,
+        "commit": commit,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "model": model,
+        "seconds": round(seconds, 1),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "result": {k: v for k, v in result.items() if k not in PER_QUESTION_KEYS},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options: dict[str, Any]) -> dict[str, Any]:
