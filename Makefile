@@ -17,10 +17,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 demo: setup
 	$(BIN)/pgmem db start
 	$(BIN)/pgmem migrate
-	$(BIN)/pgmem ingest examples/conversation.jsonl --scope demo
-	$(BIN)/pgmem db psql -c "SELECT turn_index, unit_kind, label, left(body, 60) AS body FROM pgmem.piece WHERE scope_id = 'demo' ORDER BY piece_id LIMIT 12"
-	@echo "# Recall of examples/voice_message.txt: one whole-message vector, then the per-part groups."
-	$(BIN)/pgmem recall --scope demo --compare "$$(cat examples/voice_message.txt)"
+	$(BIN)/pgmem demo
 
 test: setup
 	$(BIN)/python -m pytest -q

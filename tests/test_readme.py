@@ -1,7 +1,8 @@
-"""The README's examples run (issue 15 item 6): its ```python blocks and its ```sql psql
-sessions are executed against this test's fresh database, and where a ```text block follows
-one, that is the output it must print. Regenerate the text blocks after a deliberate change
-with PGMEM_REGEN_README=1 and review the diff.
+"""The README's examples run (issue 15 item 6), and those of the pages it sends a reader to
+first (docs/sql.md, docs/python.md): their ```python blocks and their ```sql psql sessions are
+executed against this test's fresh database, and where a ```text block follows one, that is
+the output it must print. Regenerate the text blocks after a deliberate change with
+PGMEM_REGEN_README=1 and review the diff.
 
 SQL blocks that set `pgmem.scope` run as the application login (what a service is); the others
 as a superuser (what `pgmem db psql` is). The first Python block (the Python API: ingest the
@@ -17,6 +18,7 @@ import re
 import subprocess
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,11 +27,14 @@ from pgmem import server
 from tests.security_helpers import repo_root
 
 README = repo_root() / "README.md"
+#: The pages whose blocks run, in order: the README's Python block stores what the rest read.
+PAGES = (README, repo_root() / "docs" / "sql.md", repo_root() / "docs" / "python.md")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 
 
 @dataclass
 class Block:
+    page: Path
     lang: str
     code: str
     start: int  # offsets of the block in the README
@@ -37,8 +42,9 @@ class Block:
     output: Block | None = None
 
 
-def _blocks(text: str) -> list[Block]:
-    found = [Block(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
+def _blocks(page: Path) -> list[Block]:
+    text = page.read_text(encoding="utf-8")
+    found = [Block(page, m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
     out: list[Block] = []
     for i, b in enumerate(found):
         if b.lang == "text":
@@ -88,21 +94,23 @@ def _check(block: Block, got: str, fixes: list[tuple[Block, str]]) -> None:
     if os.environ.get("PGMEM_REGEN_README") == "1":
         fixes.append((block.output, got))
         return
-    assert got == _norm(block.output.code), f"README output differs for the block:\n{block.code[:200]}"
+    assert got == _norm(block.output.code), f"{block.page.name} output differs for the block:\n{block.code[:200]}"
 
 
 def _regen(fixes: list[tuple[Block, str]]) -> None:
-    text = README.read_text(encoding="utf-8")
-    for out, got in sorted(fixes, key=lambda f: -f[0].start):
-        text = text[: out.start] + "```text\n" + got + "```\n" + text[out.end :]
-    README.write_text(text, encoding="utf-8")
+    for page in {out.page for out, _ in fixes}:
+        text = page.read_text(encoding="utf-8")
+        for out, got in sorted((f for f in fixes if f[0].page == page), key=lambda f: -f[0].start):
+            text = text[: out.start] + "```text\n" + got + "```\n" + text[out.end :]
+        page.write_text(text, encoding="utf-8")
 
 
 def test_readme_examples_run(db_url: str, app_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = _blocks(README.read_text(encoding="utf-8"))
+    blocks = [b for page in PAGES for b in _blocks(page)]
     python = [b for b in blocks if b.lang == "python"]
     sql = [b for b in blocks if b.lang == "sql"]
-    assert python and len(sql) >= 3
+    assert python and len(sql) >= 2
+    assert all(any(b.page == page and b.lang in ("python", "sql") for b in blocks) for page in PAGES)
     fixes: list[tuple[Block, str]] = []
     monkeypatch.chdir(repo_root())
 

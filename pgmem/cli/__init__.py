@@ -17,6 +17,7 @@ from pgmem.sqlfiles import package_version
 COMMAND_MODULES = (
     "pgmem.cli.db",
     "pgmem.cli.memory",
+    "pgmem.cli.demo",
     "pgmem.cli.reembed",
     "pgmem.cli.docs",
     "pgmem.cli.forget",

@@ -74,22 +74,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    return ingest_command(args.file, scope=args.scope, max_bytes=args.max_bytes, weight=args.weight, as_json=args.json)
+
+
+def ingest_command(
+    file: Path, *, scope: str | None, max_bytes: int = 1200, weight: float = 0.8, as_json: bool = False
+) -> int:
+    """`pgmem ingest FILE`: the report on stdout, failures on stderr, exit 1 if any turn failed."""
     from pgmem.ingest import ingest_turns
     from pgmem.turns import read_jsonl
 
-    if not args.file.is_file():
-        raise InputError(f"no such file: {args.file}")
-    if args.scope is not None:
-        check_name(args.scope, "--scope")
+    if not file.is_file():
+        raise InputError(f"no such file: {file}")
+    if scope is not None:
+        check_name(scope, "--scope")
     unreadable: list[tuple[str, str]] = []
-    turns = list(read_jsonl(args.file, scope=args.scope, failed=unreadable))
+    turns = list(read_jsonl(file, scope=scope, failed=unreadable))
     with open_conn() as conn:
         emb = embedder_for(conn)
-        report = ingest_turns(
-            conn, turns, emb, max_bytes=args.max_bytes, weight=args.weight, progress=Progress("ingest")
-        )
+        report = ingest_turns(conn, turns, emb, max_bytes=max_bytes, weight=weight, progress=Progress("ingest"))
     failed = len(unreadable) + len(report.failed)
-    if args.json:
+    if as_json:
         out = report.as_dict()
         out["unreadable"] = [{"line": where, "error": err} for where, err in unreadable]
         print(json.dumps(out))
@@ -121,36 +126,62 @@ def print_recall(result: Recall, out: object = sys.stdout) -> None:
 
 
 def _recall(args: argparse.Namespace) -> int:
+    return recall_command(
+        args.message,
+        scope=args.scope,
+        thread=args.thread,
+        metadata_filter=_json_object(args.filter, "--filter"),
+        x=args.x,
+        floor=args.floor,
+        mode=args.mode,
+        log=args.log,
+        compare=args.compare,
+        as_json=args.json,
+    )
+
+
+def recall_command(
+    message: str,
+    *,
+    scope: str,
+    thread: str | None = None,
+    metadata_filter: dict[str, object] | None = None,
+    x: int = DEFAULT_X,
+    floor: float | None = None,
+    mode: str = DEFAULT_MODE,
+    log: bool = False,
+    compare: bool = False,
+    as_json: bool = False,
+) -> int:
+    """`pgmem recall MESSAGE`: the groups on stdout; exit 1 when nothing was searched."""
     from pgmem.recall import recall
 
     with open_conn() as conn:
         emb = embedder_for(conn)
         result = recall(
             conn,
-            args.scope,
-            args.message,
+            scope,
+            message,
             emb,
-            x=args.x,
-            floor=args.floor,
-            thread=args.thread,
-            mode=args.mode,
-            log=args.log,
-            metadata_filter=_json_object(args.filter, "--filter"),
+            x=x,
+            floor=floor,
+            thread=thread,
+            mode=mode,
+            log=log,
+            metadata_filter=metadata_filter,
         )
-        if args.compare and not args.json:
+        if compare and not as_json:
             from pgmem.recall import whole_message_recall
 
-            k = args.x * len(result.groups)
+            k = x * len(result.groups)
             # The baseline the seed replaced: one vector for the whole message, one ranked list.
-            base = whole_message_recall(
-                conn, args.scope, args.message, emb, k=k, floor=args.floor, thread=args.thread, mode="vector"
-            )
+            base = whole_message_recall(conn, scope, message, emb, k=k, floor=floor, thread=thread, mode="vector")
             print(f"═══ one whole-message vector, top {k} by cosine ═══")
             for h in base.groups[0].hits:
                 body = " ".join(h.body.split())
                 print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body[:110]}")
-            print(f"═══ per-part groups ({len(result.groups)} parts, up to {args.x} each, {args.mode}) ═══")
-    if args.json:
+            print(f"═══ per-part groups ({len(result.groups)} parts, up to {x} each, {mode}) ═══")
+    if as_json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
     elif result.nothing_searched:
         # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
@@ -160,7 +191,7 @@ def _recall(args: argparse.Namespace) -> int:
         if result.recall_id is not None:
             print(
                 f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
-                f"('{args.scope}', {result.recall_id});)"
+                f"('{scope}', {result.recall_id});)"
             )
     return 1 if result.nothing_searched else 0
 

@@ -1,0 +1,1 @@
+"""The example conversation and voice message, shipped in the wheel as `pgmem.examples` for `pgmem demo`."""
