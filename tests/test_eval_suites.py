@@ -298,7 +298,7 @@ def test_message_maps() -> None:
 def test_toolqa_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     path = tmp_path / "toolqa.jsonl"
     path.write_text(json.dumps(TRAJ) + "\n")
-    result = toolqa.run(path, server_url=db_url, embedder=embedder)
+    result = toolqa.run(path, server_url=db_url, embedder=embedder, compare=[["blended", "whole_turn"]])
     assert result["questions"] == 2
     assert set(result["results"]) == set(METHODS)
     r = result["results"]
@@ -307,6 +307,11 @@ def test_toolqa_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     assert r["blended"]["top1_message"] == 1.0
     assert set(result["by_kind"]) == {"tool_result", "tool_result<=1500"}
     assert result["by_kind"]["tool_result"]["questions"] == 2
+    # Intervals and the paired comparison: blended finds both gold messages, whole turns none.
+    assert result["ci"]["blended"]["top1_message_low"] == 1.0
+    assert len(result["ids"]) == 2 and result["per_question"]["blended"]["top1_message"] == [1.0, 1.0]
+    pair = result["comparisons"]["blended vs whole_turn"]
+    assert pair["questions"] == 2 and pair["top1_message"]["won"] == 2 and pair["top1_message"]["diff"] == 1.0
 
 
 @pytest.mark.parametrize("bad", [{"messages": []}, {"messages": [{"role": "user", "content": "x"}], "questions": [{}]}])

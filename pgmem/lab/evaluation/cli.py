@@ -53,7 +53,7 @@ SUITES = {
 
 
 #: Suites with per-question results that `--compare A B` can pair.
-PAIRED = ("longmemeval", "locomo", "coverage")
+PAIRED = ("longmemeval", "locomo", "coverage", "toolqa")
 
 
 def load_suite(name: str) -> ModuleType:

@@ -45,12 +45,16 @@ from pgmem.lab.evaluation.conversations import (
     check_query,
     word_settings,
 )
+from pgmem.lab.evaluation.longmemeval import compare_methods
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
+from pgmem.lab.evaluation.stats import bootstrap_ci
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
 METRICS = ("top1_turn", "top1_message", "mrr_message")
+#: The metrics with intervals and per-question values (top-1 turn is nearly always 1).
+CI_METRICS = ("top1_message", "mrr_message")
 LONG_RESULT = 1500
 MAX_UNIT_MESSAGES = 2
 
@@ -162,10 +166,12 @@ def run(
     context: str = "mean",
     word_share: float | None = None,
     word_weight: float | None = None,
+    compare: Sequence[Sequence[str]] = (),
     **_: object,
 ) -> dict[str, Any]:
-    """Every method on every trajectory's questions. `limit` = trajectories (a seeded sample);
-    `piece_bytes` / `label` / `context`: the piece ablations of
+    """Every method on every trajectory's questions, with 95% bootstrap intervals of the
+    message metrics and `compare`: pairs of methods compared question by question. `limit` =
+    trajectories (a seeded sample); `piece_bytes` / `label` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `query`: the query-split ablation
     (`conversations.query_variant`); `word_share` / `word_weight`: hybrid's settings."""
     check_methods(methods)
@@ -177,6 +183,7 @@ def run(
     n_q = sum(len(t.questions) for t in trajs)
     progress(f"toolqa: {len(trajs)} trajectories, {n_q} questions")
     rows: list[tuple[list[str], dict[str, dict[str, float]]]] = []
+    ids: list[str] = []
     with temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url, connect(url) as conn:
         word_settings(conn, word_share, word_weight)
         for i, traj in enumerate(trajs, 1):
@@ -193,7 +200,8 @@ def run(
                 context=context,
             )
             store.ingest(traj.turns)
-            for q in traj.questions:
+            for n, q in enumerate(traj.questions):
+                ids.append(f"{traj.tid}:{n}")
                 qp = store.embed_question(q.question)
                 rows.append(
                     (_kinds(q), {m: score_question(store.search(m, qp), traj, q, depth=depth) for m in methods})
@@ -209,7 +217,26 @@ def run(
         k: {"questions": sum(1 for ks, _ in rows if k in ks), "results": summary([r for ks, r in rows if k in ks])}
         for k in kinds
     }
-    return {"questions": len(rows), "results": summary([r for _, r in rows]), "by_kind": by_kind}
+    per_question = {m: {k: [r[m][k] for _, r in rows] for k in CI_METRICS} for m in methods}
+    ci = {
+        m: {
+            f"{k}_{side}": v
+            for k in CI_METRICS
+            for side, v in zip(("low", "high"), bootstrap_ci(per_question[m][k])[1:], strict=True)
+        }
+        for m in methods
+    }
+    result: dict[str, Any] = {
+        "questions": len(rows),
+        "results": summary([r for _, r in rows]),
+        "ci": ci,
+        "by_kind": by_kind,
+        "ids": ids,
+        "per_question": per_question,
+    }
+    if compare:
+        result["comparisons"] = compare_methods(result, compare)
+    return result
 
 
 def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
