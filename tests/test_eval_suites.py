@@ -322,3 +322,29 @@ def test_toolqa_bad_input(tmp_path: Path, bad: dict[str, Any]) -> None:
     path.write_text(json.dumps(bad) + "\n")
     with pytest.raises(InputError):
         toolqa.load(path)
+
+
+def test_docs_suite_intervals_and_pairing(tmp_path: Path, admin_conn: Any, embedder: Embedder) -> None:
+    from pgmem.lab.evaluation import docs_suite
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "boats.md").write_text(
+        "# Boats\n\n## Hulls\n\nA catamaran has two hulls joined by a deck.\n\n"
+        "## Sails\n\nA jib is the small sail in front of the mast.\n",
+        encoding="utf-8",
+    )
+    (corpus / "bread.md").write_text(
+        "# Bread\n\n## Starter\n\nFeed the sourdough starter flour and water every day.\n", encoding="utf-8"
+    )
+    questions = tmp_path / "questions.jsonl"
+    rows = [
+        {"question": "how many hulls does a catamaran have?", "file": "boats.md", "heading_path": ["Boats", "Hulls"]},
+        {"question": "what do I feed a sourdough starter?", "file": "bread.md", "heading_path": ["Bread", "Starter"]},
+    ]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = docs_suite.run_docs_eval(admin_conn, embedder, corpus, questions)
+    assert result["results"] == {"chunk": {"top1": 1.0, "mrr": 1.0}, "units": {"top1": 1.0, "mrr": 1.0}}
+    assert result["ci"]["units"] == {"top1_low": 1.0, "top1_high": 1.0, "mrr_low": 1.0, "mrr_high": 1.0}
+    pair = result["paired"]["units − chunk"]["top1"]
+    assert (pair["won"], pair["lost"], pair["tied"], pair["diff"]) == (0, 0, 2, 0.0)

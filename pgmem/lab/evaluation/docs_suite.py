@@ -49,6 +49,7 @@ from pgmem.documents.units import chunk_shape
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import progress
+from pgmem.lab.evaluation.stats import intervals, paired
 
 RANK_DEPTH = 20
 CANDIDATES = 400
@@ -253,8 +254,14 @@ def run_docs_eval(
         }
         for k, idx in sorted(groups.items())
     }
+    per = {
+        m: {"top1": [1.0 if r == 1 else 0.0 for r in rs], "mrr": [1.0 / r if r else 0.0 for r in rs]}
+        for m, rs in ranks.items()
+    }
     return {
         "results": {"chunk": _score(ranks["chunk"]), "units": _score(ranks["units"])},
+        "ci": intervals(per),
+        "paired": {"units − chunk": {k: paired(per["units"][k], per["chunk"][k]) for k in ("top1", "mrr")}},
         "by_target": by_target,
         "invisible_chunks": invisible,
     }

@@ -48,7 +48,7 @@ from pgmem.lab.evaluation.conversations import (
     word_settings,
 )
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
-from pgmem.lab.evaluation.stats import bootstrap_ci, paired
+from pgmem.lab.evaluation.stats import intervals, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_FLOOR, query_inputs
 from pgmem.sqlfiles import InstallParams
@@ -285,20 +285,16 @@ def evaluate_threads(
             per[m].append(score_turns(store.search(m, q), gold, floor=floor, depth=depth))
     clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
     results = {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
-    ci: dict[str, dict[str, float]] = {}
-    for m in methods:
-        for k in CI_METRICS:
-            _, low, high = bootstrap_ci([r[k] for r in per[m]])
-            ci.setdefault(m, {}).update({f"{k}_low": low, f"{k}_high": high})
+    per_question = {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
     return {
         "results": results,
-        "ci": ci,
+        "ci": intervals(per_question),
         "timings": clock.timings,
         "load_average": clock.load,
         "ids": list(ids) if ids is not None else [str(i) for i in range(len(items))],
-        "per_question": {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods},
+        "per_question": per_question,
     }
 
 

@@ -12,7 +12,7 @@ paired comparison of two methods on the same questions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from math import comb
 
 import numpy as np
@@ -40,6 +40,17 @@ def bootstrap_ci(
     tail = (1.0 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(v.mean()), float(low), float(high)
+
+
+def intervals(per_question: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, dict[str, float]]:
+    """Each method's `METRIC_low` / `METRIC_high`: the bootstrap interval of every metric of
+    `per_question` (method -> metric -> one value per question)."""
+    out: dict[str, dict[str, float]] = {}
+    for method, metrics in per_question.items():
+        for k, values in metrics.items():
+            _, low, high = bootstrap_ci(values)
+            out.setdefault(method, {}).update({f"{k}_low": low, f"{k}_high": high})
+    return out
 
 
 def sign_test(won: int, lost: int) -> float:

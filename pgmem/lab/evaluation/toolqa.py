@@ -47,7 +47,7 @@ from pgmem.lab.evaluation.conversations import (
 )
 from pgmem.lab.evaluation.longmemeval import compare_methods
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
-from pgmem.lab.evaluation.stats import bootstrap_ci
+from pgmem.lab.evaluation.stats import intervals
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
@@ -218,18 +218,10 @@ def run(
         for k in kinds
     }
     per_question = {m: {k: [r[m][k] for _, r in rows] for k in CI_METRICS} for m in methods}
-    ci = {
-        m: {
-            f"{k}_{side}": v
-            for k in CI_METRICS
-            for side, v in zip(("low", "high"), bootstrap_ci(per_question[m][k])[1:], strict=True)
-        }
-        for m in methods
-    }
     result: dict[str, Any] = {
         "questions": len(rows),
         "results": summary([r for _, r in rows]),
-        "ci": ci,
+        "ci": intervals(per_question),
         "by_kind": by_kind,
         "ids": ids,
         "per_question": per_question,
