@@ -274,6 +274,8 @@ def write_record(path: Path, result: dict[str, Any], *, command: str, model: str
     import os
     import subprocess
 
+    from pgmem.lab.evaluation import stats
+
     try:
         commit = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
@@ -293,6 +295,12 @@ def write_record(path: Path, result: dict[str, Any], *, command: str, model: str
         "model": model,
         "seconds": round(seconds, 1),
         "load_average": [round(x, 1) for x in os.getloadavg()],
+        "intervals": {
+            "level": stats.LEVEL,
+            "resamples": stats.RESAMPLES,
+            "seed": stats.SEED,
+            "kind": "percentile bootstrap",
+        },
         "result": {k: v for k, v in result.items() if k not in PER_QUESTION_KEYS},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
