@@ -39,13 +39,15 @@ RESULTS = "docs/results"
 
 BLOCK = re.compile(r"^<!-- figures (?P<spec>[^>]*?) -->\n(?P<body>.*?)^<!-- /figures -->$", re.S | re.M)
 SOURCES = re.compile(r"<!-- sources: (?P<globs>[^>]*?) -->")
-FENCE = re.compile(r"^```.*?^```$", re.S | re.M)
+FENCE = re.compile(r"^(```|~~~).*?^\1$", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
 #: A figure: a number with a decimal part, or followed by % or ×. Not part of a version
 #: (3.11, 0.8.5), an identifier or a path.
 FIGURE = re.compile(r"(?<![\w.\-/#:])[−+\-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×)?(?![\w.]?\d)(?!\w)")
+#: A unit that makes a whole number a measured figure (`244 ms`, `313 MB`, `533/s`).
+UNIT_AFTER = re.compile(r"\s?(ms|s|min|MB|GB|KB|/s|(pieces|texts|rows|turns|ops|units)/s)\b")
 VERSION_BEFORE = re.compile(r"(Python|PostgreSQL|Postgres|pgvector|version|v)\s*$", re.I)
 
 #: How methods are named in the tables, in the order they are listed.
@@ -228,6 +230,17 @@ def render_docs(recs: Sequence[Record]) -> list[str]:
     return table(["set", "method", "top-1 [95% CI]", "MRR [95% CI]"], rows)
 
 
+def render_targets(recs: Sequence[Record]) -> list[str]:
+    """A document set by what the gold section is: chunks against units."""
+    (rec,) = recs
+    rows = [
+        [f"{k} ({v['n']})", pct(v["chunk"]["top1"]), pct(v["units"]["top1"]), f"{v['chunk']['mrr']:.3f}",
+         f"{v['units']['mrr']:.3f}"]
+        for k, v in rec.result["by_target"].items()
+    ]  # fmt: skip
+    return table(["gold (questions)", "chunk top-1", "units top-1", "chunk MRR", "units MRR"], rows)
+
+
 def render_families(recs: Sequence[Record]) -> list[str]:
     conditions = ("clean", "stored_distractions", "query_distractions", "both")
     rows = []
@@ -326,6 +339,7 @@ RENDERERS: dict[str, Callable[[Sequence[Record]], list[str]]] = {
     "coverage": render_coverage,
     "kinds": render_kinds,
     "docs": render_docs,
+    "targets": render_targets,
     "families": render_families,
     "langgraph": render_langgraph,
     "headline": render_headline,
@@ -345,9 +359,20 @@ def render_block(root: Path, spec: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_page(root: Path, text: str) -> str:
-    """The page with every figures block rendered from its results files."""
-    return BLOCK.sub(lambda m: f"<!-- figures {m['spec']} -->\n{render_block(root, m['spec'])}<!-- /figures -->", text)
+def render_page(root: Path, text: str, problems: list[str] | None = None) -> str:
+    """The page with every figures block rendered from its results files. With `problems`, a
+    block that cannot be rendered is left as it is and its error appended; without, it raises."""
+
+    def one(m: re.Match[str]) -> str:
+        try:
+            return f"<!-- figures {m['spec']} -->\n{render_block(root, m['spec'])}<!-- /figures -->"
+        except (FiguresError, KeyError, ValueError) as exc:
+            if problems is None:
+                raise
+            problems.append(f"{exc}" if isinstance(exc, FiguresError) else f"block {m['spec']!r}: {exc!r}")
+            return m.group(0)
+
+    return BLOCK.sub(one, text)
 
 
 def _numbers(data: object) -> Iterator[float]:
@@ -399,7 +424,8 @@ def quoted_figures(text: str) -> list[tuple[int, str]]:
     out = []
     for m in FIGURE.finditer(body):
         tok = m.group(0)
-        if not ("." in tok or tok.endswith(("%", "×"))):
+        unit = UNIT_AFTER.match(body, m.end())
+        if not ("." in tok or tok.endswith(("%", "×")) or unit):
             continue
         if VERSION_BEFORE.search(body[max(0, m.start() - 12) : m.start()]):
             continue
@@ -424,11 +450,10 @@ def check(root: Path) -> list[str]:
     for page in pages(root):
         text = page.read_text(encoding="utf-8")
         rel = page.relative_to(root)
-        try:
-            if render_page(root, text) != text:
-                problems.append(f"{rel}: a figures table differs from its results file (render with --write)")
-        except (FiguresError, KeyError, ValueError) as exc:
-            problems.append(f"{rel}: {exc}")
+        errors: list[str] = []
+        if render_page(root, text, errors) != text:
+            problems.append(f"{rel}: a figures table differs from its results file (render with --write)")
+        problems += [f"{rel}: {e}" for e in errors]
         numbers = source_numbers(root, text)
         for line, fig in quoted_figures(text):
             if not matches(fig, numbers):
@@ -444,11 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         for page in pages(args.root):
             text = page.read_text(encoding="utf-8")
-            try:
-                new = render_page(args.root, text)
-            except FiguresError as exc:
-                print(f"{page.relative_to(args.root)}: {exc}", file=sys.stderr)
-                return 1
+            new = render_page(args.root, text, [])
             if new != text:
                 page.write_text(new, encoding="utf-8")
                 print(f"rendered {page.relative_to(args.root)}")
