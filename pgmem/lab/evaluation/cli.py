@@ -264,8 +264,9 @@ def _run_suite(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Keys of a suite's result that hold per-question values: kept by --out, left out of --record.
-PER_QUESTION_KEYS = ("ids", "per_question")
+#: Keys of a suite's result that hold per-question values (the sweep's `cosines` too): kept by
+#: --out, left out of --record.
+PER_QUESTION_KEYS = ("ids", "per_question", "cosines")
 
 
 def write_record(path: Path, result: dict[str, Any], *, command: str, model: str, seconds: float) -> None:

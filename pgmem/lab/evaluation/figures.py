@@ -241,6 +241,20 @@ def render_targets(recs: Sequence[Record]) -> list[str]:
     return table(["gold (questions)", "chunk top-1", "units top-1", "chunk MRR", "units MRR"], rows)
 
 
+def render_sweep(recs: Sequence[Record]) -> list[str]:
+    """The floor sweep: what each floor keeps and lets through, at the default weight."""
+    (rec,) = recs
+    rows = [
+        [f"{r['floor']:.2f}", pct(r["mixed_gold_kept"]), pct(r["negatives_above"]), f"{r['precision']:.3f}",
+         pct(r["top1_above_floor"])]
+        for r in rec.result["floor_curve"]
+        if round(r["floor"] * 100) % 5 == 0 and r["floor"] <= 0.5
+    ]  # fmt: skip
+    head = ["floor", "gold hits kept in mixed messages", "unrelated parts returning a hit", "precision",
+            "top-1 above the floor"]  # fmt: skip
+    return table(head, rows)
+
+
 def render_families(recs: Sequence[Record]) -> list[str]:
     conditions = ("clean", "stored_distractions", "query_distractions", "both")
     rows = []
@@ -340,6 +354,7 @@ RENDERERS: dict[str, Callable[[Sequence[Record]], list[str]]] = {
     "kinds": render_kinds,
     "docs": render_docs,
     "targets": render_targets,
+    "sweep": render_sweep,
     "families": render_families,
     "langgraph": render_langgraph,
     "headline": render_headline,
