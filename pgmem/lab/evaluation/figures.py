@@ -328,7 +328,7 @@ def render_headline(recs: Sequence[Record]) -> list[str]:
             res, pair = by[name].result["results"], by[name].result["paired"]["units − chunk"]
             rows.append(
                 [
-                    f"documents, {name.removeprefix('docs-')}: top-1",
+                    f"documents, {name.removeprefix('docs-')} ({int(pair['top1']['won'] + pair['top1']['lost'] + pair['top1']['tied'])}): top-1",
                     pct(res["units"]["top1"]),
                     f"{pct(res['chunk']['top1'])} ({method_name('chunk')})",
                     diff_points(pair["top1"]),
