@@ -119,6 +119,10 @@ def diff_score(d: Mapping[str, float]) -> str:
     return f"{d['diff']:+.3f} [{d['diff_low']:+.3f}, {d['diff_high']:+.3f}]"
 
 
+def _questions(pair: Mapping[str, float]) -> int:
+    return int(pair["won"] + pair["lost"] + pair["tied"])
+
+
 def won_lost(d: Mapping[str, float]) -> str:
     return f"{int(d['won'])} / {int(d['lost'])} / {int(d['tied'])}"
 
@@ -328,7 +332,7 @@ def render_headline(recs: Sequence[Record]) -> list[str]:
             res, pair = by[name].result["results"], by[name].result["paired"]["units − chunk"]
             rows.append(
                 [
-                    f"documents, {name.removeprefix('docs-')} ({int(pair['top1']['won'] + pair['top1']['lost'] + pair['top1']['tied'])}): top-1",
+                    f"documents, {name.removeprefix('docs-')} ({_questions(pair['top1'])}): top-1",
                     pct(res["units"]["top1"]),
                     f"{pct(res['chunk']['top1'])} ({method_name('chunk')})",
                     diff_points(pair["top1"]),
