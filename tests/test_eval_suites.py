@@ -348,3 +348,44 @@ def test_docs_suite_intervals_and_pairing(tmp_path: Path, admin_conn: Any, embed
     assert result["ci"]["units"] == {"top1_low": 1.0, "top1_high": 1.0, "mrr_low": 1.0, "mrr_high": 1.0}
     pair = result["paired"]["units − chunk"]["top1"]
     assert (pair["won"], pair["lost"], pair["tied"], pair["diff"]) == (0, 0, 2, 0.0)
+
+
+def test_the_halves_are_fixed_disjoint_and_even() -> None:
+    from pgmem.lab.evaluation.common import half, in_split
+
+    keys = [f"question-{i}" for i in range(2000)]
+    tune = {k for k in keys if in_split(k, "tune")}
+    confirm = {k for k in keys if in_split(k, "confirm")}
+    assert tune.isdisjoint(confirm) and tune | confirm == set(keys)
+    assert all(in_split(k, "all") for k in keys)
+    assert 900 < len(tune) < 1100  # about half, by a hash of the id alone
+    # Fixed: the halves of these ids never change (a new split would reopen every choice).
+    assert [half(q) for q in ("q1", "q2", "q3")] == ["confirm", "tune", "confirm"]
+
+
+def test_longmemeval_scores_one_half_only(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
+    from pgmem.errors import InputError
+
+    d = write_lme(tmp_path / "lme")
+    tune = longmemeval.run(d, server_url=db_url, embedder=embedder, methods=("per_message",), split="tune")
+    assert tune["split"] == "tune" and tune["ids"] == ["q2"] and tune["questions"] == 1
+    # A pooled haystack still holds every question's turns; only the half is scored.
+    confirm = longmemeval.run(
+        d, server_url=db_url, embedder=embedder, methods=("per_message",), split="confirm", haystack="pooled"
+    )
+    assert confirm["ids"] == ["q1", "q3"] and confirm["results"]["per_message"]["top1"] == 1.0
+    with pytest.raises(InputError, match="split must be one of"):
+        longmemeval.run(d, server_url=db_url, embedder=embedder, split="half")
+
+
+def test_eval_cli_split_is_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from pgmem.cli import main
+
+    d = write_lme(tmp_path / "lme")
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "longmemeval", str(d), "--split", "third"])
+    assert exc.value.code == 2 and "invalid choice: 'third'" in capsys.readouterr().err
+    (tmp_path / "f.jsonl").write_text("{}\n")
+    assert main(["eval", "families", str(tmp_path / "f.jsonl"), "--distractors", str(tmp_path / "f.jsonl"),
+                 "--split", "tune"]) == 2  # fmt: skip
+    assert "the families test has no halves" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from typing import Any
 from pgmem.cli import LAB_COMMANDS
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError, InputError
+from pgmem.lab.evaluation.common import SPLITS
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     common.add_argument("--limit", type=int, metavar="N", help="only the first N items (questions, families...)")
     common.add_argument("--seed", type=int, default=0, help="seed for sampled suites (default 0)")
+    common.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="score one fixed half of the questions: tune (choose settings there) or confirm (report there)",
+    )
     common.add_argument(
         "-o",
         "--option",
@@ -171,6 +178,8 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--limit", str(args.limit)]
     if args.seed:
         words += ["--seed", str(args.seed)]
+    if getattr(args, "split", "all") != "all":
+        words += ["--split", args.split]
     for a, b in getattr(args, "compare", None) or []:
         words += ["--compare", a, b]
     for item in args.option:
@@ -217,6 +226,8 @@ def _run_suite(args: argparse.Namespace) -> int:
     result: dict[str, Any]
     notes: list[str] = []
     if suite.name == "families":
+        if args.split != "all":
+            raise InputError("the families test has no halves: its 64 record queries are one controlled test")
         _check_path(args.distractors, "file", "--distractors")
         _accepts(mod.evaluate_files, options, suite.name)
         detailed = mod.evaluate_files(
@@ -242,7 +253,13 @@ def _run_suite(args: argparse.Namespace) -> int:
         if suite.name in PAIRED:
             options["compare"] = args.compare
         result = mod.run(
-            args.path, server_url=database_url(s), embedder=embedder, limit=args.limit, seed=args.seed, **options
+            args.path,
+            server_url=database_url(s),
+            embedder=embedder,
+            limit=args.limit,
+            seed=args.seed,
+            split=args.split,
+            **options,
         )
     progress(
         f"{suite.name}: done in {time.monotonic() - t0:.1f}s; "
@@ -318,7 +335,7 @@ def _run_docs(mod: ModuleType, args: argparse.Namespace, embedder: Any, options:
         raise ConfigError(f"the embedder gives {embedder.dims}-d vectors but PGMEM_PIECE_DIMS is {params.piece_dims}")
     with temporary_database(database_url(settings()), params) as url, connect(url) as conn:
         result: dict[str, Any] = mod.run_docs_eval(
-            conn, embedder, args.corpus, args.questions, limit=args.limit, **options
+            conn, embedder, args.corpus, args.questions, limit=args.limit, split=args.split, **options
         )
     return result
 

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from pgmem.db import with_database
 from pgmem.embedders.base import Embedder, FloatArray, QueryEmbedder, Side, embed_side
+from pgmem.errors import InputError
 from pgmem.sqlfiles import InstallParams
 
 
@@ -156,3 +157,23 @@ class CachedEmbedder:
 def progress(msg: str) -> None:
     """Progress lines go to stderr, so `--json` output on stdout stays one object."""
     print(msg, file=sys.stderr, flush=True)
+
+
+#: The halves of a development set: `tune` chooses settings, `confirm` reports them.
+SPLITS = ("all", "tune", "confirm")
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+
+
+def half(key: str) -> str:
+    """The fixed half a question belongs to, `tune` or `confirm`: the first bit of the sha256 of
+    its id (LongMemEval's question_id; toolqa's trajectory and question; a document question's
+    text). Fixed forever, so a setting chosen on `tune` is reported on questions it never saw."""
+    return "tune" if hashlib.sha256(f"pgmem-split:{key}".encode()).digest()[0] < 128 else "confirm"
+
+
+def in_split(key: str, split: str) -> bool:
+    return split == "all" or half(key) == split

@@ -40,7 +40,7 @@ from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
-from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.common import check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.conversations import (
     check_piece_options,
     check_query,
@@ -143,6 +143,7 @@ def run(
     word_share: float | None = None,
     word_weight: float | None = None,
     compare: Sequence[Sequence[str]] = (),
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
     """`limit` = questions whose haystacks form the store (a seeded sample; default all);
@@ -152,11 +153,17 @@ def run(
     `word_weight`: hybrid's settings, for all three searches; `compare`: pairs of searches
     to compare message by message, a side being a search of this run or
     `FILE.json:SEARCH` of an earlier one (`longmemeval.compare_methods`)."""
+    check_split(split)
     check_piece_options(piece_bytes, label, short_turns, context)
     check_query(query)
     rng = random.Random(seed)
     store_qs, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
-    tests = build_messages(store_qs, paragraphs, count=messages, rng=rng)
+    # The store holds every question's history; with `split` the messages ask only that half's.
+    asked = [i for i, q in enumerate(store_qs) if in_split(q.qid, split)]
+    tests = [
+        TestMessage(m.text, tuple(asked[j] for j in m.questions))
+        for m in build_messages([store_qs[i] for i in asked], paragraphs, count=messages, rng=rng)
+    ]
     turns = piece_turns(
         [Turn(SCOPE, q.qid, t.index, t.time, t.messages) for q in store_qs for t in q.turns],
         piece_bytes=piece_bytes,
@@ -175,10 +182,10 @@ def run(
         if report.failed:
             raise RuntimeError(f"coverage: ingest failed for {report.failed[:3]}")
         for n, msg in enumerate(tests, 1):
-            split = embed_query(msg.text, embedder, weight=weight, merge=False)
+            parts = embed_query(msg.text, embedder, weight=weight, merge=False)
             # The one-query searches get X per part of pgmem's split whatever `query` is.
-            whole_x = min(1000, x * len(split.texts))
-            q = query_variant(split, query, subject_cosine_for(embedder))
+            whole_x = min(1000, x * len(parts.texts))
+            q = query_variant(parts, query, subject_cosine_for(embedder))
             results = {
                 "one_vector": recall_vectors(
                     conn, SCOPE, [msg.text], q.whole[None, :], x=whole_x, floor=f, mode="vector"
@@ -200,6 +207,7 @@ def run(
             f"per_part − {base}": _difference(shares["per_part"], shares[base]) for base in ("one_vector", "one_query")
         },
         "messages": len(tests),
+        "split": split,
         # A message is named by its place and its questions, so `--compare` pairs runs of the
         # same messages (same seed, limit and count).
         "ids": [f"{n}:" + "+".join(store_qs[i].qid for i in m.questions) for n, m in enumerate(tests)],

@@ -48,7 +48,7 @@ from pgmem.documents.store import (
 from pgmem.documents.units import chunk_shape
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
-from pgmem.lab.evaluation.common import progress
+from pgmem.lab.evaluation.common import check_split, in_split, progress
 from pgmem.lab.evaluation.stats import intervals, paired
 
 RANK_DEPTH = 20
@@ -201,6 +201,7 @@ def run_docs_eval(
     *,
     limit: int | None = None,
     unit_weight: float = DEFAULT_UNIT_WEIGHT,
+    split: str = "all",
 ) -> dict[str, object]:
     """Chunk-vs-units scores on one development set (see the module docstring). `conn`
     must be autocommit on a migrated database; the two scopes are removed afterwards.
@@ -211,7 +212,9 @@ def run_docs_eval(
         raise InputError(f"no such questions file: {questions_file}")
     docs = read_documents([corpus_dir])
     by_id = {d.id: d for d in docs}
-    questions = read_questions(questions_file)[: limit if limit is not None else None]
+    check_split(split)
+    # A document question's half is keyed by its text (the sets have no question ids).
+    questions = [q for q in read_questions(questions_file) if in_split(q.text, split)][:limit]
     if not questions:
         raise InputError(f"{questions_file} holds no questions")
     missing = sorted({q.file for q in questions} - by_id.keys())
@@ -259,6 +262,8 @@ def run_docs_eval(
         for m, rs in ranks.items()
     }
     return {
+        "questions": len(questions),
+        "split": split,
         "results": {"chunk": _score(ranks["chunk"]), "units": _score(ranks["units"])},
         "ci": intervals(per),
         "paired": {"units − chunk": {k: paired(per["units"][k], per["chunk"][k]) for k in ("top1", "mrr")}},

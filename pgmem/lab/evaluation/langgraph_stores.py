@@ -50,7 +50,7 @@ import numpy as np
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.extras import require
-from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.common import check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.longmemeval import Question, load_dir
 from pgmem.lab.evaluation.stats import bootstrap_ci, paired
 from pgmem.sqlfiles import InstallParams
@@ -162,6 +162,7 @@ def run(
     k: int = 10,
     latency_questions: int = 20,
     postgres_fields: Any = ("content",),
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
     """Both phases (see the module docstring) and the table's numbers."""
@@ -172,7 +173,8 @@ def run(
     from pgmem.integrations.langgraph import PgmemStore
 
     live: Embedder = getattr(embedder, "inner", embedder)  # the model itself, for latencies
-    questions = load_dir(path, limit=limit, seed=seed)
+    check_split(split)
+    questions = [q for q in load_dir(path, limit=limit, seed=seed) if in_split(q.qid, split)]
     progress(
         f"langgraph: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns, "
         f"{sum(len(t.messages) for q in questions for t in q.turns)} messages"

@@ -31,7 +31,7 @@ from typing import Any
 from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.common import check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.conversations import METHODS, bar_plot, check_methods
 from pgmem.lab.evaluation.longmemeval import METRICS, compare_methods, eval_connections, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
@@ -146,10 +146,13 @@ def run(
     depth: int = 10,
     methods: Sequence[str] = METHODS,
     compare: Sequence[Sequence[str]] = (),
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
+    check_split(split)
     check_methods(methods)
-    items = load(path)
+    # A question's half is keyed by its conversation and its text (LoCoMo has no question ids).
+    items = [it for it in load(path) if in_split(f"{it[0]}:{it[1]}", split)]
     if limit is not None and limit < len(items):
         keep = sorted(random.Random(seed).sample(range(len(items)), limit))
         items = [items[i] for i in keep]
@@ -161,7 +164,7 @@ def run(
         out = evaluate_threads(
             conns, embedder, items, methods=methods, floor=floor, weight=weight, depth=depth, what="locomo"
         )
-    result = {"questions": len(items), **out}
+    result = {"questions": len(items), "split": split, **out}
     if compare:
         result["comparisons"] = compare_methods(result, compare)
     return result

@@ -35,7 +35,7 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.lab.evaluation.common import CachedEmbedder, progress, temporary_database
+from pgmem.lab.evaluation.common import CachedEmbedder, check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.conversations import (
     METHODS,
     STORED,
@@ -360,6 +360,7 @@ def run(
     short_turns: str = "per_role",
     context: str = "mean",
     haystack: str = "own",
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -368,7 +369,10 @@ def run(
     `word_share` / `word_weight`: hybrid's pgmem.word_share / pgmem.word_weight settings;
     `piece_bytes` / `label` / `short_turns` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `haystack`: each question searches its own
-    thread ("own") or every question's turns ("pooled", module docstring)."""
+    thread ("own") or every question's turns ("pooled", module docstring); `split`: score only
+    the questions of one fixed half (`common.half`), "tune" or "confirm" (a pooled haystack
+    still holds every question's turns)."""
+    check_split(split)
     check_methods(methods)
     check_query(query)
     check_piece_options(piece_bytes, label, short_turns, context)
@@ -379,6 +383,9 @@ def run(
     pool = [t for q in questions for t in q.turns]
     if haystack == "pooled" and len({q.thread for q in questions}) < len(questions):
         raise InputError("haystack=pooled needs each question in its own thread (distinct question ids)")
+    scored = [q for q in questions if in_split(q.qid, split)]
+    if not scored:
+        raise InputError(f"{path}: no question in the {split} half")
     items = [
         (
             "pool" if haystack == "pooled" else f"q{i}",
@@ -386,7 +393,7 @@ def run(
             pool if haystack == "pooled" else q.turns,
             frozenset((q.thread, t) for t in q.gold),
         )
-        for i, q in enumerate(questions)
+        for i, q in enumerate(scored)
     ]
     t0 = time.monotonic()
     with (
@@ -402,7 +409,7 @@ def run(
             weight=weight,
             depth=depth,
             what="longmemeval",
-            ids=[q.qid for q in questions],
+            ids=[q.qid for q in scored],
             query=query,
             piece_bytes=piece_bytes,
             label=label,
@@ -410,7 +417,7 @@ def run(
             context=context,
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
-    result = {"questions": len(questions), **out}
+    result = {"questions": len(scored), "split": split, **out}
     if compare:
         result["comparisons"] = compare_methods(result, compare)
     return result

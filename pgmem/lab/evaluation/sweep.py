@@ -43,7 +43,7 @@ from pgmem.db import connect, scoped
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
-from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.common import check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.coverage import build_messages, sample_questions
 from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal_rank, top1
 from pgmem.recall import QueryParts, embed_query, recall_vectors
@@ -116,6 +116,7 @@ def run(
     messages: int = 100,
     x: int = 30,
     depth: int = 10,
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
     if not weights or any(not 0.0 <= w <= 1.0 for w in weights):
@@ -123,7 +124,9 @@ def run(
     if not 0.0 < precision <= 1.0:
         raise InputError(f"precision must be in (0, 1], got {precision}")
     all_w = sorted(set(weights) | {floor_weight})
+    check_split(split)
     questions, paragraphs = sample_questions(path, limit=limit, seed=seed, paragraph=paragraph)
+    questions = [q for q in questions if in_split(q.qid, split)]
     if len(questions) < 2:
         raise InputError(f"{path}: the sweep needs at least two questions")
     n = len(questions)

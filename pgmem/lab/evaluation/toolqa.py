@@ -34,7 +34,7 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.lab.evaluation.common import progress, temporary_database
+from pgmem.lab.evaluation.common import check_split, in_split, progress, temporary_database
 from pgmem.lab.evaluation.conversations import (
     METHODS,
     ConversationStore,
@@ -167,6 +167,7 @@ def run(
     word_share: float | None = None,
     word_weight: float | None = None,
     compare: Sequence[Sequence[str]] = (),
+    split: str = "all",
     **_: object,
 ) -> dict[str, Any]:
     """Every method on every trajectory's questions, with 95% bootstrap intervals of the
@@ -174,6 +175,7 @@ def run(
     trajectories (a seeded sample); `piece_bytes` / `label` / `context`: the piece ablations of
     `pgmem.lab.evaluation.conversations`; `query`: the query-split ablation
     (`conversations.query_variant`); `word_share` / `word_weight`: hybrid's settings."""
+    check_split(split)
     check_methods(methods)
     check_piece_options(piece_bytes, label, context=context)
     check_query(query)
@@ -201,6 +203,8 @@ def run(
             )
             store.ingest(traj.turns)
             for n, q in enumerate(traj.questions):
+                if not in_split(f"{traj.tid}:{n}", split):
+                    continue
                 ids.append(f"{traj.tid}:{n}")
                 qp = store.embed_question(q.question)
                 rows.append(
@@ -220,6 +224,7 @@ def run(
     per_question = {m: {k: [r[m][k] for _, r in rows] for k in CI_METRICS} for m in methods}
     result: dict[str, Any] = {
         "questions": len(rows),
+        "split": split,
         "results": summary([r for _, r in rows]),
         "ci": intervals(per_question),
         "by_kind": by_kind,
