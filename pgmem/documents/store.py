@@ -383,9 +383,11 @@ def search_vectors_call(
     candidates: int = DEFAULT_CANDIDATES,
     message: str = "",
     model_id: str | None = None,
+    mode: str = "auto",
 ) -> Call[DocSearch]:
     """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
-    model that embedded the parts, must be the model of the scope's units (ModelMismatchError)."""
+    model that embedded the parts, must be the model of the scope's units (ModelMismatchError).
+    `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
     if not -1.0 <= floor <= 1.0:
@@ -401,8 +403,8 @@ def search_vectors_call(
         """SELECT part_no, rank, chunk_id, document_id, heading_path, chunk_body, piece_id, unit_kind,
                   span_start, span_end, cosine, score
              FROM pgmem.document_search(scope => %s, part_vectors => %b::vector[], part_texts => %s,
-                                        x => %s, floor => %s, candidates => %s, model_id => %s)""",
-        (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id),
+                                        x => %s, floor => %s, candidates => %s, model_id => %s, mode => %s)""",
+        (scope, list(part_vectors), list(part_texts), x, floor, candidates, model_id, mode),
     )
     for r in rows:
         path = r[4]
@@ -435,6 +437,7 @@ def search_documents_call(
     x: int = DEFAULT_DOC_X,
     floor: float = DEFAULT_DOC_FLOOR,
     candidates: int = DEFAULT_CANDIDATES,
+    mode: str = "auto",
 ) -> Call[DocSearch]:
     """Per-part document search: the message is split and blended as for memory recall;
     each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
@@ -452,6 +455,7 @@ def search_documents_call(
             candidates=candidates,
             message=message,
             model_id=embedder.model_id,
+            mode=mode,
         )
     )
 

@@ -159,11 +159,15 @@ COMMENT ON FUNCTION pgmem._lexeme(text) IS
 
 DROP FUNCTION IF EXISTS pgmem.distinctive_word_query(text, text, text, double precision);
 
+-- Earlier signature (before kind): dropped so that a call with four arguments is not ambiguous.
+DROP FUNCTION IF EXISTS pgmem.distinctive_words(text, text, text, double precision);
+
 CREATE OR REPLACE FUNCTION pgmem.distinctive_words(
     scope text,
     part_text text,
     thread text DEFAULT NULL,
-    share double precision DEFAULT 0.1
+    share double precision DEFAULT 0.1,
+    kind text DEFAULT 'memory'
 ) RETURNS TABLE (lexeme text, pieces bigint, weight double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -177,6 +181,9 @@ DECLARE
     lim bigint;
 BEGIN
     PERFORM pgmem.check_scope(distinctive_words.scope);
+    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
+        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
+    END IF;
     IF share IS NULL OR NOT (share > 0 AND share <= 1) THEN
         RAISE EXCEPTION 'share must be in (0, 1], got %', coalesce(share::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'share is the largest fraction of the searched pieces a word may appear in and still be searched.';
@@ -185,7 +192,7 @@ BEGIN
     -- of a larger scope still counts as distinctive at the default share).
     SELECT count(*) INTO n FROM (
         SELECT 1 FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+         WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
            AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
          LIMIT 100000) c;
     -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
@@ -204,7 +211,7 @@ BEGIN
         -- layout or plan (unordered, the sample followed the heap: one evaluation question
         -- moved with the number of other scopes stored beside the searched one).
         SELECT p.tsv FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+         WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
            AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
          ORDER BY p.piece_id
          LIMIT 1000
@@ -220,7 +227,7 @@ BEGIN
     ), counted AS (
         SELECT r.lex, CASE WHEN n <= 1000 THEN r.c ELSE (SELECT count(*) FROM (
                     SELECT 1 FROM pgmem.piece p
-                     WHERE p.scope_id = distinctive_words.scope AND p.kind = 'memory'
+                     WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
                        AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
                        AND p.tsv @@ r.q
                      LIMIT lim + 1) c) END AS df
@@ -233,8 +240,8 @@ BEGIN
      ORDER BY c.lex;
 END
 $$;
-COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision) IS
-'The words hybrid recall searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the memory pieces searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision, text) IS
+'The words hybrid recall (and hybrid document search, kind document) searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the pieces of that kind (memory, the default, or document units) searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 CREATE OR REPLACE FUNCTION pgmem.empty_recall_reason(scope text, thread text DEFAULT NULL, metadata_filter jsonb DEFAULT NULL,
                                                      plane text DEFAULT 'memory')

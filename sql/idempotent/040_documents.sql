@@ -229,8 +229,10 @@ $$;
 COMMENT ON FUNCTION pgmem.reblend_documents(text, double precision) IS
 'Rewrite the search vectors of a scope''s document units: weight 1 = the unit alone, else blended with its chunk context (unit mean of the chunk''s raw unit vectors). No embedding call. Returns the units rewritten.';
 
--- Earlier signature (before model_id): dropped so the model check cannot be gone around.
+-- Earlier signatures (before model_id, before mode): dropped so the model check cannot be gone
+-- around and a call stays unambiguous.
 DROP FUNCTION IF EXISTS pgmem.document_search(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, integer);
+DROP FUNCTION IF EXISTS pgmem.document_search(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, integer, text);
 
 CREATE OR REPLACE FUNCTION pgmem.document_search(
     scope text,
@@ -239,31 +241,83 @@ CREATE OR REPLACE FUNCTION pgmem.document_search(
     x integer DEFAULT 5,
     floor double precision DEFAULT 0.2,
     candidates integer DEFAULT 50,
-    model_id text DEFAULT NULL
+    model_id text DEFAULT NULL,
+    mode text DEFAULT 'auto',
+    rrf_k integer DEFAULT 60
 ) RETURNS SETOF pgmem.document_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    -- The word side's settings for documents, apart from memory's (chosen on the documents
+    -- sets' tuning halves, docs/documents.md).
+    word_share double precision := coalesce(nullif(current_setting('pgmem.doc_word_share', true), '')::double precision, 0.1);
+    word_weight double precision := coalesce(nullif(current_setting('pgmem.doc_word_weight', true), '')::double precision, 1.0);
 BEGIN
-    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, 'vector', 'piece.embedding',
-                                    model_id => model_id, candidates => candidates);
-    -- Each part: its nearest units, then each chunk once (by its best unit), top x chunks over the floor.
-    -- Memory pieces share the plane and are excluded by kind = 'document'.
+    IF mode = 'auto' THEN
+        mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'vector' END;
+    END IF;
+    IF NOT (word_weight >= 0 AND word_weight <= 100) THEN
+        RAISE EXCEPTION 'pgmem.doc_word_weight must be between 0 and 100, got %', word_weight USING ERRCODE = '22023';
+    END IF;
+    PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
+                                    model_id => model_id, candidates => candidates, rrf_k => rrf_k);
+    -- Each part: its nearest units and, in hybrid mode, the units holding its distinctive words
+    -- (pgmem.distinctive_words over the scope's units), fused by reciprocal rank as memory recall
+    -- fuses them; then each chunk once (by its best unit), top x chunks over the floor. Memory
+    -- pieces share the plane and are excluded by kind = 'document'.
     RETURN QUERY
-    WITH c AS (
-        SELECT q.part_no, h.piece_id, h.chunk_id, h.unit_kind, h.span_start, h.span_end, h.dist
-          FROM unnest(part_vectors) WITH ORDINALITY AS q(vec, part_no)
+    WITH q AS MATERIALIZED (
+        SELECT v.vec, v.part_no, w.words, w.weights
+          FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
+          LEFT JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
           CROSS JOIN LATERAL (
-                SELECT p.piece_id, p.chunk_id, p.unit_kind, p.span_start, p.span_end, p.embedding <=> q.vec AS dist
+                SELECT array_agg(pgmem._lexeme(d.lexeme)) AS words, array_agg(d.weight) AS weights
+                  FROM pgmem.distinctive_words(document_search.scope, t.txt, NULL, word_share, 'document') d
+                 WHERE mode = 'hybrid') w
+    ), vec AS (
+        SELECT q.part_no, h.piece_id, h.dist,
+               row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id) AS vrank
+          FROM q CROSS JOIN LATERAL (
+                SELECT p.piece_id, p.embedding <=> q.vec AS dist
                   FROM pgmem.piece p
                  WHERE p.scope_id = document_search.scope AND p.kind = 'document'
                  ORDER BY p.embedding <=> q.vec, p.piece_id
                  LIMIT greatest(candidates, x)) h
+    ), word_hits AS MATERIALIZED (
+        SELECT q.part_no, q.vec, c.piece_id, c.r
+          FROM q CROSS JOIN LATERAL (
+                SELECT m.piece_id, sum(u.weight::numeric) AS r
+                  FROM unnest(q.words, q.weights) AS u(word, weight)
+                  CROSS JOIN LATERAL (
+                        SELECT p.piece_id FROM pgmem.piece p
+                         WHERE p.scope_id = document_search.scope AND p.kind = 'document'
+                           AND p.tsv @@ u.word) m
+                 GROUP BY m.piece_id
+                 ORDER BY 2 DESC, 1
+                 LIMIT greatest(candidates, x)) c
+    ), word AS (
+        SELECT h.part_no, h.piece_id, p.embedding <=> h.vec AS dist,
+               row_number() OVER (PARTITION BY h.part_no ORDER BY h.r DESC, h.piece_id) AS wrank
+          FROM word_hits h
+          JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = h.piece_id
+    ), fused AS (
+        -- As in memory_recall: a word rank counts word_weight times a vector rank for a unit the
+        -- vector side found too, and at most once for a unit only the word side found.
+        SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
+               coalesce(v.dist, w.dist) AS dist,
+               coalesce(1.0 / (rrf_k + v.vrank), 0)
+               + (CASE WHEN v.piece_id IS NULL THEN least(word_weight, 1.0) ELSE word_weight END)
+                 * coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
+          FROM vec v FULL JOIN word w ON v.part_no = w.part_no AND v.piece_id = w.piece_id
+    ), c AS (
+        SELECT f.part_no, f.piece_id, p.chunk_id, p.unit_kind, p.span_start, p.span_end, f.dist, f.rrf
+          FROM fused f JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = f.piece_id
     ), best AS (
-        SELECT DISTINCT ON (c.part_no, c.chunk_id) c.* FROM c ORDER BY c.part_no, c.chunk_id, c.dist, c.piece_id
+        SELECT DISTINCT ON (c.part_no, c.chunk_id) c.* FROM c ORDER BY c.part_no, c.chunk_id, c.rrf DESC, c.dist, c.piece_id
     ), ranked AS (
-        SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.dist, b.piece_id) AS rnk
+        SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.rrf DESC, b.dist, b.piece_id) AS rnk
           FROM best b WHERE 1 - b.dist >= floor
     )
     SELECT r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
@@ -273,5 +327,5 @@ BEGIN
      ORDER BY 1, 2;
 END
 $$;
-COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share and pgmem.doc_word_weight), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: vector, until hybrid is measured on the documents sets), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';

@@ -122,7 +122,12 @@ def gold_shape(q: Question, docs: dict[str, Document]) -> str:
 
 
 def _search_all(
-    conn: psycopg.Connection[tuple[object, ...]], scope: str, texts: Sequence[str], vectors: F32, depth: int
+    conn: psycopg.Connection[tuple[object, ...]],
+    scope: str,
+    texts: Sequence[str],
+    vectors: F32,
+    depth: int,
+    mode: str = "auto",
 ) -> list[list[DocHit]]:
     """Ranked chunk lists, one per query, PARTS_PER_CALL queries per SQL call."""
     out: list[list[DocHit]] = []
@@ -135,6 +140,7 @@ def _search_all(
             x=depth,
             floor=-1.0,
             candidates=CANDIDATES,
+            mode=mode,
         )
         out.extend(g.hits for g in res.groups)
     return out
@@ -202,10 +208,17 @@ def run_docs_eval(
     limit: int | None = None,
     unit_weight: float = DEFAULT_UNIT_WEIGHT,
     split: str = "all",
+    chunk_search: str = "vector",
+    unit_search: str = "auto",
+    word_weight: float | None = None,
+    word_share: float | None = None,
 ) -> dict[str, object]:
     """Chunk-vs-units scores on one development set (see the module docstring). `conn`
     must be autocommit on a migrated database; the two scopes are removed afterwards.
-    `limit` keeps the first questions only (the whole corpus is always indexed)."""
+    `limit` keeps the first questions only (the whole corpus is always indexed).
+    `chunk_search` / `unit_search`: document_search's mode for each (the baseline is one vector
+    per chunk searched by vector; units get pgmem's default); `word_weight` / `word_share`: the
+    settings pgmem.doc_word_weight / pgmem.doc_word_share for this run."""
     if not corpus_dir.is_dir():
         raise InputError(f"no such corpus folder: {corpus_dir}")
     if not questions_file.is_file():
@@ -220,6 +233,9 @@ def run_docs_eval(
     missing = sorted({q.file for q in questions} - by_id.keys())
     if missing:
         raise InputError(f"gold files not in {corpus_dir}: {missing[:5]}")
+    for name, value in (("pgmem.doc_word_weight", word_weight), ("pgmem.doc_word_share", word_share)):
+        if value is not None:
+            conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
     qvecs = embed_side(embedder, [q.text for q in questions], "query")
     texts = [q.text for q in questions]
     tag = secrets.token_hex(3)
@@ -233,7 +249,8 @@ def run_docs_eval(
         if report.failed:
             progress(f"docs eval: {len(report.failed)} documents failed, first: {report.failed[0]}")
         try:
-            ranks[mode] = _ranks(questions, _search_all(conn, scope, texts, qvecs, RANK_DEPTH))
+            search = chunk_search if mode == "chunk" else unit_search
+            ranks[mode] = _ranks(questions, _search_all(conn, scope, texts, qvecs, RANK_DEPTH, mode=search))
             if mode == "units":
                 progress("docs eval: looking for invisible chunks (heading path, heading, own text)")
                 invisible = _invisible(conn, scope, embedder)
