@@ -256,7 +256,7 @@ DECLARE
     word_weight double precision := coalesce(nullif(current_setting('pgmem.doc_word_weight', true), '')::double precision, 1.0);
 BEGIN
     IF mode = 'auto' THEN
-        mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'vector' END;
+        mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'hybrid' END;
     END IF;
     IF NOT (word_weight >= 0 AND word_weight <= 100) THEN
         RAISE EXCEPTION 'pgmem.doc_word_weight must be between 0 and 100, got %', word_weight USING ERRCODE = '22023';
@@ -328,4 +328,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share and pgmem.doc_word_weight), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: vector, until hybrid is measured on the documents sets), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
