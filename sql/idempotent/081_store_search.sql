@@ -13,6 +13,7 @@ DECLARE
     f record;
     o record;
     v jsonb;
+    ok boolean;
 BEGIN
     IF filter IS NULL THEN
         RETURN true;
@@ -30,13 +31,14 @@ BEGIN
                 END IF;
                 -- A missing field matches no condition (PostgresStore's value->key is NULL there);
                 -- an order compares like with like: numbers as numbers, strings as strings.
-                IF v IS NULL OR NOT CASE o.key
+                ok := v IS NOT NULL AND CASE o.key
                         WHEN '$eq' THEN v = o.value
                         WHEN '$ne' THEN v <> o.value
                         ELSE jsonb_typeof(v) = jsonb_typeof(o.value) AND jsonb_typeof(v) IN ('number', 'string', 'boolean')
                              AND CASE o.key WHEN '$gt' THEN v > o.value WHEN '$gte' THEN v >= o.value
                                             WHEN '$lt' THEN v < o.value ELSE v <= o.value END
-                    END THEN
+                    END;
+                IF NOT ok THEN
                     RETURN false;
                 END IF;
             END LOOP;
