@@ -222,7 +222,7 @@ def test_puts_with_ttl_and_the_sweep_beside_forgets(conn: Conn, app_url: str, ad
         try:
             with psycopg.connect(app_url, autocommit=True) as c:
                 fn(c)  # type: ignore[operator]
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:  # collected for the assertion
             errors.append(exc)
 
     def putter(c: Conn) -> None:
