@@ -257,3 +257,25 @@ def test_puts_with_ttl_and_the_sweep_beside_forgets(conn: Conn, app_url: str, ad
         (scope,),
     ).fetchone()
     assert orphans == (0,)
+
+
+@pytest.mark.parametrize(
+    ("index", "expect"),
+    [
+        ({"dims": 1536, "embed": "openai:text-embedding-3-small"}, "not one of pgmem's embedders"),
+        ({"dims": 1536}, "gives"),
+        ({"distance_type": "l2"}, "cosine only"),
+        ({"embed": lambda texts: [[0.0] * 8 for _ in texts]}, "not one of pgmem's embedders"),
+        ({"fields": ["text"], "typo": 1}, "unknown setting"),
+    ],
+)
+def test_index_configs_pgmem_cannot_honour_are_one_line_errors(conn: Conn, index: object, expect: str) -> None:
+    """Never a silent substitution: an embed or dims the store would not use is refused."""
+    with pytest.raises(ConfigError, match=expect) as err:
+        PgmemStore(conn, index=index)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+def test_an_index_naming_pgmem_s_model_is_used(conn: Conn) -> None:
+    store = PgmemStore(conn, index={"dims": 384, "embed": "pgmem:minilm", "fields": ["text"]})
+    assert store.embedder.dims == 384 and store.index_config is not None

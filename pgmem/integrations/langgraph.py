@@ -348,10 +348,7 @@ class PgmemStore(BaseStore):
             self.fields: list[str] = check_index(list(fields)) or ["$"]
         except InputError as exc:
             raise ConfigError(f"index fields: {exc}") from None
-        if embedder is None:
-            from pgmem.embedders.local import LocalEmbedder
-
-            embedder = LocalEmbedder()
+        embedder = _index_embedder(index, embedder)
         self.embedder = embedder
         self.x, self.floor, self.mode = x, floor, mode
         self.max_value_bytes = max_value_bytes
@@ -716,6 +713,43 @@ class PgmemStore(BaseStore):
                 report = ingest_turns(conn, turns, self.embedder)
                 if report.failed:
                     raise InputError("; ".join(err for _, err in report.failed[:3]))
+
+
+#: `index["embed"]` strings that name pgmem's own embedders.
+_PGMEM_EMBEDDERS = {"pgmem:minilm": "local", "pgmem:local": "local", "pgmem:e5": "e5"}
+
+
+def _index_embedder(index: Mapping[str, Any] | None, embedder: Embedder | None) -> Embedder:
+    """The embedder an index config names, checked against its dims and distance_type: a
+    config pgmem cannot honour is a one-line ConfigError, never a silent substitution."""
+    cfg = dict(index or {})
+    unknown = sorted(str(k) for k in cfg if k not in ("dims", "embed", "fields", "distance_type", "ann_index_config"))
+    if unknown:
+        raise ConfigError(f"index: unknown setting {unknown[0]!r:.40}; known: dims, embed, fields, distance_type")
+    embed = cfg.get("embed")
+    if embed is not None:
+        if embedder is not None:
+            raise ConfigError("give index['embed'] or embedder=, not both")
+        if not isinstance(embed, str) or embed not in _PGMEM_EMBEDDERS:
+            raise ConfigError(
+                f"index embed {str(embed)!r:.60} is not one of pgmem's embedders ({', '.join(_PGMEM_EMBEDDERS)}); "
+                "PgmemStore does not embed with LangChain embeddings or callables yet: pass embedder= a pgmem Embedder"
+            )
+        if _PGMEM_EMBEDDERS[embed] == "e5":
+            from pgmem.embedders.e5 import E5Embedder
+
+            embedder = E5Embedder()
+    if embedder is None:
+        from pgmem.embedders.local import LocalEmbedder
+
+        embedder = LocalEmbedder()
+    dims = cfg.get("dims")
+    if dims is not None and dims != embedder.dims:
+        raise ConfigError(f"index dims is {dims!r:.20}, but the model {embedder.model_id} gives {embedder.dims}")
+    distance = cfg.get("distance_type", "cosine")
+    if distance != "cosine":
+        raise ConfigError(f"index distance_type {str(distance)!r:.40}: PgmemStore scores by cosine only")
+    return embedder
 
 
 def _not_provided(v: object) -> bool:
