@@ -203,7 +203,7 @@ def test_index_paths_choose_the_text_and_chat_messages_are_a_turn(store: PgmemSt
                                                      "WHERE scope_id = 'f'").fetchone())  # fmt: skip
 
 
-def test_filters_are_equality_on_the_value(hstore: PgmemStore) -> None:
+def test_filters_on_the_value(hstore: PgmemStore) -> None:
     ns = ("f",)
     hstore.put(ns, "a", {"kind": "note", "meta": {"lang": "en", "tags": ["x"]}, "n": 1})
     hstore.put(ns, "b", {"kind": "task", "meta": {"lang": "nl"}, "n": 2})
@@ -212,8 +212,10 @@ def test_filters_are_equality_on_the_value(hstore: PgmemStore) -> None:
     assert [i.key for i in hstore.search(ns, filter={"meta": {"lang": "nl"}})] == ["b"]
     assert [i.key for i in hstore.search(ns, filter={"n": 1}, query="anything")] == ["a"]
     assert hstore.search(ns, filter={"kind": "none"}) == []
-    with pytest.raises(InputError, match="equality only"):
-        hstore.search(ns, filter={"n": {"$gt": 1}})
+    assert [i.key for i in hstore.search(ns, filter={"n": {"$gt": 1}})] == ["b"]
+    assert [i.key for i in hstore.search(ns, filter={"kind": {"$ne": "note"}})] == ["b"]
+    with pytest.raises(InputError, match="not one of"):
+        hstore.search(ns, filter={"n": {"$in": [1]}})
 
 
 def test_search_without_query_pages_newest_first(hstore: PgmemStore) -> None:
@@ -283,8 +285,7 @@ def test_from_conn_string_setup_and_a_pool(db_url: str, app_url: str, admin_conn
     with PgmemStore.from_conn_string(db_url, embedder=emb) as admin_store:
         admin_store.setup()  # already migrated: a no-op
     with PgmemStore.from_conn_string(app_url, embedder=emb) as app_store:
-        with pytest.raises(SchemaError, match="migrating role"):
-            app_store.setup()
+        app_store.setup()  # at head: a no-op, even for the application login (no CREATE on the database)
         app_store.put(("s",), "k", {"text": "hello"})
         assert app_store.get(("s",), "k") is not None
     with PgmemStore.from_conn_string(app_url, embedder=emb, pool_config={"max_size": 3}, floor=-1.0) as pooled:
@@ -367,7 +368,8 @@ def test_a_turn_the_pipeline_refuses_rolls_back_the_whole_batch(hstore: PgmemSto
             "at most one prefix",
         ),
         (PutOp(("h",), "k", {"a": 1}, index="text"), "index"),  # type: ignore[arg-type]
-        (PutOp(("h",), "k", {"a": 1}, ttl=5.0), "TTL"),
+        (PutOp(("h",), "k", {"a": 1}, ttl=-5.0), "ttl must be above 0"),
+        (SearchOp(("h",), filter={"a": {"$where": 1}}), "not one of"),
         ("not an op", "not a store operation"),
     ],
 )
@@ -482,3 +484,32 @@ def test_turn_ranking_and_scores() -> None:
     assert score([4, 2, 7], frozenset({2})) == (0.0, 0.5)
     assert score([2], frozenset({2})) == (1.0, 1.0) and score([], frozenset({2})) == (0.0, 0.0)
     assert percentile([1.0, 2.0, 3.0], 50) == 2.0 and percentile([], 95) == 0.0
+
+
+def test_setup_as_the_app_login_below_head_is_one_line(app_url: str, admin_conn: Conn) -> None:
+    """Not at head, a login that may not migrate gets one line naming the role, not a traceback."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from psycopg import sql
+
+    name = f"{admin_conn.info.dbname}_empty"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        parts = urlsplit(app_url)
+        empty_url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+        with (
+            PgmemStore.from_conn_string(empty_url, embedder=HashEmbedder()) as store,
+            pytest.raises(SchemaError) as err,
+        ):
+            store.setup()
+        assert "\n" not in str(err.value) and "pgmem_owner" in str(err.value) and "not installed" in str(err.value)
+        cli = subprocess.run(
+            [sys.executable, "-m", "pgmem", "migrate"],
+            env={**__import__("os").environ, "DATABASE_URL": empty_url},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert cli.returncode != 0 and "Traceback" not in cli.stderr and "pgmem_owner" in cli.stderr
+        assert len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

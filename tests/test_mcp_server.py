@@ -296,3 +296,30 @@ def test_missing_extra_is_named_in_one_line(
 def test_bad_scope_flag_is_refused_before_serving(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["mcp", "--scope", " "]) == 2
     assert "--scope must be a non-empty string" in capsys.readouterr().err
+
+
+def test_the_server_reports_its_version_and_describes_every_argument(db_url: str, app_url: str, tmp_path: Path) -> None:
+    async def body(client: Client) -> tuple[object, dict[str, dict[str, Any]]]:
+        tools = await client.list_tools()
+        return client.server_info, {t.name: t.input_schema for t in tools.tools}
+
+    info, schemas = _session(_params(db_url, "s", tmp_path), body)
+    assert getattr(info, "name", None) == "pgmem" and getattr(info, "version", "")
+    assert set(schemas) == {"remember", "recall", "search_documents", "forget"}
+    for tool, schema in schemas.items():
+        for arg, prop in schema["properties"].items():
+            assert len(str(prop.get("description", ""))) > 15, (tool, arg)
+
+
+def test_a_deeply_nested_meta_is_answered_not_left_hanging(db_url: str, app_url: str, tmp_path: Path) -> None:
+    from pgmem.integrations.mcp import guard_line
+
+    deep: object = "x"
+    for _ in range(300):
+        deep = {"a": deep}
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "recall", "_meta": deep}})
+    guarded = json.loads(guard_line(line + "\n"))
+    depth, node = 0, guarded["params"]["_meta"]
+    while isinstance(node, dict) and "a" in node:
+        node, depth = node["a"], depth + 1
+    assert depth < 150  # cut below the SDK parser's limit, so the request is parsed and answered

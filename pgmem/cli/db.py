@@ -98,6 +98,11 @@ def _migrate(args: argparse.Namespace) -> int:
         command.upgrade(alembic_config(None), args.revision, sql=True)
         return 0
     url = server_url(settings())
+    from pgmem.migrate import preflight
+
+    if args.revision == "head" and preflight(url):
+        print("schema pgmem is at head already: nothing to do", file=sys.stderr)
+        return 0
     command.upgrade(alembic_config(url), args.revision)
     print("schema pgmem is at", args.revision, file=sys.stderr)
     return 0

@@ -44,7 +44,14 @@ Mapping (README, section LangGraph, says the same):
   authentication, like `pgmem.scope`: give each tenant's store its own directory name, not a
   guessable one, where that matters); a namespace written by stores with two directory names is
   listed in both. One prefix and one suffix condition at most.
-- No TTL support (`supports_ttl` is False: a `ttl` is refused).
+- TTL as LangGraph has it (minutes): `ttl={"default_ttl", "refresh_on_read",
+  "sweep_interval_minutes"}` and a per-put `ttl`. An expired item is invisible to get and search
+  at once (`pgmem.store_get`, `pgmem.store_list`); a read with refresh moves its expiry
+  (`pgmem.refresh_items`); `start_ttl_sweeper` removes expired items of the directory's
+  namespaces every `sweep_interval_minutes` (`pgmem.expire_items`, the path of `delete_item`),
+  and a DBA can schedule `pgmem.sweep_expired_items()` from pg_cron instead.
+- Search results are sorted by score (best raw cosine of the item's pieces), then namespace and
+  key, with no floor unless the store is given one (`floor=`).
 """
 
 from __future__ import annotations
@@ -87,7 +94,7 @@ from pgmem.db import scoped  # noqa: E402
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import ConfigError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
-from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, embed_query, recall_vectors  # noqa: E402
+from pgmem.recall import DEFAULT_MODE, DEFAULT_X, MODES, embed_query, recall_vectors  # noqa: E402
 from pgmem.text import check_text, describe, unstorable  # noqa: E402
 from pgmem.turns import MAX_DEPTH, Turn  # noqa: E402
 
@@ -216,23 +223,40 @@ def check_index(index: object) -> Literal[False] | list[str] | None:
     return list(index)
 
 
+#: The filter operators `pgmem.store_filter_match` knows (the SQL is the rule; this names them early).
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
 def check_filter(flt: object) -> str | None:
-    """The filter as JSON for `value @> filter`; `{"$eq": v}` is equality, other operators refused."""
+    """The filter as JSON text for `pgmem.store_filter_match` (which applies it, operators
+    included); here only that it is storable JSON and names known operators."""
     if flt is None:
         return None
     if not isinstance(flt, Mapping):
         raise InputError(f"filter must be a dict of field values, got {type(flt).__name__}")
-    plain: dict[str, Any] = {}
     for k, v in flt.items():
         if isinstance(v, Mapping) and any(isinstance(op, str) and op.startswith("$") for op in v):
-            if set(v) != {"$eq"}:
+            bad = [op for op in v if op not in FILTER_OPERATORS]
+            if bad:
                 raise InputError(
-                    f"filter[{k!r:.40}] uses {sorted(map(str, v))}: PgmemStore filters by equality only "
-                    "(a value, or {'$eq': value})"
+                    f"filter[{k!r:.40}]: operator {str(bad[0])!r:.40} is not one of {', '.join(FILTER_OPERATORS)}"
                 )
-            v = v["$eq"]
-        plain[str(k) if isinstance(k, str) else k] = v
-    return check_value(plain, max_bytes=DEFAULT_MAX_VALUE_BYTES)
+    return check_value(flt, max_bytes=DEFAULT_MAX_VALUE_BYTES)
+
+
+#: The longest TTL pgmem stores (pgmem.store_item.ttl_minutes): 100 years, in minutes.
+MAX_TTL_MINUTES = 52_596_000
+
+
+def check_ttl(ttl: object, what: str = "ttl") -> float | None:
+    """A TTL in minutes (LangGraph's unit), or None for no expiry."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise InputError(f"{what} must be a number of minutes or None, got {type(ttl).__name__}")
+    if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_MINUTES):
+        raise InputError(f"{what} must be above 0 and at most {MAX_TTL_MINUTES} minutes (100 years), got {ttl!r:.40}")
+    return float(ttl)
 
 
 def item_messages(value: Mapping[str, Any], paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -281,7 +305,7 @@ class PgmemStore(BaseStore):
     `list_namespaces` and prefix searches read and puts write (default `"default"`): stores
     of different tenants given different names never list each other's namespaces."""
 
-    supports_ttl: bool = False
+    supports_ttl: bool = True
 
     def __init__(
         self,
@@ -290,14 +314,19 @@ class PgmemStore(BaseStore):
         embedder: Embedder | None = None,
         index: Mapping[str, Any] | None = None,
         x: int = DEFAULT_X,
-        floor: float = DEFAULT_FLOOR,
+        floor: float = -1.0,
         mode: str = DEFAULT_MODE,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_search_namespaces: int = DEFAULT_MAX_SEARCH_NAMESPACES,
         conninfo: str | None = None,
         directory: str = DEFAULT_DIRECTORY,
+        ttl: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self._ttl = _check_ttl_config(ttl)
+        self.ttl_config: Any = dict(self._ttl) if ttl is not None else None
+        self._sweeper: threading.Thread | None = None
+        self._sweep_stop = threading.Event()
         try:
             check_text(directory, "directory")
         except InputError as exc:
@@ -311,6 +340,7 @@ class PgmemStore(BaseStore):
             raise ConfigError(f"x must be between 1 and 1000, got {x}")
         if not -1.0 <= floor <= 1.0:
             raise ConfigError(f"floor is a raw cosine between -1 and 1, got {floor}")
+        self.index_config: dict[str, Any] | None = dict(index) if index is not None else None
         fields = (index or {}).get("fields") or ["$"]
         if isinstance(fields, str):
             fields = [fields]
@@ -318,10 +348,7 @@ class PgmemStore(BaseStore):
             self.fields: list[str] = check_index(list(fields)) or ["$"]
         except InputError as exc:
             raise ConfigError(f"index fields: {exc}") from None
-        if embedder is None:
-            from pgmem.embedders.local import LocalEmbedder
-
-            embedder = LocalEmbedder()
+        embedder = _index_embedder(index, embedder)
         self.embedder = embedder
         self.x, self.floor, self.mode = x, floor, mode
         self.max_value_bytes = max_value_bytes
@@ -451,11 +478,9 @@ class PgmemStore(BaseStore):
     def _get(self, conn: Conn, op: GetOp) -> Item | None:
         scope = namespace_scope(op.namespace)
         with scoped(conn, scope):
-            row = conn.execute(
-                """SELECT namespace, item_key, value, created_at, updated_at FROM pgmem.store_item
-                    WHERE scope_id = %s AND item_key = %s""",
-                (scope, op.key),
-            ).fetchone()
+            row = conn.execute("SELECT * FROM pgmem.store_get(%s, %s)", (scope, op.key)).fetchone()
+            if row is not None and self._refresh(op.refresh_ttl):
+                conn.execute("SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]))
         if row is None:
             return None
         r = _row(row)
@@ -480,7 +505,9 @@ class PgmemStore(BaseStore):
         flt = check_filter(op.filter)
         namespaces = self._namespaces_under(conn, tuple(op.namespace_prefix))
         if not op.query:
-            return self._list_items(conn, namespaces, flt, op.limit, op.offset)
+            listed = self._list_items(conn, namespaces, flt, op.limit, op.offset)
+            self._refresh_found(conn, listed, op.refresh_ttl)
+            return listed
         if not namespaces:
             return []
         window = op.offset + op.limit
@@ -501,8 +528,10 @@ class PgmemStore(BaseStore):
             with scoped(conn, scope):
                 rows = conn.execute(
                     """SELECT namespace, item_key, value, created_at, updated_at, thread_id FROM pgmem.store_item
-                        WHERE scope_id = %s AND thread_id = ANY(%s) AND (%s::jsonb IS NULL OR value @> %s::jsonb)""",
-                    (scope, threads, flt, flt),
+                        WHERE scope_id = %s AND thread_id = ANY(%s)
+                          AND (expires_at IS NULL OR expires_at > now())
+                          AND pgmem.store_filter_match(value, %s::jsonb)""",
+                    (scope, threads, flt),
                 ).fetchall()
             for row in rows:
                 items[(scope, str(row[5]))] = _row(row)
@@ -515,21 +544,13 @@ class PgmemStore(BaseStore):
             hits.sort()
             for _, _, scope, thread, cos in hits:
                 best[(scope, thread)] = max(cos, best.get((scope, thread), -2.0))
-        order: list[tuple[str, str]] = []
-        seen: set[tuple[str, str]] = set()
-        depth = 0
-        while any(depth < len(h) for h in per_part):
-            for hits in per_part:  # round-robin by part: each part's next item in turn
-                if depth < len(hits):
-                    ident = (hits[depth][2], hits[depth][3])
-                    if ident not in seen:
-                        seen.add(ident)
-                        order.append(ident)
-            depth += 1
+        # Sorted by score, then namespace and key, so pages are stable.
+        order = sorted(best, key=lambda ident: (-best[ident], items[ident].namespace, items[ident].key))
         out = []
         for ident in order[op.offset : window]:
             r = items[ident]
             out.append(SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=best[ident]))
+        self._refresh_found(conn, out, op.refresh_ttl)
         return out
 
     def _list_items(
@@ -540,10 +561,7 @@ class PgmemStore(BaseStore):
             scope = namespace_scope(ns)
             with scoped(conn, scope):
                 found = conn.execute(
-                    """SELECT namespace, item_key, value, created_at, updated_at FROM pgmem.store_item
-                        WHERE scope_id = %s AND (%s::jsonb IS NULL OR value @> %s::jsonb)
-                        ORDER BY updated_at DESC, item_key LIMIT %s""",
-                    (scope, flt, flt, offset + limit),
+                    "SELECT * FROM pgmem.store_list(%s, %s::jsonb, %s, 0)", (scope, flt, offset + limit)
                 ).fetchall()
             rows.extend(_row(r) for r in found)
         rows.sort(key=lambda r: (r.updated_at, r.namespace, r.key), reverse=True)
@@ -569,6 +587,81 @@ class PgmemStore(BaseStore):
                 (self.directory, prefix, suffix, op.max_depth, op.limit, op.offset),
             ).fetchall()
         return [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
+
+    # -- TTL ----------------------------------------------------------------------------------
+
+    def _put_ttl(self, ttl: object) -> float | None:
+        # BaseStore.put has already put the default_ttl in when no ttl was given (NOT_PROVIDED).
+        if _not_provided(ttl):
+            return check_ttl(self._ttl.get("default_ttl"))
+        return check_ttl(ttl)
+
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is None:
+            return bool(self._ttl.get("refresh_on_read", True))
+        return bool(refresh_ttl)
+
+    def _refresh_found(self, conn: Conn, found: Sequence[Item], refresh_ttl: bool | None) -> None:
+        if not found or not self._refresh(refresh_ttl):
+            return
+        by_scope: dict[str, list[str]] = {}
+        for it in found:
+            by_scope.setdefault(namespace_scope(it.namespace), []).append(it.key)
+        for scope, keys in sorted(by_scope.items()):
+            with scoped(conn, scope):
+                conn.execute("SELECT pgmem.refresh_items(%s, %s)", (scope, sorted(keys)))
+
+    def sweep_ttl(self) -> int:
+        """Remove the expired items of every namespace of the store's directory now
+        (`pgmem.expire_items` in each namespace's scope); returns how many went."""
+        gone = 0
+        with self._connection() as conn:
+            with self._in_directory(conn):
+                rows = conn.execute("SELECT pgmem.store_namespaces(%s, lim => NULL)", (self.directory,)).fetchall()
+            for r in rows:
+                scope = namespace_scope(tuple(str(x) for x in r[0]))  # type: ignore[attr-defined]
+                with scoped(conn, scope):
+                    n = conn.execute("SELECT pgmem.expire_items(%s)", (scope,)).fetchone()
+                gone += int(n[0]) if n and n[0] is not None else 0  # type: ignore[call-overload]
+        return gone
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Sweep expired items every `sweep_interval_minutes` (the ttl config's, default 5) in a
+        daemon thread until `stop_ttl_sweeper`. Returns a Future that resolves when it stops."""
+        from concurrent.futures import Future
+
+        interval = sweep_interval_minutes or self._ttl.get("sweep_interval_minutes") or 5
+        check_ttl(interval, "sweep_interval_minutes")
+        done: Future[None] = Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        self._sweep_stop.clear()
+
+        def loop() -> None:
+            try:
+                while not self._sweep_stop.wait(float(interval) * 60):
+                    try:
+                        self.sweep_ttl()
+                    except (PgmemError, psycopg.Error):
+                        continue  # the next sweep tries again; reads never see expired items anyway
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, name="pgmem-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it has stopped (or none was running)."""
+        if self._sweeper is None:
+            return True
+        self._sweep_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -601,8 +694,15 @@ class PgmemStore(BaseStore):
                 with scoped(conn, scope):
                     row = conn.execute(
                         """SELECT created_at FROM pgmem.put_item(scope => %s, namespace => %s, item_key => %s,
-                                                                  value => %s::jsonb, thread => %s)""",
-                        (scope, list(op.namespace), op.key, check_value(value, max_bytes=self.max_value_bytes), thread),
+                                                value => %s::jsonb, thread => %s, ttl_minutes => %s)""",
+                        (
+                            scope,
+                            list(op.namespace),
+                            op.key,
+                            check_value(value, max_bytes=self.max_value_bytes),
+                            thread,
+                            self._put_ttl(op.ttl),
+                        ),
                     ).fetchone()
                 assert row is not None
                 if thread is not None:
@@ -613,6 +713,69 @@ class PgmemStore(BaseStore):
                 report = ingest_turns(conn, turns, self.embedder)
                 if report.failed:
                     raise InputError("; ".join(err for _, err in report.failed[:3]))
+
+
+#: `index["embed"]` strings that name pgmem's own embedders.
+_PGMEM_EMBEDDERS = {"pgmem:minilm": "local", "pgmem:local": "local", "pgmem:e5": "e5"}
+
+
+def _index_embedder(index: Mapping[str, Any] | None, embedder: Embedder | None) -> Embedder:
+    """The embedder an index config names, checked against its dims and distance_type: a
+    config pgmem cannot honour is a one-line ConfigError, never a silent substitution."""
+    cfg = dict(index or {})
+    unknown = sorted(str(k) for k in cfg if k not in ("dims", "embed", "fields", "distance_type", "ann_index_config"))
+    if unknown:
+        raise ConfigError(f"index: unknown setting {unknown[0]!r:.40}; known: dims, embed, fields, distance_type")
+    embed = cfg.get("embed")
+    if embed is not None:
+        if embedder is not None:
+            raise ConfigError("give index['embed'] or embedder=, not both")
+        if not isinstance(embed, str) or embed not in _PGMEM_EMBEDDERS:
+            raise ConfigError(
+                f"index embed {str(embed)!r:.60} is not one of pgmem's embedders ({', '.join(_PGMEM_EMBEDDERS)}); "
+                "PgmemStore does not embed with LangChain embeddings or callables yet: pass embedder= a pgmem Embedder"
+            )
+        if _PGMEM_EMBEDDERS[embed] == "e5":
+            from pgmem.embedders.e5 import E5Embedder
+
+            embedder = E5Embedder()
+    if embedder is None:
+        from pgmem.embedders.local import LocalEmbedder
+
+        embedder = LocalEmbedder()
+    dims = cfg.get("dims")
+    if dims is not None and dims != embedder.dims:
+        raise ConfigError(f"index dims is {dims!r:.20}, but the model {embedder.model_id} gives {embedder.dims}")
+    distance = cfg.get("distance_type", "cosine")
+    if distance != "cosine":
+        raise ConfigError(f"index distance_type {str(distance)!r:.40}: PgmemStore scores by cosine only")
+    return embedder
+
+
+def _not_provided(v: object) -> bool:
+    return type(v).__name__ == "NotProvided"
+
+
+def _check_ttl_config(ttl: object) -> dict[str, Any]:
+    if ttl is None:
+        return {}
+    if not isinstance(ttl, Mapping):
+        raise ConfigError(
+            f"ttl must be a dict (default_ttl, refresh_on_read, sweep_interval_minutes), got {type(ttl).__name__}"
+        )
+    unknown = sorted(str(k) for k in ttl if k not in ("default_ttl", "refresh_on_read", "sweep_interval_minutes"))
+    if unknown:
+        raise ConfigError(
+            f"ttl: unknown setting {unknown[0]!r:.40}; known: default_ttl, refresh_on_read, sweep_interval_minutes"
+        )
+    try:
+        check_ttl(ttl.get("default_ttl"), "ttl default_ttl")
+        check_ttl(ttl.get("sweep_interval_minutes"), "ttl sweep_interval_minutes")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(ttl.get("refresh_on_read", True), bool):
+        raise ConfigError("ttl refresh_on_read must be True or False")
+    return dict(ttl)
 
 
 def _row(row: Sequence[object]) -> _ItemRow:
@@ -634,8 +797,8 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         if op.value is not None:
             check_value(op.value, max_bytes=max_value_bytes)
             check_index(op.index)
-        if op.ttl is not None:
-            raise InputError(f"{where}: PgmemStore keeps no TTL (supports_ttl is False); put without ttl")
+        if op.ttl is not None and not _not_provided(op.ttl):
+            check_ttl(op.ttl, f"{where}: ttl")
     elif isinstance(op, SearchOp):
         check_namespace(op.namespace_prefix, what="namespace_prefix", allow_empty=True)
         if op.query is not None:

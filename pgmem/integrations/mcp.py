@@ -76,6 +76,89 @@ Messages = Annotated[
 Time = Annotated[object, WithJsonSchema({"type": ["string", "null"], "description": "ISO 8601; default now"})]
 
 
+Query = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": "string"},
+            "description": "The message or question to search with, as plain text (split into parts).",
+        }
+    ),
+]
+
+Note = Annotated[
+    object,
+    WithJsonSchema(
+        {**{"type": ["string", "null"]}, "description": "A plain-text note to remember instead of messages."}
+    ),
+]
+
+PutThread = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["string", "null"]},
+            "description": "Thread to store the turn in (e.g. a conversation id); default: the server's thread.",
+        }
+    ),
+]
+
+RecallThread = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["string", "null"]},
+            "description": "Search only this thread's turns; omit to search every thread of the scope.",
+        }
+    ),
+]
+
+ForgetThread = Annotated[
+    object,
+    WithJsonSchema({**{"type": "string"}, "description": "The thread to forget, or the thread of the turn to forget."}),
+]
+
+PutIndex = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["integer", "null"], "minimum": 0},
+            "description": "Turn number in the thread (0-based); omit for the next; an existing one is replaced.",
+        }
+    ),
+]
+
+ForgetIndex = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["integer", "null"], "minimum": 0},
+            "description": "The turn number to forget; omit to forget the whole thread.",
+        }
+    ),
+]
+
+HitsX = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["integer", "null"], "minimum": 1, "maximum": 50},
+            "description": "How many hits to keep for each part of the query, 1 to 50; omit for 5.",
+        }
+    ),
+]
+
+Floor = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["number", "null"], "minimum": -1, "maximum": 1},
+            "description": "Lowest raw cosine (-1 to 1) a hit needs; omit for the model's calibrated default.",
+        }
+    ),
+]
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -314,8 +397,16 @@ def _check_depth(value: object, what: str) -> None:
 
 def build_server(memory: Memory) -> MCPServer:
     """The MCP server of one scope: four tools and the threads resource."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("pgmem")
+    except PackageNotFoundError:  # a checkout that was never installed
+        __version__ = "0+unknown"
+
     server: MCPServer = MCPServer(
         name="pgmem",
+        version=__version__,
         instructions=(
             f"Long-term memory of scope {memory.scope!r} in Postgres. `remember` stores a finished turn "
             "(OpenAI-format messages) or a note; `recall` returns, for each part of your query, the "
@@ -334,9 +425,9 @@ def build_server(memory: Memory) -> MCPServer:
     )
     def remember(
         messages: Messages = None,
-        note: OptStr = None,
-        thread: OptStr = None,
-        turn_index: OptIndex = None,
+        note: Note = None,
+        thread: PutThread = None,
+        turn_index: PutIndex = None,
         time: Time = None,
     ) -> dict[str, Any]:
         return memory.run("remember", lambda: memory.remember(messages, note, thread, turn_index, time))
@@ -351,10 +442,10 @@ def build_server(memory: Memory) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=True),
     )
     def recall(
-        query: Str,
-        thread: OptStr = None,
-        x: OptX = None,
-        floor: OptFloor = None,
+        query: Query,
+        thread: RecallThread = None,
+        x: HitsX = None,
+        floor: Floor = None,
     ) -> dict[str, Any]:
         return memory.run("recall", lambda: memory.recall(query, thread, x, floor))
 
@@ -367,9 +458,9 @@ def build_server(memory: Memory) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=True),
     )
     def search_documents(
-        query: Str,
-        x: OptX = None,
-        floor: OptFloor = None,
+        query: Query,
+        x: HitsX = None,
+        floor: Floor = None,
     ) -> dict[str, Any]:
         return memory.run("search_documents", lambda: memory.search_documents(query, x, floor))
 
@@ -381,7 +472,7 @@ def build_server(memory: Memory) -> MCPServer:
         structured_output=True,
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
     )
-    def forget(thread: Str, turn_index: OptIndex = None) -> dict[str, Any]:
+    def forget(thread: ForgetThread, turn_index: ForgetIndex = None) -> dict[str, Any]:
         return memory.run("forget", lambda: memory.forget(thread, turn_index))
 
     @server.resource(
@@ -423,9 +514,11 @@ def guard_line(line: str) -> str:
     except (ValueError, RecursionError):
         return line
     params = message.get("params") if isinstance(message, dict) else None
-    if not isinstance(params, dict) or not isinstance(params.get("arguments"), dict):
+    if not isinstance(params, dict):
         return line
-    params["arguments"] = _trim(params["arguments"], 1)
+    # Arguments are cut for the tool's one-line error; anything else in params (e.g. _meta)
+    # nested that deep too, so the SDK parses the request and answers it instead of dropping it.
+    message["params"] = {k: _trim(v, 1) for k, v in params.items()}
     return json.dumps(message) + "\n"
 
 

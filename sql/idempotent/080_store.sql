@@ -56,7 +56,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_item(
     namespace text[],
     item_key text,
     value jsonb,
-    thread text DEFAULT NULL
+    thread text DEFAULT NULL,
+    ttl_minutes double precision DEFAULT NULL
 ) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -82,6 +83,18 @@ BEGIN
     IF jsonb_typeof(value) <> 'object' THEN
         RAISE EXCEPTION 'put_item: value must be a JSON object, got %', jsonb_typeof(value) USING ERRCODE = '22023';
     END IF;
+    IF ttl_minutes IS NOT NULL AND NOT (ttl_minutes > 0 AND ttl_minutes <= 52596000) THEN  -- NaN fails both
+        RAISE EXCEPTION 'put_item: ttl must be a number of minutes above 0 and at most 52596000 (100 years), got %', ttl_minutes
+            USING ERRCODE = '22023', HINT = 'NULL: the item never expires.';
+    END IF;
+    -- A namespace is searched one way: through turns and pieces (pgmem's embedders) or through
+    -- field vectors (a store with its own embed, pgmem.put_item_vectors). Mixing would hide items.
+    IF thread IS NOT NULL AND EXISTS (
+        SELECT 1 FROM pgmem.store_vector v WHERE v.scope_id = put_item.scope AND v.item_key <> put_item.item_key) THEN
+        RAISE EXCEPTION 'put_item: namespace % is indexed with field vectors of model %, not with pgmem''s pieces',
+            namespace, (SELECT v.model_id FROM pgmem.store_vector v WHERE v.scope_id = put_item.scope LIMIT 1)
+            USING ERRCODE = '22000', HINT = 'Open the store with the index config (embed) the namespace was written with.';
+    END IF;
     -- The scope row first (the lock order, docs/architecture.md), held in KEY SHARE mode as the
     -- item's foreign key would hold it; a scope forgotten meanwhile is created again, so the
     -- item lands after the forget instead of failing on the foreign key.
@@ -94,17 +107,24 @@ BEGIN
     -- key both try the insert; the second does nothing (any unique index: the key's or the
     -- thread's) and locks the first's row once it commits, so neither fails on a unique index.
     LOOP
-        INSERT INTO pgmem.store_item AS i (scope_id, item_key, namespace, value, thread_id)
-        VALUES (put_item.scope, put_item.item_key, put_item.namespace, put_item.value, put_item.thread)
+        INSERT INTO pgmem.store_item AS i (scope_id, item_key, namespace, value, thread_id, ttl_minutes, expires_at)
+        VALUES (put_item.scope, put_item.item_key, put_item.namespace, put_item.value, put_item.thread,
+                put_item.ttl_minutes, pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60))
         ON CONFLICT DO NOTHING
         RETURNING i.created_at, i.updated_at INTO r;
         EXIT WHEN FOUND;
         SELECT i.thread_id INTO old_thread FROM pgmem.store_item i
          WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
         IF FOUND THEN
-            UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now()
+            -- An expired item put again is a new item (PostgresStore: the sweep had removed it).
+            UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now(),
+                   created_at = CASE WHEN i.expires_at <= pg_catalog.now() THEN pg_catalog.now() ELSE i.created_at END,
+                   ttl_minutes = put_item.ttl_minutes,
+                   expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60)
              WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key
             RETURNING i.created_at, i.updated_at INTO r;
+            -- Its field vectors are the old value's: the caller writes the new ones (put_item_vectors).
+            DELETE FROM pgmem.store_vector v WHERE v.scope_id = put_item.scope AND v.item_key = put_item.item_key;
             EXIT;
         END IF;
         IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.thread_id = put_item.thread) THEN
@@ -124,8 +144,8 @@ BEGIN
     RETURN QUERY SELECT r.created_at, r.updated_at, old_thread;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
+COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision) IS
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years); replacing an item drops its field vectors (the caller writes the new ones with pgmem.put_item_vectors). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
 
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean

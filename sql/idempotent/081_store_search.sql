@@ -1,0 +1,315 @@
+-- The LangGraph store's reads, field vectors and expiry (pgmem.integrations.langgraph, issue 28).
+-- Re-runnable. Tables: sql/incremental/003_store.sql, 007_store_ttl_vectors.sql. The rules live
+-- here, not in Python: which items are visible (not expired), what a filter matches, what a
+-- score means for each distance type, and what an expiry removes.
+-- put_item_vectors, refresh_items and expire_items are SECURITY DEFINER (900_grants.sql).
+
+CREATE OR REPLACE FUNCTION pgmem.store_filter_match(value jsonb, filter jsonb)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    f record;
+    o record;
+    v jsonb;
+    ok boolean;
+BEGIN
+    IF filter IS NULL THEN
+        RETURN true;
+    END IF;
+    IF jsonb_typeof(filter) <> 'object' THEN
+        RAISE EXCEPTION 'filter must be a JSON object of field conditions, got %', jsonb_typeof(filter) USING ERRCODE = '22023';
+    END IF;
+    FOR f IN SELECT e.key, e.value FROM jsonb_each(filter) e LOOP
+        v := value -> f.key;
+        IF jsonb_typeof(f.value) = 'object' AND EXISTS (SELECT 1 FROM jsonb_object_keys(f.value) k WHERE left(k, 1) = '$') THEN
+            FOR o IN SELECT e.key, e.value FROM jsonb_each(f.value) e ORDER BY e.key LOOP
+                IF o.key NOT IN ('$eq', '$ne', '$gt', '$gte', '$lt', '$lte') THEN
+                    RAISE EXCEPTION 'filter on %: operator % is not one of $eq, $ne, $gt, $gte, $lt, $lte', f.key, left(o.key, 40)
+                        USING ERRCODE = '22023', HINT = 'A plain value is equality; operators go in an object, e.g. {"score": {"$gte": 4}}.';
+                END IF;
+                -- A missing field matches no condition (PostgresStore's value->key is NULL there);
+                -- an order compares like with like: numbers as numbers, strings as strings.
+                ok := v IS NOT NULL AND CASE o.key
+                        WHEN '$eq' THEN v = o.value
+                        WHEN '$ne' THEN v <> o.value
+                        ELSE jsonb_typeof(v) = jsonb_typeof(o.value) AND jsonb_typeof(v) IN ('number', 'string', 'boolean')
+                             AND CASE o.key WHEN '$gt' THEN v > o.value WHEN '$gte' THEN v >= o.value
+                                            WHEN '$lt' THEN v < o.value ELSE v <= o.value END
+                    END;
+                IF NOT ok THEN
+                    RETURN false;
+                END IF;
+            END LOOP;
+        ELSIF v IS NULL OR v <> f.value THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION pgmem.store_filter_match(jsonb, jsonb) IS
+'Whether a store item''s value matches a LangGraph filter: each top-level field is equal to a value, or meets every operator of {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": v}. Orders compare numbers as numbers and strings as strings (a value of another JSON type does not match); a missing field matches nothing. An unknown operator raises 22023. NULL filter: true.';
+
+CREATE OR REPLACE FUNCTION pgmem.store_get(scope text, item_key text)
+RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
+     WHERE i.scope_id = pgmem.check_scope(store_get.scope) AND i.item_key = store_get.item_key
+       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+$$;
+COMMENT ON FUNCTION pgmem.store_get(text, text) IS
+'A LangGraph store item of the transaction''s scope by key; no row when it is missing or expired (an expired item is invisible before the sweep removes it).';
+
+CREATE OR REPLACE FUNCTION pgmem.store_list(scope text, filter jsonb DEFAULT NULL, lim integer DEFAULT 10, off integer DEFAULT 0)
+RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
+     WHERE i.scope_id = pgmem.check_scope(store_list.scope)
+       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+       AND pgmem.store_filter_match(i.value, store_list.filter)
+     ORDER BY i.updated_at DESC, i.item_key
+     LIMIT greatest(lim, 0) OFFSET greatest(off, 0)
+$$;
+COMMENT ON FUNCTION pgmem.store_list(text, jsonb, integer, integer) IS
+'Items of the transaction''s scope matching a filter (pgmem.store_filter_match), not expired, newest first (updated_at, then key): a search without a query.';
+
+CREATE OR REPLACE FUNCTION pgmem.store_vector_model(scope text)
+RETURNS TABLE (model_id text, dims integer)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT v.model_id, vector_dims(v.embedding) FROM pgmem.store_vector v
+     WHERE v.scope_id = pgmem.check_scope(store_vector_model.scope) LIMIT 1
+$$;
+COMMENT ON FUNCTION pgmem.store_vector_model(text) IS
+'The model and dimension of the transaction''s scope''s field vectors (no row: none stored yet). A store checks it before embedding.';
+
+CREATE OR REPLACE FUNCTION pgmem.put_item_vectors(scope text, item_key text, model_id text, paths text[], vectors vector[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    bound record;
+    n integer := coalesce(cardinality(vectors), 0);
+BEGIN
+    IF scope IS NULL OR item_key IS NULL OR model_id IS NULL THEN
+        RAISE EXCEPTION 'put_item_vectors: scope, item_key and model_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_item_vectors.scope), true);
+    IF n <> coalesce(cardinality(paths), 0) OR n > 10000 OR array_position(vectors, NULL) IS NOT NULL
+       OR array_position(paths, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'put_item_vectors: % vectors for % paths; one non-NULL vector per path, at most 10000', n, cardinality(paths)
+            USING ERRCODE = '22023';
+    END IF;
+    IF length(model_id) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'put_item_vectors: model_id must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- The item row first (put_item locked it in this transaction; the lock order), then its vectors.
+    PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = put_item_vectors.scope AND i.item_key = put_item_vectors.item_key
+        FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'put_item_vectors: no item % in scope %', item_key, scope USING ERRCODE = '22023',
+            HINT = 'Call pgmem.put_item first, in the same transaction.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = put_item_vectors.scope AND i.thread_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'put_item_vectors: this namespace is indexed with pgmem''s pieces (its own model), not with field vectors'
+            USING ERRCODE = '22000', HINT = 'Open the store without an index embed for this namespace, or use another namespace.';
+    END IF;
+    SELECT v.model_id, vector_dims(v.embedding) AS dims INTO bound FROM pgmem.store_vector v
+     WHERE v.scope_id = put_item_vectors.scope AND v.item_key <> put_item_vectors.item_key LIMIT 1;
+    IF FOUND AND bound.model_id <> put_item_vectors.model_id THEN
+        RAISE EXCEPTION 'this namespace''s items are embedded with %, not %', bound.model_id, model_id USING ERRCODE = '22000',
+            HINT = 'Open the store with the index config the namespace was written with.';
+    END IF;
+    IF n > 0 AND EXISTS (SELECT 1 FROM unnest(vectors) x WHERE vector_dims(x) <> coalesce(bound.dims, vector_dims(vectors[1]))) THEN
+        RAISE EXCEPTION 'put_item_vectors: vectors of % dimensions, the namespace''s model % has %',
+            (SELECT vector_dims(x) FROM unnest(vectors) x WHERE vector_dims(x) <> coalesce(bound.dims, vector_dims(vectors[1])) LIMIT 1),
+            model_id, coalesce(bound.dims, vector_dims(vectors[1])) USING ERRCODE = '22000';
+    END IF;
+    DELETE FROM pgmem.store_vector v WHERE v.scope_id = put_item_vectors.scope AND v.item_key = put_item_vectors.item_key;
+    INSERT INTO pgmem.store_vector (scope_id, item_key, field_no, field_path, model_id, embedding)
+    SELECT put_item_vectors.scope, put_item_vectors.item_key, (u.i - 1)::integer, u.path, put_item_vectors.model_id, u.vec
+      FROM unnest(paths, vectors) WITH ORDINALITY AS u(path, vec, i);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem.put_item_vectors(text, text, text, text[], vector[]) IS
+'Replace the field vectors of a store item of the transaction''s scope (put by pgmem.put_item in the same transaction): one vector per indexed text, with the path it came from. One model and one dimension per scope (22000 otherwise, naming both), and a namespace searched through pieces takes none (22000). Returns how many were stored.';
+
+CREATE OR REPLACE FUNCTION pgmem.store_search(
+    scope text,
+    query vector,
+    model_id text,
+    distance_type text DEFAULT 'cosine',
+    filter jsonb DEFAULT NULL,
+    lim integer DEFAULT 10,
+    off integer DEFAULT 0
+) RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz, score double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    bound record;
+BEGIN
+    PERFORM pgmem.check_scope(store_search.scope);
+    IF query IS NULL OR model_id IS NULL THEN
+        RAISE EXCEPTION 'store_search: query and model_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF distance_type IS NULL OR distance_type NOT IN ('cosine', 'inner_product', 'l2') THEN
+        RAISE EXCEPTION 'store_search: distance_type must be cosine, inner_product or l2, got %', left(distance_type, 40)
+            USING ERRCODE = '22023';
+    END IF;
+    IF lim IS NULL OR off IS NULL OR lim < 0 OR off < 0 OR lim + off > 10000 THEN
+        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO bound FROM pgmem.store_vector_model(store_search.scope);
+    IF FOUND AND (bound.model_id <> store_search.model_id OR bound.dims <> vector_dims(query)) THEN
+        RAISE EXCEPTION 'this namespace''s items are embedded with % (% dimensions), not % (% dimensions)',
+            bound.model_id, bound.dims, model_id, vector_dims(query) USING ERRCODE = '22000',
+            HINT = 'Search with the index config the namespace was written with.';
+    END IF;
+    -- PostgresStore's scores: cosine similarity, the inner product, or the negated L2 distance;
+    -- an item scores its best field. Every match, best first, the key breaking ties (stable pages).
+    RETURN QUERY
+    SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, s.score
+      FROM (SELECT v.item_key,
+                   max(CASE store_search.distance_type
+                         WHEN 'cosine' THEN 1 - (v.embedding <=> store_search.query)
+                         WHEN 'inner_product' THEN -(v.embedding <#> store_search.query)
+                         ELSE -(v.embedding <-> store_search.query) END) AS score
+              FROM pgmem.store_vector v WHERE v.scope_id = store_search.scope
+             GROUP BY v.item_key) s
+      JOIN pgmem.store_item i ON i.scope_id = store_search.scope AND i.item_key = s.item_key
+     WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+       AND pgmem.store_filter_match(i.value, store_search.filter)
+     ORDER BY s.score DESC NULLS LAST, i.item_key
+     LIMIT lim OFFSET off;
+END
+$$;
+COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
+'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors is refused (22000). An exact scan: no floor, nothing dropped.';
+
+CREATE OR REPLACE FUNCTION pgmem.refresh_items(scope text, item_keys text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'refresh_items: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(refresh_items.scope), true);
+    -- Store items in key order (the lock order); an item a writer holds is skipped: the write
+    -- sets its expiry anyway, and a read never waits for one.
+    WITH locked AS (
+        SELECT i.item_key FROM pgmem.store_item i
+         WHERE i.scope_id = refresh_items.scope AND i.item_key = ANY (refresh_items.item_keys)
+           AND i.ttl_minutes IS NOT NULL AND i.expires_at > pg_catalog.now()
+         ORDER BY i.item_key
+           FOR UPDATE SKIP LOCKED)
+    UPDATE pgmem.store_item i SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => i.ttl_minutes * 60)
+      FROM locked WHERE i.scope_id = refresh_items.scope AND i.item_key = locked.item_key;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem.refresh_items(text, text[]) IS
+'Move the expiry of the named items of the transaction''s scope to now() + their ttl (LangGraph''s refresh_ttl on get and search); items without a ttl, expired, or being written right now are left as they are. Returns how many moved.';
+
+CREATE OR REPLACE FUNCTION pgmem.expire_items(scope text, max_items integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    k text;
+    keys text[];
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'expire_items: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF max_items IS NULL OR max_items < 1 OR max_items > 1000000 THEN
+        RAISE EXCEPTION 'expire_items: max_items must be between 1 and 1000000' USING ERRCODE = '22023';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(expire_items.scope), true);
+    -- The expired items first, in key order, FOR UPDATE (the lock order: store item, then its
+    -- thread, turn and pieces, which delete_item's forget_thread takes); one being written now
+    -- is skipped: it is no longer expired when that write commits, or the next sweep takes it.
+    keys := ARRAY(
+        SELECT i.item_key FROM pgmem.store_item i
+         WHERE i.scope_id = expire_items.scope AND i.expires_at <= pg_catalog.now()
+         ORDER BY i.item_key LIMIT max_items
+           FOR UPDATE SKIP LOCKED);
+    -- Each goes as delete_item takes it: its field vectors, turn, pieces and the recall-log rows
+    -- that returned them, and the namespace's directory entry with its last item.
+    FOREACH k IN ARRAY keys LOOP
+        PERFORM pgmem.delete_item(expire_items.scope, k);
+    END LOOP;
+    RETURN cardinality(keys);
+END
+$$;
+COMMENT ON FUNCTION pgmem.expire_items(text, integer) IS
+'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
+
+DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
+CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.store_item IS
+    'pgmem.sweep_expired_items (which sets pgmem.maintenance) finds the scopes holding expired items when the login is a member of pgmem_owner; SELECT only.';
+
+CREATE OR REPLACE FUNCTION pgmem.sweep_expired_items(max_items integer DEFAULT 100000)
+RETURNS TABLE (scope_id text, items integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    prior_maintenance text := current_setting('pgmem.maintenance', true);
+    prior_scope text := current_setting('pgmem.scope', true);
+    scopes text[];
+    s text;
+    left_over integer := max_items;
+BEGIN
+    IF max_items IS NULL OR max_items < 1 OR max_items > 10000000 THEN
+        RAISE EXCEPTION 'sweep_expired_items: max_items must be between 1 and 10000000' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.row_security_active('pgmem.store_item'::regclass)
+       AND NOT (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE')) THEN
+        RAISE EXCEPTION 'the sweep must see every scope, and % (as %) sees only its own under row-level security',
+            session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run SELECT * FROM pgmem.sweep_expired_items() as the role that migrates pgmem (a login member of pgmem_owner) or a superuser; an application sweeps its own namespaces with pgmem.expire_items(scope).';
+    END IF;
+    PERFORM set_config('pgmem.maintenance', 'on', true);
+    scopes := ARRAY(SELECT DISTINCT i.scope_id FROM pgmem.store_item i
+                     WHERE i.expires_at IS NOT NULL AND i.expires_at <= pg_catalog.now() ORDER BY 1);
+    PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
+    FOREACH s IN ARRAY scopes LOOP
+        EXIT WHEN left_over < 1;
+        -- Inside each scope in turn, as its application would delete.
+        PERFORM set_config('pgmem.scope', s, true);
+        scope_id := s;
+        items := pgmem.expire_items(s, left_over);
+        left_over := left_over - items;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM set_config('pgmem.scope', coalesce(prior_scope, ''), true);
+END
+$$;
+COMMENT ON FUNCTION pgmem.sweep_expired_items(integer) IS
+'Remove expired LangGraph store items of every scope (at most max_items in all), each through pgmem.expire_items inside its scope, so an expiry removes what a delete removes. For a DBA to schedule (pg_cron: SELECT cron.schedule(''pgmem-ttl'', ''*/5 * * * *'', ''SELECT * FROM pgmem.sweep_expired_items()'')), as a login member of pgmem_owner or a superuser (42501 for a login that sees one scope). One row per scope swept: how many items went.';

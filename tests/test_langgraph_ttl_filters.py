@@ -1,0 +1,281 @@
+"""Issue 28, the parts of PostgresStore's behaviour PgmemStore now has: TTL (per-put, default,
+refresh on read, the sweeper and the SQL sweep a DBA schedules), filter operators compared in
+SQL (numbers as numbers), results sorted by score with no floor, `index_config`.
+
+Real Postgres, as the application login (the `conn` fixture) except where a DBA's call is tested."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
+
+from langgraph.store.base import PutOp
+
+from pgmem.embedders.base import Embedder
+from pgmem.errors import ConfigError, InputError, PgmemError
+from pgmem.integrations.langgraph import PgmemStore, namespace_scope
+from tests.security_helpers import HashEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+SECOND = 1 / 60  # a TTL of one second, in LangGraph's minutes
+
+
+def _expire_now(admin_conn: Conn, ns: tuple[str, ...], key: str) -> None:
+    """Move an item's expiry into the past (the clock, without waiting for it)."""
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second' WHERE scope_id = %s AND item_key = %s",
+        (namespace_scope(ns), key),
+    )
+
+
+@pytest.fixture
+def hstore(conn: Conn) -> PgmemStore:
+    return PgmemStore(conn, embedder=HashEmbedder(), ttl={"default_ttl": 60, "refresh_on_read": True})
+
+
+def test_ttl_items_are_invisible_once_expired_and_the_sweep_removes_them(hstore: PgmemStore, admin_conn: Conn) -> None:
+    ns = ("ttl", "u1")
+    hstore.put(ns, "a", {"text": "the red apple"})
+    hstore.put(ns, "b", {"text": "the blue car"}, ttl=None)  # no expiry, although the store has a default
+    row = admin_conn.execute(
+        "SELECT item_key, ttl_minutes FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (namespace_scope(ns),)
+    ).fetchall()
+    assert row == [("a", 60.0), ("b", None)]
+    _expire_now(admin_conn, ns, "a")
+    assert hstore.get(ns, "a") is None
+    assert [i.key for i in hstore.search(ns)] == ["b"]
+    assert [i.key for i in hstore.search(ns, query="red apple")] == ["b"]
+    assert hstore.sweep_ttl() == 1
+    left = admin_conn.execute(
+        "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (namespace_scope(ns),)
+    ).fetchone()
+    assert left == (1,)
+    # the expired item's turn and pieces went with it, as a delete takes them
+    pieces = admin_conn.execute(
+        "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'item:a'", (namespace_scope(ns),)
+    ).fetchone()
+    assert pieces == (0,)
+
+
+def test_refresh_on_read_moves_the_expiry(hstore: PgmemStore, admin_conn: Conn) -> None:
+    ns = ("ttl", "u2")
+    hstore.put(ns, "a", {"text": "green tea"}, ttl=1)
+
+    def expiry() -> object:
+        r = admin_conn.execute(
+            "SELECT expires_at FROM pgmem.store_item WHERE scope_id = %s AND item_key = 'a'", (namespace_scope(ns),)
+        ).fetchone()
+        return r[0] if r else None
+
+    first = expiry()
+    time.sleep(0.05)
+    assert hstore.get(ns, "a", refresh_ttl=False) is not None
+    assert expiry() == first
+    assert hstore.get(ns, "a") is not None  # refresh_on_read: True
+    second = expiry()
+    assert second > first  # type: ignore[operator]
+    time.sleep(0.05)
+    assert [i.key for i in hstore.search(ns, query="tea", refresh_ttl=True)] == ["a"]
+    assert expiry() > second  # type: ignore[operator]
+
+
+def test_the_sweeper_thread_sweeps_and_stops(conn: Conn, admin_conn: Conn) -> None:
+    store = PgmemStore(conn, embedder=HashEmbedder(), ttl={"default_ttl": SECOND, "sweep_interval_minutes": SECOND / 4})
+    ns = ("ttl", "u3")
+    store.put(ns, "a", {"text": "short lived"}, index=False)
+    done = store.start_ttl_sweeper()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        n = admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (namespace_scope(ns),))
+        if n.fetchone() == (0,):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the sweeper did not remove the expired item")
+    assert store.stop_ttl_sweeper(timeout=5)
+    done.result(timeout=5)
+
+
+def test_the_dba_sweep_covers_every_scope_and_the_app_may_not_run_it(
+    hstore: PgmemStore, conn: Conn, admin_conn: Conn
+) -> None:
+    for ns in (("ttl", "x"), ("ttl", "y")):
+        hstore.put(ns, "k", {"text": "gone soon"}, index=False)
+        _expire_now(admin_conn, ns, "k")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT * FROM pgmem.sweep_expired_items()")
+    swept = admin_conn.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall()
+    assert sorted(swept) == [("ttl/x", 1), ("ttl/y", 1)]
+    assert hstore.list_namespaces(prefix=("ttl",)) == []
+    comment = admin_conn.execute(
+        "SELECT obj_description('pgmem.sweep_expired_items(integer)'::regprocedure, 'pg_proc')"
+    ).fetchone()
+    assert comment and "pg_cron" in str(comment[0])
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "5", True, 10**12])
+def test_bad_ttls_are_one_line_errors_and_nothing_is_lost(hstore: PgmemStore, ttl: object) -> None:
+    ns = ("ttl", "bad")
+    hstore.put(ns, "keep", {"text": "kept"}, index=False)
+    with pytest.raises(InputError) as err:
+        hstore.batch([PutOp(ns, "keep", {"text": "replaced"}, index=False, ttl=ttl)])  # type: ignore[arg-type]
+    assert "\n" not in str(err.value) and "ttl" in str(err.value)
+    item = hstore.get(ns, "keep")
+    assert item is not None and item.value == {"text": "kept"}
+
+
+def test_the_database_refuses_a_bad_ttl_itself(conn: Conn) -> None:
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('pgmem.scope', 'ttl/sql', true), set_config('pgmem.store_directory', 'd', true)"
+        )
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            conn.execute("SELECT * FROM pgmem.put_item('ttl/sql', '{ttl,sql}', 'k', '{}'::jsonb, NULL, 'NaN')")
+
+
+@pytest.mark.parametrize(
+    "ttl", [{"default_ttl": 0}, {"sweep_interval_minutes": "x"}, {"refresh_on_read": "yes"}, {"other": 1}, [1]]
+)
+def test_bad_ttl_configs_are_config_errors(conn: Conn, ttl: object) -> None:
+    with pytest.raises(ConfigError):
+        PgmemStore(conn, embedder=HashEmbedder(), ttl=ttl)  # type: ignore[arg-type]
+
+
+def test_filters_compare_numbers_as_numbers_in_sql(hstore: PgmemStore) -> None:
+    ns = ("filters", "n")
+    for key, score in [("a", 2), ("b", 9), ("c", 10), ("d", 11), ("e", 9.5)]:
+        hstore.put(ns, key, {"score": score, "name": f"n{key}"}, index=False)
+    hstore.put(ns, "s", {"score": "10", "name": "string"}, index=False)
+
+    def scores(flt: dict[str, object]) -> list[object]:
+        return sorted(i.value["score"] for i in hstore.search(ns, filter=flt) if not isinstance(i.value["score"], str))
+
+    assert scores({"score": {"$gte": 10}}) == [10, 11]
+    assert scores({"score": {"$gt": 9}}) == [9.5, 10, 11]
+    assert scores({"score": {"$lt": 10}}) == [2, 9, 9.5]
+    assert scores({"score": {"$lte": 9}}) == [2, 9]
+    assert scores({"score": {"$gt": 2, "$lt": 10}}) == [9, 9.5]
+    assert scores({"score": {"$ne": 9}}) == [2, 9.5, 10, 11]
+    assert scores({"score": {"$eq": 10}}) == [10]
+    assert [i.key for i in hstore.search(ns, filter={"score": {"$gt": "1"}})] == ["s"]  # strings with strings
+    assert [i.key for i in hstore.search(ns, filter={"name": "string"})] == ["s"]
+
+
+@pytest.mark.parametrize(
+    "flt", [{"score": {"$regex": "x"}}, {"score": {"$in": [1]}}, "score", {"score": {"$gt": float("nan")}}]
+)
+def test_bad_filters_are_one_line_errors(hstore: PgmemStore, flt: object) -> None:
+    with pytest.raises(InputError) as err:
+        hstore.search(("filters", "n"), filter=flt)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+def test_sql_filter_refuses_unknown_operators(conn: Conn) -> None:
+    assert conn.execute("""SELECT pgmem.store_filter_match('{"a": 10}', '{"a": {"$gt": 9}}')""").fetchone() == (True,)
+    assert conn.execute("""SELECT pgmem.store_filter_match('{"a": "9"}', '{"a": {"$gt": 1}}')""").fetchone() == (False,)
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        conn.execute("""SELECT pgmem.store_filter_match('{"a": 1}', '{"a": {"$like": 1}}')""")
+
+
+def test_search_returns_every_match_sorted_by_score_with_stable_pages(conn: Conn, embedder: Embedder) -> None:
+    """The real model: a filtered search returns both matching items (no floor), best first."""
+    store = PgmemStore(conn, embedder=embedder)
+    ns = ("rank", "u")
+    docs = {
+        "doc1": {"text": "red apple", "color": "red"},
+        "doc2": {"text": "red car", "color": "red"},
+        "doc3": {"text": "green apple", "color": "green"},
+        "doc4": {"text": "blue car", "color": "blue"},
+    }
+    store.batch([PutOp(ns, k, v) for k, v in docs.items()])
+    found = store.search(ns, query="apple", filter={"color": "red"})
+    assert [i.key for i in found] == ["doc1", "doc2"]
+    every = store.search(ns, query="a fruit", limit=10)
+    assert len(every) == 4
+    scores = [i.score for i in every]
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    pages = store.search(ns, query="a fruit", limit=2) + store.search(ns, query="a fruit", limit=2, offset=2)
+    assert [i.key for i in pages] == [i.key for i in every]
+
+
+def test_index_config_is_exposed(conn: Conn) -> None:
+    store = PgmemStore(conn, embedder=HashEmbedder(), index={"fields": ["text"]})
+    assert store.index_config == {"fields": ["text"]}
+    assert PgmemStore(conn, embedder=HashEmbedder()).index_config is None
+    assert store.supports_ttl
+
+
+def test_puts_with_ttl_and_the_sweep_beside_forgets(conn: Conn, app_url: str, admin_conn: Conn) -> None:
+    """Concurrent writers of one namespace: puts with a TTL, the sweep, and forgets of the items'
+    threads. No deadlock, no error; whatever is left is consistent (no piece without its item)."""
+    ns = ("ttl", "race")
+    scope = namespace_scope(ns)
+    errors: list[BaseException] = []
+
+    def worker(fn: object) -> None:
+        try:
+            with psycopg.connect(app_url, autocommit=True) as c:
+                fn(c)  # type: ignore[operator]
+        except BaseException as exc:  # collected for the assertion
+            errors.append(exc)
+
+    def putter(c: Conn) -> None:
+        s = PgmemStore(c, embedder=HashEmbedder())
+        for i in range(30):
+            s.batch([PutOp(ns, f"k{j}", {"text": f"item {j} round {i}"}, ttl=SECOND / 10) for j in range(i % 5, 8)])
+
+    def sweeper(c: Conn) -> None:
+        s = PgmemStore(c, embedder=HashEmbedder())
+        for _ in range(30):
+            s.sweep_ttl()
+
+    def forgetter(c: Conn) -> None:
+        import pgmem
+
+        for i in range(30):
+            try:
+                pgmem.forget_thread(c, scope, f"item:k{i % 8}")
+            except PgmemError as exc:
+                if "no thread" not in str(exc) and "not found" not in str(exc):
+                    raise
+
+    threads = [threading.Thread(target=worker, args=(f,)) for f in (putter, putter, sweeper, forgetter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    orphans = admin_conn.execute(
+        """SELECT count(*) FROM pgmem.piece p WHERE p.scope_id = %s AND NOT EXISTS (
+               SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = p.scope_id AND i.thread_id = p.thread_id)""",
+        (scope,),
+    ).fetchone()
+    assert orphans == (0,)
+
+
+@pytest.mark.parametrize(
+    ("index", "expect"),
+    [
+        ({"dims": 1536, "embed": "openai:text-embedding-3-small"}, "not one of pgmem's embedders"),
+        ({"dims": 1536}, "gives"),
+        ({"distance_type": "l2"}, "cosine only"),
+        ({"embed": lambda texts: [[0.0] * 8 for _ in texts]}, "not one of pgmem's embedders"),
+        ({"fields": ["text"], "typo": 1}, "unknown setting"),
+    ],
+)
+def test_index_configs_pgmem_cannot_honour_are_one_line_errors(conn: Conn, index: object, expect: str) -> None:
+    """Never a silent substitution: an embed or dims the store would not use is refused."""
+    with pytest.raises(ConfigError, match=expect) as err:
+        PgmemStore(conn, index=index)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+def test_an_index_naming_pgmem_s_model_is_used(conn: Conn) -> None:
+    store = PgmemStore(conn, index={"dims": 384, "embed": "pgmem:minilm", "fields": ["text"]})
+    assert store.embedder.dims == 384 and store.index_config is not None
