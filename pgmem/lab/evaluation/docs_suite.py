@@ -163,7 +163,9 @@ def _ranks(questions: Sequence[Question], lists: Sequence[list[DocHit]]) -> list
 
 def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedder: Embedder) -> int:
     """Chunks that none of three queries returns within the top VISIBLE_WITHIN: the chunk's heading
-    path, its own heading, and the start of its own text. A heading-only chunk has only the first two."""
+    path, its own heading, and the start of its own text. A heading-only chunk has only the first two.
+    Searched by vector: the check is that the vector side sees every chunk (the word side only adds
+    hits), and 8,000 hybrid searches of 300-character texts would cost most of a run."""
     with scoped(conn, scope):
         rows = conn.execute(
             """SELECT c.chunk_id, c.heading_path, d.title, c.body FROM pgmem.chunk c
@@ -192,7 +194,7 @@ def _invisible(conn: psycopg.Connection[tuple[object, ...]], scope: str, embedde
         if not ids:
             break
         texts = [todo[c][stage] for c in ids]
-        found = _search_all(conn, scope, texts, embed_side(embedder, texts, "query"), VISIBLE_WITHIN)
+        found = _search_all(conn, scope, texts, embed_side(embedder, texts, "query"), VISIBLE_WITHIN, mode="vector")
         for c, hits in zip(ids, found, strict=True):
             if any(h.chunk_id == c for h in hits):
                 del todo[c]
