@@ -279,3 +279,37 @@ def test_index_configs_pgmem_cannot_honour_are_one_line_errors(conn: Conn, index
 def test_an_index_naming_pgmem_s_model_is_used(conn: Conn) -> None:
     store = PgmemStore(conn, index={"dims": 384, "embed": "pgmem:minilm", "fields": ["text"]})
     assert store.embedder.dims == 384 and store.index_config is not None
+
+
+def test_field_vectors_in_sql_score_as_postgres_store_does(conn: Conn) -> None:
+    """pgmem.put_item_vectors and pgmem.store_search (the SQL a store with its own embed uses):
+    cosine similarity, inner product and negated L2 distance, an item's best field, one model
+    per namespace."""
+    scope = "vec/sql"
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', 'd', true)", (scope,)
+        )
+        for key, vecs in (("a", ["[1,0,0]", "[0,1,0]"]), ("b", ["[0,0,2]"])):
+            conn.execute("SELECT * FROM pgmem.put_item(%s, '{vec,sql}', %s, '{}'::jsonb)", (scope, key))
+            n = conn.execute(
+                "SELECT pgmem.put_item_vectors(%s, %s, 'fake:3', %s, %s::vector[])",
+                (scope, key, ["text"] * len(vecs), vecs),
+            ).fetchone()
+            assert n == (len(vecs),)
+
+        def search(distance: str) -> list[tuple[object, ...]]:
+            return conn.execute(
+                "SELECT item_key, score FROM pgmem.store_search(%s, '[0,1,1]', 'fake:3', %s)", (scope, distance)
+            ).fetchall()
+
+        assert search("cosine") == [("a", pytest.approx(0.70711, abs=1e-4)), ("b", pytest.approx(0.70711, abs=1e-4))]
+        assert search("inner_product") == [("b", pytest.approx(2.0)), ("a", pytest.approx(1.0))]
+        assert search("l2")[0][0] == "a"  # -1.0 beats -sqrt(2)
+        assert conn.execute("SELECT * FROM pgmem.store_vector_model(%s)", (scope,)).fetchone() == ("fake:3", 3)
+        with pytest.raises(psycopg.errors.DataException), conn.transaction():
+            conn.execute("SELECT * FROM pgmem.store_search(%s, '[0,1,1]', 'other', 'cosine')", (scope,))
+        with pytest.raises(psycopg.errors.InvalidParameterValue), conn.transaction():
+            conn.execute("SELECT * FROM pgmem.store_search(%s, '[0,1,1]', 'fake:3', 'hamming')", (scope,))
+        with pytest.raises(psycopg.errors.DataException), conn.transaction():
+            conn.execute("SELECT pgmem.put_item_vectors(%s, 'a', 'other', '{t}', ARRAY['[1,0,0]']::vector[])", (scope,))
