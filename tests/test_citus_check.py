@@ -19,7 +19,13 @@ REFERENCE = {"embedding_model", "vector_column", "store_namespace"}
 LOCAL = {"alembic_version"}
 #: Functions that read every scope on purpose (maintenance, run on the coordinator; Citus fans
 #: them out to every shard). They aggregate per scope and never join rows of two scopes.
-CROSS_SCOPE_MAINTENANCE = {"scope_index_plan", "index_large_scopes", "apply_retention", "maintenance_scopes"}
+CROSS_SCOPE_MAINTENANCE = {
+    "scope_index_plan",
+    "index_large_scopes",
+    "apply_retention",
+    "maintenance_scopes",
+    "sweep_expired_items",
+}
 #: Functions that only validate or compute (no table access) or read the reference tables.
 SQL_KEYWORDS = {
     "where", "on", "set", "using", "join", "left", "right", "full", "inner", "cross", "order", "group", "limit",
