@@ -223,7 +223,7 @@ def render_docs(recs: Sequence[Record]) -> list[str]:
             rows.append(
                 [
                     rec.name.removeprefix("docs-"),
-                    method_name(m),
+                    "derived units, vector only" if m == "units" and rec.name.endswith("-vector") else method_name(m),
                     pct_ci(res[m]["top1"], c["top1_low"], c["top1_high"]),
                     num_ci(res[m]["mrr"], c["mrr_low"], c["mrr_high"]),
                 ]
