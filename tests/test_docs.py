@@ -16,6 +16,7 @@ import importlib.util
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_every_figure_matches_a_results_file() -> None:
     assert figures.check(ROOT) == []
 
 
-def _repo(tmp_path: Path, page: str, result: dict[str, object]) -> Path:
+def _repo(tmp_path: Path, page: str, result: Mapping[str, object]) -> Path:
     (tmp_path / "docs" / "results").mkdir(parents=True)
     record = {"command": "pgmem eval x", "commit": "abc", "date": "2026-12-03 10:00 UTC", "seconds": 1.0,
               "load_average": [1.0], "result": result}  # fmt: skip

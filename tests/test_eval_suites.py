@@ -343,7 +343,7 @@ def test_docs_suite_intervals_and_pairing(tmp_path: Path, admin_conn: Any, embed
         {"question": "what do I feed a sourdough starter?", "file": "bread.md", "heading_path": ["Bread", "Starter"]},
     ]
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    result = docs_suite.run_docs_eval(admin_conn, embedder, corpus, questions)
+    result: dict[str, Any] = docs_suite.run_docs_eval(admin_conn, embedder, corpus, questions)
     assert result["results"] == {"chunk": {"top1": 1.0, "mrr": 1.0}, "units": {"top1": 1.0, "mrr": 1.0}}
     assert result["ci"]["units"] == {"top1_low": 1.0, "top1_high": 1.0, "mrr_low": 1.0, "mrr_high": 1.0}
     pair = result["paired"]["units − chunk"]["top1"]

@@ -146,7 +146,7 @@ def test_wheel_installs_and_runs_without_a_checkout(admin_conn: Conn, db_url: st
         current = _run([str(bin_ / "alembic"), "-c", ini, "current"], work, env_db)
         assert current.returncode == 0 and "(head)" in current.stdout, current.stdout + current.stderr
         with psycopg.connect(url) as c:
-            dims = dict(c.execute("SELECT column_name, dims FROM pgmem.vector_column").fetchall())
+            dims: dict[object, object] = dict(c.execute("SELECT column_name, dims FROM pgmem.vector_column").fetchall())
             assert dims == {"piece.embedding": 384, "fact.embedding": 384}
         again = _run([str(bin_ / "pgmem"), "migrate"], work, env_db)
         assert again.returncode == 0, again.stderr[-3000:]
