@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from pgmem.lab.evaluation.ranking import ScoredHit, covered, rank_units, recall_at_k, reciprocal_rank, top1
+from pgmem.lab.evaluation.ranking import (
+    ScoredHit,
+    coarsen,
+    covered,
+    ndcg_at_k,
+    rank_units,
+    recall_all_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    top1,
+)
 from pgmem.lab.evaluation.sweep import floor_curve, floor_for_keep, floor_for_precision
 
 
@@ -88,3 +98,33 @@ def test_floor_curve_and_choice() -> None:
     keep = floor_for_keep(curve, 0.6)
     assert keep is not None and keep["floor"] == 0.0  # 0.3 keeps only 1/3 of the mixed gold hits
     assert floor_for_keep(curve, 1.0) is None
+
+
+def test_recall_all_and_ndcg() -> None:
+    ranked = rank_units(hits((1, 1, 0.9, "x"), (1, 2, 0.8, "g1"), (1, 3, 0.7, "y"), (1, 4, 0.6, "g2")))
+    assert recall_all_at_k(ranked, {"g1", "g2"}, 3) == 0.0
+    assert recall_all_at_k(ranked, {"g1", "g2"}, 4) == 1.0
+    assert recall_all_at_k(ranked, {"g1"}, 2) == 1.0
+    assert recall_all_at_k(ranked, {"nowhere"}, 10) == 0.0
+    # gains at ranks 2 and 4 (discounts 1 and 1/2) over the ideal ranks 1 and 2 (1 and 1)
+    assert ndcg_at_k(ranked, {"g1", "g2"}, 10) == pytest.approx((1 + 0.5) / 2)
+    assert ndcg_at_k(ranked, {"g2"}, 3) == 0.0
+    assert ndcg_at_k(ranked, {"x"}, 10) == 1.0
+    with pytest.raises(ValueError):
+        ndcg_at_k(ranked, set(), 10)
+
+
+def test_recall_all_and_ndcg_split_ties() -> None:
+    # four tied units, two gold: all in the first 2 with probability 1 / C(4, 2)
+    ranked = rank_units(hits((1, 1, 0.5, "a"), (2, 1, 0.5, "g"), (3, 1, 0.5, "h"), (4, 1, 0.5, "c")))
+    assert recall_all_at_k(ranked, {"g", "h"}, 2) == pytest.approx(1 / 6)
+    assert recall_all_at_k(ranked, {"g", "h"}, 3) == pytest.approx(3 / 6)
+    assert recall_all_at_k(ranked, {"g", "h"}, 4) == 1.0
+    # each place holds half a gold unit in expectation
+    assert ndcg_at_k(ranked, {"g", "h"}, 10) == pytest.approx(0.5 * (1 + 1 + 1 / 1.5849625007211563 + 0.5) / 2)
+
+
+def test_coarsen_keeps_first_appearance_and_drops_unmapped() -> None:
+    ranked = rank_units(hits((1, 1, 0.9, "s1t1"), (1, 2, 0.8, "s2t1"), (1, 3, 0.7, "s1t2"), (1, 4, 0.6, "xt1")))
+    sessions = coarsen(ranked, lambda k: None if k.startswith("x") else k[:2])
+    assert [u.key for u in sessions] == ["s1", "s2"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from math import log2
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from pgmem.embedders.base import Embedder
 from pgmem.lab.evaluation import coverage, locomo, longmemeval, toolqa
 from pgmem.lab.evaluation.conversations import METHODS, fixed_chunk_units, per_message_units, source_messages
+from pgmem.lab.evaluation.ranking import ScoredHit, rank_units
 from pgmem.turns import Turn, split_sources
 
 LOCOMO = [
@@ -100,7 +102,7 @@ def lme_question(qid: str, qtype: str, question: str, sessions: list[list[dict[s
         "haystack_sessions": sessions,
         "haystack_session_ids": [f"answer_{i}" for i in range(len(sessions))],
         "haystack_dates": [f"2023/05/{10 + i:02d} (Wed) 09:{i:02d}" for i in range(len(sessions))],
-        "answer_session_ids": ["answer_0"],
+        "answer_session_ids": [f"answer_{i}" for i, s in enumerate(sessions) if any(m["has_answer"] for m in s)],
     }
 
 
@@ -170,6 +172,30 @@ def test_longmemeval_loading(tmp_path: Path) -> None:
     assert q2.turns[2].time is not None and q2.turns[2].time.day == 11
     assert all(set(m) == {"role", "content"} for t in q2.turns for m in t.messages)  # has_answer removed
     assert len(longmemeval.load_dir(d, limit=2, seed=1)) == 2
+    # LongMemEval's own levels: the assistant-opened turn is not a user turn; session 1 is gold
+    assert q2.sessions == (0, 0, 1)
+    assert q2.user_turns == frozenset({1, 2}) and q2.user_gold == frozenset({2})
+    assert q2.session_gold == frozenset({1})
+
+
+def test_longmemeval_levels_score_as_the_paper_script() -> None:
+    qs = [
+        longmemeval.Question(
+            "a", "t", "?", [], frozenset({1}), (0, 0, 1, 1), frozenset({0, 1, 2, 3}), frozenset({3}), frozenset({1})
+        ),
+        longmemeval.Question("b", "t", "?", [], frozenset({0}), (0, 1), frozenset({1}), frozenset(), frozenset({0})),
+    ]
+    la, lb = longmemeval.levels(qs, qs)
+    # ranked turns of a pooled haystack: a's turn 0, b's turn 0 (not a user turn), a's turn 3
+    ranked = rank_units([ScoredHit(1, r, 1 - r / 10, k) for r, k in enumerate([("a", 0), ("b", 0), ("a", 3)], 1)])
+    sa = la.scores(ranked)
+    assert sa["turn_recall_all_at_5"] == 1.0
+    assert sa["turn_ndcg_at_10"] == pytest.approx(1.0)  # gold at turn rank 2: the script leaves rank 2 undiscounted
+    assert sa["session_recall_all_at_5"] == 1.0
+    assert sa["session_ndcg_at_10"] == pytest.approx(1 / log2(3))  # sessions a/0, b/0, a/1
+    sb = lb.scores(ranked)
+    assert sb["turn_ndcg_at_10"] is None  # no gold user turn: left out of the turn-level means
+    assert sb["session_recall_all_at_5"] == 1.0 and sb["session_ndcg_at_10"] == pytest.approx(1.0)
 
 
 def test_longmemeval_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
@@ -179,6 +205,12 @@ def test_longmemeval_suite(tmp_path: Path, db_url: str, embedder: Embedder) -> N
     assert set(result["results"]) == {"per_message", "blended", "hybrid"}
     assert result["results"]["blended"]["top1"] == 1.0
     assert result["results"]["blended"]["recall_at_5"] == 1.0
+    assert result["lme_questions"] == {"turn": 3, "session": 3}
+    assert result["results"]["blended"]["turn_recall_all_at_5"] == 1.0
+    assert result["results"]["blended"]["session_ndcg_at_10"] == 1.0
+    by_type = result["by_type"]
+    assert by_type["multi-session"]["questions"] == 1 and by_type["temporal-reasoning"]["questions"] == 1
+    assert by_type["multi-session"]["blended"]["top1"] == 1.0
 
 
 def test_coverage_messages_are_seeded(tmp_path: Path) -> None:

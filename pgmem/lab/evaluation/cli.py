@@ -42,8 +42,8 @@ SUITES = {
     s.name: s
     for s in (
         Suite("families", "pgmem.lab.evaluation.families", "sentence families: the seed's controlled test", "file"),
-        Suite("longmemeval", "pgmem.lab.evaluation.longmemeval", "LongMemEval questions: six methods", "dir"),
-        Suite("locomo", "pgmem.lab.evaluation.locomo", "LoCoMo conversations: six methods", "file"),
+        Suite("longmemeval", "pgmem.lab.evaluation.longmemeval", "LongMemEval questions: seven methods", "dir"),
+        Suite("locomo", "pgmem.lab.evaluation.locomo", "LoCoMo conversations: seven methods", "file"),
         Suite("toolqa", "pgmem.lab.evaluation.toolqa", "questions on tool-heavy agent trajectories", "file"),
         Suite("coverage", "pgmem.lab.evaluation.coverage", "multi-question messages: one vector vs per-part", "dir"),
         Suite("docs", "pgmem.lab.evaluation.docs_suite", "documents: one vector per chunk vs derived units", None),

@@ -1,4 +1,4 @@
-"""The six storage/search methods the conversation suites compare, on the same data,
+"""The seven storage/search methods the conversation suites compare, on the same data,
 the same embedder and one database.
 
 Every method stores its vectors through `pgmem.put_turn` (each method in its own
@@ -10,6 +10,8 @@ differ only in what a vector stands for and how the query is built:
 - `per_message`: one vector per message (an assistant message's text includes its tool
   calls as `name(arguments)`); one whole-message query vector. What mem0 and
   LangGraph's PostgresStore store.
+- `user_turns`: one vector per user message; one whole-message query vector. The flat
+  turn-level index of LongMemEval's own retrieval script (its key is the user turn).
 - `fixed_chunks`: LangChain's `RecursiveCharacterTextSplitter(chunk_size=1000,
   chunk_overlap=200)` over each turn's text; one whole-message query vector. What most
   RAG stacks do today.
@@ -56,7 +58,7 @@ from pgmem.pieces import DEFAULT_MAX_BYTES, turn_pieces
 from pgmem.recall import QueryParts, embed_query, merge_subjects, recall_vectors, subject_cosine_for, whole_query
 from pgmem.turns import Turn, content_text, format_label, split_sources
 
-METHODS = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended", "hybrid")
+METHODS = ("whole_turn", "per_message", "user_turns", "fixed_chunks", "pieces", "blended", "hybrid")
 
 
 #: How pieces/blended/hybrid query (`ConversationStore.query`, `-o query=...`): pgmem's query
@@ -169,7 +171,7 @@ def piece_embedder(embedder: Embedder, turns: Sequence[Turn], *, piece_bytes: in
 
 
 #: Methods that own a scope (hybrid searches blended's).
-STORED = ("whole_turn", "per_message", "fixed_chunks", "pieces", "blended")
+STORED = ("whole_turn", "per_message", "user_turns", "fixed_chunks", "pieces", "blended")
 CHUNK_SIZE = 1000
 CHUNK_OVERLAP = 200
 
@@ -213,6 +215,10 @@ def per_message_units(turn: Turn) -> list[Unit]:
     return units
 
 
+def user_turn_units(turn: Turn) -> list[Unit]:
+    return [u for u in per_message_units(turn) if u.unit_kind == "user"]
+
+
 def _joined(turn: Turn) -> tuple[str, list[tuple[int, int, int]]]:
     """The turn's text (messages joined by a blank line) and each message's span."""
     spans: list[tuple[int, int, int]] = []
@@ -249,7 +255,12 @@ def fixed_chunk_units(turn: Turn) -> list[Unit]:
     return units
 
 
-BASELINES = {"whole_turn": whole_turn_units, "per_message": per_message_units, "fixed_chunks": fixed_chunk_units}
+BASELINES = {
+    "whole_turn": whole_turn_units,
+    "per_message": per_message_units,
+    "user_turns": user_turn_units,
+    "fixed_chunks": fixed_chunk_units,
+}
 
 
 def source_messages(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
@@ -430,7 +441,7 @@ class ConversationStore:
     def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
         """The method's hits for a query, each keyed by (thread, turn, messages)."""
         scope = self.scope(method)
-        if method in ("whole_turn", "per_message", "fixed_chunks"):
+        if method in BASELINES:
             texts, vecs, mode = [q.texts[-1] if len(q.texts) == 1 else " ".join(q.texts)], q.whole[None, :], "vector"
         elif method == "pieces":
             texts, vecs, mode = q.texts, q.raw, "vector"

@@ -1,4 +1,4 @@
-"""`pgmem eval locomo FILE`: the same six methods and metrics as LongMemEval, on the
+"""`pgmem eval locomo FILE`: the same seven methods and metrics as LongMemEval, on the
 LoCoMo format.
 
 A file holds a list of conversations (a single object is accepted too), each:

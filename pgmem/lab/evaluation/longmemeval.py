@@ -47,7 +47,18 @@ from pgmem.lab.evaluation.conversations import (
     check_query,
     word_settings,
 )
-from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, recall_at_k, reciprocal_rank, top1
+from pgmem.lab.evaluation.ranking import (
+    RankedUnit,
+    ScoredHit,
+    coarsen,
+    mean,
+    ndcg_at_k,
+    rank_units,
+    recall_all_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    top1,
+)
 from pgmem.lab.evaluation.stats import intervals, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import DEFAULT_FLOOR, query_inputs
@@ -98,17 +109,74 @@ class Phases:
 
 @dataclass(frozen=True)
 class Question:
-    """One retrieval question over its own thread of turns."""
+    """One retrieval question over its own thread of turns. `sessions` gives each turn's
+    session; `user_turns` the turns that open with a user message (what LongMemEval's
+    script indexes at turn level); `user_gold` those whose user message has the answer;
+    `session_gold` the sessions of `answer_session_ids`."""
 
     qid: str
     qtype: str
     question: str
     turns: list[Turn]
     gold: frozenset[int]  # turn indexes
+    sessions: tuple[int, ...] = ()
+    user_turns: frozenset[int] = frozenset()
+    user_gold: frozenset[int] = frozenset()
+    session_gold: frozenset[int] = frozenset()
 
     @property
     def thread(self) -> str:
-        return self.turns[0].thread if self.turns else "t"
+        return self.turns[0].thread if self.turns else self.qid
+
+
+#: LongMemEval's own retrieval metrics (its paper's script), at turn and session level.
+LME_METRICS = tuple(
+    f"{level}_{m}" for level in ("turn", "session") for m in ("recall_all_at_5", "recall_all_at_10", "ndcg_at_10")
+)
+
+
+@dataclass(frozen=True)
+class Levels:
+    """What LongMemEval's evaluation script scores, for one question: its corpus at turn
+    level is the user turns (each keyed by the turn holding it), at session level the
+    sessions; the gold are the user turns with `has_answer` and `answer_session_ids`."""
+
+    session_of: Mapping[tuple[str, int], tuple[str, int]]
+    user_turns: frozenset[tuple[str, int]]
+    turn_gold: frozenset[tuple[str, int]]
+    session_gold: frozenset[tuple[str, int]]
+
+    def scores(self, ranked: Sequence[RankedUnit[tuple[str, int]]]) -> dict[str, float | None]:
+        """The metrics of `LME_METRICS`; None at a level with no gold (an answer said by the
+        assistant only has no gold user turn), so that level's means leave it out. A hit on
+        an assistant reply counts as its turn's user turn, as the script's key-value index
+        would return it; a turn opening with an assistant message is not in its corpus."""
+        out: dict[str, float | None] = {}
+        by_level = {
+            "turn": (coarsen(ranked, lambda k: k if k in self.user_turns else None), self.turn_gold),
+            "session": (coarsen(ranked, self.session_of.get), self.session_gold),
+        }
+        for level, (units, gold) in by_level.items():
+            for k in (5, 10):
+                out[f"{level}_recall_all_at_{k}"] = recall_all_at_k(units, gold, k) if gold else None
+            out[f"{level}_ndcg_at_10"] = ndcg_at_k(units, gold, 10) if gold else None
+        return out
+
+
+def levels(questions: Sequence[Question], scored: Sequence[Question]) -> list[Levels]:
+    """`Levels` of each scored question, over the turns of every question (the pooled
+    haystack holds them all; its own haystack only ever returns its own)."""
+    session_of = {(q.thread, i): (q.thread, s) for q in questions for i, s in enumerate(q.sessions)}
+    user_turns = frozenset((q.thread, i) for q in questions for i in q.user_turns)
+    return [
+        Levels(
+            session_of,
+            user_turns,
+            frozenset((q.thread, i) for i in q.user_gold),
+            frozenset((q.thread, s) for s in q.session_gold),
+        )
+        for q in scored
+    ]
 
 
 def parse_date(value: object, where: str) -> datetime:
@@ -120,14 +188,30 @@ def parse_date(value: object, where: str) -> datetime:
     return datetime(y, mo, d, h, mi, tzinfo=UTC)
 
 
+@dataclass(frozen=True)
+class Paired:
+    """`pair_turns`' result: the turns, the gold turns (any message with `has_answer`),
+    each turn's session, the turns opening with a user message and those whose user
+    message has the answer."""
+
+    turns: list[Turn]
+    gold: set[int]
+    sessions: tuple[int, ...]
+    user_turns: frozenset[int]
+    user_gold: frozenset[int]
+
+
 def pair_turns(
     sessions: Sequence[Sequence[Mapping[str, Any]]], dates: Sequence[datetime], *, thread: str, scope: str = "eval"
-) -> tuple[list[Turn], set[int]]:
-    """Turns of one thread (a user message + the replies after it) and the indexes of
-    turns holding a `has_answer` message. Only role and content are kept."""
+) -> Paired:
+    """Turns of one thread (a user message + the replies after it). Only role and content
+    are kept."""
     turns: list[Turn] = []
     gold: set[int] = set()
-    for session, date in zip(sessions, dates, strict=True):
+    session_of: list[int] = []
+    user: set[int] = set()
+    user_gold: set[int] = set()
+    for s, (session, date) in enumerate(zip(sessions, dates, strict=True)):
         groups: list[list[Mapping[str, Any]]] = []
         for m in session:
             if m.get("role") == "user" or not groups:
@@ -136,9 +220,14 @@ def pair_turns(
         for group in groups:
             if any(m.get("has_answer") for m in group):
                 gold.add(len(turns))
+            if group[0].get("role") == "user":
+                user.add(len(turns))
+                if group[0].get("has_answer"):
+                    user_gold.add(len(turns))
             messages = tuple({"role": str(m.get("role")), "content": m.get("content") or ""} for m in group)
+            session_of.append(s)
             turns.append(Turn(scope, thread, len(turns), date, messages))
-    return turns, gold
+    return Paired(turns, gold, tuple(session_of), frozenset(user), frozenset(user_gold))
 
 
 def load_question(path: Path) -> Question | None:
@@ -157,10 +246,26 @@ def load_question(path: Path) -> Question | None:
     if not isinstance(sessions, list) or not isinstance(raw_dates, list) or len(sessions) != len(raw_dates):
         raise InputError(f"{path}: haystack_sessions and haystack_dates must be lists of the same length")
     dates = [parse_date(d, f"{path}: haystack_dates[{i}]") for i, d in enumerate(raw_dates)]
-    turns, gold = pair_turns(sessions, dates, thread=qid)
-    if not gold:
+    paired = pair_turns(sessions, dates, thread=qid)
+    if not paired.gold:
         return None
-    return Question(qid, str(obj.get("question_type", "")), str(obj["question"]), turns, frozenset(gold))
+    ids, answer_ids = obj.get("haystack_session_ids"), obj.get("answer_session_ids")
+    session_gold = (
+        frozenset(i for i, sid in enumerate(ids) if sid in set(answer_ids))
+        if isinstance(ids, list) and isinstance(answer_ids, list) and len(ids) == len(sessions)
+        else frozenset()
+    )
+    return Question(
+        qid,
+        str(obj.get("question_type", "")),
+        str(obj["question"]),
+        paired.turns,
+        frozenset(paired.gold),
+        paired.sessions,
+        paired.user_turns,
+        paired.user_gold,
+        session_gold,
+    )
 
 
 def load_dir(path: Path, *, limit: int | None = None, seed: int = 0) -> list[Question]:
@@ -192,9 +297,8 @@ def turn_hits(hits: Sequence[ScoredHit[UnitKey]]) -> list[ScoredHit[tuple[str, i
 
 
 def score_turns(
-    hits: Sequence[ScoredHit[UnitKey]], gold: frozenset[tuple[str, int]], *, floor: float, depth: int
+    ranked: Sequence[RankedUnit[tuple[str, int]]], gold: frozenset[tuple[str, int]], *, floor: float, depth: int
 ) -> dict[str, float]:
-    ranked = rank_units(turn_hits(hits))
     return {
         "top1": top1(ranked, gold),
         "top1_above_floor": top1(ranked, gold, floor=floor),
@@ -219,9 +323,13 @@ def evaluate_threads(
     label: str = "embedded",
     short_turns: str = "per_role",
     context: str = "mean",
+    levels: Sequence[Levels] | None = None,
+    types: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
+    `levels` (one per item) adds LongMemEval's own metrics (`LME_METRICS`, `Levels`);
+    `types` (one per item) adds `by_type`: top-1 and MRR per question type and method.
     Stores are dealt round-robin over `conns` (`eval_connections`) and stored concurrently,
     one thread per connection; each store's searches run on its connection.
 
@@ -278,18 +386,41 @@ def evaluate_threads(
             done.result()
     clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
-    for name, question, _, gold in items:
+    lme: dict[str, list[dict[str, float | None]]] = {m: [] for m in methods}
+    for i, (name, question, _, gold) in enumerate(items):
         store = stores[name][0]
         q = store.embed_question(question)
         for m in methods:
-            per[m].append(score_turns(store.search(m, q), gold, floor=floor, depth=depth))
+            ranked = rank_units(turn_hits(store.search(m, q)))
+            per[m].append(score_turns(ranked, gold, floor=floor, depth=depth))
+            if levels is not None:
+                lme[m].append(levels[i].scores(ranked))
     clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
     results = {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+    extra: dict[str, Any] = {}
+    if levels is not None:
+        for m in methods:
+            for k in LME_METRICS:
+                results[m][k] = mean([v for r in lme[m] if (v := r[k]) is not None])
+        extra["lme_questions"] = {
+            level: sum(1 for r in lme[methods[0]] if r[f"{level}_ndcg_at_10"] is not None)
+            for level in ("turn", "session")
+        }
+    if types is not None:
+        extra["by_type"] = {
+            t: {"questions": types.count(t)}
+            | {
+                m: {k: mean([r[k] for r, rt in zip(per[m], types, strict=True) if rt == t]) for k in CI_METRICS}
+                for m in methods
+            }
+            for t in sorted(set(types))
+        }
     per_question = {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
     return {
         "results": results,
+        **extra,
         "ci": intervals(per_question),
         "timings": clock.timings,
         "load_average": clock.load,
@@ -415,6 +546,8 @@ def run(
             label=label,
             short_turns=short_turns,
             context=context,
+            levels=levels(questions, scored),
+            types=[q.qtype for q in scored],
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(scored), "split": split, **out}

@@ -25,14 +25,18 @@ Metrics per query (averaged over queries by the suites):
 - `top1_above_floor`: the first unit is gold and its cosine is at least the floor.
 - `mrr`: reciprocal rank of the first gold unit within the first `depth` units, else 0.
 - `recall_at_k`: share of the gold units found in the first k units.
+- `recall_all_at_k` / `ndcg_at_k`: LongMemEval's own retrieval metrics (its paper's
+  evaluation script): whether every gold unit is in the first k, and NDCG@k with binary
+  relevance and that script's discount (ranks 1 and 2 undiscounted, then 1/log2(rank)).
+  Ties are split here too: both are expected values over a random order within tie blocks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from math import comb
-from typing import Generic, TypeVar
+from math import comb, log2
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -135,6 +139,66 @@ def recall_at_k(ranked: Sequence[RankedUnit[K]], gold: Collection[K], k: int) ->
         found += g * min(n, k - pos) / n
         pos += n
     return found / len(gold)
+
+
+def recall_all_at_k(ranked: Sequence[RankedUnit[K]], gold: Collection[K], k: int) -> float:
+    """1 if every gold unit is among the first k units. The tie block crossing position k
+    holds all of its gold units in its places left with probability C(n-g, m-g) / C(n, m)."""
+    if not gold:
+        raise ValueError("recall_all_at_k needs at least one gold unit")
+    missing = len(gold)
+    pos = 0
+    for block in _blocks(ranked):
+        n = len(block)
+        g = sum(1 for u in block if u.key in gold)
+        left = k - pos
+        if left <= 0:
+            break
+        if n > left:  # the block crosses position k
+            return comb(n - g, left - g) / comb(n, left) if g == missing and left >= g else 0.0
+        missing -= g
+        pos += n
+        if missing == 0:
+            return 1.0
+    return 0.0
+
+
+def _discount(rank: int) -> float:
+    return 1.0 if rank <= 2 else 1.0 / log2(rank)
+
+
+def ndcg_at_k(ranked: Sequence[RankedUnit[K]], gold: Collection[K], k: int) -> float:
+    """NDCG@k with binary relevance and the LongMemEval script's discount (module
+    docstring). A unit in a tie block counts the block's share of gold at every place of the
+    block, which is the expected gain over a random order within the block."""
+    if not gold:
+        raise ValueError("ndcg_at_k needs at least one gold unit")
+    gain = 0.0
+    pos = 0
+    for block in _blocks(ranked):
+        share = sum(1 for u in block if u.key in gold) / len(block)
+        for _ in block:
+            pos += 1
+            if pos > k:
+                break
+            gain += share * _discount(pos)
+    ideal = sum(_discount(r) for r in range(1, min(k, len(gold)) + 1))
+    return gain / ideal
+
+
+def coarsen(ranked: Sequence[RankedUnit[K]], coarser: Callable[[K], Hashable | None]) -> list[RankedUnit[Any]]:
+    """The same ranking over coarser units (a turn's session, say): each coarse unit at
+    the first appearance of one of its units, in that unit's tie block. A unit mapped to
+    None is dropped (a unit the coarser index does not hold)."""
+    out: list[RankedUnit[Any]] = []
+    seen: set[Hashable] = set()
+    for u in ranked:
+        c = coarser(u.key)
+        if c is None or c in seen:
+            continue
+        seen.add(c)
+        out.append(RankedUnit(c, u.cosine, u.block))
+    return out
 
 
 def covered(ranked: Sequence[RankedUnit[K]], gold: Collection[K]) -> bool:
