@@ -154,10 +154,11 @@ def whole_query(q: QueryParts) -> QueryParts:
 
 
 def subject_cosine_for(embedder: Embedder) -> float | None:
-    """The raw cosine at which two query parts count as one subject: the model's
-    own `subject_cosine` (MiniLM: 0.25, `pgmem.embedders.local.SUBJECT_COSINE`), else None and
-    every part is searched alone. Like the floor, it follows the model's cosine scale, so a model
-    without a measured value does not merge."""
+    """The raw cosine at which two query parts count as one subject, for the evaluation suites
+    that split messages without a database: the model's own `subject_cosine` (MiniLM: 0.25,
+    `pgmem.embedders.local.SUBJECT_COSINE`), else None and every part is searched alone. The
+    recall path reads the registry's value instead (`pgmem.model_settings`, seeded with these;
+    tests/test_model_settings.py keeps them equal)."""
     c = getattr(embedder, "subject_cosine", None)
     return float(c) if isinstance(c, float | int) and not isinstance(c, bool) and -1 <= c <= 1 else None
 
@@ -170,17 +171,18 @@ def check_target(scope: object, thread: object = None) -> None:
 
 
 def floor_for(embedder: Embedder) -> float:
-    """The recall floor used when the caller gives none: the model's own `default_floor` (e5:
+    """The model's recall floor, for the evaluation suites: its own `default_floor` (e5:
     measured, `pgmem.embedders.e5.DEFAULT_FLOOR`), else DEFAULT_FLOOR, measured on MiniLM.
-    Cosine scales differ by model (unrelated texts: MiniLM 0.0-0.3, e5-small 0.7-0.8)."""
+    Cosine scales differ by model (unrelated texts: MiniLM 0.0-0.3, e5-small 0.7-0.8). The
+    recall functions take the registry's floor when given none (`pgmem.model_settings`)."""
     f = getattr(embedder, "default_floor", None)
     return float(f) if isinstance(f, float | int) and not isinstance(f, bool) else DEFAULT_FLOOR
 
 
-def _check(x: int, floor: float, mode: str) -> None:
+def _check(x: int, floor: float | None, mode: str) -> None:
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
-    if not -1.0 <= floor <= 1.0:
+    if floor is not None and not -1.0 <= floor <= 1.0:
         raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
@@ -192,7 +194,7 @@ def recall_vectors_call(
     part_vectors: F32,
     *,
     x: int = DEFAULT_X,
-    floor: float = DEFAULT_FLOOR,
+    floor: float | None = None,
     thread: str | None = None,
     mode: str = DEFAULT_MODE,
     message: str = "",
@@ -202,6 +204,7 @@ def recall_vectors_call(
 ) -> Call[Recall]:
     """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError).
+    Without a `floor`, the model's (`pgmem.model_settings`).
     `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`)."""
     _check(x, floor, mode)
     check_target(scope, thread)
@@ -323,12 +326,14 @@ def recall_call(
     are never merged, padded or deduplicated across parts. The
     embedder must be the model the scope's pieces were stored with (ModelMismatchError).
     `db` is any psycopg connection (used as it is) or a connection pool. Without a `floor`,
-    the model's own (`floor_for`)."""
-    floor = floor_for(embedder) if floor is None else floor
+    the model's; parts merge at the model's subject cosine (both `pgmem.model_settings`)."""
     _check(x, floor, mode)
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
-    q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight, subject_cosine_for(embedder))
+    vectors = yield Embed(embedder, inputs, "query")
+    settings = yield Query(scope, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (embedder.model_id,), one=True)
+    subject = None if settings is None or settings[0] is None else float(str(settings[0]))
+    q = blend_query(parts, vectors, weight, subject)
     return (
         yield from recall_vectors_call(
             scope,
@@ -362,7 +367,6 @@ def whole_message_call(
     """The baseline the seed replaced: one vector for the whole message, one ranked list
     (without a `floor`, the model's own)."""
     check_target(scope, thread)
-    floor = floor_for(embedder) if floor is None else floor
     whole = cap_bytes_keep_end(" ".join(check_text(message, "message").split()), WHOLE_MESSAGE_BYTES)
     if not whole:
         raise InputError("message is empty (or only whitespace): nothing to recall")

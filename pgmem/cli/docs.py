@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("message")
     s.add_argument("--scope", required=True)
     s.add_argument("-x", type=int, default=DEFAULT_DOC_X, help="chunks kept per part")
-    s.add_argument("--floor", type=float, default=DEFAULT_DOC_FLOOR, help="raw cosine floor")
+    s.add_argument(
+        "--floor", type=float, default=None, help=f"raw cosine floor (default: the model's; MiniLM {DEFAULT_DOC_FLOOR})"
+    )
     s.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES, help="nearest units read per part (1 to 1000)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_search)

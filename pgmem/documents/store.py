@@ -379,7 +379,7 @@ def search_vectors_call(
     part_vectors: F32,
     *,
     x: int = DEFAULT_DOC_X,
-    floor: float = DEFAULT_DOC_FLOOR,
+    floor: float | None = None,
     candidates: int = DEFAULT_CANDIDATES,
     message: str = "",
     model_id: str | None = None,
@@ -390,7 +390,7 @@ def search_vectors_call(
     `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
     if not 1 <= x <= 1000:
         raise InputError(f"x must be between 1 and 1000, got {x}")
-    if not -1.0 <= floor <= 1.0:
+    if floor is not None and not -1.0 <= floor <= 1.0:
         raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
     if not 1 <= candidates <= 1000:
         raise InputError(f"candidates must be between 1 and 1000, got {candidates}")
@@ -435,7 +435,7 @@ def search_documents_call(
     embedder: Embedder,
     *,
     x: int = DEFAULT_DOC_X,
-    floor: float = DEFAULT_DOC_FLOOR,
+    floor: float | None = None,
     candidates: int = DEFAULT_CANDIDATES,
     mode: str = "auto",
 ) -> Call[DocSearch]:

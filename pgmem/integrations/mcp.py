@@ -34,12 +34,12 @@ from mcp.types import ToolAnnotations  # noqa: E402
 from pydantic import WithJsonSchema  # noqa: E402
 
 from pgmem.db import check_model, connect, scoped  # noqa: E402
-from pgmem.documents.store import DEFAULT_DOC_FLOOR, search_documents  # noqa: E402
+from pgmem.documents.store import search_documents  # noqa: E402
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
-from pgmem.recall import floor_for, recall  # noqa: E402
+from pgmem.recall import recall  # noqa: E402
 from pgmem.text import check_name, check_text  # noqa: E402
 from pgmem.turns import MAX_DEPTH, parse_time, turn_from_dict  # noqa: E402
 
@@ -269,7 +269,7 @@ class Memory:
         q = _query(query)
         th = None if thread is None else check_name(thread, "thread")
         n = _x(x)
-        fl = _floor(floor, floor_for(self.embedder))
+        fl = _floor(floor)
         result = recall(self.conn(), self.scope, q, self.embedder, x=n, floor=fl, thread=th)
         return {
             "query": q,
@@ -295,9 +295,7 @@ class Memory:
 
     def search_documents(self, query: object, x: object, floor: object) -> dict[str, Any]:
         q = _query(query)
-        result = search_documents(
-            self.conn(), self.scope, q, self.embedder, x=_x(x), floor=_floor(floor, DEFAULT_DOC_FLOOR)
-        )
+        result = search_documents(self.conn(), self.scope, q, self.embedder, x=_x(x), floor=_floor(floor))
         return {
             "query": q,
             "groups": [
@@ -374,9 +372,10 @@ def _x(value: object) -> int:
     return value
 
 
-def _floor(value: object, default: float) -> float:
+def _floor(value: object) -> float | None:
+    """A caller's floor, or None: the model's (pgmem.model_settings)."""
     if value is None:
-        return default
+        return None
     if not isinstance(value, int | float) or isinstance(value, bool) or not -1.0 <= float(value) <= 1.0:
         raise ToolError(f"floor must be a raw cosine between -1 and 1, got {value!r:.40}")
     return float(value)

@@ -479,7 +479,7 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.2,
+    floor double precision DEFAULT NULL,
     thread text DEFAULT NULL,
     mode text DEFAULT 'auto',
     candidates integer DEFAULT 20,
@@ -499,11 +499,18 @@ DECLARE
     -- Hybrid tuning (settings, like pgmem.ef_search): the largest share of the searched pieces
     -- a word may appear in and still be searched, and the word side's weight in the fusion.
     word_share double precision := coalesce(nullif(current_setting('pgmem.word_share', true), '')::double precision, 0.1);
-    word_weight double precision := coalesce(nullif(current_setting('pgmem.word_weight', true), '')::double precision, 2.0);
+    -- Unset: the model's (pgmem.model_settings), as is the floor when the caller gives none.
+    word_weight double precision := nullif(current_setting('pgmem.word_weight', true), '')::double precision;
+    model_floor double precision;
+    model_weight double precision;
     n_rows bigint;
     why text;
     why_code text;
 BEGIN
+    SELECT m.floor, m.word_weight INTO model_floor, model_weight
+      FROM pgmem.scope_model_settings(memory_recall.scope, memory_recall.model_id) m;
+    floor := coalesce(memory_recall.floor, model_floor);
+    word_weight := coalesce(word_weight, model_weight);
     -- auto (the default): hybrid when the caller gives the parts' texts, the mode measured best on
     -- every development suite (docs/evaluation.md, section 2a); vector when it cannot search words.
     IF mode = 'auto' THEN
@@ -613,7 +620,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -721,7 +728,7 @@ CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.2,
+    floor double precision DEFAULT NULL,
     thread text DEFAULT NULL,
     show integer DEFAULT 10,
     model_id text DEFAULT NULL,
@@ -738,6 +745,9 @@ DECLARE
     found_ids bigint[] := '{}';
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
 BEGIN
+    IF explain_recall.floor IS NULL THEN
+        SELECT m.floor INTO explain_recall.floor FROM pgmem.scope_model_settings(explain_recall.scope, explain_recall.model_id) m;
+    END IF;
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding',
                                     model_id => model_id, show => show, metadata_filter => metadata_filter);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
@@ -774,7 +784,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given) with cosine, the floor, and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 -- A recall is logged in its own statement after it ran, so what it returned may have been
 -- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock
@@ -834,6 +844,10 @@ BEGIN
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
+    -- No floor given: the one the recall used (the model's), so the log replays it.
+    IF log_recall.floor IS NULL AND plane <> 'fact' THEN
+        SELECT m.floor INTO log_recall.floor FROM pgmem.scope_model_settings(log_recall.scope) m;
+    END IF;
     -- What is logged must be replayable: the same checks as the recall it records.
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,

@@ -239,7 +239,7 @@ CREATE OR REPLACE FUNCTION pgmem.document_search(
     part_vectors vector[],
     part_texts text[] DEFAULT NULL,
     x integer DEFAULT 5,
-    floor double precision DEFAULT 0.2,
+    floor double precision DEFAULT NULL,
     candidates integer DEFAULT 50,
     model_id text DEFAULT NULL,
     mode text DEFAULT 'auto',
@@ -260,6 +260,10 @@ BEGIN
     END IF;
     IF NOT (word_weight >= 0 AND word_weight <= 100) THEN
         RAISE EXCEPTION 'pgmem.doc_word_weight must be between 0 and 100, got %', word_weight USING ERRCODE = '22023';
+    END IF;
+    -- No floor given: the model's (pgmem.model_settings), on the cosine scale of its vectors.
+    IF document_search.floor IS NULL THEN
+        SELECT m.floor INTO document_search.floor FROM pgmem.scope_model_settings(document_search.scope, document_search.model_id) m;
     END IF;
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
                                     model_id => model_id, candidates => candidates, rrf_k => rrf_k);
@@ -328,4 +332,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings): the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';

@@ -59,6 +59,7 @@ METHOD_NAMES = {
     "units": "**derived units (the default)**",
     "PgmemStore": "**PgmemStore**",
     "per_message": "one vector per message",
+    "user_turns": "one vector per user message (the paper's turn index)",
     "fixed_chunks": "LangChain 1,000/200 chunks",
     "whole_turn": "one vector per whole turn",
     "one_query": "the message as one hybrid query",
@@ -286,6 +287,31 @@ def render_langgraph(recs: Sequence[Record]) -> list[str]:
                   "searches short of k"], rows)  # fmt: skip
 
 
+def render_lme(recs: Sequence[Record]) -> list[str]:
+    """LongMemEval's own retrieval metrics (its paper's script): recall_all@5 / @10 and
+    NDCG@10, at turn level (user turns) and session level, one row per method and file."""
+    rows = []
+    for rec in recs:
+        res, n = rec.result["results"], rec.result["lme_questions"]
+        for level in ("turn", "session"):
+            for m in ordered(list(res)):
+                r = res[m]
+                rows.append(
+                    [rec.name.removeprefix("longmemeval-"), f"{level} ({n[level]})", method_name(m),
+                     *(f"{r[f'{level}_{k}']:.3f}" for k in ("recall_all_at_5", "recall_all_at_10", "ndcg_at_10"))]
+                )  # fmt: skip
+    return table(["set", "level (questions)", "method", "recall_all@5", "recall_all@10", "NDCG@10"], rows)
+
+
+def render_types(recs: Sequence[Record]) -> list[str]:
+    """Top-1 by LongMemEval question type, one column per method."""
+    (rec,) = recs
+    by_type = rec.result["by_type"]
+    methods = ordered([m for m in next(iter(by_type.values())) if m != "questions"])
+    rows = [[f"{t} ({v['questions']})", *(pct(v[m]["top1"]) for m in methods)] for t, v in by_type.items()]
+    return table(["question type (questions)", *(method_name(m) for m in methods)], rows)
+
+
 def render_headline(recs: Sequence[Record]) -> list[str]:
     """The README's table: per suite, the default against the best baseline, with the paired
     interval of the difference."""
@@ -361,6 +387,8 @@ RENDERERS: dict[str, Callable[[Sequence[Record]], list[str]]] = {
     "sweep": render_sweep,
     "families": render_families,
     "langgraph": render_langgraph,
+    "lme": render_lme,
+    "types": render_types,
     "headline": render_headline,
 }
 
