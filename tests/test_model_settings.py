@@ -51,8 +51,8 @@ def _axis(i: int) -> np.ndarray:
 
 def _at_cosine(c: float) -> np.ndarray:
     """A unit vector at cosine c to axis 0."""
-    v = c * _axis(0) + np.sqrt(1 - c * c) * _axis(1)
-    return v.astype(np.float32)
+    v: np.ndarray = (c * _axis(0) + np.sqrt(1 - c * c) * _axis(1)).astype(np.float32)
+    return v
 
 
 def _recall(conn: Conn, scope: str, vec: np.ndarray, **kw: object) -> list[tuple[object, ...]]:
