@@ -315,6 +315,39 @@ def render_types(recs: Sequence[Record]) -> list[str]:
     return table(["question type (questions)", *(method_name(m) for m in methods)], rows)
 
 
+#: What the decision runs' comparison files changed (`FILE.json:hybrid` sides), by file name.
+ALTERNATIVES = {
+    "word_weight_1": "word weight 1 (default 2)",
+    "word_share_0.2": "word share 0.2 (default 0.1)",
+    "query_split": "every part alone: no subject merging",
+}
+
+
+def _alternative(key: str) -> str:
+    side = key.split(" vs ", 1)[1].rsplit(":", 1)[0]
+    stem = Path(side).stem
+    return next((label for k, label in ALTERNATIVES.items() if stem.endswith(k)), stem)
+
+
+def render_decisions(recs: Sequence[Record]) -> list[str]:
+    """The default against each alternative setting, on the tuning half and on the
+    confirmation half (records named ...-tune and ...), with the gap between the two."""
+    rows = []
+    tunes = {r.name.removesuffix("-tune"): r for r in recs if r.name.endswith("-tune")}
+    for rec in (r for r in recs if not r.name.endswith("-tune")):
+        tune = tunes[rec.name]
+        t_pairs = {_alternative(k): v for k, v in tune.result["comparisons"].items()}
+        for key, c in rec.result["comparisons"].items():
+            alt, t = _alternative(key), t_pairs[_alternative(key)]
+            rows.append(
+                [rec.name.removeprefix("longmemeval-").removesuffix("-decisions"), alt, diff_points(t["top1"]),
+                 diff_points(c["top1"]), f"{100 * (t['top1']['diff'] - c['top1']['diff']):+.1f}", diff_score(c["mrr"])]
+            )  # fmt: skip
+    head = ["haystack", "the default against", "tune: top-1 points", "confirm: top-1 points", "tune − confirm",
+            "confirm: MRR"]  # fmt: skip
+    return table(head, rows)
+
+
 def render_headline(recs: Sequence[Record]) -> list[str]:
     """The README's table: per suite, the default against the best baseline, with the paired
     interval of the difference."""
@@ -392,6 +425,7 @@ RENDERERS: dict[str, Callable[[Sequence[Record]], list[str]]] = {
     "langgraph": render_langgraph,
     "lme": render_lme,
     "types": render_types,
+    "decisions": render_decisions,
     "headline": render_headline,
 }
 
