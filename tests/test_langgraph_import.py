@@ -23,7 +23,7 @@ from langgraph.store.postgres import PostgresStore
 
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
-from pgmem.errors import ConfigError
+from pgmem.errors import ConfigError, DatabaseError
 from pgmem.integrations.langgraph import PgmemStore
 from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
 from tests.helpers import CountingEmbedder
@@ -317,6 +317,18 @@ def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore
         import_postgres_store(source_url, store, page_size=0)
     with pytest.raises(ConfigError, match="source must be"):
         import_postgres_store(42, store)
+    with pytest.raises(ConfigError, match="directory does not exist"):
+        import_postgres_store(source_url, store, checkpoint=tmp_path / "nowhere" / "x.ckpt")
+    with pytest.raises(ConfigError, match="no table"):
+        import_postgres_store(source_url, store, table="a b;c")
+    # The source refusing a read is one line, with its SQLSTATE.
+    _source_sql(
+        source_url,
+        "CREATE VIEW broken AS SELECT 'p'::text AS prefix, ('k' || 1 / (random() * 0)::int)::text AS key,"
+        " '{}'::jsonb AS value, now() AS updated_at",
+    )
+    with pytest.raises(DatabaseError, match="division by zero"):
+        import_postgres_store(source_url, store, table="broken")
     bad = tmp_path / "bad.ckpt"
     bad.write_text("{not json")
     with pytest.raises(ConfigError, match="not an import checkpoint"):
@@ -326,6 +338,7 @@ def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore
         ([source_url, "--table", "public.nope"], "no table 'public.nope'"),
         (["postgresql://nobody@/nowhere?host=/nonexistent"], "cannot connect to the source"),
         ([source_url, "--field", ""], "index fields"),
+        ([source_url, "--page-size", "0"], "page_size must be"),
     ]:
         done = subprocess.run(
             [sys.executable, "-m", "pgmem", "store", "import", *args], env=env, cwd=REPO, capture_output=True, text=True

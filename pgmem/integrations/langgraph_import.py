@@ -49,7 +49,7 @@ from langgraph.store.base import GetOp, Item, PutOp  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.rows import tuple_row  # noqa: E402
 
-from pgmem.errors import ConfigError, InputError, PgmemError  # noqa: E402
+from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError  # noqa: E402
 from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
 
 DEFAULT_PAGE_SIZE = 100
@@ -109,6 +109,8 @@ def import_postgres_store(
         raise ConfigError(f"page_size must be an integer from 1 to 10000, got {page_size!r:.40}")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ConfigError(f"limit must be a non-negative integer or None, got {limit!r:.40}")
+    if checkpoint is not None and not Path(checkpoint).resolve().parent.is_dir():
+        raise ConfigError(f"the checkpoint's directory does not exist: {str(checkpoint)!r:.200}")
     report = ImportReport()
     with _source_conn(source) as conn:
         relation, name, columns = _table(conn, table)
@@ -163,9 +165,13 @@ def _source_conn(source: Any) -> Iterator[psycopg.Connection[Any]]:
 @contextmanager
 def _reading(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[tuple[Any, ...]]]:
     """A tuple-row cursor in a short transaction (the source's own row factory, e.g.
-    PostgresStore's dict rows, is left alone; no transaction stays open between pages)."""
-    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-        yield cur
+    PostgresStore's dict rows, is left alone; no transaction stays open between pages). The
+    source's refusals (privilege, a bad table name) are DatabaseErrors of one line."""
+    try:
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            yield cur
+    except psycopg.Error as exc:
+        raise DatabaseError.from_driver(exc) from None
 
 
 def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, str, set[str]]:
@@ -249,8 +255,11 @@ def _write_checkpoint(path: str | Path | None, where: str, after: tuple[Any, Any
     as_bytes = isinstance(after[0], bytes)
     text = json.dumps({"table": where, "after": [_text(after[0]), _text(after[1])], "bytes": as_bytes})
     tmp = Path(f"{path}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)  # a kill leaves the old checkpoint or the new one, never half of one
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # a kill leaves the old checkpoint or the new one, never half of one
+    except OSError as exc:
+        raise ConfigError(f"cannot write the checkpoint {str(path)!r:.200}: {exc.strerror or exc}") from None
 
 
 # -- one page -------------------------------------------------------------------------------------
