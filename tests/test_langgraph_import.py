@@ -313,8 +313,14 @@ def test_two_imports_and_a_writer_at_once_lose_nothing(source_url: str, app_url:
 def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore, app_url: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no table 'nope'"):
         import_postgres_store(source_url, store, table="nope")
+    for table in (None, "", "nul\x00", "lone\udcff"):
+        with pytest.raises(ConfigError, match="table must be"):
+            import_postgres_store(source_url, store, table=table)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="page_size"):
         import_postgres_store(source_url, store, page_size=0)
+    for conninfo in ("nul\x00", "lone\udcff", "host=/nonexistent dbname=x"):
+        with pytest.raises(ConfigError, match="cannot connect to the source"):
+            import_postgres_store(conninfo, store)
     with pytest.raises(ConfigError, match="source must be"):
         import_postgres_store(42, store)
     with pytest.raises(ConfigError, match="directory does not exist"):

@@ -51,6 +51,7 @@ from psycopg.rows import tuple_row  # noqa: E402
 
 from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError  # noqa: E402
 from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
+from pgmem.text import unstorable  # noqa: E402
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_TABLE = "store"
@@ -105,6 +106,8 @@ def import_postgres_store(
     PostgresStore itself (its connection is used); only SELECT on `table` is needed. `limit`
     stops after that many items are read (a later run with the same `checkpoint` continues).
     `progress` is called after every page with the report so far."""
+    if not isinstance(table, str) or not table.strip() or unstorable(table):
+        raise ConfigError(f"table must be a table name, got {table!r:.80}")
     if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size <= 10_000:
         raise ConfigError(f"page_size must be an integer from 1 to 10000, got {page_size!r:.40}")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
@@ -143,7 +146,7 @@ def _source_conn(source: Any) -> Iterator[psycopg.Connection[Any]]:
     if isinstance(source, str):
         try:
             conn = psycopg.connect(source, autocommit=True)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
             raise ConfigError(f"cannot connect to the source: {' '.join(str(exc).split())[:300]}") from None
         with conn:
             yield conn
