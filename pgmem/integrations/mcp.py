@@ -43,7 +43,6 @@ from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import floor_for, recall  # noqa: E402
-from pgmem.sqlfiles import package_version  # noqa: E402
 from pgmem.text import check_name, check_text  # noqa: E402
 from pgmem.turns import MAX_DEPTH, parse_time, turn_from_dict  # noqa: E402
 
@@ -440,6 +439,8 @@ class _Server(MCPServer):
 
 def build_server(memory: Memory) -> MCPServer:
     """The MCP server of one scope: four tools and the threads resource."""
+    from pgmem.sqlfiles import package_version
+
     server: MCPServer = _Server(
         name="pgmem",
         version=package_version(),
