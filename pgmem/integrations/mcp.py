@@ -8,7 +8,9 @@ scope's threads and their turn counts). The scope is fixed when the server start
 
 Every tool argument is checked here and a bad one is a tool error of one line (the server
 keeps serving); the SDK's own argument validation accepts any JSON value, so its multi-line
-messages never reach the client."""
+messages never reach the client. Before a tool runs, an argument it does not have and NaN or
+Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
+line, anything nested too deeply for its parser is cut (`guard_line`)."""
 
 from __future__ import annotations
 
