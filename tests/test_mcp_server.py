@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from pgmem import cli
+from pgmem.sqlfiles import package_version
 from tests.security_helpers import APP_LOGIN, role_url
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -304,22 +306,185 @@ def test_the_server_reports_its_version_and_describes_every_argument(db_url: str
         return client.server_info, {t.name: t.input_schema for t in tools.tools}
 
     info, schemas = _session(_params(db_url, "s", tmp_path), body)
-    assert getattr(info, "name", None) == "pgmem" and getattr(info, "version", "")
+    assert getattr(info, "name", None) == "pgmem" and getattr(info, "version", None) == package_version()
     assert set(schemas) == {"remember", "recall", "search_documents", "forget"}
     for tool, schema in schemas.items():
         for arg, prop in schema["properties"].items():
             assert len(str(prop.get("description", ""))) > 15, (tool, arg)
 
 
-def test_a_deeply_nested_meta_is_answered_not_left_hanging(db_url: str, app_url: str, tmp_path: Path) -> None:
-    from pgmem.integrations.mcp import guard_line
+def _memory(app_url: str, home: Path) -> Any:
+    from pgmem.config import Settings
+    from pgmem.embedders import from_settings
+    from pgmem.integrations.mcp import Memory
 
-    deep: object = "x"
-    for _ in range(300):
-        deep = {"a": deep}
-    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "recall", "_meta": deep}})
-    guarded = json.loads(guard_line(line + "\n"))
-    depth, node = 0, guarded["params"]["_meta"]
-    while isinstance(node, dict) and "a" in node:
-        node, depth = node["a"], depth + 1
-    assert depth < 150  # cut below the SDK parser's limit, so the request is parsed and answered
+    return Memory(app_url, "s", from_settings(Settings.from_env({"PGMEM_HOME": str(home)})))
+
+
+#: Unknown arguments, and NaN or Infinity in a string argument holding JSON (which the SDK
+#: parses before the tool sees it): (tool, arguments, expected). The SDK's client itself sends a
+#: NaN float as null; raw NaN tokens are written to stdio below.
+REFUSED: list[tuple[str, dict[str, Any], str]] = [
+    ("recall", {"query": "dogs", "scope": "someone-else"}, "recall: unknown argument 'scope'"),
+    ("remember", {"note": "n", "metadata": {"a": 1}}, "remember: unknown argument 'metadata'"),
+    ("forget", {"thread": "home", "turn": 0}, "forget: unknown argument 'turn'"),
+    ("search_documents", {"query": "q", "thread": "home"}, "unknown argument 'thread'"),
+    ("recall", {"query": "q", "x\nl\x00": 1}, "unknown argument 'x\\nl\\x00'"),
+    ("remember", {"messages": '[{"role": "user", "content": "hi", "m": {"v": Infinity}}]'}, "messages[0].m.v is inf"),
+    ("remember", {"messages": '[{"role": "user", "content": "hi", "m": [1, NaN]}]'}, "messages[0].m[1] is nan"),
+    ("recall", {"query": "dogs", "thread": '{"deep": [[{"x": -Infinity}]]}'}, "thread.deep[0][0].x is -inf"),
+]
+
+
+def test_unknown_arguments_and_nan_are_one_line_tool_errors(
+    app_url: str, admin_conn: Conn, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through the SDK's client, in process, with the server's log captured: each call is a tool
+    error of one line, nothing is logged above INFO, and what was stored is intact."""
+    from pgmem.integrations.mcp import build_server
+
+    async def main() -> list[str]:
+        async with Client(build_server(_memory(app_url, tmp_path))) as client:
+            assert _data(await client.call_tool("remember", {"messages": DOGS, "thread": "home"}))["pieces"] == 2
+            out = [_error(await client.call_tool(tool, args)) for tool, args, _ in REFUSED]
+            recalled = _data(await client.call_tool("recall", {"query": "What are my dogs called?"}))
+            assert "Biscuit" in recalled["groups"][0]["hits"][0]["text"]
+            return out
+
+    with caplog.at_level(logging.DEBUG):
+        errors = asyncio.run(main())
+    for message, (tool, _, expected) in zip(errors, REFUSED, strict=True):
+        assert expected in message, (tool, message)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("home", 0)]
+
+
+def _deep(levels: int) -> str:
+    """JSON text nested `levels` objects deep (each holding a list), built without recursion."""
+    return '{"a": [' * levels + '"x"' + "]}" * levels
+
+
+def _raw_calls() -> list[tuple[str, str]]:
+    """JSON-RPC lines written to the server's stdin as they are, with what each answer holds."""
+
+    def call(rid: int, params: str, extra: str = "") -> str:
+        return f'{{"jsonrpc": "2.0", "id": {rid}, "method": "tools/call", "params": {params}{extra}}}'
+
+    dogs = '"arguments": {"query": "What are my dogs called?"}'
+    return [
+        (call(2, '{"name": "recall", "arguments": {"query": "dogs", "floor": NaN}}'), "recall: floor is nan"),
+        (
+            call(
+                3,
+                '{"name": "remember", "arguments": {"messages": [{"role": "user", "content": "x", '
+                '"metadata": {"a": [1, Infinity]}}]}}',
+            ),
+            "remember: messages[0].metadata.a[1] is inf",
+        ),
+        (call(4, '{"name": "recall", "arguments": {"query": "dogs", "x": -Infinity}}'), "recall: x is -inf"),
+        (call(5, '{"name": "forget", "arguments": {"thread": "home", "turn_index": NaN}}'), "turn_index is nan"),
+        (call(6, '{"name": "recall", "arguments": {"query": "dogs", "unknown": -Infinity}}'), "unknown argument"),
+        (call(7, '{"name": "recall", "_meta": ' + _deep(300) + ", " + dogs + "}"), "Biscuit"),
+        (call(8, '{"name": "recall", "_meta": ' + _deep(5000) + ", " + dogs + "}"), "Biscuit"),
+        (call(9, '{"name": "recall", ' + dogs + "}", ', "x": ' + _deep(300)), "Biscuit"),
+        (call(10, '{"name": "recall", "arguments": {"query": ' + _deep(300) + "}}"), "query must be a string"),
+        (call(11, '{"name": "recall", ' + dogs + "}"), "Biscuit"),
+    ]
+
+
+def test_raw_stdio_nan_and_deep_nesting_are_answered_never_left_hanging(
+    db_url: str, app_url: str, tmp_path: Path
+) -> None:
+    """Lines no SDK client would send (NaN tokens, params._meta 300 and 5,000 levels deep, a
+    deep member beside params), written to the server's stdin: each is answered within the
+    deadline, and the server's stderr has no traceback."""
+    import queue
+    import threading
+    import time
+
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN), "PGMEM_HOME": str(tmp_path)}
+    stderr_path = tmp_path / "server.stderr"
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgmem", "mcp", "--scope", "s", "--thread", "home"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            cwd=str(REPO),
+            text=True,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = proc.stdout
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + 120
+
+    def send(message: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(message + "\n")
+        proc.stdin.flush()
+
+    def answer(rid: int) -> dict[str, Any]:
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"request {rid} was left unanswered"
+            try:
+                message = json.loads(lines.get(timeout=remaining))
+            except queue.Empty:
+                raise AssertionError(f"request {rid} was left unanswered") from None
+            if message.get("id") == rid:
+                return dict(message)
+
+    try:
+        init = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        assert answer(1)["result"]["serverInfo"]["name"] == "pgmem"
+        send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        note = {"name": "remember", "arguments": {"messages": DOGS}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": note}))
+        assert not answer(100)["result"].get("isError")
+        for rid, (line, expected) in enumerate(_raw_calls(), start=2):
+            send(line)
+            got = answer(rid)
+            text = json.dumps(got)
+            assert expected in text, (rid, text[:500])
+            if expected in ("Biscuit",):
+                assert not got["result"].get("isError"), text[:500]
+            else:
+                assert got["result"]["isError"] and "Traceback" not in text, text[:500]
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log = stderr_path.read_text()
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]
+
+
+def test_the_guard_cuts_only_what_is_too_deep() -> None:
+    from pgmem.integrations.mcp import TRIM_DEPTH, guard_line
+
+    shallow = json.dumps({"params": {"arguments": {"messages": [{"role": "user", "content": "{[" * 300}] * 200}}})
+    assert guard_line(shallow) == shallow  # brackets inside strings, many siblings: nothing deep
+    line = '{"id": 1, "params": {"_meta": ' + _deep(400) + ', "arguments": {"query": "a \\"} [ \\\\"}}}'
+    guarded = json.loads(guard_line(line))
+    assert guarded["params"]["arguments"] == {"query": 'a "} [ \\'}
+    depth, node = 2, guarded["params"]["_meta"]
+    while isinstance(node, dict):
+        node, depth = node["a"][0], depth + 2
+    assert node == "pgmem: cut, nested too deeply" and depth <= TRIM_DEPTH + 1
+    assert guard_line("[" * 500 + "not json") == "[" * 500 + "not json"

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "pgmem.cli.forget",
     "pgmem.cli.stats",
     "pgmem.cli.mcp",
+    "pgmem.cli.store",
     "pgmem.lab.evaluation.cli",
     "pgmem.lab.bench.cli",
     "pgmem.cli.roles",

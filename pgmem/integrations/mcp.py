@@ -8,16 +8,21 @@ scope's threads and their turn counts). The scope is fixed when the server start
 
 Every tool argument is checked here and a bad one is a tool error of one line (the server
 keeps serving); the SDK's own argument validation accepts any JSON value, so its multi-line
-messages never reach the client."""
+messages never reach the client. Before a tool runs, an argument it does not have and NaN or
+Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
+line, anything nested too deeply for its parser is cut (`guard_line`)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+import math
+import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar, cast
 
@@ -394,18 +399,52 @@ def _check_depth(value: object, what: str) -> None:
             stack.extend((c, depth + 1) for c in v)
 
 
+def check_arguments(tool: str, known: Iterable[str], arguments: Mapping[str, Any]) -> None:
+    """Refuse, in one line, an argument the tool does not have, and NaN or Infinity anywhere
+    in the arguments (JSON has neither; Python's parser, and the SDK's, read them anyway). A
+    string argument is also read as the JSON it may hold, as the SDK's pre-parse reads it."""
+    names = list(known)
+    unknown = [str(k) for k in arguments if k not in names]
+    if unknown:
+        raise ToolError(f"{tool}: unknown argument {unknown[0]!r:.60}; its arguments are {', '.join(names) or 'none'}")
+    for name, value in arguments.items():
+        if isinstance(value, str) and value[:1] in ("[", "{"):
+            with contextlib.suppress(ValueError, RecursionError):
+                value = json.loads(value)
+        stack: list[tuple[object, str]] = [(value, str(name))]
+        while stack:
+            v, where = stack.pop()
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ToolError(f"{tool}: {_printable(where)} is {v}: JSON has no NaN or Infinity")
+            if isinstance(v, dict):
+                stack.extend((c, f"{where}.{k}"[:200]) for k, c in v.items())
+            elif isinstance(v, list):
+                stack.extend((c, f"{where}[{i}]"[:200]) for i, c in enumerate(v))
+
+
+def _printable(text: str) -> str:
+    """`text` on one line, any unprintable character (newline, NUL, a lone surrogate) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:200])
+
+
+class _Server(MCPServer):
+    """MCPServer whose tool calls are checked first (`check_arguments`): the SDK drops an
+    unknown argument silently and passes NaN on to the tool."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tools = {t.name: t for t in await self.list_tools()}
+        if name in tools:
+            check_arguments(name, (tools[name].input_schema or {}).get("properties", {}), arguments)
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(memory: Memory) -> MCPServer:
     """The MCP server of one scope: four tools and the threads resource."""
-    from importlib.metadata import PackageNotFoundError, version
+    from pgmem.sqlfiles import package_version
 
-    try:
-        __version__ = version("pgmem")
-    except PackageNotFoundError:  # a checkout that was never installed
-        __version__ = "0+unknown"
-
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         name="pgmem",
-        version=__version__,
+        version=package_version(),
         instructions=(
             f"Long-term memory of scope {memory.scope!r} in Postgres. `remember` stores a finished turn "
             "(OpenAI-format messages) or a note; `recall` returns, for each part of your query, the "
@@ -486,39 +525,45 @@ def build_server(memory: Memory) -> MCPServer:
     return server
 
 
-#: Arguments nested deeper than this are cut here, before the SDK parses the line: its JSON
-#: parser stops at about 200 levels and then drops the request unanswered (the client waits
-#: until its timeout). Anything nested deeper than MAX_DEPTH is refused by the checks anyway.
+#: Containers nested deeper than this (counted from the JSON-RPC message itself) are cut from
+#: an incoming line before the SDK parses it: its JSON parser stops at about 200 levels and then
+#: drops the request unanswered (the client waits until its timeout). Anything that deep inside
+#: `arguments` is refused by the checks anyway (MAX_DEPTH); elsewhere (`params._meta`, a member
+#: of the message) it carries nothing pgmem reads.
 TRIM_DEPTH = 100
-TOO_DEEP = {"pgmem": "cut: nested too deeply"}
-
-
-def _trim(value: object, depth: int) -> object:
-    if depth >= TRIM_DEPTH and isinstance(value, dict | list):
-        return TOO_DEEP
-    if isinstance(value, dict):
-        return {k: _trim(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trim(v, depth + 1) for v in value]
-    return value
+TOO_DEEP = '"pgmem: cut, nested too deeply"'
+#: A whole JSON string (skipped in one step), a bracket, or a quote that opens no whole string.
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]|"', re.S)
 
 
 def guard_line(line: str) -> str:
-    """One incoming JSON-RPC line, with tool arguments nested over TRIM_DEPTH levels cut, so the
-    request reaches the tool and gets its one-line error. Any other line passes unchanged."""
-    if line.count("{") + line.count("[") < TRIM_DEPTH:
+    """One incoming JSON-RPC line with every container nested more than TRIM_DEPTH levels deep
+    replaced by a string, so the SDK parses the request and answers it (a tool call gets its
+    one-line error). A scan of the text, not a parse: it does not recurse, at any depth. A line
+    that is not JSON passes unchanged (the SDK refuses it)."""
+    if line.count("{") + line.count("[") <= TRIM_DEPTH:
         return line
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return line
-    params = message.get("params") if isinstance(message, dict) else None
-    if not isinstance(params, dict):
-        return line
-    # Arguments are cut for the tool's one-line error; anything else in params (e.g. _meta)
-    # nested that deep too, so the SDK parses the request and answers it instead of dropping it.
-    message["params"] = {k: _trim(v, 1) for k, v in params.items()}
-    return json.dumps(message) + "\n"
+    out: list[str] = []
+    kept = 0  # line[kept:] is not yet in out
+    depth = 0
+    cut_at = -1  # where the container being cut began
+    for m in _JSON_TOKENS.finditer(line):
+        c = m.group()
+        if c in ("{", "["):
+            depth += 1
+            if depth == TRIM_DEPTH + 1:
+                cut_at = m.start()
+        elif c in ("}", "]"):
+            if depth == TRIM_DEPTH + 1:
+                out += [line[kept:cut_at], TOO_DEEP]
+                kept = m.end()
+            depth -= 1
+        elif c == '"':
+            return line  # a string that never ends: not JSON
+    if depth != 0 or not out:
+        return line  # unbalanced, or nothing to cut
+    out.append(line[kept:])
+    return "".join(out)
 
 
 class _GuardedLines:

@@ -1,0 +1,356 @@
+"""Copy a LangGraph `PostgresStore`'s items into a `PgmemStore`: `import_postgres_store`, the
+Python twin of `pgmem store import`.
+
+    with PgmemStore.from_conn_string(pgmem_url) as store:
+        report = import_postgres_store("postgresql://.../langgraph", store)
+
+The source is read from PostgresStore's `store` table (prefix, key, value, created_at,
+updated_at, and ttl_minutes / expires_at where its migrations added them) in key order,
+`(prefix, key)`, a page at a time (keyset pagination on the table's primary key). Each page is
+written through the store's public `batch` (GetOp, then PutOp), so the import goes through
+PgmemStore's one write pipeline, embeds with the store's model and takes the store's locks in
+their documented order. Per item:
+
+- no item in pgmem: imported;
+- the same value in pgmem: unchanged (nothing written, nothing embedded), so a second run
+  changes nothing and a rerun after a kill passes over what was done at the cost of a read;
+- another value in pgmem written after the source's `updated_at`: kept (the application wrote
+  it since); written before: replaced by the source's (the source changed since);
+- expired in the source (`expires_at` passed): not copied; an item with a TTL keeps its
+  `ttl_minutes`, counted from the import;
+- an item pgmem cannot store (an InputError: a namespace or key too long, a value too large,
+  not an object, nested too deeply, a number JSON cannot carry, text that is not UTF-8): failed,
+  reported with its namespace and key, and the others are imported.
+
+`created_at` and `updated_at` are not carried over: `pgmem.put_item` stamps an item with the
+time it is written, so an imported item's times (and its turn's label) are the import's.
+
+`checkpoint` (a file) records the last (prefix, key) written, after every page: a run given the
+same file starts after it, and the file is removed when the import reaches the end. Without
+one, a rerun reads every item again and writes only what differs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pgmem.extras import require
+
+require("langgraph.store.base", "langgraph", "pgmem.integrations.langgraph_import")
+
+import psycopg  # noqa: E402
+from langgraph.store.base import GetOp, Item, PutOp  # noqa: E402
+from psycopg import sql  # noqa: E402
+from psycopg.rows import tuple_row  # noqa: E402
+
+from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError  # noqa: E402
+from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
+from pgmem.text import unstorable  # noqa: E402
+
+DEFAULT_PAGE_SIZE = 100
+DEFAULT_TABLE = "store"
+
+
+@dataclass
+class ImportReport:
+    """What an import did. `read` = imported + unchanged + kept + expired + len(failed)."""
+
+    read: int = 0
+    imported: int = 0
+    unchanged: int = 0
+    kept: int = 0
+    expired: int = 0
+    #: (namespace, key, error) of each item that could not be stored.
+    failed: list[tuple[tuple[str, ...] | str, str, str]] = field(default_factory=list)
+    #: The items the source holds beyond where this run started (for progress).
+    total: int = 0
+    #: True when the run read to the end of the source (not stopped by `limit`).
+    complete: bool = False
+
+    def summary(self) -> str:
+        return (
+            f"read {self.read} · imported {self.imported} · unchanged {self.unchanged} · kept {self.kept} "
+            f"(newer in pgmem) · expired {self.expired} · failed {len(self.failed)}"
+        )
+
+
+@dataclass(frozen=True)
+class _Row:
+    prefix: str | bytes
+    key: str | bytes
+    value: str | bytes
+    updated_at: datetime | None
+    ttl_minutes: float | None
+    expired: bool
+
+
+def import_postgres_store(
+    source: Any,
+    store: PgmemStore,
+    *,
+    table: str = DEFAULT_TABLE,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    limit: int | None = None,
+    checkpoint: str | Path | None = None,
+    progress: Callable[[ImportReport], None] | None = None,
+) -> ImportReport:
+    """Copy the items of a PostgresStore's table into `store` (see the module docstring).
+
+    `source` is a psycopg connection, a `psycopg_pool.ConnectionPool`, a conninfo string, or the
+    PostgresStore itself (its connection is used); only SELECT on `table` is needed. `limit`
+    stops after that many items are read (a later run with the same `checkpoint` continues).
+    `progress` is called after every page with the report so far."""
+    if not isinstance(table, str) or not table.strip() or unstorable(table):
+        raise ConfigError(f"table must be a table name, got {table!r:.80}")
+    if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size <= 10_000:
+        raise ConfigError(f"page_size must be an integer from 1 to 10000, got {page_size!r:.40}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ConfigError(f"limit must be a non-negative integer or None, got {limit!r:.40}")
+    if checkpoint is not None and not Path(checkpoint).resolve().parent.is_dir():
+        raise ConfigError(f"the checkpoint's directory does not exist: {str(checkpoint)!r:.200}")
+    report = ImportReport()
+    with _source_conn(source) as conn:
+        relation, name, columns = _table(conn, table)
+        after = _read_checkpoint(checkpoint, name)
+        report.total = _count(conn, relation, after)
+        while limit is None or report.read < limit:
+            n = page_size if limit is None else min(page_size, limit - report.read)
+            rows = _page(conn, relation, columns, after, n)
+            if not rows:
+                report.complete = True
+                break
+            _import_page(store, rows, report)
+            after = (rows[-1].prefix, rows[-1].key)
+            _write_checkpoint(checkpoint, name, after)
+            if progress is not None:
+                progress(report)
+            if len(rows) < n:
+                report.complete = True
+                break
+    if report.complete and checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)
+    return report
+
+
+# -- the source ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _source_conn(source: Any) -> Iterator[psycopg.Connection[Any]]:
+    if isinstance(source, str):
+        try:
+            conn = psycopg.connect(source, autocommit=True)
+        except (psycopg.Error, UnicodeError) as exc:
+            raise ConfigError(f"cannot connect to the source: {' '.join(str(exc).split())[:300]}") from None
+        with conn:
+            yield conn
+    elif isinstance(source, psycopg.Connection):
+        yield source
+    elif hasattr(source, "connection") and callable(source.connection):  # a psycopg_pool.ConnectionPool
+        with source.connection() as conn:
+            yield conn
+    elif hasattr(source, "conn") and not isinstance(source, PgmemStore):  # a PostgresStore
+        with _source_conn(source.conn) as conn:
+            yield conn
+    else:
+        raise ConfigError(
+            "source must be a conninfo string, a psycopg connection or pool, or a PostgresStore; "
+            f"got {type(source).__name__}"
+        )
+
+
+@contextmanager
+def _reading(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[tuple[Any, ...]]]:
+    """A tuple-row cursor in a short transaction (the source's own row factory, e.g.
+    PostgresStore's dict rows, is left alone; no transaction stays open between pages). The
+    source's refusals (privilege, a bad table name) are DatabaseErrors of one line."""
+    try:
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            yield cur
+    except psycopg.Error as exc:
+        raise DatabaseError.from_driver(exc) from None
+
+
+def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, str, set[str]]:
+    """The table as an identifier, its schema-qualified name, and its columns."""
+    with _reading(conn) as cur:
+        row = cur.execute(
+            """SELECT n.nspname, c.relname, array(SELECT a.attname::text FROM pg_catalog.pg_attribute a
+                                                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+                 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.oid = pg_catalog.to_regclass(%s)""",
+            (table,),
+        ).fetchone()
+    if row is None:
+        raise ConfigError(
+            f"the source has no table {table!r:.80} (PostgresStore's table is `store`; --table names another)"
+        )
+    columns = {str(c.decode() if isinstance(c, bytes) else c) for c in row[2]}
+    missing = {"prefix", "key", "value", "updated_at"} - columns
+    if missing:
+        raise ConfigError(f"table {table!r:.80} is not a PostgresStore table: no column {sorted(missing)[0]}")
+    schema, name = _text(row[0]), _text(row[1])
+    return sql.Identifier(schema, name), f"{schema}.{name}", columns
+
+
+def _text(x: object) -> str:
+    return x.decode("utf-8", "surrogateescape") if isinstance(x, bytes) else str(x)
+
+
+def _after(after: tuple[str | bytes, str | bytes] | None) -> tuple[sql.Composable, tuple[Any, ...]]:
+    """The keyset condition. A SQL_ASCII database hands text over as bytes: they go back as they
+    came (convert_from to SQL_ASCII converts nothing)."""
+    if after is None:
+        return sql.SQL("true"), ()
+    if isinstance(after[0], bytes):
+        return sql.SQL("(prefix, key) > (convert_from(%s, 'SQL_ASCII'), convert_from(%s, 'SQL_ASCII'))"), after
+    return sql.SQL("(prefix, key) > (%s, %s)"), after
+
+
+def _count(conn: psycopg.Connection[Any], relation: sql.Composable, after: Any) -> int:
+    cond, params = _after(after)
+    with _reading(conn) as cur:
+        row = cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(relation, cond), params).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _page(conn: psycopg.Connection[Any], relation: sql.Composable, columns: set[str], after: Any, n: int) -> list[_Row]:
+    ttl = sql.SQL("ttl_minutes" if "ttl_minutes" in columns else "NULL::int")
+    expired = sql.SQL("coalesce(expires_at <= now(), false)" if "expires_at" in columns else "false")
+    cond, params = _after(after)
+    query = sql.SQL(
+        "SELECT prefix, key, value::text, updated_at, {ttl}, {expired} FROM {rel} WHERE {cond} "
+        "ORDER BY prefix, key LIMIT {n}"
+    ).format(ttl=ttl, expired=expired, rel=relation, cond=cond, n=sql.Literal(n))
+    with _reading(conn) as cur:
+        rows = cur.execute(query, params).fetchall()
+    return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5])) for r in rows]
+
+
+# -- the checkpoint -------------------------------------------------------------------------------
+
+
+def _read_checkpoint(path: str | Path | None, where: str) -> Any:
+    if path is None or not Path(path).exists():
+        return None
+    try:
+        saved = json.loads(Path(path).read_text(encoding="utf-8"))
+        prefix, key = saved["after"]
+        table, as_bytes = saved["table"], saved["bytes"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"checkpoint {str(path)!r:.200} is not an import checkpoint ({exc})") from None
+    if table != where:
+        raise ConfigError(f"checkpoint {str(path)!r:.200} is of table {table!r:.80}, not {where!r:.80}")
+    if as_bytes:
+        return (prefix.encode("utf-8", "surrogateescape"), key.encode("utf-8", "surrogateescape"))
+    return (prefix, key)
+
+
+def _write_checkpoint(path: str | Path | None, where: str, after: tuple[Any, Any]) -> None:
+    if path is None:
+        return
+    as_bytes = isinstance(after[0], bytes)
+    text = json.dumps({"table": where, "after": [_text(after[0]), _text(after[1])], "bytes": as_bytes})
+    tmp = Path(f"{path}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # a kill leaves the old checkpoint or the new one, never half of one
+    except OSError as exc:
+        raise ConfigError(f"cannot write the checkpoint {str(path)!r:.200}: {exc.strerror or exc}") from None
+
+
+# -- one page -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Item:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    updated_at: datetime | None
+    ttl: float | None
+
+
+def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) -> None:
+    items: list[_Item] = []
+    for r in rows:
+        report.read += 1
+        if r.expired:
+            report.expired += 1
+            continue
+        try:
+            items.append(_decode(r))
+        except InputError as exc:
+            report.failed.append((_shown(r.prefix), _text(r.key), str(exc)))
+    found = _each(store, [GetOp(it.namespace, it.key, refresh_ttl=False) for it in items])
+    puts: list[tuple[_Item, PutOp]] = []
+    for it, got in zip(items, found, strict=True):
+        if isinstance(got, PgmemError):
+            report.failed.append((it.namespace, it.key, str(got)))
+        elif isinstance(got, Item) and got.value == it.value:
+            report.unchanged += 1
+        elif isinstance(got, Item) and (it.updated_at is None or got.updated_at > it.updated_at):
+            report.kept += 1
+        else:
+            puts.append((it, PutOp(it.namespace, it.key, it.value, index=None, ttl=it.ttl)))
+    for (it, _), done in zip(puts, _each(store, [op for _, op in puts]), strict=True):
+        if isinstance(done, PgmemError):
+            report.failed.append((it.namespace, it.key, str(done)))
+        else:
+            report.imported += 1
+
+
+def _each(store: PgmemStore, ops: list[Any]) -> list[Any]:
+    """`store.batch(ops)`; when the store refuses an input of the batch (InputError, before or
+    during its one transaction, so nothing of it was written), each op alone, so the refused
+    ones are named and the others go in. Any other error (the connection, the schema, the
+    model) stops the import."""
+    if not ops:
+        return []
+    try:
+        return list(store.batch(ops))
+    except InputError as exc:
+        if len(ops) == 1:
+            return [exc]
+    out: list[Any] = []
+    for op in ops:
+        try:
+            out.append(store.batch([op])[0])
+        except InputError as exc:
+            out.append(exc)
+    return out
+
+
+def _decode(r: _Row) -> _Item:
+    """The item as PgmemStore takes it; InputError for what cannot be read as one."""
+    prefix, key = _str(r.prefix, "namespace"), _str(r.key, "key")
+    text = _str(r.value, "value")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise InputError(f"value is not JSON Python can read: {exc}") from None
+    return _Item(tuple(prefix.split(".")), key, value, r.updated_at, r.ttl_minutes)
+
+
+def _str(x: str | bytes, what: str) -> str:
+    if isinstance(x, str):
+        return x
+    try:
+        return x.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} is not valid UTF-8 (byte {exc.start}: {x[exc.start : exc.start + 4]!r})") from None
+
+
+def _shown(prefix: str | bytes) -> tuple[str, ...] | str:
+    if isinstance(prefix, bytes):
+        return repr(prefix)[:200]
+    return tuple(prefix.split("."))
+
+
+__all__ = ["ImportReport", "import_postgres_store"]

@@ -1,0 +1,352 @@
+"""`pgmem store import` and `import_postgres_store` (issue 28 item 7): a real LangGraph
+PostgresStore fills its own database on the test server, and the import copies its items into a
+PgmemStore connected as the application login, embedding them with the local model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
+
+from langgraph.store.postgres import PostgresStore
+
+from pgmem.db import connect
+from pgmem.embedders.base import Embedder
+from pgmem.errors import ConfigError, DatabaseError
+from pgmem.integrations.langgraph import PgmemStore
+from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
+from tests.helpers import CountingEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+REPO = Path(__file__).resolve().parent.parent
+
+#: The source's items: (namespace, key, value). Texts distinct enough for search to tell apart.
+_BULK: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+    (("bulk", f"b{i % 3}"), f"item-{i:03d}", {"text": f"Bulk note number {i} about topic {i % 5}."}) for i in range(18)
+]
+ITEMS: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+    (("users", "u1"), "pets", {"text": "Luna the dog hates baths and loves the beach."}),
+    (("users", "u1"), "food", {"text": "Allergic to peanuts; prefers Thai curry.", "stars": 4}),
+    (("users", "u1"), "work", {"text": "Works night shifts at the harbour as a crane operator."}),
+    (("users", "u2"), "pets", {"text": "Has two cats called Miso and Tofu."}),
+    (("users", "u2"), "car", {"text": "Drives an old red Volvo estate with a roof box."}),
+    (("users", "u2", "trips"), "2026", {"text": "Planning a ferry trip to Orkney in June.", "tags": ["sea", "June"]}),
+    (("docs",), "readme", {"title": "Setup", "body": "Run make demo to start the embedded server."}),
+    *_BULK,
+]
+
+
+def _source_db(admin_conn: Conn, db_url: str, suffix: str, *options: str) -> Iterator[str]:
+    name = f"{admin_conn.info.dbname}_{suffix}"
+    admin_conn.execute(sql.SQL("CREATE DATABASE {} " + " ".join(options)).format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(db_url, dbname=name)
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def source_url(admin_conn: Conn, db_url: str) -> Iterator[str]:
+    """A database of its own holding a LangGraph PostgresStore, filled through PostgresStore."""
+    for url in _source_db(admin_conn, db_url, "lgsrc"):
+        with PostgresStore.from_conn_string(url) as lg:
+            lg.setup()
+            for ns, key, value in ITEMS:
+                lg.put(ns, key, value)
+        yield url
+
+
+@pytest.fixture
+def store(conn: Conn, embedder: Embedder) -> PgmemStore:
+    return PgmemStore(conn, embedder=embedder)
+
+
+def _pgmem_items(store: PgmemStore) -> dict[tuple[tuple[str, ...], str], dict[str, Any]]:
+    out = {}
+    for ns in store.list_namespaces(limit=1000):
+        for it in store.search(ns, limit=1000):
+            if it.namespace == ns:
+                out[(it.namespace, it.key)] = it.value
+    return out
+
+
+def _source_sql(url: str, query: str, params: tuple[Any, ...] = ()) -> None:
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(query, params)
+
+
+def test_import_copies_every_item_and_search_finds_them(
+    source_url: str, conn: Conn, admin_conn: Conn, embedder: Embedder
+) -> None:
+    with PostgresStore.from_conn_string(source_url, ttl={"default_ttl": 60}) as lg:
+        lg.put(("users", "u1"), "session", {"text": "Temporary session note."}, ttl=90)
+        lg.put(("users", "u1"), "gone", {"text": "An expired note."}, ttl=1)
+    _source_sql(source_url, "UPDATE store SET expires_at = now() - interval '1 minute' WHERE key = 'gone'")
+    counting = CountingEmbedder(embedder)
+    store = PgmemStore(conn, embedder=counting)
+    seen: list[tuple[int, int]] = []
+    report = import_postgres_store(source_url, store, page_size=4, progress=lambda r: seen.append((r.read, r.total)))
+    n = len(ITEMS) + 1  # and the session note; the expired one is not copied
+    assert (report.read, report.imported, report.unchanged, report.kept, report.expired) == (n + 1, n, 0, 0, 1)
+    assert report.failed == [] and report.complete and report.total == n + 1
+    assert seen[0] == (4, n + 1) and seen[-1][0] == n + 1 and len(seen) == -(-(n + 1) // 4)
+
+    copied = _pgmem_items(store)
+    assert copied == {(ns, k): v for ns, k, v in ITEMS} | {
+        (("users", "u1"), "session"): {"text": "Temporary session note."}
+    }
+    assert counting.calls > 0
+    ttl = admin_conn.execute(
+        "SELECT ttl_minutes, expires_at > now() + interval '80 minutes' FROM pgmem.store_item"
+        " WHERE item_key = 'session'"
+    ).fetchone()
+    assert ttl == (90, True)  # the item's TTL, counted from the import
+
+    hits = store.search(("users",), query="Which pet is afraid of bathing?", limit=3)
+    assert (hits[0].namespace, hits[0].key) == (("users", "u1"), "pets")
+    hits = store.search(("users", "u2"), query="ferry to the islands", limit=1)
+    assert hits[0].key == "2026"
+
+    # A second run writes and embeds nothing.
+    calls = counting.calls
+    again = import_postgres_store(source_url, store)
+    assert (again.read, again.imported, again.unchanged, again.expired, again.failed) == (n + 1, 0, n, 1, [])
+    assert counting.calls == calls
+
+
+def test_a_postgres_store_or_its_pool_can_be_the_source(source_url: str, store: PgmemStore) -> None:
+    with PostgresStore.from_conn_string(source_url) as lg:
+        assert import_postgres_store(lg, store, limit=5).imported == 5
+        # PostgresStore's connection has dict rows and stays usable after the import.
+        assert lg.get(("docs",), "readme") is not None
+    with PostgresStore.from_conn_string(source_url, pool_config={"max_size": 2}) as lg:
+        report = import_postgres_store(lg, store)
+    assert (report.imported, report.unchanged) == (len(ITEMS) - 5, 5)
+
+
+def test_an_interrupted_import_resumes_from_its_checkpoint(source_url: str, store: PgmemStore, tmp_path: Path) -> None:
+    ckpt = tmp_path / "import.ckpt"
+    first = import_postgres_store(source_url, store, page_size=3, limit=7, checkpoint=ckpt)
+    assert (first.read, first.imported, first.complete) == (7, 7, False)
+    saved = json.loads(ckpt.read_text())
+    assert saved["table"] == "public.store" and len(saved["after"]) == 2
+    assert len(_pgmem_items(store)) == 7
+
+    # A run killed after writing its second page, before recording it: the rerun reads that
+    # page again and finds it unchanged.
+    import pgmem.integrations.langgraph_import as imp
+
+    record = imp._write_checkpoint
+    calls: list[int] = []
+
+    def killed(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        record(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(imp, "_write_checkpoint", killed)
+        with pytest.raises(KeyboardInterrupt):
+            import_postgres_store(source_url, store, page_size=3, checkpoint=ckpt)
+    assert len(_pgmem_items(store)) == 7 + 6
+
+    rest = import_postgres_store(source_url, store, page_size=3, checkpoint=ckpt)
+    assert rest.complete and not ckpt.exists()
+    assert (rest.read, rest.unchanged, rest.imported) == (len(ITEMS) - 10, 3, len(ITEMS) - 13)
+    assert _pgmem_items(store) == {(ns, k): v for ns, k, v in ITEMS}
+
+    # Without a checkpoint, a rerun after the same kill passes over what is already there.
+    again = import_postgres_store(source_url, store)
+    assert (again.read, again.unchanged, again.imported) == (len(ITEMS), len(ITEMS), 0)
+
+
+def test_a_newer_value_in_pgmem_is_kept_and_a_source_change_is_copied(source_url: str, store: PgmemStore) -> None:
+    import_postgres_store(source_url, store)
+    store.put(("users", "u1"), "pets", {"text": "Luna now loves baths."})  # the application, after the import
+    with PostgresStore.from_conn_string(source_url) as lg:
+        lg.put(("users", "u2"), "car", {"text": "Sold the Volvo; rides a bike now."})  # the source, after it too
+    report = import_postgres_store(source_url, store)
+    assert (report.kept, report.imported, report.unchanged) == (1, 1, len(ITEMS) - 2)
+    items = _pgmem_items(store)
+    assert items[(("users", "u1"), "pets")] == {"text": "Luna now loves baths."}
+    assert items[(("users", "u2"), "car")] == {"text": "Sold the Volvo; rides a bike now."}
+
+
+#: Items a PostgresStore table can hold that PgmemStore cannot store: (prefix, key, value as
+#: JSON text, what the report says). Written by SQL, as another writer or an older version might.
+HOSTILE: list[tuple[str, str, str, str]] = [
+    ("bad", "list", "[1, 2]", "value must be a JSON object"),
+    ("bad", "huge-number", '{"n": 1' + "0" * 400 + ".5}", "JSON has no NaN or infinity"),  # a float: inf
+    ("bad", "long-int", '{"n": ' + "9" * 5000 + "}", "not JSON"),
+    ("bad", "deep", '{"a": ' * 100 + "1" + "}" * 100, "nests deeper than"),
+    ("bad", "too-large", json.dumps({"text": "x" * 4_100_000}), "at most 4,000,000"),
+    ("bad..empty-label", "k", '{"text": "empty label"}', "is empty"),
+    ("long." + "n" * 250, "k", '{"text": "long namespace"}', "at most 200"),
+    ("bad", "k" * 1500, '{"text": "long key"}', "at most 1000"),
+]
+
+
+def test_hostile_items_are_reported_with_their_key_and_the_rest_imported(
+    source_url: str, store: PgmemStore, app_url: str, tmp_path: Path
+) -> None:
+    with psycopg.connect(source_url, autocommit=True) as c:
+        for prefix, key, value, _ in HOSTILE:
+            c.execute("INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s::jsonb)", (prefix, key, value))
+    report = import_postgres_store(source_url, store, page_size=5)
+    assert report.imported == len(ITEMS) and report.read == len(ITEMS) + len(HOSTILE)
+    failed = {(tuple(ns), key): error for ns, key, error in report.failed}
+    assert len(failed) == len(HOSTILE)
+    for prefix, key, _, expected in HOSTILE:
+        error = failed[(tuple(prefix.split(".")), key)]
+        assert expected in error and "\n" not in error, (prefix, key[:20], error)
+    assert _pgmem_items(store) == {(ns, k): v for ns, k, v in ITEMS}
+
+    # The CLI: the same report, one line per failed item on stderr, and exit status 1.
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source_url, "--page-size", "7"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.strip() == (
+        f"read {len(ITEMS) + len(HOSTILE)} · imported 0 · unchanged {len(ITEMS)} · kept 0 (newer in pgmem) · "
+        f"expired 0 · failed {len(HOSTILE)}"
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("pgmem: failed: ")]
+    assert len(lines) == len(HOSTILE) and all(len(line) < 700 for line in lines)
+    assert "Traceback" not in done.stderr and "import [" in done.stderr  # and the progress bar
+
+
+def test_text_that_is_not_utf8_is_reported_and_resumes_over_bytes(
+    admin_conn: Conn, db_url: str, store: PgmemStore, tmp_path: Path
+) -> None:
+    """A SQL_ASCII database stores any bytes; psycopg hands its text over as bytes."""
+    for url in _source_db(
+        admin_conn, db_url, "ascii", "ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+    ):
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(
+                "CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value jsonb NOT NULL,"
+                " created_at timestamptz DEFAULT now(), updated_at timestamptz DEFAULT now(),"
+                " PRIMARY KEY (prefix, key))"
+            )
+            rows = [
+                (b"notes", b"caf\xc3\xa9", '{"text": "Caf\u00e9 au lait every morning."}'.encode()),
+                (b"notes", b"bad-value", b'{"text": "broken \xff byte"}'),
+                (b"notes", b"surrogate-\xed\xa0\x80", b'{"text": "a CESU-8 surrogate in the key"}'),
+                (b"notes", b"zebra", b'{"text": "Zebras at the zoo."}'),
+            ]
+            for p, k, v in rows:
+                c.execute(
+                    "INSERT INTO store (prefix, key, value) VALUES (convert_from(%s, 'SQL_ASCII'),"
+                    " convert_from(%s, 'SQL_ASCII'), convert_from(%s, 'SQL_ASCII')::jsonb)",
+                    (p, k, v),
+                )
+        ckpt = tmp_path / "ascii.ckpt"
+        first = import_postgres_store(url, store, page_size=1, limit=2, checkpoint=ckpt)
+        assert first.read == 2 and json.loads(ckpt.read_text())["bytes"] is True
+        rest = import_postgres_store(url, store, page_size=1, checkpoint=ckpt)
+        assert rest.complete and first.read + rest.read == 4
+        failed = first.failed + rest.failed
+        assert sorted(k for _, k, _ in failed) == ["bad-value", "surrogate-\udced\udca0\udc80"]
+        assert all("not valid UTF-8" in e for _, _, e in failed)
+        assert _pgmem_items(store) == {
+            (("notes",), "café"): {"text": "Café au lait every morning."},
+            (("notes",), "zebra"): {"text": "Zebras at the zoo."},
+        }
+
+
+def test_two_imports_and_a_writer_at_once_lose_nothing(source_url: str, app_url: str, embedder: Embedder) -> None:
+    """Two imports of the same source and an application writing the same namespaces, each on
+    its own connection as the app login: every source item and every write is there after."""
+    errors: list[BaseException] = []
+    reports: list[ImportReport] = []
+    written: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {}
+
+    def importer() -> None:
+        with connect(app_url) as c:
+            try:
+                reports.append(import_postgres_store(source_url, PgmemStore(c, embedder=embedder), page_size=4))
+            except BaseException as exc:
+                errors.append(exc)
+
+    def writer() -> None:
+        with connect(app_url) as c:
+            s = PgmemStore(c, embedder=embedder)
+            try:
+                for i in range(12):
+                    ns = ("users", "u1") if i % 2 else ("bulk", f"b{i % 3}")
+                    value = {"text": f"The application's own note {i}."}
+                    s.put(ns, f"app-{i}", value)
+                    written[(ns, f"app-{i}")] = value
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=f) for f in (importer, importer, writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    assert len(reports) == 2 and all(r.failed == [] and r.read == len(ITEMS) for r in reports)
+    assert all(r.imported + r.unchanged == len(ITEMS) for r in reports)
+    with connect(app_url) as c:
+        items = _pgmem_items(PgmemStore(c, embedder=embedder))
+    assert items == {(ns, k): v for ns, k, v in ITEMS} | written
+
+
+def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore, app_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no table 'nope'"):
+        import_postgres_store(source_url, store, table="nope")
+    for table in (None, "", "nul\x00", "lone\udcff"):
+        with pytest.raises(ConfigError, match="table must be"):
+            import_postgres_store(source_url, store, table=table)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="page_size"):
+        import_postgres_store(source_url, store, page_size=0)
+    for conninfo in ("nul\x00", "lone\udcff", "host=/nonexistent dbname=x"):
+        with pytest.raises(ConfigError, match="cannot connect to the source"):
+            import_postgres_store(conninfo, store)
+    with pytest.raises(ConfigError, match="source must be"):
+        import_postgres_store(42, store)
+    with pytest.raises(ConfigError, match="directory does not exist"):
+        import_postgres_store(source_url, store, checkpoint=tmp_path / "nowhere" / "x.ckpt")
+    with pytest.raises(ConfigError, match="no table"):
+        import_postgres_store(source_url, store, table="a b;c")
+    # The source refusing a read is one line, with its SQLSTATE.
+    _source_sql(
+        source_url,
+        "CREATE VIEW broken AS SELECT 'p'::text AS prefix, ('k' || 1 / (random() * 0)::int)::text AS key,"
+        " '{}'::jsonb AS value, now() AS updated_at",
+    )
+    with pytest.raises(DatabaseError, match="division by zero"):
+        import_postgres_store(source_url, store, table="broken")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not an import checkpoint"):
+        import_postgres_store(source_url, store, checkpoint=bad)
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    for args, expected in [
+        ([source_url, "--table", "public.nope"], "no table 'public.nope'"),
+        (["postgresql://nobody@/nowhere?host=/nonexistent"], "cannot connect to the source"),
+        ([source_url, "--field", ""], "index fields"),
+        ([source_url, "--page-size", "0"], "page_size must be"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "pgmem", "store", "import", *args], env=env, cwd=REPO, capture_output=True, text=True
+        )
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
