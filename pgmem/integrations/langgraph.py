@@ -337,7 +337,7 @@ class FieldEmbedder:
             )
         if isinstance(embed, str):
             try:
-                from langchain.embeddings import init_embeddings  # noqa: F401
+                from langchain.embeddings import init_embeddings  # type: ignore[import-not-found]  # noqa: F401
             except ImportError:
                 raise ConfigError(
                     f"index embed {embed!r:.60} needs langchain's init_embeddings, and langchain is not installed: "
@@ -1059,6 +1059,7 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         directory: str = DEFAULT_DIRECTORY,
         ttl: Mapping[str, Any] | None = None,
     ) -> None:
+        super().__init__()  # first: LangGraph's batching task, which __del__ cancels even when this raises
         self._configure(
             embedder=embedder, index=index, x=x, floor=floor, mode=mode, max_value_bytes=max_value_bytes,
             max_search_namespaces=max_search_namespaces, directory=directory, ttl=ttl,
@@ -1068,7 +1069,6 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
                 "AsyncPgmemStore takes an AsyncConnection or AsyncConnectionPool; "
                 f"for a {type(conn).__name__} use PgmemStore"
             )
-        super().__init__()
         self._conn = conn
         self._conninfo = conninfo
         self._is_pool = not isinstance(conn, psycopg.AsyncConnection)
