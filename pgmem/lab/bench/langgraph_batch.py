@@ -41,10 +41,34 @@ import numpy as np
 
 from pgmem.extras import require
 
-WORDS = (
-    "harbour ferry budget deploy oven garden invoice train meeting doctor recipe tomato laptop battery "
-    "window printer concert ticket holiday passport bicycle helmet lesson piano report deadline"
-).split()  # noqa: SIM905
+WORDS = [
+    "harbour",
+    "ferry",
+    "budget",
+    "deploy",
+    "oven",
+    "garden",
+    "invoice",
+    "train",
+    "meeting",
+    "doctor",
+    "recipe",
+    "tomato",
+    "laptop",
+    "battery",
+    "window",
+    "printer",
+    "concert",
+    "ticket",
+    "holiday",
+    "passport",
+    "bicycle",
+    "helmet",
+    "lesson",
+    "piano",
+    "report",
+    "deadline",
+]
 
 
 def _text(i: int, words: int = 40) -> str:
