@@ -88,7 +88,7 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             return step.value
         reply, error = None, None
         if isinstance(step, Embed):
-            reply = await _embed(step)
+            reply = await embed_step(step)
             continue
         try:
             reply = await _execute(conn, step, own)
@@ -99,9 +99,10 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             error = exc
 
 
-async def _embed(step: Embed) -> object:
-    # An embedder with its own coroutine (`aembed`: the LangGraph store's LangChain embeddings)
-    # is awaited; any other runs in a worker thread.
+async def embed_step(step: Embed) -> object:
+    """Run an Embed step without blocking the loop: an embedder with its own coroutine
+    (`aembed`: the LangGraph store's LangChain embeddings) is awaited; any other runs in a
+    worker thread."""
     aembed = getattr(step.embedder, "aembed", None)
     if aembed is not None and step.side == "passage":
         return await aembed(step.texts)
@@ -177,6 +178,7 @@ __all__ = [
     "add_documents",
     "add_facts",
     "asynchronous",
+    "embed_step",
     "fact_recall",
     "forget_document",
     "forget_fact",

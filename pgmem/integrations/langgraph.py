@@ -22,16 +22,21 @@ Mapping (README, section LangGraph, says the same):
   with `index=False`, or with no text at its paths, is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
-  namespace under the prefix. An item's score is the best raw cosine among its pieces' hits.
-  BaseStore returns one list, so the per-part groups are merged round-robin by part (part 1's
-  best item, part 2's best, ..., then each part's second), each item once at its first place:
-  no part is crowded out by another's stronger hits. The list is therefore not sorted by score.
-  Each part keeps up to `x` hits above `floor`, x growing with `offset + limit`
-  (2 * (offset + limit), at least the store's x, at most 1,000); a `filter` applies to the
-  items those hits name, so a filter that matches few items can return fewer than `limit`.
+  namespace under the prefix. An item's score is the best raw cosine among its pieces' hits,
+  over every part; the results are sorted by score, then namespace and key (stable pages),
+  with no floor unless the store is given one (`floor=`). Each part keeps up to `x` hits,
+  x growing with `offset + limit` (2 * (offset + limit), at least the store's x, at most
+  1,000); the `filter` applies in SQL (`pgmem.store_filter_match`) to the items those hits name.
   Without a query, `search` lists items newest first (`updated_at`), with the filter.
-- `filter` is equality on the value, JSON containment (`value @> filter`); `{"$eq": v}` is
-  accepted, other operators are refused (InputError).
+- With `index={"embed": ...}` of the caller's own (a LangChain `Embeddings`, a function, a
+  `"provider:model"` string), a store works as PostgresStore does: one vector per indexed text
+  (`pgmem.store_vector`, named `path` or `path.i`), scored by `pgmem.store_search` with the
+  config's `distance_type` (cosine similarity, inner product, negated L2 distance; an item
+  scores its best field), every match returned. A namespace holds one model's vectors: another
+  model is a one-line ModelMismatchError, and pgmem's pieces and field vectors never mix in one
+  namespace.
+- `filter`: a plain value is equality; `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte` compare
+  numbers as numbers (`pgmem.store_filter_match`, the rule in SQL).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
@@ -50,8 +55,9 @@ Mapping (README, section LangGraph, says the same):
   (`pgmem.refresh_items`); `start_ttl_sweeper` removes expired items of the directory's
   namespaces every `sweep_interval_minutes` (`pgmem.expire_items`, the path of `delete_item`),
   and a DBA can schedule `pgmem.sweep_expired_items()` from pg_cron instead.
-- Search results are sorted by score (best raw cosine of the item's pieces), then namespace and
-  key, with no floor unless the store is given one (`floor=`).
+- One implementation: every batch is a pgmem call (pgmem.calls: generators of statements and
+  embedding requests); `PgmemStore` drives it on a `Connection` or `ConnectionPool`,
+  `AsyncPgmemStore` on an `AsyncConnection` or `AsyncConnectionPool` (pgmem.aio).
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ import json
 import math
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -88,10 +95,24 @@ from langgraph.store.base import (  # noqa: E402
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore  # noqa: E402
 from langgraph.store.base.embed import get_text_at_path, tokenize_path  # noqa: E402
+from psycopg.rows import tuple_row  # noqa: E402
+from psycopg.types import TypeInfo  # noqa: E402
 
 from pgmem import aio  # noqa: E402
 from pgmem.blend import DEFAULT_WEIGHT  # noqa: E402
-from pgmem.calls import RETRY_ATTEMPTS, Call, Embed, Query, lost_race, retry_delay, run  # noqa: E402
+from pgmem.calls import (  # noqa: E402
+    RESTORE_SCOPE,
+    RETRY_ATTEMPTS,
+    VECTOR_TYPES,
+    Call,
+    Embed,
+    Finished,
+    Query,
+    advance,
+    lost_race,
+    register_types,
+    retry_delay,
+)
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import (  # noqa: E402
     ConfigError,
@@ -102,6 +123,8 @@ from pgmem.errors import (  # noqa: E402
     ModelMismatchError,
     PgmemError,
     SchemaError,
+    database_error,
+    is_refusal,
 )
 from pgmem.ingest import ingest_turns_call  # noqa: E402
 from pgmem.recall import (  # noqa: E402
@@ -113,7 +136,7 @@ from pgmem.recall import (  # noqa: E402
     recall_vectors_call,
     subject_cosine_for,
 )
-from pgmem.text import check_text, describe, unstorable  # noqa: E402
+from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
 from pgmem.turns import MAX_DEPTH, Turn  # noqa: E402
 
 T = TypeVar("T")
@@ -862,6 +885,72 @@ class _StoreLogic:
             ) from None
 
 
+#: pgvector's types per connection, fetched once (a connection of a pool is reused).
+_TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
+
+
+def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
+    """A statement's error ends the call (the transaction is aborted: no later step could run)."""
+    call.close()
+    return database_error(exc) if is_refusal(exc) or lost_race(exc) else exc
+
+
+def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
+    """Drive a store call inside the transaction its caller opened (so all of it commits or
+    none): one tuple-row cursor for every statement, pgvector's types registered on it once,
+    `pgmem.scope` set only when a step's scope differs from the last one's. No savepoint per
+    statement: the batch is one transaction anyway, and this saves three round trips per step."""
+    scope: str | None = None
+    reply: object = None
+    with conn.cursor(row_factory=tuple_row) as cur:
+        infos = _TYPES.get(conn)
+        if infos is None:
+            infos = _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
+        register_types(cur, infos)
+        while True:
+            step = advance(call, reply, None)
+            if isinstance(step, Finished):
+                return step.value
+            if isinstance(step, Embed):
+                reply = step.vectors()
+                continue
+            try:
+                if step.scope is not None and step.scope != scope:
+                    cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    scope = step.scope
+                cur.execute(step.sql, step.params, binary=True)
+                reply = cur.fetchone() if step.one else cur.fetchall()
+            except psycopg.Error as exc:
+                raise _fail(call, exc) from None
+
+
+async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
+    """`_drive_sync` on an async connection."""
+    scope: str | None = None
+    reply: object = None
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        infos = _TYPES.get(conn)
+        if infos is None:
+            fetched = [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES]
+            infos = _TYPES[conn] = [i for i in fetched if i is not None]
+        register_types(cur, infos)
+        while True:
+            step = advance(call, reply, None)
+            if isinstance(step, Finished):
+                return step.value
+            if isinstance(step, Embed):
+                reply = await aio.embed_step(step)
+                continue
+            try:
+                if step.scope is not None and step.scope != scope:
+                    await cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    scope = step.scope
+                await cur.execute(step.sql, step.params, binary=True)
+                reply = await cur.fetchone() if step.one else await cur.fetchall()
+            except psycopg.Error as exc:
+                raise _fail(call, exc) from None
+
+
 def _driver_error(exc: psycopg.Error) -> PgmemError:
     if isinstance(exc, psycopg.DataError):
         return InputError(" ".join(str(exc).split()))
@@ -966,7 +1055,7 @@ class PgmemStore(_StoreLogic, BaseStore):
         while True:
             try:
                 with self._connection() as conn, conn.transaction():
-                    return run(conn, make())
+                    return _drive_sync(conn, make())
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
@@ -1123,7 +1212,7 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         while True:
             try:
                 async with self._connection() as conn, conn.transaction():
-                    return await aio.run(conn, make())
+                    return await _drive_async(conn, make())
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise

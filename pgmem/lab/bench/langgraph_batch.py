@@ -76,13 +76,13 @@ def _text(i: int, words: int = 40) -> str:
     return " ".join(str(w) for w in rng.choice(WORDS, size=words)) + f" note {i}."
 
 
-def _client_ops(client: int, n: int, batch: int) -> list[list[Any]]:
+def _client_ops(root: str, client: int, n: int, batch: int) -> list[list[Any]]:
     from langgraph.store.base import GetOp, PutOp, SearchOp
 
     ops: list[Any] = []
     for i in range(n):
         key = f"k{(i * (client + 1)) % 50}"
-        ns = ("bench", f"n{i % 3}")
+        ns = (root, f"n{i % 3}")
         kind = i % 10
         if kind < 6:
             ops.append(PutOp(ns, key, {"text": _text(1000 * client + i, 12), "client": client}))
@@ -91,7 +91,7 @@ def _client_ops(client: int, n: int, batch: int) -> list[list[Any]]:
         elif kind == 8:
             ops.append(GetOp(ns, key))
         else:
-            ops.append(SearchOp(("bench",), query=_text(i, 4), limit=5))
+            ops.append(SearchOp((root,), query=_text(i, 4), limit=5))
     return [ops[i : i + batch] for i in range(0, n, batch)]
 
 
@@ -142,9 +142,9 @@ def _stores(url: str, embedder: Any, clients: int) -> dict[str, Callable[[], Abs
     }
 
 
-def _throughput(store: Any, clients: int, ops: int, batch: int) -> dict[str, Any]:
+def _throughput(store: Any, root: str, clients: int, ops: int, batch: int) -> dict[str, Any]:
     errors: list[str] = []
-    plans = [_client_ops(c, ops, batch) for c in range(clients)]
+    plans = [_client_ops(root, c, ops, batch) for c in range(clients)]
 
     def client(c: int) -> None:
         for b in plans[c]:
@@ -208,27 +208,32 @@ def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str) ->
             for store in stores.values():
                 store.setup()
             rows: dict[str, Any] = {name: {} for name in stores}
+            # Each store its own namespaces: one pgmem namespace is pieces or field vectors, not both.
+            roots = {name: f"s{j}" for j, name in enumerate(stores)}
             latency: dict[str, list[float]] = {name: [] for name in stores}
             for i in range(puts):  # side by side, put by put, the order turning
                 names = list(stores)[i % len(stores) :] + list(stores)[: i % len(stores)]
                 for name in names:
                     t = time.perf_counter()
-                    stores[name].put(("latency", "u1"), f"p{i}", {"text": _text(i)})
+                    stores[name].put((roots[name], "latency"), f"p{i}", {"text": _text(i)})
                     latency[name].append(time.perf_counter() - t)
             for name in stores:
                 rows[name]["put"] = _ms(latency[name])
             for name, store in stores.items():
-                rows[name]["throughput"] = _throughput(store, clients, ops, batch)
+                rows[name]["throughput"] = _throughput(store, roots[name], clients, ops, batch)
                 print(name, json.dumps(rows[name]), file=sys.stderr)
     out["stores"] = rows
     return out
 
 
 def _commit() -> str:
+    """The commit of the pgmem being measured (another checkout's, when PYTHONPATH names one)."""
+    import pgmem
+
     try:
         return subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            capture_output=True, text=True, check=True, cwd=Path(__file__).parent,
+            capture_output=True, text=True, check=True, cwd=Path(pgmem.__file__).parent,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
