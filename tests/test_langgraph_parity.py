@@ -594,3 +594,31 @@ def test_a_batch_of_puts_is_embedded_in_one_request_and_unchanged_text_is_not_em
         assert emb.calls == 2
         got = store.get(("e",), "k19")
         assert got is not None and got.value == {"text": "a changed memory"}
+
+
+def test_concurrent_batches_of_field_vectors_do_not_deadlock(app_url: str) -> None:
+    """The field-vector write path (put_item, then put_item_vectors) under 4 clients x 500 ops."""
+    emb = WordEmbeddings()
+    with sync_store(app_url, "pool", index=_vector_index(emb, "inner_product", fields=["text"])) as store:
+        errors: list[BaseException] = []
+
+        def client(c: int) -> None:
+            try:
+                for batch in _client_ops(c, 500):
+                    store.batch(batch)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors, errors[:3]
+        items = store.search(("load",), limit=1000)
+        _check_load(items)
+        found = store.search(("load",), query="apples", limit=1000)
+        assert {(i.namespace, i.key) for i in found} == {(i.namespace, i.key) for i in items}
+        q = emb.vector("apples")
+        for it in found:
+            assert it.score == pytest.approx(expected_score("inner_product", q, emb.vector(it.value["text"])), abs=1e-3)
