@@ -222,6 +222,13 @@ def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str) ->
             for name, store in stores.items():
                 rows[name]["throughput"] = _throughput(store, roots[name], clients, ops, batch)
                 print(name, json.dumps(rows[name]), file=sys.stderr)
+    base = rows.get("PostgresStore")
+    if base:  # each store against PostgresStore of the same run
+        for row in rows.values():
+            row["vs_postgres"] = {
+                "put_p50": round(row["put"]["p50_ms"] / base["put"]["p50_ms"], 2),
+                "ops_per_s": round(row["throughput"]["ops_per_s"] / base["throughput"]["ops_per_s"], 2),
+            }
     out["stores"] = rows
     return out
 
