@@ -3,7 +3,8 @@
 
 Every function here runs the same call as its sync namesake (pgmem.calls: the same SQL, the
 same validation, the same results); only the driver differs. Embedding runs in a worker
-thread, so a local model never blocks the event loop.
+thread, so a local model never blocks the event loop (an embedder with an `aembed`
+coroutine is awaited instead).
 
     import pgmem.aio
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -87,7 +88,7 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             return step.value
         reply, error = None, None
         if isinstance(step, Embed):
-            reply = await asyncio.to_thread(step.vectors)
+            reply = await embed_step(step)
             continue
         try:
             reply = await _execute(conn, step, own)
@@ -96,6 +97,16 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
                 # The caller's transaction lost the race: it is the caller's to run again.
                 raise database_error(exc) from None
             error = exc
+
+
+async def embed_step(step: Embed) -> object:
+    """Run an Embed step without blocking the loop: an embedder with its own coroutine
+    (`aembed`: the LangGraph store's LangChain embeddings) is awaited; any other runs in a
+    worker thread."""
+    aembed = getattr(step.embedder, "aembed", None)
+    if aembed is not None and step.side == "passage":
+        return await aembed(step.texts)
+    return await asyncio.to_thread(step.vectors)
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> object:
@@ -167,6 +178,7 @@ __all__ = [
     "add_documents",
     "add_facts",
     "asynchronous",
+    "embed_step",
     "fact_recall",
     "forget_document",
     "forget_fact",

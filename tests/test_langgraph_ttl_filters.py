@@ -262,10 +262,12 @@ def test_puts_with_ttl_and_the_sweep_beside_forgets(conn: Conn, app_url: str, ad
 @pytest.mark.parametrize(
     ("index", "expect"),
     [
-        ({"dims": 1536, "embed": "openai:text-embedding-3-small"}, "not one of pgmem's embedders"),
+        ({"dims": 1536, "embed": "openai:text-embedding-3-small"}, "langchain is not installed"),
         ({"dims": 1536}, "gives"),
         ({"distance_type": "l2"}, "cosine only"),
-        ({"embed": lambda texts: [[0.0] * 8 for _ in texts]}, "not one of pgmem's embedders"),
+        ({"embed": 42}, "must be a LangChain Embeddings"),
+        ({"distance_type": "hamming"}, "not one of cosine"),
+        ({"ann_index_config": {"vector_type": "bit"}}, "vector or halfvec"),
         ({"fields": ["text"], "typo": 1}, "unknown setting"),
     ],
 )

@@ -22,16 +22,21 @@ Mapping (README, section LangGraph, says the same):
   with `index=False`, or with no text at its paths, is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
-  namespace under the prefix. An item's score is the best raw cosine among its pieces' hits.
-  BaseStore returns one list, so the per-part groups are merged round-robin by part (part 1's
-  best item, part 2's best, ..., then each part's second), each item once at its first place:
-  no part is crowded out by another's stronger hits. The list is therefore not sorted by score.
-  Each part keeps up to `x` hits above `floor`, x growing with `offset + limit`
-  (2 * (offset + limit), at least the store's x, at most 1,000); a `filter` applies to the
-  items those hits name, so a filter that matches few items can return fewer than `limit`.
+  namespace under the prefix. An item's score is the best raw cosine among its pieces' hits,
+  over every part; the results are sorted by score, then namespace and key (stable pages),
+  with no floor unless the store is given one (`floor=`). Each part keeps up to `x` hits,
+  x growing with `offset + limit` (2 * (offset + limit), at least the store's x, at most
+  1,000); the `filter` applies in SQL (`pgmem.store_filter_match`) to the items those hits name.
   Without a query, `search` lists items newest first (`updated_at`), with the filter.
-- `filter` is equality on the value, JSON containment (`value @> filter`); `{"$eq": v}` is
-  accepted, other operators are refused (InputError).
+- With `index={"embed": ...}` of the caller's own (a LangChain `Embeddings`, a function, a
+  `"provider:model"` string), a store works as PostgresStore does: one vector per indexed text
+  (`pgmem.store_vector`, named `path` or `path.i`), scored by `pgmem.store_search` with the
+  config's `distance_type` (cosine similarity, inner product, negated L2 distance; an item
+  scores its best field), every match returned. A namespace holds one model's vectors: another
+  model is a one-line ModelMismatchError, and pgmem's pieces and field vectors never mix in one
+  namespace.
+- `filter`: a plain value is equality; `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte` compare
+  numbers as numbers (`pgmem.store_filter_match`, the rule in SQL).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
@@ -50,8 +55,9 @@ Mapping (README, section LangGraph, says the same):
   (`pgmem.refresh_items`); `start_ttl_sweeper` removes expired items of the directory's
   namespaces every `sweep_interval_minutes` (`pgmem.expire_items`, the path of `delete_item`),
   and a DBA can schedule `pgmem.sweep_expired_items()` from pg_cron instead.
-- Search results are sorted by score (best raw cosine of the item's pieces), then namespace and
-  key, with no floor unless the store is given one (`floor=`).
+- One implementation: every batch is a pgmem call (pgmem.calls: generators of statements and
+  embedding requests); `PgmemStore` drives it on a `Connection` or `ConnectionPool`,
+  `AsyncPgmemStore` on an `AsyncConnection` or `AsyncConnectionPool` (pgmem.aio).
 """
 
 from __future__ import annotations
@@ -62,17 +68,19 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlencode
 
 from pgmem.extras import require
 
 require("langgraph.store.base", "langgraph", "pgmem.integrations.langgraph")
 
+import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
     BaseStore,
@@ -85,20 +93,53 @@ from langgraph.store.base import (  # noqa: E402
     SearchItem,
     SearchOp,
 )
+from langgraph.store.base.batch import AsyncBatchedBaseStore  # noqa: E402
 from langgraph.store.base.embed import get_text_at_path, tokenize_path  # noqa: E402
-from pgvector.psycopg import register_vector  # noqa: E402
 from psycopg.rows import tuple_row  # noqa: E402
+from psycopg.types import TypeInfo  # noqa: E402
 
-from pgmem.calls import RETRY_ATTEMPTS, lost_race, retry_delay  # noqa: E402
-from pgmem.db import scoped  # noqa: E402
+from pgmem import aio  # noqa: E402
+from pgmem.blend import DEFAULT_WEIGHT  # noqa: E402
+from pgmem.calls import (  # noqa: E402
+    RESTORE_SCOPE,
+    RETRY_ATTEMPTS,
+    VECTOR_TYPES,
+    Call,
+    Embed,
+    Finished,
+    Query,
+    advance,
+    lost_race,
+    register_types,
+    retry_delay,
+)
 from pgmem.embedders.base import Embedder  # noqa: E402
-from pgmem.errors import ConfigError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError  # noqa: E402
-from pgmem.ingest import ingest_turns  # noqa: E402
-from pgmem.recall import DEFAULT_MODE, DEFAULT_X, MODES, embed_query, recall_vectors  # noqa: E402
-from pgmem.text import check_text, describe, unstorable  # noqa: E402
+from pgmem.errors import (  # noqa: E402
+    ConfigError,
+    ConflictError,
+    DatabaseError,
+    EmbeddingError,
+    InputError,
+    ModelMismatchError,
+    PgmemError,
+    SchemaError,
+    database_error,
+    is_refusal,
+)
+from pgmem.ingest import ingest_turns_call  # noqa: E402
+from pgmem.recall import (  # noqa: E402
+    DEFAULT_MODE,
+    DEFAULT_X,
+    MODES,
+    blend_query,
+    query_inputs,
+    recall_vectors_call,
+    subject_cosine_for,
+)
+from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
 from pgmem.turns import MAX_DEPTH, Turn  # noqa: E402
 
-Conn = psycopg.Connection[tuple[object, ...]]
+T = TypeVar("T")
 
 #: pgmem's scope names are at most 200 characters (pgmem.scope.scope_id).
 MAX_SCOPE_CHARS = 200
@@ -294,16 +335,639 @@ def conninfo_url(conninfo: str, password: str | None = None) -> str:
     return f"postgresql://{auth}/{db}" + (f"?{query}" if query else "")
 
 
-class PgmemStore(BaseStore):
+#: `index["embed"]` strings that name pgmem's own embedders.
+_PGMEM_EMBEDDERS = {"pgmem:minilm": "local", "pgmem:local": "local", "pgmem:e5": "e5"}
+#: PostgresStore's distance types, scored as it scores them (`pgmem.store_search`).
+DISTANCE_TYPES = ("cosine", "inner_product", "l2")
+_INDEX_KEYS = ("dims", "embed", "fields", "distance_type", "ann_index_config")
+
+
+class FieldEmbedder:
+    """The caller's own embedding (`index["embed"]`: a LangChain `Embeddings`, a sync or async
+    function of a list of texts, or a `"provider:model"` string for LangChain's
+    `init_embeddings`), seen as pgmem's `Embedder`: every indexed text of an item gets one
+    vector, as the model returns it (not normalised: inner_product sees it raw), stored in
+    `pgmem.store_vector` and searched by `pgmem.store_search`. Items and queries alike go through
+    `embed_documents` (`aembed_documents` in the async store), as PostgresStore embeds them."""
+
+    def __init__(self, embed: object, dims: int | None) -> None:
+        from langgraph.store.base.embed import EmbeddingsLambda, ensure_embeddings
+
+        if not (isinstance(embed, str) or callable(embed) or hasattr(embed, "embed_documents")):
+            raise ConfigError(
+                f"index embed must be a LangChain Embeddings, a function of a list of texts or a 'provider:model' "
+                f"string, got {type(embed).__name__}"
+            )
+        if isinstance(embed, str):
+            try:
+                from langchain.embeddings import init_embeddings  # type: ignore[import-not-found]  # noqa: F401
+            except ImportError:
+                raise ConfigError(
+                    f"index embed {embed!r:.60} needs langchain's init_embeddings, and langchain is not installed: "
+                    "pip install 'langchain>=0.3.9' and the provider's package (e.g. langchain-openai), "
+                    "or give an Embeddings object or a function"
+                ) from None
+        try:
+            self.embeddings = ensure_embeddings(embed)  # type: ignore[arg-type]
+        except (ImportError, ValueError, TypeError) as exc:
+            line = " ".join(str(exc).split())
+            raise ConfigError(f"index embed {str(embed)!r:.60} cannot be loaded: {line[:240]}") from None
+        self.model_id = _model_id(embed, self.embeddings)
+        self._dims = dims
+        self.async_only = isinstance(self.embeddings, EmbeddingsLambda) and not hasattr(self.embeddings, "func")
+
+    @property
+    def dims(self) -> int:
+        return self._dims or 0
+
+    @property
+    def max_input_tokens(self) -> int:
+        return 1 << 30  # the caller's model sizes its own inputs
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        try:
+            out = self.embeddings.embed_documents(list(texts))
+        except PgmemError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"index embed failed: {type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+            ) from None
+        return self._matrix(out, len(texts))
+
+    async def aembed(self, texts: Sequence[str]) -> Any:
+        """What pgmem.aio awaits instead of running `embed` in a worker thread."""
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        try:
+            out = await self.embeddings.aembed_documents(list(texts))
+        except PgmemError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"index embed failed: {type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+            ) from None
+        return self._matrix(out, len(texts))
+
+    def _matrix(self, out: object, n: int) -> Any:
+        try:
+            m = np.asarray(out, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbeddingError(f"index embed returned {type(out).__name__}, not a list of {n} vectors") from None
+        if m.ndim != 2 or m.shape[0] != n or m.shape[1] < 1:
+            raise EmbeddingError(f"index embed returned an array of shape {m.shape} for {n} texts")
+        if self._dims and m.shape[1] != self._dims:
+            raise ConfigError(f"index dims is {self._dims}, but index embed {self.model_id} gives {m.shape[1]}")
+        if not np.isfinite(m).all():
+            raise EmbeddingError("index embed returned NaN or infinity")
+        return m
+
+
+def _model_id(embed: object, embeddings: object) -> str:
+    """The name a namespace's field vectors are stored under: the "provider:model" string, or
+    the class (and its model attribute) of an Embeddings, or the function's qualified name."""
+    if isinstance(embed, str):
+        name = embed
+    elif hasattr(embed, "embed_documents"):
+        cls = type(embeddings)
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        name = f"{cls.__module__}.{cls.__qualname__}" + (f":{model}" if isinstance(model, str) and model else "")
+    else:
+        name = f"callable:{getattr(embed, '__module__', '?')}.{getattr(embed, '__qualname__', type(embed).__name__)}"
+    return name[:200]
+
+
+def _resolve_index(
+    index: Mapping[str, Any] | None, embedder: Embedder | None
+) -> tuple[Embedder, FieldEmbedder | None, str]:
+    """(pgmem's embedder, the caller's field embedder or None, the distance type) for an index
+    config: a config pgmem cannot honour is a one-line ConfigError, never a silent substitution."""
+    cfg = dict(index or {})
+    unknown = sorted(str(k) for k in cfg if k not in _INDEX_KEYS)
+    if unknown:
+        raise ConfigError(f"index: unknown setting {unknown[0]!r:.40}; known: {', '.join(_INDEX_KEYS)}")
+    dims = cfg.get("dims")
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= 16000):
+        raise ConfigError(f"index dims must be an integer from 1 to 16000, got {dims!r:.40}")
+    distance = cfg.get("distance_type", "cosine")
+    if distance not in DISTANCE_TYPES:
+        raise ConfigError(f"index distance_type {str(distance)!r:.40} is not one of {', '.join(DISTANCE_TYPES)}")
+    ann = cfg.get("ann_index_config") or {}
+    vector_type = ann.get("vector_type", "vector") if isinstance(ann, Mapping) else None
+    if vector_type not in ("vector", "halfvec"):
+        raise ConfigError(
+            f"index ann_index_config vector_type {str(vector_type)!r:.40}: PgmemStore stores vector or halfvec"
+        )
+    embed = cfg.get("embed")
+    if embed is not None and not (isinstance(embed, str) and embed in _PGMEM_EMBEDDERS):
+        if embedder is not None:
+            raise ConfigError("give index['embed'] or embedder=, not both")
+        fields = FieldEmbedder(embed, dims)
+        return fields, fields, str(distance)
+    if embed is not None:
+        if embedder is not None:
+            raise ConfigError("give index['embed'] or embedder=, not both")
+        if _PGMEM_EMBEDDERS[embed] == "e5":
+            from pgmem.embedders.e5 import E5Embedder
+
+            embedder = E5Embedder()
+    if embedder is None:
+        from pgmem.embedders.local import LocalEmbedder
+
+        embedder = LocalEmbedder()
+    if dims is not None and dims != embedder.dims:
+        raise ConfigError(f"index dims is {dims!r:.20}, but the model {embedder.model_id} gives {embedder.dims}")
+    if distance != "cosine":
+        raise ConfigError(
+            f"index distance_type {str(distance)!r:.40}: pgmem's own pieces score by cosine only; "
+            "give index['embed'] for another distance"
+        )
+    return embedder, None, "cosine"
+
+
+def field_texts(value: Mapping[str, Any], paths: Sequence[str]) -> list[tuple[str, str]]:
+    """(field name, text) of each text an item indexes, named as PostgresStore names them: the
+    path, or `path.i` when the path holds several texts."""
+    out: list[tuple[str, str]] = []
+    for path in paths:
+        texts = get_text_at_path(value, path)
+        for i, text in enumerate(texts):
+            if text.strip():
+                out.append((f"{path}.{i}" if len(texts) > 1 else path, text))
+    return out
+
+
+class _StoreLogic:
+    """What PgmemStore and AsyncPgmemStore share: every batch written once, as pgmem calls
+    (generators of `Query` and `Embed` steps, pgmem.calls), which the sync store drives on a
+    `psycopg.Connection` or `ConnectionPool` and the async store on an `AsyncConnection` or
+    `AsyncConnectionPool`. A batch's reads run in one transaction and its writes in another
+    (run again whole when they lose a race), each with the store's directory set."""
+
+    supports_ttl: bool = True
+    index_config: Any
+    ttl_config: Any
+    _conn: Any
+    _conninfo: str | None
+
+    def _configure(
+        self,
+        *,
+        embedder: Embedder | None,
+        index: Mapping[str, Any] | None,
+        x: int,
+        floor: float,
+        mode: str,
+        max_value_bytes: int,
+        max_search_namespaces: int,
+        directory: str,
+        ttl: Mapping[str, Any] | None,
+    ) -> None:
+        self._ttl = _check_ttl_config(ttl)
+        self.ttl_config = dict(self._ttl) if ttl is not None else None
+        try:
+            check_text(directory, "directory")
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 1 <= len(directory) <= MAX_DIRECTORY_CHARS:
+            raise ConfigError(f"directory must be 1 to {MAX_DIRECTORY_CHARS} characters, got {len(directory)}")
+        self.directory = directory
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+        if not 1 <= x <= 1000:
+            raise ConfigError(f"x must be between 1 and 1000, got {x}")
+        if not -1.0 <= floor <= 1.0:
+            raise ConfigError(f"floor is a raw cosine between -1 and 1, got {floor}")
+        if index is not None and not isinstance(index, Mapping):
+            raise ConfigError(f"index must be a dict (dims, embed, fields, distance_type), got {type(index).__name__}")
+        self.index_config = dict(index) if index is not None else None
+        fields = (index or {}).get("fields") or ["$"]
+        if isinstance(fields, str):
+            fields = [fields]
+        try:
+            self.fields: list[str] = check_index(list(fields)) or ["$"]
+        except (InputError, TypeError) as exc:
+            raise ConfigError(f"index fields: {exc}") from None
+        self.embedder, self.field_embedder, self.distance_type = _resolve_index(index, embedder)
+        self.x, self.floor, self.mode = x, floor, mode
+        self.max_value_bytes = max_value_bytes
+        self.max_search_namespaces = max_search_namespaces
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def _plan(self, ops: Iterable[Op]) -> tuple[list[Op], list[PutOp]]:
+        """Every op checked before anything runs; the writes deduplicated (the last put of a key
+        wins, as in PostgresStore) and in one order, (scope, key), so two batches never take the
+        same items' locks in opposite orders (the lock order: docs/architecture.md)."""
+        ops = list(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            _check_op(op, i, self.max_value_bytes)
+            if isinstance(op, PutOp):
+                puts[(tuple(op.namespace), op.key)] = op
+        writes = [puts[k] for k in sorted(puts, key=lambda k: (namespace_scope(k[0]), k[1]))]
+        return ops, writes
+
+    def _directory(self) -> Query:
+        # Transaction-local, so it holds for every step of the call's transaction.
+        return Query(None, "SELECT set_config('pgmem.store_directory', %s, true)", (self.directory,), one=True)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _reads_call(self, ops: list[Op]) -> Call[list[Result]]:
+        results: list[Result] = [None] * len(ops)
+        if not any(isinstance(op, GetOp | SearchOp | ListNamespacesOp) for op in ops):
+            return results
+        yield self._directory()
+        query_vectors: dict[str, Any] = {}
+        if self.field_embedder is not None:
+            # One embedding request for every query of the batch, as PostgresStore makes it.
+            texts = list(dict.fromkeys(op.query for op in ops if isinstance(op, SearchOp) and op.query))
+            if texts:
+                matrix = yield Embed(self.field_embedder, texts)
+                query_vectors = dict(zip(texts, matrix, strict=True))
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results[i] = yield from self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = yield from self._search(op, query_vectors)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = yield from self._list_namespaces(op)
+        return results
+
+    def _get(self, op: GetOp) -> Call[Item | None]:
+        scope = namespace_scope(op.namespace)
+        row = yield Query(scope, "SELECT * FROM pgmem.store_get(%s, %s)", (scope, op.key), one=True)
+        if row is None:
+            return None
+        if self._refresh(op.refresh_ttl):
+            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]), one=True)
+        r = _row(row)
+        return Item(value=r.value, key=r.key, namespace=r.namespace, created_at=r.created_at, updated_at=r.updated_at)
+
+    def _namespaces_under(self, prefix: tuple[str, ...]) -> Call[list[tuple[str, ...]]]:
+        limit = self.max_search_namespaces
+        rows = yield Query(
+            None,
+            "SELECT pgmem.store_namespaces(%s, prefix => %s, lim => %s)",
+            (self.directory, list(prefix) or None, limit + 1),
+        )
+        found = [tuple(str(x) for x in r[0]) for r in rows]
+        if len(found) > limit:
+            raise InputError(
+                f"namespace prefix {prefix!r:.120} holds more than {limit} namespaces; a search runs one query per "
+                "namespace: search a longer prefix, or raise max_search_namespaces"
+            )
+        return found
+
+    def _search(self, op: SearchOp, query_vectors: Mapping[str, Any]) -> Call[list[SearchItem]]:
+        flt = check_filter(op.filter)
+        namespaces = yield from self._namespaces_under(tuple(op.namespace_prefix))
+        if not namespaces:
+            found: list[SearchItem] = []
+        elif not op.query:
+            found = yield from self._list_items(namespaces, flt, op.limit, op.offset)
+        elif self.field_embedder is not None:
+            found = yield from self._vector_search(namespaces, query_vectors[op.query], flt, op)
+        else:
+            found = yield from self._recall_search(namespaces, flt, op)
+        yield from self._refresh_found(found, op.refresh_ttl)
+        return found
+
+    def _vector_search(
+        self, namespaces: list[tuple[str, ...]], vector: Any, flt: str | None, op: SearchOp
+    ) -> Call[list[SearchItem]]:
+        assert self.field_embedder is not None
+        window = op.offset + op.limit
+        found: list[tuple[float, _ItemRow]] = []
+        for ns in namespaces:
+            scope = namespace_scope(ns)
+            rows = yield Query(
+                scope,
+                """SELECT namespace, item_key, value, created_at, updated_at, score
+                     FROM pgmem.store_search(scope => %s, query => %b::vector, model_id => %s, distance_type => %s,
+                                             filter => %s::jsonb, lim => %s, off => 0)""",
+                (scope, vector, self.field_embedder.model_id, self.distance_type, flt, window),
+            )
+            found.extend((float(r[5]), _row(r)) for r in rows)
+        # Best first; ties by namespace and key, so pages are stable.
+        found.sort(key=lambda sr: (-sr[0], sr[1].namespace, sr[1].key))
+        return [
+            SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=s)
+            for s, r in found[op.offset : window]
+        ]
+
+    def _recall_search(
+        self, namespaces: list[tuple[str, ...]], flt: str | None, op: SearchOp
+    ) -> Call[list[SearchItem]]:
+        assert op.query
+        window = op.offset + op.limit
+        x = min(1000, max(self.x, 2 * window))
+        parts, inputs = query_inputs(op.query)
+        q = blend_query(
+            parts, (yield Embed(self.embedder, inputs, "query")), DEFAULT_WEIGHT, subject_cosine_for(self.embedder)
+        )
+        best: dict[tuple[str, str], float] = {}
+        items: dict[tuple[str, str], _ItemRow] = {}
+        for ns in namespaces:
+            scope = namespace_scope(ns)
+            rec = yield from recall_vectors_call(
+                scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
+                message=op.query, model_id=self.embedder.model_id,
+            )  # fmt: skip
+            threads = sorted({h.thread_id for g in rec.groups for h in g.hits if h.thread_id})
+            if not threads:
+                continue
+            rows = yield Query(
+                scope,
+                """SELECT namespace, item_key, value, created_at, updated_at, thread_id FROM pgmem.store_item
+                    WHERE scope_id = %s AND thread_id = ANY(%s)
+                      AND (expires_at IS NULL OR expires_at > now())
+                      AND pgmem.store_filter_match(value, %s::jsonb)""",
+                (scope, threads, flt),
+            )
+            for row in rows:
+                items[(scope, str(row[5]))] = _row(row)
+            # An item's score: the best raw cosine among its pieces' hits, over every part.
+            for g in rec.groups:
+                for h in g.hits:
+                    ident = (scope, h.thread_id or "")
+                    if ident in items:
+                        best[ident] = max(h.cosine, best.get(ident, -2.0))
+        order = sorted(best, key=lambda ident: (-best[ident], items[ident].namespace, items[ident].key))
+        return [
+            SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=best[ident])
+            for ident in order[op.offset : window]
+            for r in (items[ident],)
+        ]
+
+    def _list_items(
+        self, namespaces: list[tuple[str, ...]], flt: str | None, limit: int, offset: int
+    ) -> Call[list[SearchItem]]:
+        rows: list[_ItemRow] = []
+        for ns in namespaces:
+            scope = namespace_scope(ns)
+            found = yield Query(
+                scope, "SELECT * FROM pgmem.store_list(%s, %s::jsonb, %s, 0)", (scope, flt, offset + limit)
+            )
+            rows.extend(_row(r) for r in found)
+        rows.sort(key=lambda r: (r.updated_at, r.namespace, r.key), reverse=True)
+        return [
+            SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at) for r in rows[offset : offset + limit]
+        ]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Call[list[tuple[str, ...]]]:
+        prefix: list[str] | None = None
+        suffix: list[str] | None = None
+        for cond in op.match_conditions or ():
+            path = list(check_namespace(tuple(cond.path), what="match condition path"))
+            if cond.match_type == "prefix" and prefix is None:
+                prefix = path
+            elif cond.match_type == "suffix" and suffix is None:
+                suffix = path
+            else:
+                raise InputError(
+                    f"match condition {cond.match_type!r:.40}: at most one prefix and one suffix condition"
+                )
+        rows = yield Query(
+            None,
+            "SELECT pgmem.store_namespaces(%s, %s, %s, %s, %s, %s)",
+            (self.directory, prefix, suffix, op.max_depth, op.limit, op.offset),
+        )
+        return [tuple(str(x) for x in r[0]) for r in rows]
+
+    # -- TTL ----------------------------------------------------------------------------------
+
+    def _put_ttl(self, ttl: object) -> float | None:
+        # BaseStore.put has already put the default_ttl in when no ttl was given (NOT_PROVIDED).
+        if _not_provided(ttl):
+            return check_ttl(self._ttl.get("default_ttl"))
+        return check_ttl(ttl)
+
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is None:
+            return bool(self._ttl.get("refresh_on_read", True))
+        return bool(refresh_ttl)
+
+    def _refresh_found(self, found: Sequence[Item], refresh_ttl: bool | None) -> Call[None]:
+        if not found or not self._refresh(refresh_ttl):
+            return
+        by_scope: dict[str, list[str]] = {}
+        for it in found:
+            by_scope.setdefault(namespace_scope(it.namespace), []).append(it.key)
+        for scope, keys in sorted(by_scope.items()):
+            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, sorted(keys)), one=True)
+
+    def _sweep_call(self) -> Call[int]:
+        """Remove the expired items of every namespace of the directory (`pgmem.expire_items`
+        in each namespace's scope); how many went."""
+        yield self._directory()
+        rows = yield Query(None, "SELECT pgmem.store_namespaces(%s, lim => NULL)", (self.directory,))
+        gone = 0
+        for r in rows:
+            scope = namespace_scope(tuple(str(x) for x in r[0]))
+            n = yield Query(scope, "SELECT pgmem.expire_items(%s)", (scope,), one=True)
+            gone += int(n[0]) if n and n[0] is not None else 0
+        return gone
+
+    def _sweep_interval(self, sweep_interval_minutes: float | None) -> float:
+        interval = sweep_interval_minutes or self._ttl.get("sweep_interval_minutes") or 5
+        check_ttl(interval, "sweep_interval_minutes")
+        return float(interval)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _writes_call(self, puts: list[PutOp]) -> Call[None]:
+        """The batch's puts and deletes, in (scope, key) order, in the driver's one transaction.
+        Texts are embedded across the whole batch: a field embedder's in one request before any
+        row is locked; pgmem's through ingest_turns, which skips a turn whose text is unchanged."""
+        yield self._directory()
+        fe = self.field_embedder
+        texts: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        vectors: dict[tuple[str, str], Any] = {}
+        if fe is not None:
+            for op in puts:
+                if op.value is not None and op.index is not False:
+                    found = field_texts(op.value, self.fields if op.index is None else op.index)
+                    if found:
+                        texts[(namespace_scope(op.namespace), op.key)] = found
+            for scope in sorted({s for s, _ in texts}):
+                row = yield Query(scope, "SELECT model_id, dims FROM pgmem.store_vector_model(%s)", (scope,), one=True)
+                if row is not None and row[0] != fe.model_id:
+                    raise ModelMismatchError(
+                        f"namespace scope {scope!r:.80} is embedded with {row[0]}, not {fe.model_id}: open the store "
+                        "with the index config the namespace was written with"
+                    )
+            flat = [t for found in texts.values() for _, t in found]
+            if flat:
+                matrix = yield Embed(fe, flat)
+                at = 0
+                for ident, found in texts.items():
+                    vectors[ident] = matrix[at : at + len(found)]
+                    at += len(found)
+        turns: list[Turn] = []
+        for op in puts:
+            scope = namespace_scope(op.namespace)
+            if op.value is None:
+                yield Query(scope, "SELECT pgmem.delete_item(%s, %s)", (scope, op.key), one=True)
+                continue
+            value = dict(op.value)
+            messages = (
+                [] if fe is not None else item_messages(value, self.fields if op.index is None else (op.index or []))
+            )
+            thread = item_thread(op.key) if messages else None
+            row = yield Query(
+                scope,
+                """SELECT created_at FROM pgmem.put_item(scope => %s, namespace => %s, item_key => %s,
+                                        value => %s::jsonb, thread => %s, ttl_minutes => %s)""",
+                (
+                    scope,
+                    list(op.namespace),
+                    op.key,
+                    check_value(value, max_bytes=self.max_value_bytes),
+                    thread,
+                    self._put_ttl(op.ttl),
+                ),
+                one=True,
+            )
+            assert row is not None
+            if (scope, op.key) in vectors:
+                assert fe is not None
+                yield Query(
+                    scope,
+                    "SELECT pgmem.put_item_vectors(%s, %s, %s, %s, %b::vector[])",
+                    (
+                        scope,
+                        op.key,
+                        fe.model_id,
+                        [p for p, _ in texts[(scope, op.key)]],
+                        list(vectors[(scope, op.key)]),
+                    ),
+                    one=True,
+                )
+            if thread is not None:
+                created = row[0]
+                assert isinstance(created, datetime)
+                turns.append(Turn(scope, thread, 0, created, tuple(messages), origin=f"item {op.key!r:.80}"))
+        if turns:
+            report = yield from ingest_turns_call(turns, self.embedder)
+            if report.failed:
+                raise InputError("; ".join(err for _, err in report.failed[:3]))
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _url(self) -> str:
+        conn = self._conn
+        if self._conninfo:
+            return conninfo_url(self._conninfo)
+        if not isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
+            return conninfo_url(str(conn.conninfo))
+        info = conn.info
+        return conninfo_url(psycopg.conninfo.make_conninfo(**info.get_parameters()), info.password)
+
+    def _setup(self) -> None:
+        from pgmem.migrate import upgrade
+
+        try:
+            upgrade(self._url())
+        except PgmemError:
+            raise
+        except Exception as exc:
+            line = " ".join(str(exc).split())[:300]
+            raise SchemaError(
+                f"setup() could not migrate ({type(exc).__name__}: {line}); run it as the migrating role "
+                "(pgmem_owner or a member), or run `pgmem migrate`"
+            ) from None
+
+
+#: pgvector's types per connection, fetched once (a connection of a pool is reused).
+_TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
+
+
+def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
+    """A statement's error ends the call (the transaction is aborted: no later step could run)."""
+    call.close()
+    return database_error(exc) if is_refusal(exc) or lost_race(exc) else exc
+
+
+def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
+    """Drive a store call inside the transaction its caller opened (so all of it commits or
+    none): one tuple-row cursor for every statement, pgvector's types registered on it once,
+    `pgmem.scope` set only when a step's scope differs from the last one's. No savepoint per
+    statement: the batch is one transaction anyway, and this saves three round trips per step."""
+    scope: str | None = None
+    reply: object = None
+    with conn.cursor(row_factory=tuple_row) as cur:
+        infos = _TYPES.get(conn)
+        if infos is None:
+            infos = _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
+        register_types(cur, infos)
+        while True:
+            step = advance(call, reply, None)
+            if isinstance(step, Finished):
+                return step.value
+            if isinstance(step, Embed):
+                reply = step.vectors()
+                continue
+            try:
+                if step.scope is not None and step.scope != scope:
+                    cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    scope = step.scope
+                cur.execute(step.sql, step.params, binary=True)
+                reply = cur.fetchone() if step.one else cur.fetchall()
+            except psycopg.Error as exc:
+                raise _fail(call, exc) from None
+
+
+async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
+    """`_drive_sync` on an async connection."""
+    scope: str | None = None
+    reply: object = None
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        infos = _TYPES.get(conn)
+        if infos is None:
+            fetched = [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES]
+            infos = _TYPES[conn] = [i for i in fetched if i is not None]
+        register_types(cur, infos)
+        while True:
+            step = advance(call, reply, None)
+            if isinstance(step, Finished):
+                return step.value
+            if isinstance(step, Embed):
+                reply = await aio.embed_step(step)
+                continue
+            try:
+                if step.scope is not None and step.scope != scope:
+                    await cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    scope = step.scope
+                await cur.execute(step.sql, step.params, binary=True)
+                reply = await cur.fetchone() if step.one else await cur.fetchall()
+            except psycopg.Error as exc:
+                raise _fail(call, exc) from None
+
+
+def _driver_error(exc: psycopg.Error) -> PgmemError:
+    if isinstance(exc, psycopg.DataError):
+        return InputError(" ".join(str(exc).split()))
+    return DatabaseError.from_driver(exc)
+
+
+class PgmemStore(_StoreLogic, BaseStore):
     """A LangGraph `BaseStore` whose items live in pgmem: the module docstring has the mapping.
 
-    `conn` is an autocommit psycopg connection with tuple rows (pgmem's default), or a
-    `psycopg_pool.ConnectionPool` of such connections. One connection is used by one batch at a
-    time (a lock); a pool serves concurrent batches. `index={"fields": [...]}` sets the default
-    index paths (LangGraph's syntax; default `["$"]`); `embedder` is pgmem's (default: the local
+    `conn` is a psycopg `Connection` (autocommit, as PostgresStore's; any row factory) or a
+    `psycopg_pool.ConnectionPool`. One connection serves one batch at a time (a lock); a pool
+    serves concurrent batches. `index` is PostgresStore's index config: `fields` (LangGraph's
+    path syntax; default `["$"]`) and, with `embed` (a LangChain `Embeddings`, a function or a
+    `"provider:model"` string), `dims` and `distance_type`, PostgresStore's field vectors and
+    scores; without `embed`, pgmem's own pieces and recall with `embedder` (default: the local
     MiniLM model, the `[local]` extra). `directory` names the namespace directory that
-    `list_namespaces` and prefix searches read and puts write (default `"default"`): stores
-    of different tenants given different names never list each other's namespaces."""
+    `list_namespaces` and prefix searches read and puts write (default `"default"`)."""
 
     supports_ttl: bool = True
 
@@ -323,40 +987,22 @@ class PgmemStore(BaseStore):
         ttl: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self._ttl = _check_ttl_config(ttl)
-        self.ttl_config: Any = dict(self._ttl) if ttl is not None else None
-        self._sweeper: threading.Thread | None = None
-        self._sweep_stop = threading.Event()
-        try:
-            check_text(directory, "directory")
-        except InputError as exc:
-            raise ConfigError(str(exc)) from None
-        if not 1 <= len(directory) <= MAX_DIRECTORY_CHARS:
-            raise ConfigError(f"directory must be 1 to {MAX_DIRECTORY_CHARS} characters, got {len(directory)}")
-        self.directory = directory
-        if mode not in MODES:
-            raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
-        if not 1 <= x <= 1000:
-            raise ConfigError(f"x must be between 1 and 1000, got {x}")
-        if not -1.0 <= floor <= 1.0:
-            raise ConfigError(f"floor is a raw cosine between -1 and 1, got {floor}")
-        self.index_config: dict[str, Any] | None = dict(index) if index is not None else None
-        fields = (index or {}).get("fields") or ["$"]
-        if isinstance(fields, str):
-            fields = [fields]
-        try:
-            self.fields: list[str] = check_index(list(fields)) or ["$"]
-        except InputError as exc:
-            raise ConfigError(f"index fields: {exc}") from None
-        embedder = _index_embedder(index, embedder)
-        self.embedder = embedder
-        self.x, self.floor, self.mode = x, floor, mode
-        self.max_value_bytes = max_value_bytes
-        self.max_search_namespaces = max_search_namespaces
+        self._configure(
+            embedder=embedder, index=index, x=x, floor=floor, mode=mode, max_value_bytes=max_value_bytes,
+            max_search_namespaces=max_search_namespaces, directory=directory, ttl=ttl,
+        )  # fmt: skip
+        if self.field_embedder is not None and self.field_embedder.async_only:
+            raise ConfigError("index embed is an async function: use AsyncPgmemStore, or give a sync one")
+        if isinstance(conn, psycopg.AsyncConnection) or type(conn).__name__ == "AsyncConnectionPool":
+            raise ConfigError(
+                f"PgmemStore takes a Connection or ConnectionPool; for a {type(conn).__name__} use AsyncPgmemStore"
+            )
         self._conn = conn
         self._conninfo = conninfo
         self._is_pool = not isinstance(conn, psycopg.Connection)
         self._lock = threading.Lock()
+        self._sweeper: threading.Thread | None = None
+        self._sweep_stop = threading.Event()
 
     @classmethod
     @contextmanager
@@ -364,12 +1010,14 @@ class PgmemStore(BaseStore):
         cls,
         conn_string: str,
         *,
+        pipeline: bool = False,
         pool_config: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Iterator[PgmemStore]:
-        """A store on a new connection (or, with `pool_config`, a `psycopg_pool.ConnectionPool`:
-        `min_size`, `max_size` and the pool's other arguments), closed on leaving the block.
-        Other keyword arguments are those of `PgmemStore`."""
+        """A store on a new autocommit connection (in pipeline mode with `pipeline=True`), or,
+        with `pool_config`, a `psycopg_pool.ConnectionPool` (`min_size`, `max_size` and the
+        pool's other arguments), closed on leaving the block. Other keyword arguments are
+        PgmemStore's (`index`, `ttl`, ...)."""
         if pool_config is not None:
             pool_mod = require("psycopg_pool", "langgraph", "PgmemStore with a pool")
             pc = dict(pool_config)
@@ -380,258 +1028,68 @@ class PgmemStore(BaseStore):
                 yield cls(pool, conninfo=conn_string, **options)
         else:
             with psycopg.connect(conn_string, autocommit=True) as conn:
-                yield cls(conn, conninfo=conn_string, **options)
+                if pipeline:
+                    with conn.pipeline():
+                        yield cls(conn, conninfo=conn_string, **options)
+                else:
+                    yield cls(conn, conninfo=conn_string, **options)
 
     def setup(self) -> None:
-        """Run pgmem's migrations (`pgmem.migrate.upgrade`) on the store's database. It needs the
-        migrating role (pgmem_owner or a member, or a superuser), not the application's."""
-        from pgmem.migrate import upgrade
-
-        url = self._url()
-        try:
-            upgrade(url)
-        except PgmemError:
-            raise
-        except Exception as exc:
-            line = " ".join(str(exc).split())[:300]
-            raise SchemaError(
-                f"setup() could not migrate ({type(exc).__name__}: {line}); run it as the migrating role "
-                "(pgmem_owner or a member), or run `pgmem migrate`"
-            ) from None
-
-    def _url(self) -> str:
-        if self._conninfo:
-            return conninfo_url(self._conninfo)
-        if self._is_pool:
-            return conninfo_url(str(self._conn.conninfo))
-        info = self._conn.info
-        return conninfo_url(psycopg.conninfo.make_conninfo(**info.get_parameters()), info.password)
+        """Run pgmem's migrations (`pgmem.migrate.upgrade`) on the store's database: a no-op for
+        any login at head; below head it needs the migrating role (pgmem_owner or a member)."""
+        self._setup()
 
     @contextmanager
-    def _connection(self) -> Iterator[Conn]:
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self._is_pool:
             with self._conn.connection() as conn:
-                yield self._ready(conn)
+                yield conn
         else:
             with self._lock:
-                yield self._ready(self._conn)
+                yield self._conn
 
-    @contextmanager
-    def _in_directory(self, conn: Conn) -> Iterator[None]:
-        """A transaction reading and writing the store's directory (set transaction-locally, as
-        `scoped` sets the scope); inside a transaction already open, for the rest of it."""
-        with conn.transaction():
-            conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (self.directory,))
-            yield
-
-    @staticmethod
-    def _ready(conn: Conn) -> Conn:
-        if not conn.autocommit:
-            raise ConfigError("PgmemStore needs autocommit connections (each batch is its own transaction)")
-        if conn.row_factory is not tuple_row:
-            raise ConfigError("PgmemStore needs connections with psycopg's default tuple rows (no row_factory)")
-        if conn.adapters.types.get("vector") is None:
+    def _run(self, make: Callable[[], Call[T]]) -> T:
+        """Drive a call in one transaction of one connection, run again whole (a new call) when
+        it loses a race with a concurrent writer (a deadlock rolls it back whole)."""
+        attempt = 1
+        while True:
             try:
-                register_vector(conn)
-            except psycopg.ProgrammingError:
-                raise SchemaError("pgvector is not installed in this database: call store.setup()") from None
-        return conn
-
-    # -- BaseStore ----------------------------------------------------------------------------
+                with self._connection() as conn, conn.transaction():
+                    return _drive_sync(conn, make())
+            except ConflictError:
+                if attempt >= RETRY_ATTEMPTS:
+                    raise
+            except psycopg.Error as exc:
+                if not lost_race(exc) or attempt >= RETRY_ATTEMPTS:
+                    raise _driver_error(exc) from None
+            time.sleep(retry_delay(attempt))
+            attempt += 1
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run `ops`: reads first (get, search, list_namespaces), then every put and delete in one
-        transaction (all stored, or none when one fails). Every op is checked before anything runs."""
-        ops = list(ops)
-        results: list[Result] = [None] * len(ops)
-        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        for i, op in enumerate(ops):
-            _check_op(op, i, self.max_value_bytes)
-            if isinstance(op, PutOp):
-                puts[(tuple(op.namespace), op.key)] = op  # the last put of a key wins, as in PostgresStore
-        # Writes in one order, (scope, key), so two batches never take the same items' locks in
-        # opposite orders (the lock order: docs/architecture.md).
-        writes = [puts[k] for k in sorted(puts, key=lambda k: (namespace_scope(k[0]), k[1]))]
-        try:
-            with self._connection() as conn:
-                for i, op in enumerate(ops):
-                    if isinstance(op, GetOp):
-                        results[i] = self._get(conn, op)
-                    elif isinstance(op, SearchOp):
-                        results[i] = self._search(conn, op)
-                    elif isinstance(op, ListNamespacesOp):
-                        results[i] = self._list_namespaces(conn, op)
-                if writes:
-                    self._write(conn, writes)
-        except psycopg.DataError as exc:
-            raise InputError(" ".join(str(exc).split())) from None
-        except psycopg.Error as exc:
-            raise DatabaseError.from_driver(exc) from None
+        """Run `ops`: reads first (get, search, list_namespaces, in one transaction), then every
+        put and delete in one transaction (all stored, or none when one fails). Every op is
+        checked before anything runs."""
+        ops, writes = self._plan(ops)
+        results = self._run(lambda: self._reads_call(ops))
+        if writes:
+            self._run(lambda: self._writes_call(writes))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """`batch` in a worker thread (psycopg's sync connection; one implementation)."""
+        """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
+        runs the same calls on an async one)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
 
-    # -- reads --------------------------------------------------------------------------------
-
-    def _get(self, conn: Conn, op: GetOp) -> Item | None:
-        scope = namespace_scope(op.namespace)
-        with scoped(conn, scope):
-            row = conn.execute("SELECT * FROM pgmem.store_get(%s, %s)", (scope, op.key)).fetchone()
-            if row is not None and self._refresh(op.refresh_ttl):
-                conn.execute("SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]))
-        if row is None:
-            return None
-        r = _row(row)
-        return Item(value=r.value, key=r.key, namespace=r.namespace, created_at=r.created_at, updated_at=r.updated_at)
-
-    def _namespaces_under(self, conn: Conn, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
-        limit = self.max_search_namespaces
-        with self._in_directory(conn):
-            rows = conn.execute(
-                "SELECT pgmem.store_namespaces(%s, prefix => %s, lim => %s)",
-                (self.directory, list(prefix) or None, limit + 1),
-            ).fetchall()
-        found = [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
-        if len(found) > limit:
-            raise InputError(
-                f"namespace prefix {prefix!r:.120} holds more than {limit} namespaces; a search runs one recall per "
-                "namespace: search a longer prefix, or raise max_search_namespaces"
-            )
-        return found
-
-    def _search(self, conn: Conn, op: SearchOp) -> list[SearchItem]:
-        flt = check_filter(op.filter)
-        namespaces = self._namespaces_under(conn, tuple(op.namespace_prefix))
-        if not op.query:
-            listed = self._list_items(conn, namespaces, flt, op.limit, op.offset)
-            self._refresh_found(conn, listed, op.refresh_ttl)
-            return listed
-        if not namespaces:
-            return []
-        window = op.offset + op.limit
-        x = min(1000, max(self.x, 2 * window))
-        q = embed_query(op.query, self.embedder)
-        # Per part, the hits of every namespace: (rank, -cosine, scope, thread, cosine).
-        per_part: list[list[tuple[int, float, str, str, float]]] = [[] for _ in q.texts]
-        items: dict[tuple[str, str], _ItemRow] = {}
-        for ns in namespaces:
-            scope = namespace_scope(ns)
-            rec = recall_vectors(
-                conn, scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
-                message=op.query, model_id=self.embedder.model_id,
-            )  # fmt: skip
-            threads = sorted({h.thread_id for g in rec.groups for h in g.hits if h.thread_id})
-            if not threads:
-                continue
-            with scoped(conn, scope):
-                rows = conn.execute(
-                    """SELECT namespace, item_key, value, created_at, updated_at, thread_id FROM pgmem.store_item
-                        WHERE scope_id = %s AND thread_id = ANY(%s)
-                          AND (expires_at IS NULL OR expires_at > now())
-                          AND pgmem.store_filter_match(value, %s::jsonb)""",
-                    (scope, threads, flt),
-                ).fetchall()
-            for row in rows:
-                items[(scope, str(row[5]))] = _row(row)
-            for g in rec.groups:
-                for h in g.hits:
-                    if h.thread_id and (scope, h.thread_id) in items:
-                        per_part[g.part_no - 1].append((h.rank, -h.cosine, scope, h.thread_id, h.cosine))
-        best: dict[tuple[str, str], float] = {}
-        for hits in per_part:
-            hits.sort()
-            for _, _, scope, thread, cos in hits:
-                best[(scope, thread)] = max(cos, best.get((scope, thread), -2.0))
-        # Sorted by score, then namespace and key, so pages are stable.
-        order = sorted(best, key=lambda ident: (-best[ident], items[ident].namespace, items[ident].key))
-        out = []
-        for ident in order[op.offset : window]:
-            r = items[ident]
-            out.append(SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=best[ident]))
-        self._refresh_found(conn, out, op.refresh_ttl)
-        return out
-
-    def _list_items(
-        self, conn: Conn, namespaces: list[tuple[str, ...]], flt: str | None, limit: int, offset: int
-    ) -> list[SearchItem]:
-        rows: list[_ItemRow] = []
-        for ns in namespaces:
-            scope = namespace_scope(ns)
-            with scoped(conn, scope):
-                found = conn.execute(
-                    "SELECT * FROM pgmem.store_list(%s, %s::jsonb, %s, 0)", (scope, flt, offset + limit)
-                ).fetchall()
-            rows.extend(_row(r) for r in found)
-        rows.sort(key=lambda r: (r.updated_at, r.namespace, r.key), reverse=True)
-        page = rows[offset : offset + limit]
-        return [SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at) for r in page]
-
-    def _list_namespaces(self, conn: Conn, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        prefix: list[str] | None = None
-        suffix: list[str] | None = None
-        for cond in op.match_conditions or ():
-            path = list(check_namespace(tuple(cond.path), what="match condition path"))
-            if cond.match_type == "prefix" and prefix is None:
-                prefix = path
-            elif cond.match_type == "suffix" and suffix is None:
-                suffix = path
-            else:
-                raise InputError(
-                    f"match condition {cond.match_type!r:.40}: at most one prefix and one suffix condition"
-                )
-        with self._in_directory(conn):
-            rows = conn.execute(
-                "SELECT pgmem.store_namespaces(%s, %s, %s, %s, %s, %s)",
-                (self.directory, prefix, suffix, op.max_depth, op.limit, op.offset),
-            ).fetchall()
-        return [tuple(str(x) for x in r[0]) for r in rows]  # type: ignore[attr-defined]
-
-    # -- TTL ----------------------------------------------------------------------------------
-
-    def _put_ttl(self, ttl: object) -> float | None:
-        # BaseStore.put has already put the default_ttl in when no ttl was given (NOT_PROVIDED).
-        if _not_provided(ttl):
-            return check_ttl(self._ttl.get("default_ttl"))
-        return check_ttl(ttl)
-
-    def _refresh(self, refresh_ttl: bool | None) -> bool:
-        if refresh_ttl is None:
-            return bool(self._ttl.get("refresh_on_read", True))
-        return bool(refresh_ttl)
-
-    def _refresh_found(self, conn: Conn, found: Sequence[Item], refresh_ttl: bool | None) -> None:
-        if not found or not self._refresh(refresh_ttl):
-            return
-        by_scope: dict[str, list[str]] = {}
-        for it in found:
-            by_scope.setdefault(namespace_scope(it.namespace), []).append(it.key)
-        for scope, keys in sorted(by_scope.items()):
-            with scoped(conn, scope):
-                conn.execute("SELECT pgmem.refresh_items(%s, %s)", (scope, sorted(keys)))
-
     def sweep_ttl(self) -> int:
-        """Remove the expired items of every namespace of the store's directory now
-        (`pgmem.expire_items` in each namespace's scope); returns how many went."""
-        gone = 0
-        with self._connection() as conn:
-            with self._in_directory(conn):
-                rows = conn.execute("SELECT pgmem.store_namespaces(%s, lim => NULL)", (self.directory,)).fetchall()
-            for r in rows:
-                scope = namespace_scope(tuple(str(x) for x in r[0]))  # type: ignore[attr-defined]
-                with scoped(conn, scope):
-                    n = conn.execute("SELECT pgmem.expire_items(%s)", (scope,)).fetchone()
-                gone += int(n[0]) if n and n[0] is not None else 0  # type: ignore[call-overload]
-        return gone
+        """Remove the expired items of every namespace of the store's directory now; how many went."""
+        return self._run(self._sweep_call)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
         """Sweep expired items every `sweep_interval_minutes` (the ttl config's, default 5) in a
         daemon thread until `stop_ttl_sweeper`. Returns a Future that resolves when it stops."""
         from concurrent.futures import Future
 
-        interval = sweep_interval_minutes or self._ttl.get("sweep_interval_minutes") or 5
-        check_ttl(interval, "sweep_interval_minutes")
+        interval = self._sweep_interval(sweep_interval_minutes)
         done: Future[None] = Future()
         if self._sweeper is not None and self._sweeper.is_alive():
             done.set_result(None)
@@ -640,7 +1098,7 @@ class PgmemStore(BaseStore):
 
         def loop() -> None:
             try:
-                while not self._sweep_stop.wait(float(interval) * 60):
+                while not self._sweep_stop.wait(interval * 60):
                     try:
                         self.sweep_ttl()
                     except (PgmemError, psycopg.Error):
@@ -663,93 +1121,155 @@ class PgmemStore(BaseStore):
             self._sweeper = None
         return stopped
 
-    # -- writes -------------------------------------------------------------------------------
 
-    def _write(self, conn: Conn, puts: list[PutOp]) -> None:
-        """The batch's puts and deletes in one transaction, run again when it loses a race with a
-        concurrent writer (a deadlock or serialization failure rolls it back whole)."""
+class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
+    """PgmemStore over a psycopg `AsyncConnection` or `psycopg_pool.AsyncConnectionPool`, with
+    AsyncPostgresStore's constructors and methods (`aput`, `aget`, `asearch`, `adelete`,
+    `alist_namespaces`, `abatch`, async `setup`, `sweep_ttl`, `start_ttl_sweeper`,
+    `stop_ttl_sweeper`): the same calls as PgmemStore, driven by pgmem.aio. Concurrent `aput`
+    and `aget` calls are gathered into one batch (LangGraph's AsyncBatchedBaseStore). The sync
+    methods work from other threads; in the event loop's own thread they raise
+    `asyncio.InvalidStateError`, as AsyncPostgresStore's do. Construct it inside a running loop."""
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        embedder: Embedder | None = None,
+        index: Mapping[str, Any] | None = None,
+        x: int = DEFAULT_X,
+        floor: float = -1.0,
+        mode: str = DEFAULT_MODE,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        max_search_namespaces: int = DEFAULT_MAX_SEARCH_NAMESPACES,
+        conninfo: str | None = None,
+        directory: str = DEFAULT_DIRECTORY,
+        ttl: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()  # first: LangGraph's batching task, which __del__ cancels even when this raises
+        self._configure(
+            embedder=embedder, index=index, x=x, floor=floor, mode=mode, max_value_bytes=max_value_bytes,
+            max_search_namespaces=max_search_namespaces, directory=directory, ttl=ttl,
+        )  # fmt: skip
+        if isinstance(conn, psycopg.Connection) or type(conn).__name__ == "ConnectionPool":
+            raise ConfigError(
+                "AsyncPgmemStore takes an AsyncConnection or AsyncConnectionPool; "
+                f"for a {type(conn).__name__} use PgmemStore"
+            )
+        self._conn = conn
+        self._conninfo = conninfo
+        self._is_pool = not isinstance(conn, psycopg.AsyncConnection)
+        self._alock = asyncio.Lock()
+        self._sweeper_task: asyncio.Task[None] | None = None
+        self._sweep_stop = asyncio.Event()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        pool_config: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> AsyncIterator[AsyncPgmemStore]:
+        """A store on a new autocommit `AsyncConnection` (in pipeline mode with `pipeline=True`),
+        or, with `pool_config`, an `AsyncConnectionPool`, closed on leaving the block."""
+        if pool_config is not None:
+            pool_mod = require("psycopg_pool", "langgraph", "AsyncPgmemStore with a pool")
+            pc = dict(pool_config)
+            kwargs = {"autocommit": True, **(pc.pop("kwargs", None) or {})}
+            async with pool_mod.AsyncConnectionPool(
+                conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs,
+                open=False, **pc,
+            ) as pool:  # fmt: skip
+                yield cls(pool, conninfo=conn_string, **options)
+        else:
+            async with await psycopg.AsyncConnection.connect(conn_string, autocommit=True) as conn:
+                if pipeline:
+                    async with conn.pipeline():
+                        yield cls(conn, conninfo=conn_string, **options)
+                else:
+                    yield cls(conn, conninfo=conn_string, **options)
+
+    async def setup(self) -> None:
+        """`PgmemStore.setup` in a worker thread (alembic is synchronous)."""
+        await asyncio.to_thread(self._setup)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._is_pool:
+            async with self._conn.connection() as conn:
+                yield conn
+        else:
+            async with self._alock:
+                yield self._conn
+
+    async def _arun(self, make: Callable[[], Call[T]]) -> T:
         attempt = 1
         while True:
             try:
-                return self._put(conn, puts)
-            except (psycopg.Error, ConflictError) as exc:
-                if not (lost_race(exc) or isinstance(exc, ConflictError)) or attempt >= RETRY_ATTEMPTS:
+                async with self._connection() as conn, conn.transaction():
+                    return await _drive_async(conn, make())
+            except ConflictError:
+                if attempt >= RETRY_ATTEMPTS:
                     raise
-            time.sleep(retry_delay(attempt))
+            except psycopg.Error as exc:
+                if not lost_race(exc) or attempt >= RETRY_ATTEMPTS:
+                    raise _driver_error(exc) from None
+            await asyncio.sleep(retry_delay(attempt))
             attempt += 1
 
-    def _put(self, conn: Conn, puts: list[PutOp]) -> None:
-        with self._in_directory(conn):
-            turns: list[Turn] = []
-            for op in puts:
-                scope = namespace_scope(op.namespace)
-                if op.value is None:
-                    with scoped(conn, scope):
-                        conn.execute("SELECT pgmem.delete_item(%s, %s)", (scope, op.key))
-                    continue
-                value = dict(op.value)
-                paths = self.fields if op.index is None else (op.index or [])
-                messages = item_messages(value, paths)
-                thread = item_thread(op.key) if messages else None
-                with scoped(conn, scope):
-                    row = conn.execute(
-                        """SELECT created_at FROM pgmem.put_item(scope => %s, namespace => %s, item_key => %s,
-                                                value => %s::jsonb, thread => %s, ttl_minutes => %s)""",
-                        (
-                            scope,
-                            list(op.namespace),
-                            op.key,
-                            check_value(value, max_bytes=self.max_value_bytes),
-                            thread,
-                            self._put_ttl(op.ttl),
-                        ),
-                    ).fetchone()
-                assert row is not None
-                if thread is not None:
-                    created = row[0]
-                    assert isinstance(created, datetime)
-                    turns.append(Turn(scope, thread, 0, created, tuple(messages), origin=f"item {op.key!r:.80}"))
-            if turns:
-                report = ingest_turns(conn, turns, self.embedder)
-                if report.failed:
-                    raise InputError("; ".join(err for _, err in report.failed[:3]))
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """PgmemStore.batch's calls on the async connection or pool."""
+        ops, writes = self._plan(ops)
+        results = await self._arun(lambda: self._reads_call(ops))
+        if writes:
+            await self._arun(lambda: self._writes_call(writes))
+        return results
 
+    async def sweep_ttl(self) -> int:
+        """Remove the expired items of every namespace of the store's directory now; how many went."""
+        return await self._arun(self._sweep_call)
 
-#: `index["embed"]` strings that name pgmem's own embedders.
-_PGMEM_EMBEDDERS = {"pgmem:minilm": "local", "pgmem:local": "local", "pgmem:e5": "e5"}
+    async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
+        """Sweep every `sweep_interval_minutes` (the ttl config's, default 5) in a task of the
+        store's loop until `stop_ttl_sweeper`; returns the task."""
+        interval = self._sweep_interval(sweep_interval_minutes)
+        if self._sweeper_task is not None and not self._sweeper_task.done():
+            return self._sweeper_task
+        self._sweep_stop.clear()
 
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(self._sweep_stop.wait(), timeout=interval * 60)
+                    return
+                except TimeoutError:
+                    pass
+                try:
+                    await self.sweep_ttl()
+                except (PgmemError, psycopg.Error):
+                    continue  # the next sweep tries again; reads never see expired items anyway
 
-def _index_embedder(index: Mapping[str, Any] | None, embedder: Embedder | None) -> Embedder:
-    """The embedder an index config names, checked against its dims and distance_type: a
-    config pgmem cannot honour is a one-line ConfigError, never a silent substitution."""
-    cfg = dict(index or {})
-    unknown = sorted(str(k) for k in cfg if k not in ("dims", "embed", "fields", "distance_type", "ann_index_config"))
-    if unknown:
-        raise ConfigError(f"index: unknown setting {unknown[0]!r:.40}; known: dims, embed, fields, distance_type")
-    embed = cfg.get("embed")
-    if embed is not None:
-        if embedder is not None:
-            raise ConfigError("give index['embed'] or embedder=, not both")
-        if not isinstance(embed, str) or embed not in _PGMEM_EMBEDDERS:
-            raise ConfigError(
-                f"index embed {str(embed)!r:.60} is not one of pgmem's embedders ({', '.join(_PGMEM_EMBEDDERS)}); "
-                "PgmemStore does not embed with LangChain embeddings or callables yet: pass embedder= a pgmem Embedder"
-            )
-        if _PGMEM_EMBEDDERS[embed] == "e5":
-            from pgmem.embedders.e5 import E5Embedder
+        self._sweeper_task = asyncio.get_running_loop().create_task(loop(), name="pgmem-ttl-sweeper")
+        return self._sweeper_task
 
-            embedder = E5Embedder()
-    if embedder is None:
-        from pgmem.embedders.local import LocalEmbedder
-
-        embedder = LocalEmbedder()
-    dims = cfg.get("dims")
-    if dims is not None and dims != embedder.dims:
-        raise ConfigError(f"index dims is {dims!r:.20}, but the model {embedder.model_id} gives {embedder.dims}")
-    distance = cfg.get("distance_type", "cosine")
-    if distance != "cosine":
-        raise ConfigError(f"index distance_type {str(distance)!r:.40}: PgmemStore scores by cosine only")
-    return embedder
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task; True once it has stopped (or none was running)."""
+        task = self._sweeper_task
+        if task is None or task.done():
+            self._sweeper_task = None
+            return True
+        self._sweep_stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            return False
+        self._sweeper_task = None
+        return True
 
 
 def _not_provided(v: object) -> bool:
@@ -823,4 +1343,4 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         raise InputError(f"{where}: not a store operation: {type(op).__name__}")
 
 
-__all__ = ["PgmemStore", "item_thread", "namespace_scope"]
+__all__ = ["AsyncPgmemStore", "FieldEmbedder", "PgmemStore", "item_thread", "namespace_scope"]

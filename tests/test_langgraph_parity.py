@@ -1,0 +1,624 @@
+"""PgmemStore and AsyncPgmemStore held to the behaviours LangGraph's own PostgresStore suites
+check (langgraph-checkpoint-postgres's test_store.py and test_async_store.py, read for what is
+expected; these tests are pgmem's own): batch order, get/put/delete, list_namespaces, search
+with prefix, filters, limit, offset and score, vector search with each index config, TTL, sync,
+pipeline and pool connections, and the async twin of each.
+
+Real Postgres as the application login. Index-config tests embed with `WordEmbeddings`, a real
+LangChain `Embeddings` (words hashed to vectors), so they are fast and deterministic; pgmem's
+default path embeds with the hash embedder of tests/security_helpers.py."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
+
+from pgmem.errors import ConfigError, EmbeddingError, ModelMismatchError, PgmemError
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, namespace_scope
+from tests.security_helpers import HashEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+MODES = ("conn", "pipeline", "pool")
+DISTANCES = ("cosine", "inner_product", "l2")
+
+
+class WordEmbeddings(Embeddings):
+    """Each word (lower case) hashed to a fixed random vector; a text is the sum of its words'
+    vectors, not normalised (so inner product and L2 differ from cosine)."""
+
+    def __init__(self, dims: int = 64, model: str = "words-v1") -> None:
+        self.dims = dims
+        self.model = model
+        self.calls = 0
+        self.texts = 0
+
+    def _word(self, w: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+        seed = int.from_bytes(hashlib.sha256((self.model + w).encode()).digest()[:8], "little")
+        return np.random.default_rng(seed).standard_normal(self.dims)
+
+    def vector(self, text: str) -> list[float]:
+        words = re.findall(r"\w+", text.lower()) or ["<empty>"]
+        return [float(x) for x in np.sum([self._word(w) for w in words], axis=0)]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        self.texts += len(texts)
+        return [self.vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.vector(text)
+
+
+def expected_score(distance: str, query: list[float], doc: list[float]) -> float:
+    q, d = np.asarray(query), np.asarray(doc)
+    if distance == "cosine":
+        return float(q @ d / (np.linalg.norm(q) * np.linalg.norm(d)))
+    if distance == "inner_product":
+        return float(q @ d)
+    return -float(np.linalg.norm(q - d))
+
+
+@contextmanager
+def sync_store(url: str, mode: str, **options: Any) -> Iterator[PgmemStore]:
+    options.setdefault("embedder", None if "index" in options and "embed" in options["index"] else HashEmbedder())
+    if options["embedder"] is None:
+        del options["embedder"]
+    extra: dict[str, Any] = {"pipeline": True} if mode == "pipeline" else {}
+    if mode == "pool":
+        extra = {"pool_config": {"min_size": 1, "max_size": 4}}
+    with PgmemStore.from_conn_string(url, **extra, **options) as store:
+        yield store
+
+
+@asynccontextmanager
+async def async_store(url: str, mode: str, **options: Any) -> AsyncIterator[AsyncPgmemStore]:
+    options.setdefault("embedder", None if "index" in options and "embed" in options["index"] else HashEmbedder())
+    if options["embedder"] is None:
+        del options["embedder"]
+    extra: dict[str, Any] = {"pipeline": True} if mode == "pipeline" else {}
+    if mode == "pool":
+        extra = {"pool_config": {"min_size": 1, "max_size": 4}}
+    async with AsyncPgmemStore.from_conn_string(url, **extra, **options) as store:
+        yield store
+
+
+# -- batch order, get/put/delete, list_namespaces, search: sync and async ----------------------
+
+
+def _batch_ops() -> list[Any]:
+    return [
+        GetOp(("test", "foo"), "key1"),
+        PutOp(("test", "bar"), "key2", {"data": "value2"}),
+        SearchOp(("test",), filter={"data": "value1"}, limit=10, offset=0),
+        ListNamespacesOp(match_conditions=None, max_depth=None, limit=10, offset=0),
+        GetOp(("test",), "key3"),
+    ]
+
+
+def _check_batch(results: Sequence[Any]) -> None:
+    assert len(results) == 5
+    assert isinstance(results[0], Item) and results[0].value == {"data": "value1"} and results[0].key == "key1"
+    assert results[1] is None
+    assert [i.key for i in results[2]] == ["key1"]
+    assert ("test", "foo") in results[3] and ("test", "bar") in results[3]
+    assert results[4] is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batch_results_come_back_in_the_order_of_the_ops(app_url: str, mode: str) -> None:
+    with sync_store(app_url, mode) as store:
+        store.put(("test", "foo"), "key1", {"data": "value1"})
+        store.put(("test", "bar"), "key2", {"data": "value2"})
+        _check_batch(store.batch(_batch_ops()))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_abatch_results_come_back_in_the_order_of_the_ops(app_url: str, mode: str) -> None:
+    async def main() -> None:
+        async with async_store(app_url, mode) as store:
+            await store.aput(("test", "foo"), "key1", {"data": "value1"})
+            await store.aput(("test", "bar"), "key2", {"data": "value2"})
+            _check_batch(await store.abatch(_batch_ops()))
+            again = await store.abatch(
+                [SearchOp(("test",), limit=5), PutOp(("test",), "key3", {"data": "value3"}), GetOp(("test",), "key3")]
+            )
+            assert (
+                isinstance(again[0], list) and len(again[0]) == 2 and again[1] is None and again[2] is None
+            )  # reads run before the writes
+            assert (await store.aget(("test",), "key3")) is not None
+
+    asyncio.run(main())
+
+
+def _namespaces() -> list[tuple[str, ...]]:
+    return [
+        ("test", "documents", "public"),
+        ("test", "documents", "private"),
+        ("test", "images", "public"),
+        ("test", "images", "private"),
+        ("prod", "documents", "public"),
+        ("prod", "documents", "private"),
+    ]
+
+
+def _check_listing(listed: Callable[..., list[tuple[str, ...]]]) -> None:
+    assert sorted(listed()) == sorted(_namespaces())
+    assert sorted(listed(prefix=("test",))) == sorted(n for n in _namespaces() if n[0] == "test")
+    assert sorted(listed(suffix=("public",))) == sorted(n for n in _namespaces() if n[-1] == "public")
+    assert sorted(listed(prefix=("test",), suffix=("private",))) == [
+        ("test", "documents", "private"),
+        ("test", "images", "private"),
+    ]
+    assert sorted(listed(max_depth=2)) == [("prod", "documents"), ("test", "documents"), ("test", "images")]
+    page1, page2 = listed(limit=3), listed(limit=3, offset=3)
+    assert len(page1) == 3 and len(page2) == 3 and not set(page1) & set(page2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_list_namespaces_prefix_suffix_depth_and_pages(app_url: str, mode: str) -> None:
+    with sync_store(app_url, mode) as store:
+        for ns in _namespaces():
+            store.put(ns, "dummy", {"content": "dummy"})
+        _check_listing(store.list_namespaces)
+        for ns in _namespaces():
+            store.delete(ns, "dummy")
+        assert store.list_namespaces() == []
+
+
+def test_alist_namespaces_prefix_suffix_depth_and_pages(app_url: str) -> None:
+    async def main() -> None:
+        async with async_store(app_url, "pool") as store:
+            await asyncio.gather(*(store.aput(ns, "dummy", {"content": "dummy"}) for ns in _namespaces()))
+            results: dict[str, list[tuple[str, ...]]] = {}
+            calls = {
+                "all": {},
+                "test": {"prefix": ("test",)},
+                "public": {"suffix": ("public",)},
+                "depth": {"max_depth": 2},
+            }
+            for name, kw in calls.items():
+                results[name] = await store.alist_namespaces(**kw)  # type: ignore[arg-type]
+            assert sorted(results["all"]) == sorted(_namespaces())
+            assert all(n[0] == "test" for n in results["test"]) and len(results["test"]) == 4
+            assert all(n[-1] == "public" for n in results["public"]) and len(results["public"]) == 3
+            assert sorted(results["depth"]) == [("prod", "documents"), ("test", "documents"), ("test", "images")]
+
+    asyncio.run(main())
+
+
+def _docs() -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    return [
+        (("test", "docs"), "doc1", {"title": "First Doc", "author": "Alice", "score": 2}),
+        (("test", "docs"), "doc2", {"title": "Second Doc", "author": "Bob", "score": 9}),
+        (("test", "images"), "img1", {"title": "Image 1", "author": "Alice", "score": 10}),
+        (("test", "images"), "img2", {"title": "Image 2", "author": "Carol", "score": 11.5}),
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_get_put_delete_and_search_without_a_query(app_url: str, mode: str) -> None:
+    with sync_store(app_url, mode) as store:
+        for ns, key, value in _docs():
+            store.put(ns, key, value)
+        first = store.get(("test", "docs"), "doc1")
+        assert first is not None and first.value["title"] == "First Doc"
+        store.put(("test", "docs"), "doc1", {"title": "Updated", "author": "Alice", "score": 2})
+        again = store.get(("test", "docs"), "doc1")
+        assert again is not None and again.value["title"] == "Updated" and again.updated_at > first.updated_at
+        assert again.created_at == first.created_at
+        assert store.get(("test", "other"), "doc1") is None
+        assert len(store.search(("test",))) == 4
+        assert {i.key for i in store.search(("test", "docs"))} == {"doc1", "doc2"}
+        assert {i.key for i in store.search(("test",), filter={"author": "Alice"})} == {"doc1", "img1"}
+        assert {i.key for i in store.search(("test",), filter={"score": {"$gte": 10}})} == {"img1", "img2"}
+        assert {i.key for i in store.search(("test",), filter={"score": {"$lt": 10}})} == {"doc1", "doc2"}
+        assert {i.key for i in store.search(("test",), filter={"author": {"$ne": "Alice"}})} == {"doc2", "img2"}
+        page1, page2 = store.search(("test",), limit=2), store.search(("test",), limit=2, offset=2)
+        assert len(page1) == 2 and len(page2) == 2 and not {i.key for i in page1} & {i.key for i in page2}
+        assert all(i.score is None for i in page1)
+        store.delete(("test", "docs"), "doc1")
+        assert store.get(("test", "docs"), "doc1") is None
+        assert len(store.search(("test",), limit=10)) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_async_get_put_delete_and_search_without_a_query(app_url: str, mode: str) -> None:
+    async def main() -> None:
+        async with async_store(app_url, mode) as store:
+            for ns, key, value in _docs():
+                await store.aput(ns, key, value)
+            got = await store.aget(("test", "images"), "img2")
+            assert got is not None and got.value["score"] == 11.5
+            assert {i.key for i in await store.asearch(("test",), filter={"score": {"$gt": 9}})} == {"img1", "img2"}
+            assert len(await store.asearch(("test",), limit=2, offset=3)) == 1
+            await store.adelete(("test", "images"), "img2")
+            assert await store.aget(("test", "images"), "img2") is None
+
+    asyncio.run(main())
+
+
+# -- vector search with each index config --------------------------------------------------
+
+
+def _vector_index(emb: Any, distance: str, **extra: Any) -> dict[str, Any]:
+    return {"dims": 64, "embed": emb, "distance_type": distance, **extra}
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_vector_scores_are_postgres_store_s_for_each_distance_type(app_url: str, distance: str) -> None:
+    emb = WordEmbeddings()
+    with sync_store(app_url, "conn", index=_vector_index(emb, distance, fields=["text"])) as store:
+        assert store.index_config is not None and store.index_config["embed"] is emb
+        docs = {"d1": "red apple pie", "d2": "red sports car", "d3": "green apple tree", "d4": "blue car wash"}
+        store.batch([PutOp(("v",), k, {"text": t, "n": i}) for i, (k, t) in enumerate(docs.items())])
+        assert emb.calls == 1 and emb.texts == 4  # one request for the whole batch
+        results = store.search(("v",), query="apple", limit=10)
+        q = emb.vector("apple")
+        want = sorted(((expected_score(distance, q, emb.vector(t)), k) for k, t in docs.items()), reverse=True)
+        assert [r.key for r in results] == [k for _, k in want]
+        for r, (s, _) in zip(results, want, strict=True):
+            assert r.score == pytest.approx(s, rel=1e-4, abs=1e-4)
+        # with a filter, every match, still ranked
+        red = store.search(("v",), query="apple", filter={"text": {"$ne": "blue car wash"}, "n": {"$lte": 1}})
+        assert [r.key for r in red] == [k for _, k in want if k in ("d1", "d2")]
+        # pages are stable
+        page1, page2 = store.search(("v",), query="car", limit=2), store.search(("v",), query="car", limit=2, offset=2)
+        assert [r.key for r in page1 + page2] == [r.key for r in store.search(("v",), query="car", limit=4)]
+
+
+def test_fields_give_one_vector_per_text_and_an_item_scores_its_best_field(app_url: str) -> None:
+    emb = WordEmbeddings()
+    with sync_store(app_url, "pool", index=_vector_index(emb, "cosine", fields=["key0", "key1", "key3"])) as store:
+        store.put(("f",), "doc1", {"key1": "xxx", "key2": "yyy", "key3": "zzz"})  # no key0: not an error
+        store.put(("f",), "doc2", {"key0": "uuu", "key1": "vvv", "key2": "www", "key3": "xxx"})
+        both = store.search(("f",), query="xxx")
+        assert len(both) == 2 and both[0].score == pytest.approx(1.0, abs=1e-4)
+        assert both[1].score == pytest.approx(1.0, abs=1e-4)
+        assert store.search(("f",), query="uuu")[0].key == "doc2"
+        assert store.search(("f",), query="zzz")[0].key == "doc1"
+        assert all((r.score or 0) < 0.9 for r in store.search(("f",), query="www"))  # key2 is not indexed
+        # a put's own index paths, and index=False (a plain row, listed but never a vector hit)
+        store.put(("f",), "doc3", {"key0": "aaa", "key5": "ggg"}, index=["key5"])
+        assert store.search(("f",), query="ggg")[0].key == "doc3"
+        store.put(("f",), "doc4", {"key1": "ggg"}, index=False)
+        assert "doc4" not in {r.key for r in store.search(("f",), query="ggg")}
+        assert "doc4" in {r.key for r in store.search(("f",))}
+        # paths holding several texts are named path.i, as PostgresStore names them
+        store.put(("f",), "doc5", {"key0": ["one", "two"]}, index=["key0[*]"])
+        with psycopg.connect(app_url, autocommit=True) as c, c.transaction():
+            c.execute("SELECT set_config('pgmem.scope', %s, true)", (namespace_scope(("f",)),))
+            rows = c.execute("SELECT field_path FROM pgmem.store_vector WHERE item_key = 'doc5' ORDER BY 1").fetchall()
+        assert rows == [("key0[*].0",), ("key0[*].1",)]
+
+
+def test_an_update_re_embeds_and_a_whole_value_index_embeds_the_json(app_url: str) -> None:
+    emb = WordEmbeddings()
+    with sync_store(app_url, "conn", index=_vector_index(emb, "cosine")) as store:  # fields default: $
+        store.put(("u",), "doc1", {"text": "zany zebra Xerxes"})
+        store.put(("u",), "doc2", {"text": "something about dogs"})
+        before = store.search(("u",), query="zany Xerxes")
+        assert before[0].key == "doc1"
+        store.put(("u",), "doc1", {"text": "new text about dogs"})
+        after = {r.key: r.score for r in store.search(("u",), query="zany Xerxes")}
+        assert (after["doc1"] or 0) < (before[0].score or 0)
+        assert len(store.search(("u",), query="")) == 2  # no query: a listing, no scores
+        assert all(r.score is None for r in store.search(("u",), query=None))
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_async_vector_search_for_each_distance_type(app_url: str, distance: str) -> None:
+    emb = WordEmbeddings()
+
+    async def main() -> None:
+        async with async_store(app_url, "pool", index=_vector_index(emb, distance, fields=["text"])) as store:
+            docs = [
+                ("doc1", "red apple", "red", 4.5),
+                ("doc2", "red car", "red", 3.0),
+                ("doc3", "green apple", "green", 4.0),
+            ]
+            await asyncio.gather(*(store.aput(("t",), k, {"text": t, "color": c, "score": s}) for k, t, c, s in docs))
+            found = await store.asearch(("t",), query="apple", filter={"color": "red"})
+            assert [r.key for r in found][:1] == ["doc1"] and len(found) == 2
+            q = emb.vector("apple")
+            assert found[0].score == pytest.approx(expected_score(distance, q, emb.vector("red apple")), abs=1e-4)
+            assert [
+                r.key
+                for r in await store.asearch(("t",), query="apple", filter={"score": {"$gte": 4.0}, "color": "green"})
+            ] == ["doc3"]
+
+    asyncio.run(main())
+
+
+def test_embed_as_sync_and_async_functions(app_url: str) -> None:
+    emb = WordEmbeddings()
+
+    def sync_fn(texts: list[str]) -> list[list[float]]:
+        return emb.embed_documents(texts)
+
+    async def async_fn(texts: list[str]) -> list[list[float]]:
+        return emb.embed_documents(texts)
+
+    with sync_store(app_url, "conn", index={"dims": 64, "embed": sync_fn, "fields": ["text"]}) as store:
+        store.put(("fn", "sync"), "a", {"text": "the red apple"})
+        assert store.search(("fn", "sync"), query="apple")[0].key == "a"
+    with pytest.raises(ConfigError, match="async function") as err:
+        PgmemStore(psycopg.connect(app_url, autocommit=True), index={"dims": 64, "embed": async_fn})
+    assert "\n" not in str(err.value)
+
+    async def main() -> None:
+        async with async_store(app_url, "conn", index={"dims": 64, "embed": async_fn, "fields": ["text"]}) as store:
+            await store.aput(("fn", "async"), "a", {"text": "the blue car"})
+            assert (await store.asearch(("fn", "async"), query="car"))[0].key == "a"
+
+    asyncio.run(main())
+
+
+def test_another_model_on_a_namespace_is_a_one_line_error_and_nothing_is_stored(app_url: str) -> None:
+    with sync_store(app_url, "conn", index=_vector_index(WordEmbeddings(model="words-v1"), "cosine")) as store:
+        store.put(("m",), "a", {"text": "first"})
+    other = WordEmbeddings(model="words-v2")
+    with sync_store(app_url, "conn", index=_vector_index(other, "cosine")) as store:
+        with pytest.raises(ModelMismatchError, match="words-v1") as err:
+            store.put(("m",), "b", {"text": "second"})
+        assert "\n" not in str(err.value) and other.calls == 0  # refused before embedding
+        with pytest.raises(PgmemError, match="words-v1"):
+            store.search(("m",), query="first")
+        assert store.get(("m",), "b") is None
+    # pgmem's own pieces cannot be mixed into a namespace of field vectors either
+    with sync_store(app_url, "conn") as store, pytest.raises(PgmemError, match="field vectors"):
+        store.put(("m",), "c", {"text": "third"})
+
+
+def test_hostile_embeddings_are_one_line_errors_and_nothing_is_stored(app_url: str) -> None:
+    bad: dict[str, Callable[[list[str]], Any]] = {
+        "shape": lambda texts: [[0.0, 1.0]] * (len(texts) + 1),
+        "nan": lambda texts: [[float("nan")] * 64 for _ in texts],
+        "dims": lambda texts: [[1.0] * 8 for _ in texts],
+        "type": lambda texts: "not vectors",
+        "raises": lambda texts: 1 / 0,
+    }
+    for name, fn in bad.items():
+        with sync_store(app_url, "conn", index={"dims": 64, "embed": fn}) as store:
+            with pytest.raises(PgmemError) as err:
+                store.put(("h", name), "k", {"text": "hello"})
+            assert "\n" not in str(err.value) and isinstance(err.value, EmbeddingError | ConfigError), name
+            assert store.get(("h", name), "k") is None
+    with pytest.raises(ConfigError, match="langchain") as cerr:
+        PgmemStore(
+            psycopg.connect(app_url, autocommit=True), index={"dims": 1536, "embed": "openai:text-embedding-3-small"}
+        )
+    assert "\n" not in str(cerr.value)
+
+
+# -- TTL, async ----------------------------------------------------------------------------
+
+
+def test_async_ttl_refresh_on_read_and_the_sweeper(app_url: str, admin_conn: Conn) -> None:
+    ns = ("ttl", "async")
+
+    def expire(key: str) -> None:
+        admin_conn.execute(
+            "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second' "
+            "WHERE scope_id = %s AND item_key = %s",
+            (namespace_scope(ns), key),
+        )
+
+    def expiry(key: str) -> Any:
+        row = admin_conn.execute(
+            "SELECT expires_at FROM pgmem.store_item WHERE scope_id = %s AND item_key = %s", (namespace_scope(ns), key)
+        ).fetchone()
+        return row[0] if row else None
+
+    async def main() -> None:
+        ttl = {"default_ttl": 60, "refresh_on_read": True, "sweep_interval_minutes": 0.5 / 60}
+        async with async_store(app_url, "pool", ttl=ttl) as store:
+            await store.aput(ns, "a", {"text": "the red apple"})
+            await store.aput(ns, "b", {"text": "the blue car"}, ttl=None)
+            first = expiry("a")
+            await store.aget(ns, "a")
+            assert expiry("a") > first  # refreshed on read
+            moved = expiry("a")
+            await store.aget(ns, "a", refresh_ttl=False)
+            assert expiry("a") == moved
+            expire("a")
+            assert await store.aget(ns, "a") is None  # invisible at once
+            assert [i.key for i in await store.asearch(ns, query="red apple")] == ["b"]
+            task = await store.start_ttl_sweeper()
+            assert (await store.start_ttl_sweeper()) is task
+            for _ in range(100):
+                if expiry("a") is None and admin_conn.execute(
+                    "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (namespace_scope(ns),)
+                ).fetchone() == (1,):
+                    break
+                await asyncio.sleep(0.1)
+            assert admin_conn.execute(
+                "SELECT item_key FROM pgmem.store_item WHERE scope_id = %s", (namespace_scope(ns),)
+            ).fetchall() == [("b",)]
+            assert await store.stop_ttl_sweeper(timeout=5)
+            assert task.done()
+            assert await store.sweep_ttl() == 0
+
+    asyncio.run(main())
+
+
+# -- the async store's sync methods, connections, concurrency -------------------------------
+
+
+def test_async_store_sync_methods_refuse_the_loop_thread_and_work_from_others(app_url: str) -> None:
+    async def main() -> None:
+        async with async_store(app_url, "conn") as store:
+            with pytest.raises(asyncio.InvalidStateError):
+                store.put(("foo", "bar"), "baz", {"val": "baz"})
+            with pytest.raises(asyncio.InvalidStateError):
+                store.batch([GetOp(("foo",), "baz")])
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                await asyncio.wrap_future(pool.submit(store.put, ("foo", "bar"), "baz", {"val": "baz"}))
+                got = await asyncio.wrap_future(pool.submit(store.get, ("foo", "bar"), "baz"))
+                assert got is not None and got.value == {"val": "baz"}
+                assert await asyncio.wrap_future(pool.submit(store.list_namespaces, prefix=("foo",))) == [
+                    ("foo", "bar")
+                ]
+
+    asyncio.run(main())
+
+
+def test_the_stores_refuse_the_other_driver_s_connections(app_url: str) -> None:
+    with psycopg.connect(app_url, autocommit=True) as c, pytest.raises(ConfigError, match="AsyncPgmemStore takes"):
+
+        async def make() -> None:
+            AsyncPgmemStore(c, embedder=HashEmbedder())
+
+        asyncio.run(make())
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as ac:
+            with pytest.raises(ConfigError, match="PgmemStore takes"):
+                PgmemStore(ac, embedder=HashEmbedder())
+
+    asyncio.run(main())
+
+
+def test_a_dict_row_connection_works_as_postgres_store_s_does(app_url: str) -> None:
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(app_url, autocommit=True, row_factory=dict_row) as c:
+        store = PgmemStore(c, embedder=HashEmbedder())
+        store.put(("rows",), "k", {"text": "dict rows"})
+        got = store.get(("rows",), "k")
+        assert got is not None and got.value == {"text": "dict rows"}
+        assert [i.key for i in store.search(("rows",), query="dict rows")] == ["k"]
+
+
+def _client_ops(client: int, n: int) -> list[list[Any]]:
+    """n ops in batches of 100: puts of shared keys (each client in its own order), deletes,
+    gets and searches, so concurrent batches write the same items."""
+    ops: list[Any] = []
+    for i in range(n):
+        key = f"k{(i * (client + 1)) % 50}"
+        ns = ("load", f"n{i % 3}")
+        kind = i % 5
+        if kind < 3:
+            ops.append(PutOp(ns, key, {"text": f"client {client} item {i} about apples", "c": client}))
+        elif kind == 3:
+            ops.append(PutOp(ns, key, None))
+        else:
+            ops.append(GetOp(ns, key) if i % 2 else SearchOp(("load",), query="apples", limit=5))
+    return [ops[i : i + 100] for i in range(0, n, 100)]
+
+
+def _check_load(store_items: list[Any]) -> None:
+    for it in store_items:
+        assert it.value["text"].startswith(f"client {it.value['c']} ")
+
+
+def test_concurrent_batches_through_a_pool_do_not_deadlock(app_url: str) -> None:
+    """4 clients x 2,000 ops, each batch in one transaction, the same keys in every client."""
+    with sync_store(app_url, "pool") as store:
+        errors: list[BaseException] = []
+
+        def client(c: int) -> None:
+            try:
+                for batch in _client_ops(c, 2000):
+                    store.batch(batch)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors, errors[:3]
+        items = store.search(("load",), limit=1000)
+        assert items and len({(i.namespace, i.key) for i in items}) == len(items)
+        _check_load(items)
+        found = store.search(("load",), query="apples", limit=1000)
+        assert {(i.namespace, i.key) for i in found} == {(i.namespace, i.key) for i in items}
+
+
+def test_concurrent_async_clients_through_a_pool_do_not_deadlock(app_url: str) -> None:
+    async def main() -> None:
+        async with async_store(app_url, "pool") as store:
+
+            async def client(c: int) -> None:
+                for batch in _client_ops(c, 2000):
+                    await store.abatch(batch)
+
+            await asyncio.gather(*(client(c) for c in range(4)))
+            # single ops gathered by LangGraph's batching, as test_large_batches_async sends them
+            coros = []
+            for i in range(500):
+                ns = ("load", f"n{i % 2}")
+                coros += [
+                    store.aput(ns, f"g{i}", {"text": f"gathered {i}", "c": -1}),
+                    store.aget(ns, f"g{i}"),
+                    store.asearch(("load",)),
+                    store.adelete(ns, f"g{i}"),
+                ]
+            assert len(await asyncio.gather(*coros)) == 2000
+            items = await store.asearch(("load",), limit=1000)
+            assert not any(i.key.startswith("g") for i in items)
+            for it in items:
+                assert it.value["text"].startswith(f"client {it.value['c']} ")
+
+    asyncio.run(main())
+
+
+# -- embedding across a batch, unchanged text ----------------------------------------------
+
+
+def test_a_batch_of_puts_is_embedded_in_one_request_and_unchanged_text_is_not_embedded_again(app_url: str) -> None:
+    emb = HashEmbedder()
+    with sync_store(app_url, "conn", embedder=emb) as store:
+        ops = [PutOp(("e",), f"k{i}", {"text": f"memory number {i}"}) for i in range(20)]
+        store.batch(ops)
+        assert emb.calls == 1
+        store.batch(ops)  # the same values again: nothing to embed
+        assert emb.calls == 1
+        store.batch([*ops[:19], PutOp(("e",), "k19", {"text": "a changed memory"})])
+        assert emb.calls == 2
+        got = store.get(("e",), "k19")
+        assert got is not None and got.value == {"text": "a changed memory"}
+
+
+def test_concurrent_batches_of_field_vectors_do_not_deadlock(app_url: str) -> None:
+    """The field-vector write path (put_item, then put_item_vectors) under 4 clients x 500 ops."""
+    emb = WordEmbeddings()
+    with sync_store(app_url, "pool", index=_vector_index(emb, "inner_product", fields=["text"])) as store:
+        errors: list[BaseException] = []
+
+        def client(c: int) -> None:
+            try:
+                for batch in _client_ops(c, 500):
+                    store.batch(batch)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors, errors[:3]
+        items = store.search(("load",), limit=1000)
+        _check_load(items)
+        found = store.search(("load",), query="apples", limit=1000)
+        assert {(i.namespace, i.key) for i in found} == {(i.namespace, i.key) for i in items}
+        q = emb.vector("apples")
+        for it in found:
+            assert it.score == pytest.approx(expected_score("inner_product", q, emb.vector(it.value["text"])), abs=1e-3)
