@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.blend import DEFAULT_WEIGHT
+from pgmem.dates import message_window
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
@@ -66,15 +67,16 @@ STORE_CONNECTIONS = 2
 
 @contextmanager
 def eval_connections(
-    url: str, *, word_share: float | None = None, word_weight: float | None = None
+    url: str, *, word_share: float | None = None, word_weight: float | None = None, **more: float | None
 ) -> Iterator[list[Any]]:
     """`STORE_CONNECTIONS` connections to a throwaway evaluation database, each with the
-    hybrid settings of the run and without waiting for the WAL flush on commit."""
+    hybrid settings of the run (`more`: time_weight, word_keep_rank, word_keep_margin) and
+    without waiting for the WAL flush on commit."""
     with ExitStack() as stack:
         conns = [stack.enter_context(connect(url)) for _ in range(STORE_CONNECTIONS)]
         for conn in conns:
             conn.execute("SET synchronous_commit = off")
-            word_settings(conn, word_share, word_weight)
+            word_settings(conn, word_share, word_weight, **more)
         yield conns
 
 
@@ -105,6 +107,8 @@ class Question:
     question: str
     turns: list[Turn]
     gold: frozenset[int]  # turn indexes
+    #: When the question was asked (question_date), the message time of time-aware recall.
+    date: datetime | None = None
 
     @property
     def thread(self) -> str:
@@ -160,7 +164,11 @@ def load_question(path: Path) -> Question | None:
     turns, gold = pair_turns(sessions, dates, thread=qid)
     if not gold:
         return None
-    return Question(qid, str(obj.get("question_type", "")), str(obj["question"]), turns, frozenset(gold))
+    try:
+        asked = parse_date(obj.get("question_date"), f"{path}: question_date")
+    except InputError:
+        asked = None
+    return Question(qid, str(obj.get("question_type", "")), str(obj["question"]), turns, frozenset(gold), asked)
 
 
 def load_dir(path: Path, *, limit: int | None = None, seed: int = 0) -> list[Question]:
@@ -219,6 +227,8 @@ def evaluate_threads(
     label: str = "embedded",
     short_turns: str = "per_role",
     context: str = "mean",
+    times: Sequence[Mapping[str, Any]] | None = None,
+    types: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -230,7 +240,10 @@ def evaluate_threads(
     cache, so nothing is embedded twice), `store` (one transaction per store and method),
     `search` (one `memory_recall` per question and method) and `score`. Returns the
     means (`results`), their bootstrap intervals (`ci`), the per-question values
-    (`per_question`, in the order of `ids`), `timings` (seconds) and the load average."""
+    (`per_question`, in the order of `ids`), `timings` (seconds) and the load average.
+    `times`: per item, memory_recall's time arguments for pgmem's methods; `types`: per
+    item, its question type (top-1 and MRR by type, `by_type`). top1_above_floor is the
+    top-1 of a second search at the floor, which SQL applies (its word-hit exception too)."""
     emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, None)
     clock = Phases(what)
     stores: dict[str, tuple[ConversationStore, Sequence[Turn]]] = {}
@@ -278,18 +291,35 @@ def evaluate_threads(
             done.result()
     clock.lap("store", f"{len(stores)} threads x {len(store_methods(methods))} stored methods")
     per: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
-    for name, question, _, gold in items:
+    for i, (name, question, _, gold) in enumerate(items):
         store = stores[name][0]
         q = store.embed_question(question)
+        kw = times[i] if times is not None else {}
         for m in methods:
-            per[m].append(score_turns(store.search(m, q), gold, floor=floor, depth=depth))
+            scores = score_turns(store.search(m, q, **kw), gold, floor=floor, depth=depth)
+            floored = rank_units(turn_hits(store.search(m, q, floor=floor, **kw)))
+            scores["top1_above_floor"] = top1(floored, gold)
+            if len(stores) > 1:
+                # The question over the next item's own history (a LongMemEval history is about
+                # its own question): nothing there is related, and the floor should hide it all.
+                other = stores[items[(i + 1) % len(items)][0]][0]
+                scores["unrelated_empty"] = float(not other.search(m, q, floor=floor, **kw))
+            per[m].append(scores)
     clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
-    results = {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+    results = {m: {k: mean([r[k] for r in per[m]]) for k in (*METRICS, "unrelated_empty") if k in per[m][0]} for m in methods}
     per_question = {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
+    by_type: dict[str, dict[str, Any]] = {}
+    for t in sorted(set(types or ())):
+        idx = [i for i, u in enumerate(types or ()) if u == t]
+        by_type[t] = {
+            "questions": len(idx),
+            **{m: {k: mean([per[m][i][k] for i in idx]) for k in ("top1", "mrr")} for m in methods},
+        }
     return {
         "results": results,
+        **({"by_type": by_type} if by_type else {}),
         "ci": intervals(per_question),
         "timings": clock.timings,
         "load_average": clock.load,
@@ -361,6 +391,11 @@ def run(
     context: str = "mean",
     haystack: str = "own",
     split: str = "all",
+    dates: bool = True,
+    recency: float | None = None,
+    time_weight: float | None = None,
+    word_keep_rank: int | None = None,
+    word_keep_margin: float | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -371,7 +406,10 @@ def run(
     `pgmem.lab.evaluation.conversations`; `haystack`: each question searches its own
     thread ("own") or every question's turns ("pooled", module docstring); `split`: score only
     the questions of one fixed half (`common.half`), "tune" or "confirm" (a pooled haystack
-    still holds every question's turns)."""
+    still holds every question's turns). `dates`: each question's date is its message time,
+    so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
+    `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
+    `word_keep_margin`: the pgmem.* settings of the same names (None: the defaults)."""
     check_split(split)
     check_methods(methods)
     check_query(query)
@@ -395,10 +433,18 @@ def run(
         )
         for i, q in enumerate(scored)
     ]
+    times = [question_times(q, dates=dates, recency=recency) for q in scored]
     t0 = time.monotonic()
     with (
         temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url,
-        eval_connections(url, word_share=word_share, word_weight=word_weight) as conns,
+        eval_connections(
+            url,
+            word_share=word_share,
+            word_weight=word_weight,
+            time_weight=time_weight,
+            word_keep_rank=word_keep_rank,
+            word_keep_margin=word_keep_margin,
+        ) as conns,
     ):
         out = evaluate_threads(
             conns,
@@ -415,12 +461,24 @@ def run(
             label=label,
             short_turns=short_turns,
             context=context,
+            times=times,
+            types=[q.qtype for q in scored],
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(scored), "split": split, **out}
     if compare:
         result["comparisons"] = compare_methods(result, compare)
     return result
+
+
+def question_times(q: Question, *, dates: bool, recency: float | None) -> dict[str, Any]:
+    """memory_recall's time arguments for a question: the window of its date expressions
+    relative to its date (`dates`), and `recency` when given."""
+    out: dict[str, Any] = {} if recency is None else {"recency": float(recency)}
+    window = message_window(q.question, q.date) if dates else None
+    if window is not None:
+        out["time_from"], out["time_to"] = window.start, window.end
+    return out
 
 
 def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
