@@ -31,7 +31,9 @@ Mapping (README, section LangGraph, says the same):
   items those hits name, so a filter that matches few items can return fewer than `limit`.
   Without a query, `search` lists items newest first (`updated_at`), with the filter.
 - `filter` is equality on the value, JSON containment (`value @> filter`); `{"$eq": v}` is
-  accepted, other operators are refused (InputError).
+  accepted, other operators are refused (InputError). Two reserved keys bound a search with a
+  query by when items were first put: `"$since"` (at or after) and `"$until"` (before), each an
+  ISO 8601 time or a datetime (no zone: UTC); memory_recall applies them (since / until).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
@@ -96,7 +98,7 @@ from pgmem.errors import ConfigError, ConflictError, DatabaseError, InputError, 
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import DEFAULT_MODE, DEFAULT_X, MODES, embed_query, recall_vectors  # noqa: E402
 from pgmem.text import check_text, describe, unstorable  # noqa: E402
-from pgmem.turns import MAX_DEPTH, Turn  # noqa: E402
+from pgmem.turns import MAX_DEPTH, Turn, parse_time  # noqa: E402
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -225,6 +227,15 @@ def check_index(index: object) -> Literal[False] | list[str] | None:
 
 #: The filter operators `pgmem.store_filter_match` knows (the SQL is the rule; this names them early).
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def time_bounds(flt: object) -> tuple[dict[str, datetime], object]:
+    """The filter's reserved `$since` / `$until` keys as recall's since / until, and the rest."""
+    if not isinstance(flt, Mapping) or not ({"$since", "$until"} & set(flt)):
+        return {}, flt
+    rest = {k: v for k, v in flt.items() if k not in ("$since", "$until")}
+    times = {k[1:]: parse_time(flt[k], f"filter {k}") for k in ("$since", "$until") if flt.get(k) is not None}
+    return {k: v for k, v in times.items() if v is not None}, rest
 
 
 def check_filter(flt: object) -> str | None:
@@ -502,7 +513,10 @@ class PgmemStore(BaseStore):
         return found
 
     def _search(self, conn: Conn, op: SearchOp) -> list[SearchItem]:
-        flt = check_filter(op.filter)
+        times, rest = time_bounds(op.filter)
+        flt = check_filter(rest)
+        if times and not op.query:
+            raise InputError("filter $since / $until bound a search with a query; a listing has no turn times")
         namespaces = self._namespaces_under(conn, tuple(op.namespace_prefix))
         if not op.query:
             listed = self._list_items(conn, namespaces, flt, op.limit, op.offset)
@@ -521,6 +535,7 @@ class PgmemStore(BaseStore):
             rec = recall_vectors(
                 conn, scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
                 message=op.query, model_id=self.embedder.model_id,
+                since=times.get("since"), until=times.get("until"),
             )  # fmt: skip
             threads = sorted({h.thread_id for g in rec.groups for h in g.hits if h.thread_id})
             if not threads:
@@ -803,7 +818,7 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         check_namespace(op.namespace_prefix, what="namespace_prefix", allow_empty=True)
         if op.query is not None:
             check_text(op.query, "query")
-        check_filter(op.filter)
+        check_filter(time_bounds(op.filter)[1])
         for name, n in (("limit", op.limit), ("offset", op.offset)):
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise InputError(f"{where}: {name} must be an integer >= 0, got {n!r:.40}")

@@ -596,6 +596,8 @@ DECLARE
     time_weight double precision := coalesce(nullif(current_setting('pgmem.time_weight', true), '')::double precision, 1.0);
     keep_rank integer := coalesce(nullif(current_setting('pgmem.word_keep_rank', true), '')::integer, 0);
     keep_margin double precision := coalesce(nullif(current_setting('pgmem.word_keep_margin', true), '')::double precision, 0.1);
+    -- Recency looks at the part's first recency_depth hits.
+    recency_depth integer := coalesce(nullif(current_setting('pgmem.recency_depth', true), '')::integer, 10);
     -- The window that boosts, within the hard since / until bounds; windowed: there is one.
     w_from timestamptz;
     w_to timestamptz;
@@ -746,14 +748,14 @@ BEGIN
              WHERE (1 - f.dist >= floor OR (f.wrank <= keep_rank AND 1 - f.dist >= floor - keep_margin))
                AND (since IS NULL OR th.turn_time >= since) AND (until IS NULL OR th.turn_time < until)
         ), band AS (
-            -- Recency: among a part's first 10 hits, those whose cosine is within recency of the
+            -- Recency: among a part's first recency_depth hits, those whose cosine is within recency of the
             -- first hit's answer the part alike; they keep the ranks they hold, the most recent
             -- turn taking the best of them (same time or none: the fused order).
             SELECT r.part_no, r.piece_id, r.rnk0,
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.rnk0) AS pos,
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.turn_time DESC NULLS LAST, r.rnk0) AS newest
               FROM ranked r JOIN ranked top ON top.part_no = r.part_no AND top.rnk0 = 1
-             WHERE recency > 0 AND r.rnk0 <= 10 AND abs(top.dist - r.dist) <= recency
+             WHERE recency > 0 AND r.rnk0 <= recency_depth AND abs(top.dist - r.dist) <= recency
         ), reranked AS (
             SELECT r.part_no, r.piece_id, r.dist, r.wrank, coalesce(s.rnk0, r.rnk0) AS rnk
               FROM ranked r

@@ -87,13 +87,16 @@ def word_settings(conn: Conn, word_share: float | None, word_weight: float | Non
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
     settings memory_recall reads; defaults 0.1 and 2), and any of `more` (time_weight,
     word_keep_rank, word_keep_margin: pgmem.<name>), where a value is given."""
-    for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight), *(
-        (f"pgmem.{k}", v) for k, v in more.items())):
+    for name, value in (
+        ("pgmem.word_share", word_share),
+        ("pgmem.word_weight", word_weight),
+        *((f"pgmem.{k}", v) for k, v in more.items()),
+    ):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(f"{name.removeprefix('pgmem.')} must be a number, got {value!r}")
-        text = str(int(value)) if name == "pgmem.word_keep_rank" else str(float(value))
+        text = str(int(value)) if name in ("pgmem.word_keep_rank", "pgmem.recency_depth") else str(float(value))
         conn.execute("SELECT set_config(%s, %s, false)", (name, text))
 
 

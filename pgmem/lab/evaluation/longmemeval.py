@@ -229,6 +229,7 @@ def evaluate_threads(
     context: str = "mean",
     times: Sequence[Mapping[str, Any]] | None = None,
     types: Sequence[str] | None = None,
+    latest: Sequence[frozenset[tuple[str, int]]] | None = None,
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -242,7 +243,9 @@ def evaluate_threads(
     means (`results`), their bootstrap intervals (`ci`), the per-question values
     (`per_question`, in the order of `ids`), `timings` (seconds) and the load average.
     `times`: per item, memory_recall's time arguments for pgmem's methods; `types`: per
-    item, its question type (top-1 and MRR by type, `by_type`). top1_above_floor is the
+    item, its question type (top-1 and MRR by type, `by_type`); `latest`: per item, its gold
+    turns of the latest time (top1_latest: the first hit is one of them, the up-to-date fact of
+    a knowledge update). top1_above_floor is the
     top-1 of a second search at the floor, which SQL applies (its word-hit exception too)."""
     emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, None)
     clock = Phases(what)
@@ -296,9 +299,12 @@ def evaluate_threads(
         q = store.embed_question(question)
         kw = times[i] if times is not None else {}
         for m in methods:
-            scores = score_turns(store.search(m, q, **kw), gold, floor=floor, depth=depth)
+            hits = store.search(m, q, **kw)
+            scores = score_turns(hits, gold, floor=floor, depth=depth)
             floored = rank_units(turn_hits(store.search(m, q, floor=floor, **kw)))
             scores["top1_above_floor"] = top1(floored, gold)
+            if latest is not None:
+                scores["top1_latest"] = top1(rank_units(turn_hits(hits)), latest[i])
             if len(stores) > 1:
                 # The question over the next item's own history (a LongMemEval history is about
                 # its own question): nothing there is related, and the floor should hide it all.
@@ -306,8 +312,16 @@ def evaluate_threads(
                 scores["unrelated_empty"] = float(not other.search(m, q, floor=floor, **kw))
             per[m].append(scores)
     clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
-    results = {m: {k: mean([r[k] for r in per[m]]) for k in (*METRICS, "unrelated_empty") if k in per[m][0]} for m in methods}
-    per_question = {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods}
+    results = {
+        m: {k: mean([r[k] for r in per[m]]) for k in (*METRICS, "unrelated_empty", "top1_latest") if k in per[m][0]}
+        for m in methods
+    }
+    kept = [
+        k
+        for k in (*CI_METRICS, "top1_above_floor", "top1_latest", "unrelated_empty")
+        if per[methods[0]] and k in per[methods[0]][0]
+    ]
+    per_question = {m: {k: [r[k] for r in per[m]] for k in kept} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
     by_type: dict[str, dict[str, Any]] = {}
@@ -315,7 +329,10 @@ def evaluate_threads(
         idx = [i for i, u in enumerate(types or ()) if u == t]
         by_type[t] = {
             "questions": len(idx),
-            **{m: {k: mean([per[m][i][k] for i in idx]) for k in ("top1", "mrr")} for m in methods},
+            **{
+                m: {k: mean([per[m][i][k] for i in idx]) for k in ("top1", "mrr", "top1_latest") if k in per[m][0]}
+                for m in methods
+            },
         }
     return {
         "results": results,
@@ -396,6 +413,7 @@ def run(
     time_weight: float | None = None,
     word_keep_rank: int | None = None,
     word_keep_margin: float | None = None,
+    recency_depth: int | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -444,6 +462,7 @@ def run(
             time_weight=time_weight,
             word_keep_rank=word_keep_rank,
             word_keep_margin=word_keep_margin,
+            recency_depth=recency_depth,
         ) as conns,
     ):
         out = evaluate_threads(
@@ -463,12 +482,19 @@ def run(
             context=context,
             times=times,
             types=[q.qtype for q in scored],
+            latest=[latest_gold(q) for q in scored],
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(scored), "split": split, **out}
     if compare:
         result["comparisons"] = compare_methods(result, compare)
     return result
+
+
+def latest_gold(q: Question) -> frozenset[tuple[str, int]]:
+    """The question's gold turns of the latest time among its gold turns."""
+    last = max((t for t in (q.turns[i].time for i in q.gold) if t is not None), default=None)
+    return frozenset((q.thread, i) for i in q.gold if q.turns[i].time == last)
 
 
 def question_times(q: Question, *, dates: bool, recency: float | None) -> dict[str, Any]:
