@@ -276,7 +276,9 @@ def recall_vectors_call(
     if log:
         row = yield Query(
             scope,
-            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb)",
+            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb"
+            + "".join(f", {k} => %s" for k in times)
+            + ")",
             (
                 scope,
                 message,
@@ -287,6 +289,7 @@ def recall_vectors_call(
                 thread,
                 mode,
                 json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+                *times.values(),
             ),
             one=True,
         )

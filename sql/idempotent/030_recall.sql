@@ -779,7 +779,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb,
                                          timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor; groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (default 2: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 1; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], 0: off) reorders the part''s first pgmem.recency_depth (10) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank (default 1; 0: none) when its cosine is at most pgmem.word_keep_margin (default 0.1) under the floor. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
@@ -977,9 +977,15 @@ $$;
 COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
 'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane) or document (document plane) is no longer stored in the scope.';
 
+-- Before the time arguments.
+DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEMA@.vector[], integer, double precision, text, text, jsonb, jsonb);
+
 CREATE OR REPLACE FUNCTION pgmem.log_recall(scope text, plane text, message text, part_texts text[], part_vectors vector[],
                                             x integer, floor double precision, thread text, mode text, results jsonb,
-                                            metadata_filter jsonb DEFAULT NULL)
+                                            metadata_filter jsonb DEFAULT NULL,
+                                            time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL,
+                                            recency double precision DEFAULT NULL,
+                                            since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -1003,7 +1009,8 @@ BEGIN
     -- What is logged must be replayable: the same checks as the recall it records.
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, log_recall.floor, mode,
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
-                                    metadata_filter => metadata_filter);
+                                    metadata_filter => metadata_filter, time_from => time_from, time_to => time_to,
+                                    since => since, until => until, recency => coalesce(recency, 0));
     -- Lock what the results name, documents then threads (sorted: one order for every writer),
     -- then drop hits forgotten since the recall ran (pgmem._drop_gone_hits).
     PERFORM 1 FROM pgmem.document d
@@ -1019,16 +1026,18 @@ BEGIN
      ORDER BY th.thread_id FOR KEY SHARE;
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
-                                       metadata_filter)
+                                       metadata_filter, time_from, time_to, recency, since, until)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
             log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
-            nullif(log_recall.metadata_filter, '{}'::jsonb))
+            nullif(log_recall.metadata_filter, '{}'::jsonb), log_recall.time_from, log_recall.time_to, log_recall.recency,
+            log_recall.since, log_recall.until)
     RETURNING l.recall_id INTO id;
     RETURN id;
 END
 $$;
-COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb) IS
-'Record a recall request (its metadata filter included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
+COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
+                                      timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
