@@ -35,6 +35,12 @@ _DATE_WORD = re.compile(
     re.IGNORECASE,
 )
 _MAY = re.compile(r"\b(in|of|since|after|during|early|late|mid)\s+may\b|\bmay\s+\d", re.IGNORECASE)
+_WEEKDAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+#: A bare weekday that names a habit, not a day: "on Saturday mornings", "every Monday", "Fridays".
+_HABIT_AFTER = re.compile(r"s\b|\s+(mornings|afternoons|evenings|nights)\b", re.IGNORECASE)
+_HABIT_BEFORE = re.compile(r"\b(every|each)\s+$", re.IGNORECASE)
+#: A bare number or ordinal ("10th", "3"): a count more often than a date.
+_BARE_NUMBER = re.compile(r"(the\s+)?\d+(st|nd|rd|th)?", re.IGNORECASE)
 _SINCE = re.compile(r"\b(since|after|from)\s*$", re.IGNORECASE)
 #: Longest message searched for dates (a long voice message or pasted log: its dates are not
 #: the question's, and dateparser's search is slow on long text).
@@ -89,6 +95,12 @@ def _matches(text: str, base: datetime) -> list[tuple[str, int]]:
         if i < 0:
             continue
         at = i + len(expr)
+        if _BARE_NUMBER.fullmatch(expr.strip()):
+            continue
+        if re.fullmatch(rf"(on\s+)?{_WEEKDAY}", expr.strip(), re.IGNORECASE) and (
+            _HABIT_AFTER.match(text, at) or _HABIT_BEFORE.search(text[max(0, i - 8) : i])
+        ):
+            continue
         if _DATE_WORD.search(expr) or _MAY.search(text[max(0, i - 12) : at + 3]):
             out.append((expr, i))
     return out

@@ -95,3 +95,12 @@ def test_only_the_head_of_a_long_message_is_read() -> None:
 def test_several_expressions_give_the_window_that_spans_them() -> None:
     w = message_window("Did I call Ana yesterday or last Tuesday?", ASKED)
     assert w == Window(day(2023, 5, 23), day(2023, 5, 28))
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What time do I wake up on Saturday mornings?", "I swim every Monday.", "What do I cook on Fridays?",
+     "How did my 10th run go?"],
+)  # fmt: skip
+def test_habits_and_bare_counts_are_no_dates(message: str) -> None:
+    assert message_window(message, ASKED) is None

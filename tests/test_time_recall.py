@@ -234,3 +234,24 @@ def test_recall_vectors_takes_the_window_too(store: Conn, embedder: Embedder) ->
         store, "s", q.texts, q.blended, thread="t1", floor=-1, time_from=at("05-01"), time_to=at("06-01")
     )
     assert turns(r)[0] == 2
+
+
+def test_a_logged_recall_keeps_its_time_arguments(store: Conn, embedder: Embedder) -> None:
+    r = recall(
+        store, "s", "Where did we go hiking?", embedder, thread="t1", floor=-1, log=True,
+        time_from=at("03-01"), time_to=at("04-01"), recency=0.05, until=at("06-01"),
+    )  # fmt: skip
+    assert r.recall_id is not None
+    with scoped(store, "s"):
+        row = store.execute(
+            "SELECT time_from, time_to, recency, since, until FROM pgmem.recall_log WHERE recall_id = %s",
+            (r.recall_id,),
+        ).fetchone()
+    assert row == (at("03-01"), at("04-01"), 0.05, None, at("06-01"))
+    v = embed_query("hiking", embedder).blended[0]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="must be later"), scoped(store, "s"):
+        store.execute(
+            "SELECT pgmem.log_recall('s', 'memory', 'm', ARRAY['m'], ARRAY[%s]::vector[], 5, 0.2, NULL, 'hybrid', "
+            "'[]'::jsonb, since => %s, until => %s)",
+            (v, at("05-01"), at("04-01")),
+        )

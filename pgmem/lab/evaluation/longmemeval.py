@@ -245,8 +245,9 @@ def evaluate_threads(
     `times`: per item, memory_recall's time arguments for pgmem's methods; `types`: per
     item, its question type (top-1 and MRR by type, `by_type`); `latest`: per item, its gold
     turns of the latest time (top1_latest: the first hit is one of them, the up-to-date fact of
-    a knowledge update). top1_above_floor is the
-    top-1 of a second search at the floor, which SQL applies (its word-hit exception too)."""
+    a knowledge update). top1_above_floor counts
+    only the gold turns a second search, at the floor, returns (SQL applies the floor, with its
+    exception for a strong word hit)."""
     emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, None)
     clock = Phases(what)
     stores: dict[str, tuple[ConversationStore, Sequence[Turn]]] = {}
@@ -301,8 +302,10 @@ def evaluate_threads(
         for m in methods:
             hits = store.search(m, q, **kw)
             scores = score_turns(hits, gold, floor=floor, depth=depth)
-            floored = rank_units(turn_hits(store.search(m, q, floor=floor, **kw)))
-            scores["top1_above_floor"] = top1(floored, gold)
+            # Top-1 above the floor: the first hit is gold and the floor keeps it (SQL's floor,
+            # with its exception for a strong word hit).
+            kept = {u.key for u in rank_units(turn_hits(store.search(m, q, floor=floor, **kw)))}
+            scores["top1_above_floor"] = top1(rank_units(turn_hits(hits)), gold & kept)
             if latest is not None:
                 scores["top1_latest"] = top1(rank_units(turn_hits(hits)), latest[i])
             if len(stores) > 1:
