@@ -51,7 +51,7 @@ def test_the_plain_dogs_question_finds_the_dogs_turn(
     the floor keeps a strong word hit (issue 29, item 5)."""
     monkeypatch.setenv("DATABASE_URL", app_url)
     monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
-    assert main(["demo", "--scope", "demo"]) == 0
+    assert main(["demo", "--json", "--scope", "demo"]) == 0
     capsys.readouterr()
     assert main(["recall", "What are my dogs called?", "--scope", "demo", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)["groups"][0]["hits"]

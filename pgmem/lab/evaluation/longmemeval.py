@@ -417,6 +417,7 @@ def run(
     word_keep_rank: int | None = None,
     word_keep_margin: float | None = None,
     recency_depth: int | None = None,
+    types: Sequence[str] | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -430,7 +431,8 @@ def run(
     still holds every question's turns). `dates`: each question's date is its message time,
     so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
     `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
-    `word_keep_margin`: the pgmem.* settings of the same names (None: the defaults)."""
+    `word_keep_margin`: the pgmem.* settings of the same names (None: the defaults); `types`:
+    score only questions of these types (a pooled haystack still holds every question's turns)."""
     check_split(split)
     check_methods(methods)
     check_query(query)
@@ -442,7 +444,9 @@ def run(
     pool = [t for q in questions for t in q.turns]
     if haystack == "pooled" and len({q.thread for q in questions}) < len(questions):
         raise InputError("haystack=pooled needs each question in its own thread (distinct question ids)")
-    scored = [q for q in questions if in_split(q.qid, split)]
+    if isinstance(types, str):
+        types = [types]
+    scored = [q for q in questions if in_split(q.qid, split) and (types is None or q.qtype in types)]
     if not scored:
         raise InputError(f"{path}: no question in the {split} half")
     items = [
