@@ -255,3 +255,12 @@ def test_a_logged_recall_keeps_its_time_arguments(store: Conn, embedder: Embedde
             "'[]'::jsonb, since => %s, until => %s)",
             (v, at("05-01"), at("04-01")),
         )
+
+
+def test_a_time_window_turns_recency_off(store: Conn, embedder: Embedder) -> None:
+    q = "How much does my gym membership cost?"
+    june = recall(
+        store, "s", q, embedder, thread="t2", floor=-1, recency=0.2, time_from=at("06-01"), time_to=at("07-01")
+    )
+    assert turns(june)[0] == 3
+    assert turns(recall(store, "s", q, embedder, thread="t2", floor=-1, recency=0.2))[0] == 4
