@@ -149,11 +149,12 @@ def test_store_search_takes_since_and_until_in_its_filter(conn: Conn, embedder: 
     assert {i.key for i in store.search(("u",), query=q)} == {"heron", "seals"}
     assert {i.key for i in store.search(("u",), query=q, filter={"$since": middle.isoformat()})} == {"seals"}
     assert {i.key for i in store.search(("u",), query=q, filter={"$until": middle})} == {"heron"}
-    for bad, message in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"$since": "last week"}, "ISO 8601"),
         ({"$since": middle, "$until": middle}, "must be later than since"),
         ({"$until": [1]}, "ISO 8601"),
-    ]:
+    ]
+    for bad, message in cases:
         with pytest.raises(InputError, match=message):
             store.search(("u",), query=q, filter=bad)
     with pytest.raises(InputError, match="bound a search with a query"):

@@ -319,12 +319,12 @@ def evaluate_threads(
         m: {k: mean([r[k] for r in per[m]]) for k in (*METRICS, "unrelated_empty", "top1_latest") if k in per[m][0]}
         for m in methods
     }
-    kept = [
+    per_keys = [
         k
         for k in (*CI_METRICS, "top1_above_floor", "top1_latest", "unrelated_empty")
         if per[methods[0]] and k in per[methods[0]][0]
     ]
-    per_question = {m: {k: [r[k] for r in per[m]] for k in kept} for m in methods}
+    per_question = {m: {k: [r[k] for r in per[m]] for k in per_keys} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
     by_type: dict[str, dict[str, Any]] = {}
