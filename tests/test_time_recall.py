@@ -210,13 +210,13 @@ def test_python_passes_bad_values_to_sql_and_gets_one_line(
 
 
 def test_senseless_message_dates_mean_no_window(store: Conn, embedder: Embedder) -> None:
-    plain = turns(recall(store, "s", "Where did we go hiking?", embedder, thread="t1", floor=-1))
     far = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
     for message, when in [
         ("Where did we go hiking in the year 99999?", datetime(2026, 5, 25, tzinfo=UTC)),
         ("Where did we go hiking yesterday?", far),
         ("Where did we go hiking yesterday?", datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))),
     ]:
+        plain = turns(recall(store, "s", message, embedder, thread="t1", floor=-1))
         assert turns(recall(store, "s", message, embedder, thread="t1", floor=-1, message_time=when)) == plain
 
 

@@ -122,7 +122,8 @@ def ingest_command(
     return 1 if failed else 0
 
 
-def print_recall(result: Recall, out: object = sys.stdout) -> None:
+def print_recall(result: Recall, out: object = None) -> None:
+    out = sys.stdout if out is None else out  # read at call time: sys.stdout may be replaced
     for g in result.groups:
         print(f"── part {g.part_no}: {g.part_text}", file=out)  # type: ignore[call-overload]
         if not g.hits:
