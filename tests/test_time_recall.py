@@ -95,12 +95,13 @@ def test_since_and_until_keep_only_the_turns_inside(store: Conn, embedder: Embed
     assert turns(r) == [2]
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "vector"])
 @pytest.mark.parametrize("thread,newest", [("t2", 4), ("t3", 2)])
 def test_recency_ranks_the_latest_of_close_answers_first(
-    store: Conn, embedder: Embedder, thread: str, newest: int
+    store: Conn, embedder: Embedder, thread: str, newest: int, mode: str
 ) -> None:
     q = "How much does my gym membership cost?"
-    r = recall(store, "s", q, embedder, thread=thread, floor=-1, recency=0.2)
+    r = recall(store, "s", q, embedder, thread=thread, floor=-1, recency=0.2, mode=mode)
     assert turns(r)[0] == newest
 
 
