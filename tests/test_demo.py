@@ -42,3 +42,18 @@ def test_demo_refuses_a_bad_scope_in_one_line(
     assert main(["demo", "--scope", scope]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("pgmem: error: --scope") and len(err.splitlines()) == 1, err
+
+
+def test_the_plain_dogs_question_finds_the_dogs_turn(
+    app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dogs turn is the word side's first hit ("dogs") with a raw cosine under MiniLM's floor:
+    the floor keeps a strong word hit (issue 29, item 5)."""
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    assert main(["demo", "--json", "--scope", "demo"]) == 0
+    capsys.readouterr()
+    assert main(["recall", "What are my dogs called?", "--scope", "demo", "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)["groups"][0]["hits"]
+    assert hits and hits[0]["turn_index"] == 5 and hits[0]["word_rank"] == 1
+    assert hits[0]["cosine"] < 0.2  # under the floor, kept for its words

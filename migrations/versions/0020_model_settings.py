@@ -7,7 +7,7 @@ existing one). The functions are sql/idempotent/025_model_settings.sql (`model_s
 their floor to the model's.
 
 Revision ID: 0020
-Revises: 0015
+Revises: 0018
 Create Date: 2026-12-03
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from pgmem.sqlfiles import apply, apply_idempotent
 
 revision = "0020"
-down_revision = "0015"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

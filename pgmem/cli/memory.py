@@ -7,7 +7,9 @@ import hashlib
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
@@ -38,6 +40,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--floor", type=float, default=None, help=f"raw cosine floor (default: the model's; MiniLM {DEFAULT_FLOOR})"
     )
     r.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="hybrid = vector + word search (default)")
+    r.add_argument("--since", metavar="TIME", help="only turns at or after TIME (ISO 8601; no zone: UTC)")
+    r.add_argument("--until", metavar="TIME", help="only turns before TIME (ISO 8601; no zone: UTC)")
+    r.add_argument(
+        "--message-time",
+        metavar="TIME",
+        help="when the message was sent (ISO 8601 or 'now'): its dates ('last Tuesday') then rank turns "
+        "of that time first (the [dates] extra)",
+    )
     r.add_argument("--log", action="store_true", help="log the request for explain/replay in psql")
     r.add_argument(
         "--compare", action="store_true", help="first show what one whole-message vector returns (top x·parts)"
@@ -113,16 +123,17 @@ def ingest_command(
     return 1 if failed else 0
 
 
-def print_recall(result: Recall, out: object = sys.stdout) -> None:
+def print_recall(result: Recall, out: TextIO | None = None) -> None:
+    out = sys.stdout if out is None else out  # read at call time: sys.stdout may be replaced
     for g in result.groups:
-        print(f"── part {g.part_no}: {g.part_text}", file=out)  # type: ignore[call-overload]
+        print(f"── part {g.part_no}: {g.part_text}", file=out)
         if not g.hits:
-            print("   (no memory above the floor)", file=out)  # type: ignore[call-overload]
+            print("   (no memory above the floor)", file=out)
         for h in g.hits:
             body = " ".join(h.body.split())
             if len(body) > 160:
                 body = body[:157] + "..."
-            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body}", file=out)  # type: ignore[call-overload]
+            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body}", file=out)
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -137,7 +148,25 @@ def _recall(args: argparse.Namespace) -> int:
         log=args.log,
         compare=args.compare,
         as_json=args.json,
+        since=_time(args.since, "--since"),
+        until=_time(args.until, "--until"),
+        message_time=_time(args.message_time, "--message-time"),
     )
+
+
+def _time(text: str | None, what: str) -> datetime | None:
+    """An ISO 8601 time (a bare date is its midnight; no zone: UTC), or 'now'."""
+    if text is None:
+        return None
+    if text.strip().lower() == "now":
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(
+            f"{what} must be an ISO 8601 time such as 2026-05-01 or 2026-05-01T09:30+02:00, got {text[:80]!r}"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def recall_command(
@@ -152,6 +181,9 @@ def recall_command(
     log: bool = False,
     compare: bool = False,
     as_json: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    message_time: datetime | None = None,
 ) -> int:
     """`pgmem recall MESSAGE`: the groups on stdout; exit 1 when nothing was searched."""
     from pgmem.recall import recall
@@ -169,6 +201,9 @@ def recall_command(
             mode=mode,
             log=log,
             metadata_filter=metadata_filter,
+            since=since,
+            until=until,
+            message_time=message_time,
         )
         if compare and not as_json:
             from pgmem.recall import whole_message_recall

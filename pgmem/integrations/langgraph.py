@@ -37,6 +37,9 @@ Mapping (README, section LangGraph, says the same):
   namespace.
 - `filter`: a plain value is equality; `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte` compare
   numbers as numbers (`pgmem.store_filter_match`, the rule in SQL).
+  Two reserved keys bound a search with a query through pgmem's pieces by when items were
+  first put: `"$since"` (at or after) and `"$until"` (before), each an ISO 8601 time or a
+  datetime (no zone: UTC); memory_recall applies them (since / until).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
@@ -134,10 +137,9 @@ from pgmem.recall import (  # noqa: E402
     blend_query,
     query_inputs,
     recall_vectors_call,
-    subject_cosine_for,
 )
 from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
-from pgmem.turns import MAX_DEPTH, Turn  # noqa: E402
+from pgmem.turns import MAX_DEPTH, Turn, parse_time  # noqa: E402
 
 T = TypeVar("T")
 
@@ -266,6 +268,15 @@ def check_index(index: object) -> Literal[False] | list[str] | None:
 
 #: The filter operators `pgmem.store_filter_match` knows (the SQL is the rule; this names them early).
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def time_bounds(flt: object) -> tuple[dict[str, datetime], object]:
+    """The filter's reserved `$since` / `$until` keys as recall's since / until, and the rest."""
+    if not isinstance(flt, Mapping) or not ({"$since", "$until"} & set(flt)):
+        return {}, flt
+    rest = {k: v for k, v in flt.items() if k not in ("$since", "$until")}
+    times = {k[1:]: parse_time(flt[k], f"filter {k}") for k in ("$since", "$until") if flt.get(k) is not None}
+    return {k: v for k, v in times.items() if v is not None}, rest
 
 
 def check_filter(flt: object) -> str | None:
@@ -626,7 +637,11 @@ class _StoreLogic:
         return found
 
     def _search(self, op: SearchOp, query_vectors: Mapping[str, Any]) -> Call[list[SearchItem]]:
-        flt = check_filter(op.filter)
+        times, rest = time_bounds(op.filter)
+        flt = check_filter(rest)
+        if times and (not op.query or self.field_embedder is not None):
+            raise InputError("filter $since / $until bound a search with a query through pgmem's pieces; "
+                             "a listing and field vectors have no turn times")  # fmt: skip
         namespaces = yield from self._namespaces_under(tuple(op.namespace_prefix))
         if not namespaces:
             found: list[SearchItem] = []
@@ -635,7 +650,7 @@ class _StoreLogic:
         elif self.field_embedder is not None:
             found = yield from self._vector_search(namespaces, query_vectors[op.query], flt, op)
         else:
-            found = yield from self._recall_search(namespaces, flt, op)
+            found = yield from self._recall_search(namespaces, flt, op, times)
         yield from self._refresh_found(found, op.refresh_ttl)
         return found
 
@@ -663,15 +678,19 @@ class _StoreLogic:
         ]
 
     def _recall_search(
-        self, namespaces: list[tuple[str, ...]], flt: str | None, op: SearchOp
+        self, namespaces: list[tuple[str, ...]], flt: str | None, op: SearchOp, times: Mapping[str, datetime]
     ) -> Call[list[SearchItem]]:
         assert op.query
         window = op.offset + op.limit
         x = min(1000, max(self.x, 2 * window))
         parts, inputs = query_inputs(op.query)
-        q = blend_query(
-            parts, (yield Embed(self.embedder, inputs, "query")), DEFAULT_WEIGHT, subject_cosine_for(self.embedder)
+        vectors = yield Embed(self.embedder, inputs, "query")
+        # The model's subject cosine from the registry, as recall_call reads it.
+        settings = yield Query(
+            None, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (self.embedder.model_id,), one=True
         )
+        subject = None if settings is None or settings[0] is None else float(str(settings[0]))
+        q = blend_query(parts, vectors, DEFAULT_WEIGHT, subject)
         best: dict[tuple[str, str], float] = {}
         items: dict[tuple[str, str], _ItemRow] = {}
         for ns in namespaces:
@@ -679,6 +698,7 @@ class _StoreLogic:
             rec = yield from recall_vectors_call(
                 scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
                 message=op.query, model_id=self.embedder.model_id,
+                since=times.get("since"), until=times.get("until"),
             )  # fmt: skip
             threads = sorted({h.thread_id for g in rec.groups for h in g.hits if h.thread_id})
             if not threads:
@@ -1323,7 +1343,7 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         check_namespace(op.namespace_prefix, what="namespace_prefix", allow_empty=True)
         if op.query is not None:
             check_text(op.query, "query")
-        check_filter(op.filter)
+        check_filter(time_bounds(op.filter)[1])
         for name, n in (("limit", op.limit), ("offset", op.offset)):
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise InputError(f"{where}: {name} must be an integer >= 0, got {n!r:.40}")

@@ -153,6 +153,26 @@ HitsX = Annotated[
     ),
 ]
 
+Since = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["string", "null"]},
+            "description": "Only turns at or after this time (ISO 8601, e.g. 2026-05-01T09:30Z; no zone: UTC).",
+        }
+    ),
+]
+
+Until = Annotated[
+    object,
+    WithJsonSchema(
+        {
+            **{"type": ["string", "null"]},
+            "description": "Only turns before this time (ISO 8601; no zone: UTC).",
+        }
+    ),
+]
+
 Floor = Annotated[
     object,
     WithJsonSchema(
@@ -270,12 +290,26 @@ class Memory:
 
     # -- recall, search_documents ---------------------------------------------------------------
 
-    def recall(self, query: object, thread: object, x: object, floor: object) -> dict[str, Any]:
+    def recall(
+        self, query: object, thread: object, x: object, floor: object, since: object = None, until: object = None
+    ) -> dict[str, Any]:
         q = _query(query)
         th = None if thread is None else check_name(thread, "thread")
         n = _x(x)
         fl = _floor(floor)
-        result = recall(self.conn(), self.scope, q, self.embedder, x=n, floor=fl, thread=th)
+        # The query is asked now: its dates ("yesterday", "last week") rank the turns of then first.
+        result = recall(
+            self.conn(),
+            self.scope,
+            q,
+            self.embedder,
+            x=n,
+            floor=fl,
+            thread=th,
+            message_time=datetime.now(UTC),
+            since=parse_time(since, "since"),
+            until=parse_time(until, "until"),
+        )
         return {
             "query": q,
             "groups": [
@@ -474,7 +508,9 @@ def build_server(memory: Memory) -> MCPServer:
         description=(
             "Recall memory for a message. The message is split into parts (sentences, at most 8); each "
             "part is searched on its own and returns its own group of up to x hits above a cosine floor, "
-            "labelled with the part's text. Groups are never merged: read each group for its part."
+            "labelled with the part's text. Groups are never merged: read each group for its part. "
+            "Dates in the message ('yesterday', 'last week', 'in March') rank the turns of that time first; "
+            "since / until keep only the turns between them."
         ),
         structured_output=True,
         annotations=ToolAnnotations(read_only_hint=True),
@@ -484,8 +520,10 @@ def build_server(memory: Memory) -> MCPServer:
         thread: RecallThread = None,
         x: HitsX = None,
         floor: Floor = None,
+        since: Since = None,
+        until: Until = None,
     ) -> dict[str, Any]:
-        return memory.run("recall", lambda: memory.recall(query, thread, x, floor))
+        return memory.run("recall", lambda: memory.recall(query, thread, x, floor, since, until))
 
     @server.tool(
         description=(

@@ -153,7 +153,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 -- functions, so the caller must be able to run them. The recall functions stay invoker, not
 -- definer, so that pgmem_reader (which never runs definer code) can recall in psql and a
 -- superuser keeps reading any scope; in exchange each of these helpers is safe to call directly:
---   _memory_candidates, _fact_candidates  check their own arguments (pgmem.check_recall_args:
+--   _memory_candidates, _fact_candidates, _window_candidates  check their own arguments (pgmem.check_recall_args:
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
 --       of memory_recall and fact_recall, so a direct call reaches nothing those do not;
 --   _scope_index_name  a pure function of its arguments (an index name), read by
@@ -162,7 +162,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       memory_recall (through distinctive_words) on the hybrid recall path.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_scope_index_name', '_lexeme'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p

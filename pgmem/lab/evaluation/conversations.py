@@ -85,15 +85,21 @@ def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> Qu
     return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
-def word_settings(conn: Conn, word_share: float | None, word_weight: float | None) -> None:
+def word_settings(conn: Conn, word_share: float | None, word_weight: float | None, **more: float | None) -> None:
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
-    settings memory_recall reads; defaults 0.1 and 2) where a value is given."""
-    for name, value in (("pgmem.word_share", word_share), ("pgmem.word_weight", word_weight)):
+    settings memory_recall reads; defaults 0.1 and 2), and any of `more` (time_weight,
+    word_keep_rank, word_keep_margin: pgmem.<name>), where a value is given."""
+    for name, value in (
+        ("pgmem.word_share", word_share),
+        ("pgmem.word_weight", word_weight),
+        *((f"pgmem.{k}", v) for k, v in more.items()),
+    ):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(f"{name.removeprefix('pgmem.')} must be a number, got {value!r}")
-        conn.execute("SELECT set_config(%s, %s, false)", (name, str(float(value))))
+        text = str(int(value)) if name in ("pgmem.word_keep_rank", "pgmem.recency_depth") else str(float(value))
+        conn.execute("SELECT set_config(%s, %s, false)", (name, text))
 
 
 def check_methods(methods: Sequence[str]) -> None:
@@ -438,8 +444,11 @@ class ConversationStore:
         q = embed_query(question, self.embedder, weight=self.weight, merge=False)
         return query_variant(q, self.query, subject_cosine_for(self.embedder))
 
-    def search(self, method: str, q: QueryParts, *, thread: str | None = None) -> list[ScoredHit[UnitKey]]:
-        """The method's hits for a query, each keyed by (thread, turn, messages)."""
+    def search(
+        self, method: str, q: QueryParts, *, thread: str | None = None, floor: float = -1.0, **times: Any
+    ) -> list[ScoredHit[UnitKey]]:
+        """The method's hits for a query, each keyed by (thread, turn, messages). `times`:
+        memory_recall's time arguments (time_from, time_to, recency), for pgmem's methods."""
         scope = self.scope(method)
         if method in BASELINES:
             texts, vecs, mode = [q.texts[-1] if len(q.texts) == 1 else " ".join(q.texts)], q.whole[None, :], "vector"
@@ -447,7 +456,9 @@ class ConversationStore:
             texts, vecs, mode = q.texts, q.raw, "vector"
         else:
             texts, vecs, mode = q.texts, q.blended, "hybrid" if method == "hybrid" else "vector"
-        result = recall_vectors(self.conn, scope, texts, vecs, x=self.x, floor=-1.0, thread=thread, mode=mode)
+        if method in ("whole_turn", "per_message", "fixed_chunks", "pieces"):
+            times = {}
+        result = recall_vectors(self.conn, scope, texts, vecs, x=self.x, floor=floor, thread=thread, mode=mode, **times)
         mapping = self._piece_messages[scope]
         return [
             ScoredHit(g.part_no, h.rank, h.cosine, mapping[h.piece_id])

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.blend import DEFAULT_WEIGHT
+from pgmem.dates import message_window
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
@@ -77,15 +78,16 @@ STORE_CONNECTIONS = 2
 
 @contextmanager
 def eval_connections(
-    url: str, *, word_share: float | None = None, word_weight: float | None = None
+    url: str, *, word_share: float | None = None, word_weight: float | None = None, **more: float | None
 ) -> Iterator[list[Any]]:
     """`STORE_CONNECTIONS` connections to a throwaway evaluation database, each with the
-    hybrid settings of the run and without waiting for the WAL flush on commit."""
+    hybrid settings of the run (`more`: time_weight, word_keep_rank, word_keep_margin) and
+    without waiting for the WAL flush on commit."""
     with ExitStack() as stack:
         conns = [stack.enter_context(connect(url)) for _ in range(STORE_CONNECTIONS)]
         for conn in conns:
             conn.execute("SET synchronous_commit = off")
-            word_settings(conn, word_share, word_weight)
+            word_settings(conn, word_share, word_weight, **more)
         yield conns
 
 
@@ -123,6 +125,8 @@ class Question:
     user_turns: frozenset[int] = frozenset()
     user_gold: frozenset[int] = frozenset()
     session_gold: frozenset[int] = frozenset()
+    #: When the question was asked (question_date), the message time of time-aware recall.
+    date: datetime | None = None
 
     @property
     def thread(self) -> str:
@@ -249,6 +253,10 @@ def load_question(path: Path) -> Question | None:
     paired = pair_turns(sessions, dates, thread=qid)
     if not paired.gold:
         return None
+    try:
+        asked = parse_date(obj.get("question_date"), f"{path}: question_date")
+    except InputError:
+        asked = None
     ids, answer_ids = obj.get("haystack_session_ids"), obj.get("answer_session_ids")
     session_gold = (
         frozenset(i for i, sid in enumerate(ids) if sid in set(answer_ids))
@@ -265,6 +273,7 @@ def load_question(path: Path) -> Question | None:
         paired.user_turns,
         paired.user_gold,
         session_gold,
+        asked,
     )
 
 
@@ -324,7 +333,9 @@ def evaluate_threads(
     short_turns: str = "per_role",
     context: str = "mean",
     levels: Sequence[Levels] | None = None,
+    times: Sequence[Mapping[str, Any]] | None = None,
     types: Sequence[str] | None = None,
+    latest: Sequence[frozenset[tuple[str, int]]] | None = None,
 ) -> dict[str, Any]:
     """Shared by LongMemEval and LoCoMo: items are (store name, question, turns, gold
     (thread, turn) keys); a store is ingested once and reused by the questions after it.
@@ -338,7 +349,13 @@ def evaluate_threads(
     cache, so nothing is embedded twice), `store` (one transaction per store and method),
     `search` (one `memory_recall` per question and method) and `score`. Returns the
     means (`results`), their bootstrap intervals (`ci`), the per-question values
-    (`per_question`, in the order of `ids`), `timings` (seconds) and the load average."""
+    (`per_question`, in the order of `ids`), `timings` (seconds) and the load average.
+    `times`: per item, memory_recall's time arguments for pgmem's methods; `types`: per
+    item, its question type (top-1 and MRR by type, `by_type`); `latest`: per item, its gold
+    turns of the latest time (top1_latest: the first hit is one of them, the up-to-date fact of
+    a knowledge update). top1_above_floor counts
+    only the gold turns a second search, at the floor, returns (SQL applies the floor, with its
+    exception for a strong word hit)."""
     emb = embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder, None)
     clock = Phases(what)
     stores: dict[str, tuple[ConversationStore, Sequence[Turn]]] = {}
@@ -390,13 +407,30 @@ def evaluate_threads(
     for i, (name, question, _, gold) in enumerate(items):
         store = stores[name][0]
         q = store.embed_question(question)
+        kw = times[i] if times is not None else {}
         for m in methods:
-            ranked = rank_units(turn_hits(store.search(m, q)))
-            per[m].append(score_turns(ranked, gold, floor=floor, depth=depth))
+            hits = store.search(m, q, **kw)
+            ranked = rank_units(turn_hits(hits))
+            scores = score_turns(ranked, gold, floor=floor, depth=depth)
+            # Top-1 above the floor: the first hit is gold and the floor keeps it (SQL's floor,
+            # with its exception for a strong word hit).
+            kept = {u.key for u in rank_units(turn_hits(store.search(m, q, floor=floor, **kw)))}
+            scores["top1_above_floor"] = top1(ranked, gold & kept)
+            if latest is not None:
+                scores["top1_latest"] = top1(ranked, latest[i])
+            if len(stores) > 1:
+                # The question over the next item's own history (a LongMemEval history is about
+                # its own question): nothing there is related, and the floor should hide it all.
+                other = stores[items[(i + 1) % len(items)][0]][0]
+                scores["unrelated_empty"] = float(not other.search(m, q, floor=floor, **kw))
+            per[m].append(scores)
             if levels is not None:
                 lme[m].append(levels[i].scores(ranked))
     clock.lap("search", f"{len(items)} questions x {len(methods)} methods")
-    results = {m: {k: mean([r[k] for r in per[m]]) for k in METRICS} for m in methods}
+    results = {
+        m: {k: mean([r[k] for r in per[m]]) for k in (*METRICS, "unrelated_empty", "top1_latest") if k in per[m][0]}
+        for m in methods
+    }
     extra: dict[str, Any] = {}
     if levels is not None:
         for m in methods:
@@ -406,21 +440,28 @@ def evaluate_threads(
             level: sum(1 for r in lme[methods[0]] if r[f"{level}_ndcg_at_10"] is not None)
             for level in ("turn", "session")
         }
-    if types is not None:
-        extra["by_type"] = {
-            t: {"questions": types.count(t)}
-            | {
-                m: {k: mean([r[k] for r, rt in zip(per[m], types, strict=True) if rt == t]) for k in CI_METRICS}
-                for m in methods
-            }
-            for t in sorted(set(types))
-        }
-    per_question = {m: {k: [r[k] for r in per[m]] for k in CI_METRICS} for m in methods}
+    per_keys = [
+        k
+        for k in (*CI_METRICS, "top1_above_floor", "top1_latest", "unrelated_empty")
+        if per[methods[0]] and k in per[methods[0]][0]
+    ]
+    per_question = {m: {k: [r[k] for r in per[m]] for k in per_keys} for m in methods}
     tops = " ".join(f"{m}={results[m]['top1']:.3f}" for m in methods)
     clock.lap("score", f"top1 {tops}")
+    by_type: dict[str, dict[str, Any]] = {}
+    for t in sorted(set(types or ())):
+        idx = [i for i, u in enumerate(types or ()) if u == t]
+        by_type[t] = {
+            "questions": len(idx),
+            **{
+                m: {k: mean([per[m][i][k] for i in idx]) for k in ("top1", "mrr", "top1_latest") if k in per[m][0]}
+                for m in methods
+            },
+        }
     return {
         "results": results,
         **extra,
+        **({"by_type": by_type} if by_type else {}),
         "ci": intervals(per_question),
         "timings": clock.timings,
         "load_average": clock.load,
@@ -492,6 +533,13 @@ def run(
     context: str = "mean",
     haystack: str = "own",
     split: str = "all",
+    dates: bool = True,
+    recency: float | None = None,
+    time_weight: float | None = None,
+    word_keep_rank: int | None = None,
+    word_keep_margin: float | None = None,
+    recency_depth: int | None = None,
+    types: Sequence[str] | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -502,7 +550,11 @@ def run(
     `pgmem.lab.evaluation.conversations`; `haystack`: each question searches its own
     thread ("own") or every question's turns ("pooled", module docstring); `split`: score only
     the questions of one fixed half (`common.half`), "tune" or "confirm" (a pooled haystack
-    still holds every question's turns)."""
+    still holds every question's turns). `dates`: each question's date is its message time,
+    so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
+    `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
+    `word_keep_margin`: the pgmem.* settings of the same names (None: the defaults); `types`:
+    score only questions of these types (a pooled haystack still holds every question's turns)."""
     check_split(split)
     check_methods(methods)
     check_query(query)
@@ -514,7 +566,9 @@ def run(
     pool = [t for q in questions for t in q.turns]
     if haystack == "pooled" and len({q.thread for q in questions}) < len(questions):
         raise InputError("haystack=pooled needs each question in its own thread (distinct question ids)")
-    scored = [q for q in questions if in_split(q.qid, split)]
+    if isinstance(types, str):
+        types = [types]
+    scored = [q for q in questions if in_split(q.qid, split) and (types is None or q.qtype in types)]
     if not scored:
         raise InputError(f"{path}: no question in the {split} half")
     items = [
@@ -526,10 +580,19 @@ def run(
         )
         for i, q in enumerate(scored)
     ]
+    times = [question_times(q, dates=dates, recency=recency) for q in scored]
     t0 = time.monotonic()
     with (
         temporary_database(server_url, InstallParams(embedder.dims, embedder.dims)) as url,
-        eval_connections(url, word_share=word_share, word_weight=word_weight) as conns,
+        eval_connections(
+            url,
+            word_share=word_share,
+            word_weight=word_weight,
+            time_weight=time_weight,
+            word_keep_rank=word_keep_rank,
+            word_keep_margin=word_keep_margin,
+            recency_depth=recency_depth,
+        ) as conns,
     ):
         out = evaluate_threads(
             conns,
@@ -547,13 +610,31 @@ def run(
             short_turns=short_turns,
             context=context,
             levels=levels(questions, scored),
+            times=times,
             types=[q.qtype for q in scored],
+            latest=[latest_gold(q) for q in scored],
         )
     out["timings"]["total_seconds"] = round(time.monotonic() - t0, 1)
     result = {"questions": len(scored), "split": split, **out}
     if compare:
         result["comparisons"] = compare_methods(result, compare)
     return result
+
+
+def latest_gold(q: Question) -> frozenset[tuple[str, int]]:
+    """The question's gold turns of the latest time among its gold turns."""
+    last = max((t for t in (q.turns[i].time for i in q.gold) if t is not None), default=None)
+    return frozenset((q.thread, i) for i in q.gold if q.turns[i].time == last)
+
+
+def question_times(q: Question, *, dates: bool, recency: float | None) -> dict[str, Any]:
+    """memory_recall's time arguments for a question: the window of its date expressions
+    relative to its date (`dates`), and `recency` when given."""
+    out: dict[str, Any] = {} if recency is None else {"recency": float(recency)}
+    window = message_window(q.question, q.date) if dates else None
+    if window is not None:
+        out["time_from"], out["time_to"] = window.start, window.end
+    return out
 
 
 def plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
