@@ -163,7 +163,7 @@ BEGIN
               FROM unnest(vectors, piece_turn) WITH ORDINALITY AS u(v, tno, j) GROUP BY u.tno)
         SELECT t.i::integer AS i, pr.code, pr.message, pr.hint,
                CASE WHEN pr.code IS NULL THEN coalesce(l2_normalize(t.ctx), pgmem.unit_mean(per.vs)) END AS ctx
-          FROM unnest(threads, turn_indexes, messages, content_hashes, meta, ctxs) WITH ORDINALITY AS t(th, ti, msg, h, md, ctx, i)
+          FROM unnest(threads, turn_indexes, put_turns.messages, content_hashes, meta, ctxs) WITH ORDINALITY AS t(th, ti, msg, h, md, ctx, i)
           LEFT JOIN per ON per.tno = t.i
           LEFT JOIN LATERAL pgmem._turn_problem(t.th, t.ti, t.msg, t.h, t.md, weight, per.vs, t.ctx) pr ON true
          ORDER BY t.i
@@ -206,7 +206,7 @@ BEGIN
                 INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context,
                                              blend_weight, model_key, metadata)
                 SELECT put_turns.scope, u.th, u.ti, u.tm, u.msg, u.h, u.ctx, weight, key, coalesce(u.md, '{}'::jsonb)
-                  FROM unnest(threads, turn_indexes, turn_times, messages, content_hashes, ctxs, meta, stat)
+                  FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat)
                        AS u(th, ti, tm, msg, h, ctx, md, st)
                  WHERE u.st IS NULL
                  ORDER BY u.th, u.ti
@@ -247,7 +247,7 @@ BEGIN
         UPDATE pgmem.turn t
            SET turn_time = u.tm, messages = u.msg, content_hash = u.h, context = u.ctx, blend_weight = weight,
                model_key = key, metadata = coalesce(u.md, '{}'::jsonb), ingested_at = now()
-          FROM unnest(threads, turn_indexes, turn_times, messages, content_hashes, ctxs, meta, stat)
+          FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat)
                AS u(th, ti, tm, msg, h, ctx, md, st)
          WHERE u.st = 'replaced'
            AND t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti;
