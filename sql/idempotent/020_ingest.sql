@@ -158,7 +158,7 @@ BEGIN
     -- Each turn against the rules of one turn (pgmem._turn_problem, the same as put_turn's), its
     -- context computed on the way (the given one, or the unit mean of its pieces), in one pass.
     FOR p IN
-        WITH per AS (
+        WITH per AS MATERIALIZED (
             SELECT u.tno, array_agg(u.v ORDER BY u.j) AS vs
               FROM unnest(vectors, piece_turn) WITH ORDINALITY AS u(v, tno, j) GROUP BY u.tno)
         SELECT t.i::integer AS i, pr.code, pr.message, pr.hint,
