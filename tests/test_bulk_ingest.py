@@ -55,7 +55,9 @@ def _turns(scope: str, n: int = 12) -> list[Turn]:
     return out
 
 
-def _rows(admin: Conn, scope: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]]:
+def _rows(
+    admin: Conn, scope: str
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]]:
     pieces = admin.execute(
         f"SELECT {PIECE_COLUMNS} FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
         " WHERE p.scope_id = %s ORDER BY thread_id, turn_index, source_index, seq",
@@ -90,12 +92,15 @@ def test_bulk_stores_the_rows_put_turn_stores(conn: Conn, admin_conn: Conn, embe
     ).fetchall()
     again = ingest_turns(conn, _moved(turns, "bulk"), embedder, bulk=True, force=False)
     assert again.unchanged == len(turns) and again.pieces == 0
-    assert admin_conn.execute(
-        "SELECT piece_id, xmin::text FROM pgmem.piece WHERE scope_id = 'bulk' ORDER BY piece_id"
-    ).fetchall() == before
+    assert (
+        admin_conn.execute(
+            "SELECT piece_id, xmin::text FROM pgmem.piece WHERE scope_id = 'bulk' ORDER BY piece_id"
+        ).fetchall()
+        == before
+    )
     # Changed turns, new metadata on an unchanged turn, forced rewrites: the same outcome both ways.
     changed = list(turns)
-    changed[1] = dataclasses.replace(changed[1], messages=[{"role": "user", "content": "Replaced text."}])
+    changed[1] = dataclasses.replace(changed[1], messages=({"role": "user", "content": "Replaced text."},))
     changed[2] = dataclasses.replace(changed[2], metadata={"channel": "chat"})
     for scope, bulk_mode in (("one", False), ("bulk", True)):
         rep = ingest_turns(conn, _moved(changed, scope), embedder, bulk=bulk_mode)
@@ -146,8 +151,18 @@ def _put_turn_error(conn: Conn, scope: str, t: dict[str, object]) -> tuple[str |
                        messages => %s::jsonb, content_hash => '\\x00', model_id => 'random', unit_kinds => %s,
                        source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
                        metadata => %s::jsonb)""",
-                (scope, t["thread"], t["turn"], t.get("messages", "[]"), ["user"] * n, [0] * n, ["[l]"] * n,
-                 ["b"] * n, t["vectors"], t.get("metadata")),
+                (
+                    scope,
+                    t["thread"],
+                    t["turn"],
+                    t.get("messages", "[]"),
+                    ["user"] * n,
+                    [0] * n,
+                    ["[l]"] * n,
+                    ["b"] * n,
+                    t["vectors"],
+                    t.get("metadata"),
+                ),
                 binary=True,
             )
     except psycopg.Error as exc:
@@ -206,12 +221,12 @@ def test_per_turn_errors_are_put_turns_errors(conn: Conn, admin_conn: Conn) -> N
 def test_hostile_turns_are_reported_as_the_normal_path_reports_them(conn: Conn, embedder: Embedder) -> None:
     good = _turns("h-one", 3)
     hostile = [
-        dataclasses.replace(good[0], index=7, messages=[{"role": "user", "content": "nul \x00 here"}]),
-        dataclasses.replace(good[0], index=8, messages=[{"role": "user", "content": "bad \udcff utf-8"}]),
-        dataclasses.replace(good[0], index=9, messages=[{"role": "user", "content": ""}]),
+        dataclasses.replace(good[0], index=7, messages=({"role": "user", "content": "nul \x00 here"},)),
+        dataclasses.replace(good[0], index=8, messages=({"role": "user", "content": "bad \udcff utf-8"},)),
+        dataclasses.replace(good[0], index=9, messages=({"role": "user", "content": ""},)),
         dataclasses.replace(good[0], index=10, thread="t" * 100_000),
         dataclasses.replace(good[0], index=11, metadata={"k": "x" * 5000}),
-        dataclasses.replace(good[0], index=12, messages=[{"role": "user", "content": ["not", "text"]}]),  # type: ignore[dict-item]
+        dataclasses.replace(good[0], index=12, messages=({"role": "user", "content": ["not", "text"]},)),
         good[1],  # twice: the last one wins, the first is superseded
     ]
     batch = [*good, *hostile]
@@ -221,10 +236,14 @@ def test_hostile_turns_are_reported_as_the_normal_path_reports_them(conn: Conn, 
     assert one["inserted"] == 4 and len(one["failed"]) >= 4  # type: ignore[arg-type]
 
 
-def test_cli_bulk(app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bulk(
+    app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("DATABASE_URL", app_url)
-    lines = [json.dumps({"scope": "cli", "thread": "t", "turn": i, "messages": [{"role": "user", "content": f"hi {i}"}]})
-             for i in range(5)]
+    lines = [
+        json.dumps({"scope": "cli", "thread": "t", "turn": i, "messages": [{"role": "user", "content": f"hi {i}"}]})
+        for i in range(5)
+    ]
     lines.insert(2, "{not json")
     lines.append(json.dumps({"scope": "cli", "thread": "t", "turn": -3, "messages": []}))
     path = tmp_path / "turns.jsonl"

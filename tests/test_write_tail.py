@@ -173,9 +173,7 @@ def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> 
     steps = admin_conn.execute(plan, (150,)).fetchall()
     assert [s[0] for s in steps] == ["fold"] * 3
     assert "CONCURRENTLY" in str(steps[0][1]) and f"piece_id <= {max(ids)}" in str(steps[0][1])
-    admin_conn.execute(
-        "SELECT * FROM pgmem.index_large_scopes(2000, m => 16, ef_construction => 64, max_tail => 150)"
-    )
+    admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(2000, m => 16, ef_construction => 64, max_tail => 150)")
     assert _through(admin_conn) == max(ids)
     assert admin_conn.execute(plan, (1,)).fetchall() == []
     assert _top1(conn, vecs[:8]) == ids[:8]

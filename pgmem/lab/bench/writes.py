@@ -113,8 +113,18 @@ def _tail_size(conn: Conn, scope: str) -> int:
 
 def _recall(conn: Conn, store: Store, spec: ScopeSpec, messages: int, seed: int, label: str) -> dict[str, Any]:
     t = recall_run(conn, store, [spec], plane="memory", parts=8, messages=messages, x=5, floor=0.3, seed=seed)
-    e = recall_run(conn, store, [spec], plane="memory", parts=8, messages=max(3, messages // 4), x=5, floor=0.3,
-                   seed=seed, exact=True)
+    e = recall_run(
+        conn,
+        store,
+        [spec],
+        plane="memory",
+        parts=8,
+        messages=max(3, messages // 4),
+        x=5,
+        floor=0.3,
+        seed=seed,
+        exact=True,
+    )
     s = t.summary()
     return {
         "scope": spec.scope_id,
@@ -163,19 +173,28 @@ def writes_run(
     load_seconds = time.perf_counter() - t0
     conn.execute("VACUUM (ANALYZE) pgmem.piece")
     _say("writes: building the two scope indexes ...")
-    builds = build_indexes(conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem,
-                           scopes=[TAIL])
-    builds += build_indexes(conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem,
-                            scopes=[NO_TAIL], tail=False)
+    builds = build_indexes(
+        conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem, scopes=[TAIL]
+    )
+    builds += build_indexes(
+        conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem, scopes=[NO_TAIL], tail=False
+    )
     recall = [_recall(conn, store, specs[TAIL], messages, seed + 1, "after the build")]
 
     cursor = dict(base)
-    rates: dict[str, list[float]] = {"put_turn, unindexed scope": [], "put_turn, indexed, with tail": [],
-                                     "put_turn, indexed, no tail": [], "put_turns (bulk), indexed, with tail": []}
+    rates: dict[str, list[float]] = {
+        "put_turn, unindexed scope": [],
+        "put_turn, indexed, with tail": [],
+        "put_turn, indexed, no tail": [],
+        "put_turns (bulk), indexed, with tail": [],
+    }
     for r in range(rounds):
         _say(f"writes: round {r + 1}/{rounds} ...")
-        for label, name in (("put_turn, unindexed scope", PLAIN), ("put_turn, indexed, with tail", TAIL),
-                            ("put_turn, indexed, no tail", NO_TAIL)):
+        for label, name in (
+            ("put_turn, unindexed scope", PLAIN),
+            ("put_turn, indexed, with tail", TAIL),
+            ("put_turn, indexed, no tail", NO_TAIL),
+        ):
             batch = by_scope[name][cursor[name] : cursor[name] + turns]
             cursor[name] += turns
             n, secs = put_turn_each(conn, batch)
@@ -184,8 +203,10 @@ def writes_run(
         cursor[TAIL] += bulk_turns
         n, secs = put_turns(conn, batch)
         rates["put_turns (bulk), indexed, with tail"].append(n / secs)
-    writes = [{"path": k, "pieces_per_s_median": round(statistics.median(v), 1),
-               "pieces_per_s": [round(x, 1) for x in v]} for k, v in rates.items()]
+    writes = [
+        {"path": k, "pieces_per_s_median": round(statistics.median(v), 1), "pieces_per_s": [round(x, 1) for x in v]}
+        for k, v in rates.items()
+    ]
 
     conn.execute("ANALYZE pgmem.piece")
     recall.append(_recall(conn, store, specs[TAIL], messages, seed + 2, "with the tail the writes left"))
@@ -205,7 +226,9 @@ def writes_run(
 
     for name in specs:
         conn.execute("DELETE FROM pgmem.scope WHERE scope_id = %s", (name,))
-    for (ddl,) in conn.execute("SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false) WHERE action = 'drop'"):
+    for (ddl,) in conn.execute(
+        "SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false) WHERE action = 'drop'"
+    ):
         conn.execute(str(ddl))
     return {
         "rows_per_indexed_scope": rows,
@@ -228,8 +251,12 @@ def render(w: dict[str, Any]) -> str:
         "per bulk call; database side, pieces/s (median, per round)",
     ]
     for e in w["writes"]:
-        out.append(f"{e['path']:>40} | {e['pieces_per_s_median']:>9,.0f} | {', '.join(f'{x:,.0f}' for x in e['pieces_per_s'])}")
-    out.append(f"(the load of the scopes themselves, put_turns batches of 1,000 turns: {w['load_pieces_per_s']:,.0f} pieces/s)")
+        out.append(
+            f"{e['path']:>40} | {e['pieces_per_s_median']:>9,.0f} | {', '.join(f'{x:,.0f}' for x in e['pieces_per_s'])}"
+        )
+    out.append(
+        f"(the load of the scopes themselves, put_turns batches of 1,000 turns: {w['load_pieces_per_s']:,.0f} pieces/s)"
+    )
     out.append("8-part vector recall on the tail scope, recall@5 against exact search")
     out.append(f"{'when':>40} {'tail':>6} | {'db p50':>7} {'db p95':>7} | {'exact p50':>9} | {'recall':>6}")
     for e in w["recall"]:
@@ -256,8 +283,14 @@ def main() -> int:
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
     with temporary_database(database_url(Settings.from_env()), InstallParams(384, 1024)) as url, connect(url) as conn:
-        w = writes_run(conn, rows=args.rows, rounds=args.rounds, turns=args.turns, bulk_turns=args.bulk_turns,
-                       messages=args.messages)
+        w = writes_run(
+            conn,
+            rows=args.rows,
+            rounds=args.rounds,
+            turns=args.turns,
+            bulk_turns=args.bulk_turns,
+            messages=args.messages,
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(w, f, indent=2)
