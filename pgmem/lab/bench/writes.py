@@ -1,19 +1,20 @@
-"""Write throughput into indexed scopes and the bulk path, side by side in one run (a benchmark,
-not a test).
+"""Write throughput into an indexed scope and the bulk path, in one run (a benchmark, not a test).
 
     pgmem bench --size 100k                        (runs this after the recall measurements)
-    python -m pgmem.lab.bench.writes [--rows 100000] [--rounds 3]
+    python -m pgmem.lab.bench.writes [--rows 100000] [--rounds 3] [--db NAME]
 
-Three scopes of synthetic turns (pgmem/lab/bench/synth.py, six pieces a turn): one small and
-unindexed, and two of `rows` memory pieces, each with its partial HNSW index (m 24,
-ef_construction 400): one built with the write tail (the default, `scope_index_plan(tail =>
-true)`: later pieces are not inserted into the graph), one without (`tail => false`: every
-write goes into the graph, as before the tail). Each round puts the same number of turns into
-each scope with `pgmem.put_turn`, one call per turn, and one `pgmem.put_turns` batch into the
-tail scope. Database side: the statement's own time, from its arrival to its last row
-(clock_timestamp() - statement_timestamp(), summed over the calls), commits excluded. Then
-8-part vector recall on the tail scope against exact search, with the tail the writes left,
-and after the plan folded it."""
+Two scopes of synthetic turns (pgmem/lab/bench/synth.py, six pieces a turn): one small and
+unindexed, and one of `rows` memory pieces with its partial HNSW index (m 24, ef_construction
+400) built with the write tail (the default, `scope_index_plan(tail => true)`: later pieces are
+not inserted into the graph). Each round puts the same number of turns into both with
+`pgmem.put_turn`, one call per turn, and one `pgmem.put_turns` batch into the indexed scope.
+Then an index without the tail (`tail => false`, as before the tail: every write goes into
+the graph) is built beside it on the same scope, and the same put_turn rounds run again into
+the scope. Database side: the statement's own time, from its arrival to its last row
+(clock_timestamp() - statement_timestamp(), summed over the calls), commits excluded. 8-part
+vector recall on the indexed scope against exact search, right after the build and with the
+tail the writes left. The build of the tail index is what a fold of the tail costs (the same
+statement with a new bound)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ PUT_TURNS = """SELECT sum(s.pieces), extract(epoch FROM max(clock_timestamp()) -
          turn_times => %s::timestamptz[], messages => %s::jsonb[], content_hashes => %s, piece_counts => %s,
          unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[]) s"""
 
-PLAIN, TAIL, NO_TAIL = "w-unindexed", "w-tail", "w-no-tail"
+PLAIN, TAIL = "w-unindexed", "w-tail"
 
 
 def _say(msg: str) -> None:
@@ -138,6 +139,13 @@ def _recall(conn: Conn, store: Store, spec: ScopeSpec, messages: int, seed: int,
     }
 
 
+def _load(conn: Conn, turns: list[Turn], upto: int) -> None:
+    """The scope's first `upto` turns, 1,000 a call; turns a previous run stored are not sent again."""
+    row = conn.execute("SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (turns[0].scope_id,)).fetchone()
+    for i in range(int(str(row[0])) if row else 0, upto, 1000):
+        put_turns(conn, turns[i : min(i + 1000, upto)])
+
+
 def writes_run(
     conn: Conn,
     *,
@@ -148,14 +156,15 @@ def writes_run(
     messages: int = 20,
     seed: int = 0,
     maintenance_work_mem: str = "1GB",
+    keep: bool = False,
 ) -> dict[str, Any]:
     """The write rows of the bench (see the module docstring), on a superuser connection to a
-    migrated database; the three scopes are deleted afterwards."""
+    migrated database; the two scopes are deleted afterwards unless `keep`."""
     store = Store("tiny", 384, 384, seed=seed)
     rng = np.random.default_rng(seed + 5)
-    extra = rounds * (turns + bulk_turns) * PIECES_PER_TURN
+    extra = rounds * (2 * turns + bulk_turns) * PIECES_PER_TURN
     specs = {}
-    for name, size in ((PLAIN, 2_000), (TAIL, rows), (NO_TAIL, rows)):
+    for name, size in ((PLAIN, 2_000), (TAIL, rows)):
         topics = rng.choice(4000, size=200, replace=False).astype(np.int64)
         w = 1.0 / np.arange(1, 201) ** 0.8
         specs[name] = ScopeSpec(name, size + extra, False, topics, w / w.sum())
@@ -166,18 +175,12 @@ def writes_run(
     base = {name: (spec.rows - extra) // PIECES_PER_TURN for name, spec in specs.items()}
 
     _say(f"writes: loading {sum(base.values()) * PIECES_PER_TURN:,} pieces with put_turns ...")
-    t0 = time.perf_counter()
     for name, ts in by_scope.items():
-        for i in range(0, base[name], 1000):
-            put_turns(conn, ts[i : min(i + 1000, base[name])])
-    load_seconds = time.perf_counter() - t0
+        _load(conn, ts, base[name])
     conn.execute("VACUUM (ANALYZE) pgmem.piece")
-    _say("writes: building the two scope indexes ...")
+    _say("writes: building the scope index (with the tail) ...")
     builds = build_indexes(
         conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem, scopes=[TAIL]
-    )
-    builds += build_indexes(
-        conn, min_pieces=5000, method="hnsw", maintenance_work_mem=maintenance_work_mem, scopes=[NO_TAIL], tail=False
     )
     recall = [_recall(conn, store, specs[TAIL], messages, seed + 1, "after the build")]
 
@@ -185,62 +188,74 @@ def writes_run(
     rates: dict[str, list[float]] = {
         "put_turn, unindexed scope": [],
         "put_turn, indexed, with tail": [],
-        "put_turn, indexed, no tail": [],
         "put_turns (bulk), indexed, with tail": [],
+        "put_turn, indexed, no tail": [],
     }
+
+    def put(label: str, name: str) -> None:
+        batch = by_scope[name][cursor[name] : cursor[name] + turns]
+        cursor[name] += turns
+        n, secs = put_turn_each(conn, batch)
+        rates[label].append(n / secs)
+
     for r in range(rounds):
         _say(f"writes: round {r + 1}/{rounds} ...")
-        for label, name in (
-            ("put_turn, unindexed scope", PLAIN),
-            ("put_turn, indexed, with tail", TAIL),
-            ("put_turn, indexed, no tail", NO_TAIL),
-        ):
-            batch = by_scope[name][cursor[name] : cursor[name] + turns]
-            cursor[name] += turns
-            n, secs = put_turn_each(conn, batch)
-            rates[label].append(n / secs)
+        put("put_turn, unindexed scope", PLAIN)
+        put("put_turn, indexed, with tail", TAIL)
         batch = by_scope[TAIL][cursor[TAIL] : cursor[TAIL] + bulk_turns]
         cursor[TAIL] += bulk_turns
         n, secs = put_turns(conn, batch)
         rates["put_turns (bulk), indexed, with tail"].append(n / secs)
-    writes = [
-        {"path": k, "pieces_per_s_median": round(statistics.median(v), 1), "pieces_per_s": [round(x, 1) for x in v]}
-        for k, v in rates.items()
-    ]
-
     conn.execute("ANALYZE pgmem.piece")
     recall.append(_recall(conn, store, specs[TAIL], messages, seed + 2, "with the tail the writes left"))
-    recall.append(_recall(conn, store, specs[NO_TAIL], messages, seed + 2, "no tail (every write in the graph)"))
-    _say("writes: folding the tail (the plan's three statements, not concurrently) ...")
-    t0 = time.perf_counter()
-    folds = conn.execute(
-        "SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false, max_tail => 1)"
-        " WHERE scope_id = %s AND action = 'fold'",
-        (TAIL,),
-    ).fetchall()
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
-    for (ddl,) in folds:
-        conn.execute(str(ddl))  # DDL text generated by pgmem.scope_index_plan
-    fold_seconds = round(time.perf_counter() - t0, 1)
-    recall.append(_recall(conn, store, specs[TAIL], messages, seed + 3, "after the fold"))
 
-    for name in specs:
-        conn.execute("DELETE FROM pgmem.scope WHERE scope_id = %s", (name,))
-    for (ddl,) in conn.execute(
-        "SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false) WHERE action = 'drop'"
-    ):
-        conn.execute(str(ddl))
+    # Before the tail: an index on the same scope that every write goes into, built beside it
+    # (the plan's first rebuild statement), then the same put_turn rounds.
+    _say("writes: building an index without the tail beside it ...")
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
+    ddl = conn.execute(
+        "SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false, tail => false)"
+        " WHERE scope_id = %s AND action = 'rebuild' ORDER BY ddl LIKE 'CREATE%%' DESC LIMIT 1",
+        (TAIL,),
+    ).fetchone()
+    assert ddl is not None
+    t0 = time.perf_counter()
+    conn.execute(str(ddl[0]))  # DDL text generated by pgmem.scope_index_plan
+    no_tail_build = round(time.perf_counter() - t0, 1)
+    for r in range(rounds):
+        _say(f"writes: round {r + 1}/{rounds} without the tail ...")
+        put("put_turn, unindexed scope", PLAIN)
+        put("put_turn, indexed, no tail", TAIL)
+    rebuilt = conn.execute(
+        "SELECT format('DROP INDEX pgmem.%I', relname) FROM pg_class"
+        " WHERE relnamespace = 'pgmem'::regnamespace AND relname LIKE 'piece\\_ann\\_%\\_rebuild'"
+    ).fetchall()
+    for (drop,) in rebuilt:
+        conn.execute(str(drop))
+    writes = [
+        {
+            "path": k,
+            "pieces_per_s_median": round(statistics.median(v), 1),
+            "pieces_per_s": [round(x, 1) for x in v],
+        }
+        for k, v in rates.items()
+    ]
+    if not keep:
+        for name in specs:
+            conn.execute("DELETE FROM pgmem.scope WHERE scope_id = %s", (name,))
+        for (drop,) in conn.execute(
+            "SELECT ddl FROM pgmem.scope_index_plan(5000, concurrent => false) WHERE action = 'drop'"
+        ).fetchall():
+            conn.execute(str(drop))
     return {
         "rows_per_indexed_scope": rows,
         "turns_per_round": turns,
         "bulk_turns_per_round": bulk_turns,
         "rounds": rounds,
-        "load_pieces_per_s": round(sum(base.values()) * PIECES_PER_TURN / load_seconds, 1),
         "index_builds": [b.__dict__ for b in builds],
+        "no_tail_index_build_seconds": no_tail_build,
         "writes": writes,
         "recall": recall,
-        "fold_seconds": fold_seconds,
-        "fold_statements": len(folds),
     }
 
 
@@ -264,13 +279,17 @@ def render(w: dict[str, Any]) -> str:
             f"{e['when']:>40} {e['tail_pieces']:>6,} | {e['db_p50_ms']:>7} {e['db_p95_ms']:>7} | "
             f"{e['exact_db_p50_ms']:>9} | {e['recall']:>6}"
         )
-    out.append(f"fold of the tail ({w['fold_statements']} statements, not concurrently): {w['fold_seconds']} s")
+    builds = ", ".join(f"{b['rows']:,} rows {b['seconds']} s" for b in w["index_builds"])
+    out.append(
+        f"index build with the tail (what a fold costs): {builds}; "
+        f"without the tail: {w['no_tail_index_build_seconds']} s"
+    )
     return "\n".join(out)
 
 
 def main() -> int:
     from pgmem.config import Settings
-    from pgmem.db import connect, database_url
+    from pgmem.db import connect, database_url, with_database
     from pgmem.lab.evaluation.common import temporary_database
     from pgmem.sqlfiles import InstallParams
 
@@ -281,16 +300,22 @@ def main() -> int:
     ap.add_argument("--bulk-turns", type=int, default=400, help="turns per put_turns call")
     ap.add_argument("--messages", type=int, default=20)
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--db", help="a migrated database on the server to use and keep (default: a temporary one)")
     args = ap.parse_args()
-    with temporary_database(database_url(Settings.from_env()), InstallParams(384, 1024)) as url, connect(url) as conn:
-        w = writes_run(
-            conn,
-            rows=args.rows,
-            rounds=args.rounds,
-            turns=args.turns,
-            bulk_turns=args.bulk_turns,
-            messages=args.messages,
-        )
+    kw: dict[str, Any] = {
+        "rows": args.rows,
+        "rounds": args.rounds,
+        "turns": args.turns,
+        "bulk_turns": args.bulk_turns,
+        "messages": args.messages,
+    }
+    server = database_url(Settings.from_env())
+    if args.db:
+        with connect(with_database(server, args.db)) as conn:
+            w = writes_run(conn, keep=True, **kw)
+    else:
+        with temporary_database(server, InstallParams(384, 1024)) as url, connect(url) as conn:
+            w = writes_run(conn, **kw)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(w, f, indent=2)
