@@ -200,6 +200,9 @@ def test_per_turn_errors_are_put_turns_errors(conn: Conn, admin_conn: Conn) -> N
     ).fetchall()
     assert stored == [("a", 0), ("c", 0)]
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'errs'").fetchone() == (5,)
+    # A refused first turn does not decide the batch's dimension.
+    first_bad = _call_put_turns(conn, "errs3", [bad[5], good])
+    assert [(r[1], r[3]) for r in first_bad] == [("failed", "22000"), ("inserted", None)]
     # A malformed call fails as a whole, with one clear line; another scope is refused.
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="appears more than once"):
         _call_put_turns(conn, "errs", [good, good])

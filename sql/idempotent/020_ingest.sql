@@ -180,7 +180,8 @@ BEGIN
     IF cardinality(ok) = 0 THEN
         RETURN;
     END IF;
-    key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
+    -- Every turn left has vectors of the installed dimension (its rules checked it).
+    key := pgmem.bind_scope_model(scope, model_id, pgmem.column_dims('piece.embedding'), 'piece', reembed);
 
     -- Lock order (docs/architecture.md), as put_turn: the scope (SHARE, in bind_scope_model), then
     -- the threads (KEY SHARE), then the turns, then their pieces; each set in key order, so two
