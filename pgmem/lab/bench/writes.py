@@ -261,7 +261,7 @@ def writes_run(
 
 def render(w: dict[str, Any]) -> str:
     out = [
-        f"writes — {w['rows_per_indexed_scope']:,}-piece indexed scopes (HNSW m 24, ef_construction 400), "
+        f"writes — a {w['rows_per_indexed_scope']:,}-piece indexed scope (HNSW m 24, ef_construction 400), "
         f"{w['rounds']} rounds of {w['turns_per_round']} turns per put_turn row and {w['bulk_turns_per_round']} "
         "per bulk call; database side, pieces/s (median, per round)",
     ]
@@ -269,9 +269,6 @@ def render(w: dict[str, Any]) -> str:
         out.append(
             f"{e['path']:>40} | {e['pieces_per_s_median']:>9,.0f} | {', '.join(f'{x:,.0f}' for x in e['pieces_per_s'])}"
         )
-    out.append(
-        f"(the load of the scopes themselves, put_turns batches of 1,000 turns: {w['load_pieces_per_s']:,.0f} pieces/s)"
-    )
     out.append("8-part vector recall on the tail scope, recall@5 against exact search")
     out.append(f"{'when':>40} {'tail':>6} | {'db p50':>7} {'db p95':>7} | {'exact p50':>9} | {'recall':>6}")
     for e in w["recall"]:
