@@ -133,7 +133,9 @@ def _bench(args: argparse.Namespace) -> int:
             if not args.skip_writes:
                 from pgmem.lab.bench.writes import writes_run
 
-                results["writes"] = writes_run(conn, maintenance_work_mem=args.maintenance_work_mem)
+                # The tiny store is for trying the command: a scope just large enough for an index.
+                rows = 8_000 if args.size == "tiny" else 100_000
+                results["writes"] = writes_run(conn, rows=rows, maintenance_work_mem=args.maintenance_work_mem)
             # Other work on the machine inflates every latency: say how busy it was.
             results["load_average"] = {
                 "before": load_before,
