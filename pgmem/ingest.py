@@ -4,7 +4,10 @@ Each turn is one transaction (one `put_turn` call): fully visible or not at all.
 whose content hash is unchanged is skipped before embedding, so re-ingesting writes
 nothing and calls no embedding endpoint. One bad turn is reported, not fatal to the rest;
 an embedding request that fails after its retries stops the run loudly (turns already
-stored stay stored)."""
+stored stay stored).
+
+`bulk=True` (a backfill) stores each embedding group's turns of one scope with one
+`pgmem.put_turns` call instead: the same rows, rules and report, one transaction per call."""
 
 from __future__ import annotations
 
@@ -121,6 +124,7 @@ def ingest_turns_call(
     force: bool = False,
     context: str = "mean",
     progress: Progress | None = None,
+    bulk: bool = False,
 ) -> Call[IngestReport]:
     """Store `turns` (idempotently), each turn in its own transaction (a savepoint when `db`
     is a connection with a transaction open: committing it is then the caller's). `db` is any
@@ -129,7 +133,12 @@ def ingest_turns_call(
     `context="mean"` (default) blends each piece with the unit mean of its turn's pieces;
     `context="text"` embeds the turn's whole text as its context (one more input per turn),
     falling back to the mean, and saying so in the report, when the turn is over the
-    model's input limit."""
+    model's input limit.
+
+    `bulk=True`: each group's turns of one scope are stored by one `pgmem.put_turns` call, in one
+    transaction (a backfill: many threads at once, set-based); a turn it refuses is reported as
+    put_turn would report it, the others are stored. If the call fails as a whole on a turn's
+    data, its turns are stored one by one with put_turn, which names the turn."""
     if context not in CONTEXT_MODES:
         raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
     if not 0.0 <= weight <= 1.0:
@@ -192,14 +201,27 @@ def ingest_turns_call(
                     report.context_fallbacks.append(turn.key)
         vectors = yield Embed(embedder, texts)
         offset = 0
+        ready: list[Ready] = []
         for turn, digest, ps in group:
             vecs = vectors[offset : offset + len(ps)]
             offset += len(ps)
             ctx = vectors[contexts[turn.key]] if turn.key in contexts else None
-            yield from _put(turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
-            done += 1
-            if progress:
-                progress(done, len(all_turns), report.pieces)
+            ready.append((turn, ps, vecs, ctx, digest))
+        if bulk:
+            by_scope: dict[str, list[Ready]] = {}
+            for item in ready:
+                by_scope.setdefault(item[0].scope, []).append(item)
+            for items in by_scope.values():
+                yield from _put_many(items, embedder.model_id, weight, reembed, force, report)
+                done += len(items)
+                if progress:
+                    progress(done, len(all_turns), report.pieces)
+        else:
+            for turn, ps, vecs, ctx, digest in ready:
+                yield from _put(turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
+                done += 1
+                if progress:
+                    progress(done, len(all_turns), report.pieces)
         group, group_size = [], 0
 
     for turn, digest in todo:
@@ -222,6 +244,68 @@ def ingest_turns_call(
 
 
 ingest_turns = sync(ingest_turns_call)
+
+#: A turn ready to store: the turn, its pieces, their vectors, its context vector, its hash.
+Ready = tuple[Turn, list[Piece], FloatArray, "FloatArray | None", bytes]
+
+PUT_TURNS = """SELECT turn_no, status, pieces, error_code, error FROM pgmem.put_turns(
+    scope => %s, model_id => %s, threads => %s, turn_indexes => %s, turn_times => %s::timestamptz[],
+    messages => %s::jsonb[], content_hashes => %s, piece_counts => %s, unit_kinds => %s,
+    source_indexes => %s, labels => %s, bodies => %s, vectors => %b::vector[], weight => %s,
+    reembed => %s, force => %s, contexts => %b::vector[], metadata => %s::jsonb[])"""
+
+
+def _put_many(
+    items: list[Ready], model_id: str, weight: float, reembed: bool, force: bool, report: IngestReport
+) -> Call[None]:
+    """Store turns of one scope with one pgmem.put_turns call; the report says what put_turn would."""
+    turns = [t for t, _, _, _, _ in items]
+    contexts = [c for _, _, _, c, _ in items]
+    try:
+        rows = yield Query(
+            turns[0].scope,
+            PUT_TURNS,
+            (
+                turns[0].scope,
+                model_id,
+                [t.thread for t in turns],
+                [t.index for t in turns],
+                [t.time.isoformat() if t.time else None for t in turns],
+                [json.dumps(list(t.messages), ensure_ascii=False) for t in turns],
+                [d for _, _, _, _, d in items],
+                [len(ps) for _, ps, _, _, _ in items],
+                [p.unit_kind for _, ps, _, _, _ in items for p in ps],
+                [p.source_index for _, ps, _, _, _ in items for p in ps],
+                [p.label for _, ps, _, _, _ in items for p in ps],
+                [p.body for _, ps, _, _, _ in items for p in ps],
+                [v for _, _, vecs, _, _ in items for v in vecs],
+                weight,
+                reembed,
+                force,
+                contexts if any(c is not None for c in contexts) else None,
+                [json.dumps(dict(t.metadata), ensure_ascii=False) if t.metadata else None for t in turns],
+            ),
+        )
+    except psycopg.Error as exc:
+        # A turn's data the rules let through but the table refused, or a race lost on every
+        # attempt: the normal path, one transaction per turn, names the turn and stores the rest.
+        if not isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)) and not lost_race(exc):
+            raise
+        for turn, ps, vecs, ctx, digest in items:
+            yield from _put(turn, ps, vecs, ctx, digest, model_id, weight, reembed, force, report)
+        return
+    for turn_no, status, n, code, error in rows:
+        turn = turns[int(str(turn_no)) - 1]
+        if status == "failed":
+            detail = f"{code}: {error}"
+            report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
+        elif status == "inserted":
+            report.inserted += 1
+        elif status == "replaced":
+            report.replaced += 1
+        else:
+            report.unchanged += 1
+        report.pieces += int(str(n))
 
 
 def _put(

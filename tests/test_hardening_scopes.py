@@ -263,13 +263,16 @@ def test_catalog_shows_no_scope_name_and_recall_takes_the_index(store: Conn, app
     query = hash_vector("query")
     with app_conn.transaction():
         app_conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
-        number = app_conn.execute("SELECT pgmem.scope_no(%s)", (scope,)).fetchone()
-        assert number is not None and number[0] is not None
+        # (with the index's last piece_id: later pieces are the write tail, searched exactly beside it)
+        number = app_conn.execute(
+            "SELECT pgmem.scope_no(%s), pgmem.ann_index_through(%s::regclass)", (scope, index)
+        ).fetchone()
+        assert number is not None and number[0] is not None and number[1] is not None
         plan = app_conn.execute(
             sql.SQL(
                 "EXPLAIN SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = {} AND c.scope_no = {}"
-                " AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 5"
-            ).format(sql.Literal(scope), sql.Literal(number[0])),
+                " AND c.kind = 'memory' AND c.piece_id <= {} ORDER BY c.embedding <#> %s::vector LIMIT 5"
+            ).format(sql.Literal(scope), sql.Literal(number[0]), sql.Literal(number[1])),
             (query,),
         ).fetchall()
         assert f"Index Scan using {index.split('.')[-1]}" in "\n".join(str(r[0]) for r in plan)

@@ -192,13 +192,16 @@ def _large_scope_takes_the_index_path(
     assert scans is not None and int(str(scans[0])) >= 6 * 8  # one index scan per part per call
     # The planner uses the partial index for the query memory_recall runs.
     # (memory_recall pins the scope's number too, as a literal: the index is keyed on it)
-    number = admin_conn.execute("SELECT pgmem.scope_no('big')").fetchone()
-    assert number is not None and number[0] is not None
+    # (and the index's last piece_id: later pieces are the write tail, searched exactly beside it)
+    number = admin_conn.execute(
+        "SELECT pgmem.scope_no('big'), pgmem.ann_index_through(pgmem.scope_ann_index('piece', 'big'))"
+    ).fetchone()
+    assert number is not None and number[0] is not None and number[1] is not None
     plan = admin_conn.execute(
         sql.SQL(
             "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = 'big' "
-            "AND c.scope_no = {} AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 5"
-        ).format(sql.Literal(number[0])),
+            "AND c.scope_no = {} AND c.kind = 'memory' AND c.piece_id <= {} ORDER BY c.embedding <#> %s::vector LIMIT 5"
+        ).format(sql.Literal(number[0]), sql.Literal(number[1])),
         (_unit(rng, 1)[0],),
         binary=True,
     ).fetchone()

@@ -7,7 +7,7 @@ sql/idempotent/030_recall.sql (`memory_recall`'s time_from, time_to, recency, si
 `log_recall` records them).
 
 Revision ID: 0018
-Revises: 0015
+Revises: 0017
 Create Date: 2026-12-03
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from pgmem.sqlfiles import apply, apply_idempotent
 
 revision = "0018"
-down_revision = "0015"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 

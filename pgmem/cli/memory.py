@@ -24,6 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-bytes", type=int, default=1200, help="piece budget, label included")
     p.add_argument("--weight", type=float, default=0.8, help="blend weight of the piece")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--bulk",
+        action="store_true",
+        help="backfill: store each scope's turns a few thousand pieces at a time with pgmem.put_turns (same rows)",
+    )
     p.set_defaults(func=_ingest)
 
     r = sub.add_parser("recall", help="per-part memory recall for a message")
@@ -84,11 +89,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    return ingest_command(args.file, scope=args.scope, max_bytes=args.max_bytes, weight=args.weight, as_json=args.json)
+    return ingest_command(
+        args.file, scope=args.scope, max_bytes=args.max_bytes, weight=args.weight, as_json=args.json, bulk=args.bulk
+    )
+
+
+#: Pieces embedded and stored together by `pgmem ingest --bulk`: one put_turns call per scope.
+BULK_GROUP_PIECES = 4096
 
 
 def ingest_command(
-    file: Path, *, scope: str | None, max_bytes: int = 1200, weight: float = 0.8, as_json: bool = False
+    file: Path,
+    *,
+    scope: str | None,
+    max_bytes: int = 1200,
+    weight: float = 0.8,
+    as_json: bool = False,
+    bulk: bool = False,
 ) -> int:
     """`pgmem ingest FILE`: the report on stdout, failures on stderr, exit 1 if any turn failed."""
     from pgmem.ingest import ingest_turns
@@ -102,7 +119,16 @@ def ingest_command(
     turns = list(read_jsonl(file, scope=scope, failed=unreadable))
     with open_conn() as conn:
         emb = embedder_for(conn)
-        report = ingest_turns(conn, turns, emb, max_bytes=max_bytes, weight=weight, progress=Progress("ingest"))
+        report = ingest_turns(
+            conn,
+            turns,
+            emb,
+            max_bytes=max_bytes,
+            weight=weight,
+            progress=Progress("ingest"),
+            bulk=bulk,
+            group_pieces=BULK_GROUP_PIECES if bulk else 512,
+        )
     failed = len(unreadable) + len(report.failed)
     if as_json:
         out = report.as_dict()

@@ -37,8 +37,10 @@ $$;
 COMMENT ON FUNCTION pgmem.column_dims(text) IS
 'Dimension a vector column was installed with (piece.embedding or fact.embedding).';
 
-CREATE OR REPLACE FUNCTION pgmem.check_vectors(vectors vector[], column_name text, what text)
-RETURNS void
+-- The rule, once: the first problem of a vector array (or no row). check_vectors raises it; the
+-- bulk writer (pgmem.put_turns) reports it for the one turn it concerns.
+CREATE OR REPLACE FUNCTION pgmem.vectors_problem(vectors vector[], column_name text, what text)
+RETURNS TABLE (code text, message text, hint text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
@@ -48,26 +50,49 @@ DECLARE
     i integer;
 BEGIN
     IF vectors IS NULL THEN
-        RAISE EXCEPTION '% must not be NULL', what USING ERRCODE = '22004';
+        RETURN QUERY SELECT '22004'::text, format('%s must not be NULL', what), NULL::text;
+        RETURN;
     END IF;
     FOR i IN 1 .. coalesce(array_length(vectors, 1), 0) LOOP
         IF vectors[i] IS NULL THEN
-            RAISE EXCEPTION '%[%] is NULL', what, i USING ERRCODE = '22004';
+            RETURN QUERY SELECT '22004'::text, format('%s[%s] is NULL', what, i), NULL::text;
+            RETURN;
         END IF;
         IF vector_dims(vectors[i]) <> want THEN
-            RAISE EXCEPTION '%[%] has % dimensions but % was installed with %',
-                what, i, vector_dims(vectors[i]), column_name, want
-                USING ERRCODE = '22000',
-                      HINT = 'Embed with the model the schema was installed for, or reinstall with matching dimensions.';
+            RETURN QUERY SELECT '22000'::text,
+                format('%s[%s] has %s dimensions but %s was installed with %s', what, i, vector_dims(vectors[i]), column_name, want),
+                'Embed with the model the schema was installed for, or reinstall with matching dimensions.'::text;
+            RETURN;
         END IF;
         IF vector_norm(vectors[i]) = 0 THEN
-            RAISE EXCEPTION '%[%] is a zero vector', what, i USING ERRCODE = '22023';
+            RETURN QUERY SELECT '22023'::text, format('%s[%s] is a zero vector', what, i), NULL::text;
+            RETURN;
         END IF;
     END LOOP;
 END
 $$;
+COMMENT ON FUNCTION pgmem.vectors_problem(vector[], text, text) IS
+'The first problem of a vector array as (SQLSTATE, message, hint): NULL (22004), a NULL element (22004), wrong dimension for the column (22000), a zero vector (22023); no row when there is none. pgmem.check_vectors raises it.';
+
+CREATE OR REPLACE FUNCTION pgmem.check_vectors(vectors vector[], column_name text, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    p record;
+BEGIN
+    SELECT * INTO p FROM pgmem.vectors_problem(vectors, column_name, what);
+    IF p.hint IS NOT NULL THEN
+        RAISE EXCEPTION '%', p.message USING ERRCODE = p.code, HINT = p.hint;
+    ELSIF p.code IS NOT NULL THEN
+        RAISE EXCEPTION '%', p.message USING ERRCODE = p.code;
+    END IF;
+END
+$$;
 COMMENT ON FUNCTION pgmem.check_vectors(vector[], text, text) IS
-'Raise 22004/22000/22023 if any vector is NULL, of the wrong dimension for the column, or zero.';
+'Raise 22004/22000/22023 if any vector is NULL, of the wrong dimension for the column, or zero (pgmem.vectors_problem).';
 
 -- Registering a model is internal: pgmem_app reaches it only through bind_scope_model, which
 -- requires the caller's write scope. Keys are max + 1 under a lock instead of a sequence, so a

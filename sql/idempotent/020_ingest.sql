@@ -42,6 +42,240 @@ COMMENT ON FUNCTION pgmem.pending_turns(text, timestamptz) IS
 -- Before metadata was added (issue 15): dropped so a call cannot skip the metadata checks.
 DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector);
 
+-- The rules of one turn, once: the first thing wrong with it as (SQLSTATE, message, hint), or no
+-- row. put_turn raises it; put_turns reports it for that turn and stores the others.
+CREATE OR REPLACE FUNCTION pgmem._turn_problem(
+    thread text,
+    turn_index integer,
+    messages jsonb,
+    content_hash bytea,
+    metadata jsonb,
+    weight double precision,
+    vectors vector[],
+    context vector DEFAULT NULL
+) RETURNS TABLE (code text, message text, hint text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    meta jsonb := coalesce(_turn_problem.metadata, '{}'::jsonb);
+BEGIN
+    IF thread IS NULL OR turn_index IS NULL OR messages IS NULL OR content_hash IS NULL THEN
+        RETURN QUERY SELECT '22004'::text,
+            'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'::text, NULL::text;
+    ELSIF turn_index < 0 THEN
+        RETURN QUERY SELECT '22023'::text, format('put_turn: turn_index must be >= 0, got %s', turn_index), NULL::text;
+    ELSIF jsonb_typeof(meta) <> 'object' THEN
+        RETURN QUERY SELECT '22023'::text, format('put_turn: metadata must be a JSON object, got a JSON %s', jsonb_typeof(meta)),
+            'For example {"channel": "voice", "project": "atlas"}; {} (or NULL) for none.'::text;
+    ELSIF octet_length(meta::text) > 4096 THEN
+        RETURN QUERY SELECT '22023'::text, format('put_turn: metadata is %s bytes as JSON text; at most 4,096', octet_length(meta::text)),
+            'Metadata is for short filterable labels; keep content in the messages.'::text;
+    ELSIF weight IS NULL OR weight < 0 OR weight > 1 OR weight = 'NaN'::double precision THEN
+        RETURN QUERY SELECT '22023'::text, format('put_turn: weight must be between 0 and 1, got %s', weight), NULL::text;
+    ELSIF coalesce(array_length(vectors, 1), 0) = 0 THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: a turn needs at least one piece'::text,
+            'A turn whose messages are all empty has nothing to store.'::text;
+    ELSE
+        RETURN QUERY SELECT * FROM pgmem.vectors_problem(vectors, 'piece.embedding', 'vectors');
+        IF NOT FOUND AND _turn_problem.context IS NOT NULL THEN
+            RETURN QUERY SELECT * FROM pgmem.vectors_problem(ARRAY[_turn_problem.context], 'piece.embedding', 'context');
+        END IF;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, vector[], vector) IS
+'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, metadata not a JSON object or over 4,096 bytes, weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
+
+CREATE OR REPLACE FUNCTION pgmem.put_turns(
+    scope text,
+    model_id text,
+    threads text[],
+    turn_indexes integer[],
+    turn_times timestamptz[],
+    messages jsonb[],
+    content_hashes bytea[],
+    piece_counts integer[],
+    unit_kinds text[],
+    source_indexes integer[],
+    labels text[],
+    bodies text[],
+    vectors vector[],
+    weight double precision DEFAULT 0.8,
+    reembed boolean DEFAULT false,
+    force boolean DEFAULT false,
+    contexts vector[] DEFAULT NULL,
+    metadata jsonb[] DEFAULT NULL
+) RETURNS TABLE (turn_no integer, status text, pieces integer, error_code text, error text, error_hint text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n_turns integer := coalesce(array_length(threads, 1), 0);
+    n_pieces integer := coalesce(array_length(vectors, 1), 0);
+    piece_turn integer[];
+    ok integer[] := '{}';      -- the turns that broke no rule, in input order
+    meta jsonb[];
+    ctxs vector[];
+    stat text[];               -- per turn: failed, inserted, replaced, unchanged (NULL: not yet stored)
+    key integer;
+    i integer;
+    p record;
+    thr text[];
+    got integer;
+BEGIN
+    IF scope IS NULL OR model_id IS NULL THEN
+        RAISE EXCEPTION 'put_turns: scope and model_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turns.scope), true);
+    IF coalesce(array_length(turn_indexes, 1), 0) <> n_turns OR coalesce(array_length(turn_times, 1), 0) <> n_turns
+       OR coalesce(array_length(messages, 1), 0) <> n_turns OR coalesce(array_length(content_hashes, 1), 0) <> n_turns
+       OR coalesce(array_length(piece_counts, 1), 0) <> n_turns
+       OR (contexts IS NOT NULL AND coalesce(array_length(contexts, 1), 0) <> n_turns)
+       OR (put_turns.metadata IS NOT NULL AND coalesce(array_length(put_turns.metadata, 1), 0) <> n_turns) THEN
+        RAISE EXCEPTION 'put_turns: the turn arrays (threads, turn_indexes, turn_times, messages, content_hashes, piece_counts and the optional contexts, metadata) must have the same length (% threads)', n_turns
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(piece_counts) AS c(n) WHERE c.n IS NULL OR c.n < 0)
+       OR (SELECT coalesce(sum(c.n), 0) FROM unnest(piece_counts) AS c(n)) <> n_pieces
+       OR coalesce(array_length(unit_kinds, 1), 0) <> n_pieces OR coalesce(array_length(source_indexes, 1), 0) <> n_pieces
+       OR coalesce(array_length(labels, 1), 0) <> n_pieces OR coalesce(array_length(bodies, 1), 0) <> n_pieces THEN
+        RAISE EXCEPTION 'put_turns: piece_counts must be >= 0 and sum to the length of unit_kinds, source_indexes, labels, bodies and vectors (% vectors)', n_pieces
+            USING ERRCODE = '22023', HINT = 'The piece arrays hold the turns'' pieces one turn after the other; piece_counts[i] is how many are turn i''s.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(threads, turn_indexes) AS u(th, ti) GROUP BY u.th, u.ti HAVING count(*) > 1) THEN
+        RAISE EXCEPTION 'put_turns: a turn (thread, turn_index) appears more than once in the call' USING ERRCODE = '22023',
+            HINT = 'Send the latest version of each turn once.';
+    END IF;
+    -- Each piece's turn (an integer array: subscripts are O(1), unlike on text or vector arrays).
+    piece_turn := ARRAY(SELECT c.i FROM unnest(piece_counts) WITH ORDINALITY AS c(n, i)
+                         CROSS JOIN LATERAL generate_series(1, c.n) ORDER BY c.i);
+    meta := coalesce(put_turns.metadata, array_fill(NULL::jsonb, ARRAY[n_turns]));
+    ctxs := coalesce(contexts, array_fill(NULL::vector, ARRAY[n_turns]));
+    stat := array_fill(NULL::text, ARRAY[n_turns]);
+    -- Each turn against the rules of one turn (pgmem._turn_problem, the same as put_turn's), its
+    -- context computed on the way (the given one, or the unit mean of its pieces), in one pass.
+    FOR p IN
+        WITH per AS MATERIALIZED (
+            SELECT u.tno, array_agg(u.v ORDER BY u.j) AS vs
+              FROM unnest(vectors, piece_turn) WITH ORDINALITY AS u(v, tno, j) GROUP BY u.tno)
+        SELECT t.i::integer AS i, pr.code, pr.message, pr.hint,
+               CASE WHEN pr.code IS NULL THEN coalesce(l2_normalize(t.ctx), pgmem.unit_mean(per.vs)) END AS ctx
+          FROM unnest(threads, turn_indexes, put_turns.messages, content_hashes, meta, ctxs) WITH ORDINALITY AS t(th, ti, msg, h, md, ctx, i)
+          LEFT JOIN per ON per.tno = t.i
+          LEFT JOIN LATERAL pgmem._turn_problem(t.th, t.ti, t.msg, t.h, t.md, weight, per.vs, t.ctx) pr ON true
+         ORDER BY t.i
+    LOOP
+        IF p.code IS NULL THEN
+            ok := ok || p.i;
+            ctxs[p.i] := p.ctx;
+        ELSE
+            stat[p.i] := 'failed';
+            turn_no := p.i; status := 'failed'; pieces := 0; error_code := p.code; error := p.message; error_hint := p.hint;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+    IF cardinality(ok) = 0 THEN
+        RETURN;
+    END IF;
+    -- Every turn left has vectors of the installed dimension (its rules checked it).
+    key := pgmem.bind_scope_model(scope, model_id, pgmem.column_dims('piece.embedding'), 'piece', reembed);
+
+    -- Lock order (docs/architecture.md), as put_turn: the scope (SHARE, in bind_scope_model), then
+    -- the threads (KEY SHARE), then the turns, then their pieces; each set in key order, so two
+    -- batches over the same threads and turns take their locks in the same order. A thread
+    -- forgotten while this waited is created again (the turns land after the forget).
+    thr := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat) AS t(th, st) WHERE t.st IS NULL ORDER BY 1);
+    LOOP
+        INSERT INTO pgmem.thread AS th (scope_id, thread_id)
+        SELECT put_turns.scope, t.id FROM unnest(thr) AS t(id) ORDER BY t.id
+        ON CONFLICT (scope_id, thread_id) DO NOTHING;
+        SELECT count(*) INTO got FROM (
+            SELECT 1 FROM pgmem.thread th
+             WHERE th.scope_id = put_turns.scope AND th.thread_id = ANY (thr)
+             ORDER BY th.thread_id FOR KEY SHARE) l;
+        EXIT WHEN got = cardinality(thr);
+    END LOOP;
+
+    -- Then the turns: new ones inserted at once (a concurrent writer of the same new turn waits on
+    -- its key and finds it stored), stored ones locked FOR UPDATE; one gone meanwhile is tried again.
+    LOOP
+        FOR p IN
+            WITH ins AS (
+                INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context,
+                                             blend_weight, model_key, metadata)
+                SELECT put_turns.scope, u.th, u.ti, u.tm, u.msg, u.h, u.ctx, weight, key, coalesce(u.md, '{}'::jsonb)
+                  FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat)
+                       AS u(th, ti, tm, msg, h, ctx, md, st)
+                 WHERE u.st IS NULL
+                 ORDER BY u.th, u.ti
+                ON CONFLICT (scope_id, thread_id, turn_index) DO NOTHING
+                RETURNING t.thread_id, t.turn_index)
+            SELECT u.i::integer AS i FROM unnest(threads, turn_indexes) WITH ORDINALITY AS u(th, ti, i)
+              JOIN ins ON ins.thread_id = u.th AND ins.turn_index = u.ti
+        LOOP
+            stat[p.i] := 'inserted';
+        END LOOP;
+        FOR p IN
+            SELECT u.i::integer AS i, t.content_hash = u.h AND NOT coalesce(force, false) AS same
+              FROM unnest(threads, turn_indexes, content_hashes, stat) WITH ORDINALITY AS u(th, ti, h, st, i)
+              JOIN pgmem.turn t ON t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti
+             WHERE u.st IS NULL
+             ORDER BY t.thread_id, t.turn_index
+               FOR UPDATE OF t
+        LOOP
+            stat[p.i] := CASE WHEN p.same THEN 'unchanged' ELSE 'replaced' END;
+        END LOOP;
+        EXIT WHEN array_position(stat, NULL) IS NULL;
+    END LOOP;
+
+    -- Same content: nothing is embedded or rewritten, but new metadata is kept.
+    IF 'unchanged' = ANY (stat) THEN
+        UPDATE pgmem.turn t SET metadata = coalesce(u.md, '{}'::jsonb)
+          FROM unnest(threads, turn_indexes, meta, stat) AS u(th, ti, md, st)
+         WHERE u.st = 'unchanged'
+           AND t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti
+           AND t.metadata IS DISTINCT FROM coalesce(u.md, '{}'::jsonb);
+    END IF;
+    -- Changed content: the turn's pieces are replaced.
+    IF 'replaced' = ANY (stat) THEN
+        DELETE FROM pgmem.piece pc
+         USING unnest(threads, turn_indexes, stat) AS u(th, ti, st)
+         WHERE u.st = 'replaced'
+           AND pc.scope_id = put_turns.scope AND pc.thread_id = u.th AND pc.turn_index = u.ti;
+        UPDATE pgmem.turn t
+           SET turn_time = u.tm, messages = u.msg, content_hash = u.h, context = u.ctx, blend_weight = weight,
+               model_key = key, metadata = coalesce(u.md, '{}'::jsonb), ingested_at = now()
+          FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat)
+               AS u(th, ti, tm, msg, h, ctx, md, st)
+         WHERE u.st = 'replaced'
+           AND t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti;
+    END IF;
+
+    -- The pieces of every inserted or replaced turn, in one statement.
+    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
+                             label, body, raw_embedding, embedding, model_key)
+    SELECT put_turns.scope, 'memory', pc.kind, t.th, t.ti, pc.src,
+           (row_number() OVER (PARTITION BY pc.tno, pc.src ORDER BY pc.j))::integer - 1,
+           pc.label, pc.body, l2_normalize(pc.v), pgmem.blend(pc.v, t.ctx, weight), key
+      FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors, piece_turn) WITH ORDINALITY
+           AS pc(kind, src, label, body, v, tno, j)
+      JOIN unnest(threads, turn_indexes, ctxs, stat) WITH ORDINALITY AS t(th, ti, ctx, st, i) ON t.i = pc.tno
+     WHERE t.st IN ('inserted', 'replaced')
+     ORDER BY pc.j;
+
+    FOR i IN SELECT unnest(ok) LOOP
+        turn_no := i; status := stat[i]; pieces := CASE WHEN stat[i] = 'unchanged' THEN 0 ELSE piece_counts[i] END;
+        error_code := NULL; error := NULL; error_hint := NULL;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector[], jsonb[]) IS
+'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
+
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,
     thread text,
@@ -67,106 +301,32 @@ AS $$
 #variable_conflict use_column
 DECLARE
     n integer := coalesce(array_length(vectors, 1), 0);
-    key smallint;
-    old_hash bytea;
-    ctx vector;
-    status text := 'inserted';
-    meta jsonb := coalesce(put_turn.metadata, '{}'::jsonb);
+    r record;
 BEGIN
-    IF scope IS NULL OR thread IS NULL OR turn_index IS NULL OR messages IS NULL OR content_hash IS NULL OR model_id IS NULL THEN
+    IF scope IS NULL OR model_id IS NULL THEN
         RAISE EXCEPTION 'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'
             USING ERRCODE = '22004';
-    END IF;
-    PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turn.scope), true);
-    IF turn_index < 0 THEN
-        RAISE EXCEPTION 'put_turn: turn_index must be >= 0, got %', turn_index USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(meta) <> 'object' THEN
-        RAISE EXCEPTION 'put_turn: metadata must be a JSON object, got a JSON %', jsonb_typeof(meta)
-            USING ERRCODE = '22023', HINT = 'For example {"channel": "voice", "project": "atlas"}; {} (or NULL) for none.';
-    END IF;
-    IF octet_length(meta::text) > 4096 THEN
-        RAISE EXCEPTION 'put_turn: metadata is % bytes as JSON text; at most 4,096', octet_length(meta::text)
-            USING ERRCODE = '22023', HINT = 'Metadata is for short filterable labels; keep content in the messages.';
-    END IF;
-    IF weight IS NULL OR weight < 0 OR weight > 1 THEN
-        RAISE EXCEPTION 'put_turn: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
-    END IF;
-    IF n = 0 THEN
-        RAISE EXCEPTION 'put_turn: a turn needs at least one piece' USING ERRCODE = '22023',
-            HINT = 'A turn whose messages are all empty has nothing to store.';
     END IF;
     IF coalesce(array_length(unit_kinds, 1), 0) <> n OR coalesce(array_length(source_indexes, 1), 0) <> n
        OR coalesce(array_length(labels, 1), 0) <> n OR coalesce(array_length(bodies, 1), 0) <> n THEN
         RAISE EXCEPTION 'put_turn: unit_kinds, source_indexes, labels, bodies and vectors must have the same length (% vectors)', n
             USING ERRCODE = '22023';
     END IF;
-    PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
-    key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'piece', reembed);
-
-    -- Lock order (docs/architecture.md): scope (SHARE, in bind_scope_model), then the thread
-    -- (KEY SHARE: writers of one thread run side by side, a forget of the thread, FOR UPDATE,
-    -- waits for them or they for it), then the turn, then its pieces. A thread forgotten while
-    -- this waited is gone when the lock is granted: it is created again, so the turn is stored
-    -- after the forget (never a foreign-key error).
-    LOOP
-        INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (put_turn.scope, put_turn.thread)
-        ON CONFLICT (scope_id, thread_id) DO NOTHING;
-        PERFORM 1 FROM pgmem.thread th
-          WHERE th.scope_id = put_turn.scope AND th.thread_id = put_turn.thread FOR KEY SHARE;
-        EXIT WHEN FOUND;
-    END LOOP;
-
-    IF put_turn.context IS NOT NULL THEN
-        -- The caller embedded the turn's text as its context (the seed's +0.5-point option).
-        PERFORM pgmem.check_vectors(ARRAY[put_turn.context], 'piece.embedding', 'context');
-        ctx := l2_normalize(put_turn.context);
-    ELSE
-        ctx := pgmem.unit_mean(vectors);
+    -- One write pipeline: a turn is stored by put_turns, as one turn of a batch.
+    SELECT * INTO r FROM pgmem.put_turns(put_turn.scope, put_turn.model_id, ARRAY[put_turn.thread], ARRAY[put_turn.turn_index],
+                                         ARRAY[put_turn.turn_time], ARRAY[put_turn.messages], ARRAY[put_turn.content_hash],
+                                         ARRAY[n], unit_kinds, source_indexes, labels, bodies, vectors,
+                                         weight, reembed, force, ARRAY[put_turn.context], ARRAY[put_turn.metadata]);
+    IF r.error_hint IS NOT NULL THEN
+        RAISE EXCEPTION '%', r.error USING ERRCODE = r.error_code, HINT = r.error_hint;
+    ELSIF r.error_code IS NOT NULL THEN
+        RAISE EXCEPTION '%', r.error USING ERRCODE = r.error_code;
     END IF;
-    -- Then the turn. A new turn is inserted at once, so a concurrent writer of the same new turn
-    -- waits on its key and finds it stored (never two sets of pieces); a stored turn is locked
-    -- FOR UPDATE, so concurrent writers of one turn serialise here.
-    LOOP
-        INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context,
-                                     blend_weight, model_key, metadata)
-        VALUES (scope, thread, turn_index, turn_time, messages, content_hash, ctx, weight, key, meta)
-        ON CONFLICT (scope_id, thread_id, turn_index) DO NOTHING;
-        EXIT WHEN FOUND;
-        SELECT t.content_hash INTO old_hash FROM pgmem.turn t
-         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
-           FOR UPDATE;
-        CONTINUE WHEN NOT FOUND;
-        IF old_hash = put_turn.content_hash AND NOT coalesce(force, false) THEN
-            -- Same content: nothing is embedded or rewritten, but new metadata is kept.
-            UPDATE pgmem.turn t SET metadata = meta
-             WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index
-               AND t.metadata IS DISTINCT FROM meta;
-            RETURN ROW('unchanged', 0)::pgmem.put_result;
-        END IF;
-        status := 'replaced';
-        DELETE FROM pgmem.piece p
-         WHERE p.scope_id = put_turn.scope AND p.thread_id = put_turn.thread AND p.turn_index = put_turn.turn_index;
-        UPDATE pgmem.turn t
-           SET turn_time = put_turn.turn_time, messages = put_turn.messages, content_hash = put_turn.content_hash,
-               context = ctx, blend_weight = weight, model_key = key, metadata = meta, ingested_at = now()
-         WHERE t.scope_id = put_turn.scope AND t.thread_id = put_turn.thread AND t.turn_index = put_turn.turn_index;
-        EXIT;
-    END LOOP;
-
-    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
-                             label, body, raw_embedding, embedding, model_key)
-    SELECT put_turn.scope, 'memory', u.kind, put_turn.thread, put_turn.turn_index, u.src,
-           (row_number() OVER (PARTITION BY u.src ORDER BY u.ord))::integer - 1,
-           u.label, u.body, l2_normalize(u.v), pgmem.blend(u.v, ctx, weight), key
-      FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors) WITH ORDINALITY
-           AS u(kind, src, label, body, v, ord)
-     ORDER BY u.ord;
-    RETURN ROW(status, n)::pgmem.put_result;
+    RETURN ROW(r.status, r.pieces)::pgmem.put_result;
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector, jsonb) IS
-'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild) except new metadata; changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL. metadata: a JSON object of at most 4,096 bytes (22023 otherwise; NULL is {}), stored on the turn and filtered on by memory_recall(metadata_filter => ...).';
+'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild) except new metadata; changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL. metadata: a JSON object of at most 4,096 bytes (22023 otherwise; NULL is {}), stored on the turn and filtered on by memory_recall(metadata_filter => ...). The one write pipeline: pgmem.put_turns with one turn, raising the error it reports (the rules are pgmem._turn_problem''s).';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
 RETURNS bigint

@@ -393,6 +393,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     ann regclass;
+    through bigint;
     ef integer;
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
     cap constant integer := 5000;
@@ -446,7 +447,11 @@ BEGIN
                                 pgmem.default_ef_search()), k);
         PERFORM set_config('hnsw.ef_search', least(ef, 1000)::text, true);  -- restored on return (SET above)
         PERFORM set_config('ivfflat.probes', coalesce(nullif(current_setting('pgmem.ivfflat_probes', true), ''), '10'), true);
-        IF filt IS NULL THEN
+        -- The write tail (060_indexes.sql): pieces after the index's last piece_id are not in the
+        -- graph. Each part's top k from the index and from an exact scan of the tail (read once,
+        -- through the primary key) are merged; an index built without a tail holds everything.
+        through := pgmem.ann_index_through(ann);
+        IF filt IS NULL AND through IS NULL THEN
             -- The scope as a literal, so the planner can prove the partial index applies.
             RETURN QUERY EXECUTE format(
                 $q$SELECT q.part_no::integer, h.piece_id, h.ip
@@ -459,22 +464,55 @@ BEGIN
                             LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
             USING unit_vectors, k;
             RETURN;
+        ELSIF filt IS NULL THEN
+            RETURN QUERY EXECUTE format(
+                $q$WITH tail AS MATERIALIZED (
+                       SELECT c.piece_id, c.embedding FROM pgmem.piece c
+                        WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory')
+                   SELECT m.part_no, m.piece_id, m.ip FROM (
+                       SELECT q.part_no::integer AS part_no, h.piece_id, h.ip,
+                              row_number() OVER (PARTITION BY q.part_no ORDER BY h.ip, h.piece_id) AS rn
+                         FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                        CROSS JOIN LATERAL (
+                              (SELECT c.piece_id, c.embedding <#> q.vec AS ip
+                                 FROM pgmem.piece c
+                                WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory' AND c.piece_id <= %3$s
+                                ORDER BY c.embedding <#> q.vec
+                                LIMIT $2)
+                              UNION ALL
+                              (SELECT t.piece_id, (t.embedding <#> q.vec) + 0 FROM tail t ORDER BY 2, 1 LIMIT $2)) h) m
+                    WHERE m.rn <= $2$q$, scope, pgmem.scope_no(scope), through)
+            USING unit_vectors, k;
+            RETURN;
         END IF;
         PERFORM set_config('ivfflat.iterative_scan', 'relaxed_order', true);
         -- The filter is a scalar subquery on the turn's primary key, so it stays a filter on the
         -- index scan node, which the iterative scan feeds until LIMIT is met.
+        -- With a tail, the tail's matching pieces are ranked exactly beside the index scan.
         EXECUTE format(
-            $q$SELECT array_agg(q.part_no::integer), array_agg(h.piece_id), array_agg(h.ip)
-                 FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
-                 CROSS JOIN LATERAL (
-                       SELECT c.piece_id, c.embedding <#> q.vec AS ip
-                         FROM pgmem.piece c
-                        WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
-                          AND (SELECT t.metadata FROM pgmem.turn t
-                                WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
-                                  AND t.turn_index = c.turn_index) @> $3
-                        ORDER BY c.embedding <#> q.vec
-                        LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
+            $q$WITH tail AS MATERIALIZED (
+                   SELECT c.piece_id, c.embedding FROM pgmem.piece c
+                    WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory'
+                      AND (SELECT t.metadata FROM pgmem.turn t
+                            WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
+                              AND t.turn_index = c.turn_index) @> $3)
+               SELECT array_agg(m.part_no), array_agg(m.piece_id), array_agg(m.ip) FROM (
+                   SELECT q.part_no::integer AS part_no, h.piece_id, h.ip,
+                          row_number() OVER (PARTITION BY q.part_no ORDER BY h.ip, h.piece_id) AS rn
+                     FROM unnest($1) WITH ORDINALITY AS q(vec, part_no)
+                     CROSS JOIN LATERAL (
+                           (SELECT c.piece_id, c.embedding <#> q.vec AS ip
+                              FROM pgmem.piece c
+                             WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory'%4$s
+                               AND (SELECT t.metadata FROM pgmem.turn t
+                                     WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
+                                       AND t.turn_index = c.turn_index) @> $3
+                             ORDER BY c.embedding <#> q.vec
+                             LIMIT $2)
+                           UNION ALL
+                           (SELECT t.piece_id, (t.embedding <#> q.vec) + 0 FROM tail t ORDER BY 2, 1 LIMIT $2)) h) m
+                WHERE m.rn <= $2$q$, scope, pgmem.scope_no(scope), coalesce(through, 9223372036854775807),
+                CASE WHEN through IS NULL THEN '' ELSE format(' AND c.piece_id <= %s', through) END)
         INTO r_part, r_piece, r_ip
         USING unit_vectors, k, filt;
         IF NOT EXISTS (SELECT 1 FROM generate_series(1, cardinality(unit_vectors)) AS g(i)
@@ -514,7 +552,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._memory_candidates(text, vector[], integer, text, boolean, integer, jsonb) IS
-'Top-k memory pieces per unit query vector by inner product (at most 64 vectors, k <= 1000, checked by check_recall_args): exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64). metadata_filter keeps pieces of turns whose metadata contains it: exact over the matching pieces when at most 5,000 match, else the index with pgvector''s iterative scan, searched again exactly if a part comes back short.';
+'Top-k memory pieces per unit query vector by inner product (at most 64 vectors, k <= 1000, checked by check_recall_args): exact within the scope, or through the scope''s partial ANN index when it has one (no thread filter, exact = false), merged with an exact search of the scope''s write tail (the pieces written since the index was built, pgmem.ann_index_through). ef_search: argument, else the pgmem.ef_search setting, else pgmem.default_ef_search() (64). metadata_filter keeps pieces of turns whose metadata contains it: exact over the matching pieces when at most 5,000 match, else the index with pgvector''s iterative scan, searched again exactly if a part comes back short.';
 
 -- The pieces of turns inside a time window, searched exactly: the time window's own ranking in
 -- memory_recall (it boosts them), and the vector side under since / until (a hard filter). A

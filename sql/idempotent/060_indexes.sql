@@ -16,6 +16,15 @@
 -- pgmem.scope_index_plan() returns the statements (run them from psql with \gexec, or from
 -- `pgmem bench`), pgmem.index_large_scopes() runs them in the current transaction (it blocks
 -- writes to the table while it builds; fine for a maintenance window or a fresh load).
+--
+-- The write tail (docs/scaling.md, "Writes into indexed scopes"): a scope's piece index holds
+-- the pieces up to a piece_id fixed when it was built (WHERE ... AND piece_id <= <through>).
+-- Pieces written later fail the predicate, so put_turn never inserts into the graph (an HNSW
+-- insert with ef_construction = 400 costs tens of milliseconds in a large graph); they are the
+-- scope's tail, which pgmem._memory_candidates searches exactly beside the index. The plan
+-- folds a tail that reached max_tail by building the index again with a new <through>, beside
+-- the old one, which serves until the swap. piece_id is an identity, so later pieces always have
+-- higher ids.
 
 -- A covering index only fits while the vector fits a B-tree tuple (about 2,700 bytes: 384-d
 -- and 512-d float vectors do, 1,536-d do not; 1,024-d halfvec facts do). Wider installs keep the
@@ -66,6 +75,18 @@ $$;
 COMMENT ON FUNCTION pgmem.scope_ann_index(text, text) IS
 'The valid partial ANN index of a scope on a plane (piece or fact), or NULL when the scope is searched exactly (or is not visible: under row-level security, only the transaction''s scope is).';
 
+CREATE OR REPLACE FUNCTION pgmem.ann_index_through(index regclass)
+RETURNS bigint
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT (pg_catalog.regexp_match(pg_catalog.pg_get_expr(i.indpred, i.indrelid), 'piece_id <= ''?([0-9]+)'))[1]::bigint
+      FROM pg_catalog.pg_index i
+     WHERE i.indexrelid = ann_index_through.index
+$$;
+COMMENT ON FUNCTION pgmem.ann_index_through(regclass) IS
+'The highest piece_id a scope''s piece ANN index holds (its predicate''s piece_id <= n): pieces of the scope with a higher id are its write tail, searched exactly beside the index. NULL for an index built without a tail (scope_index_plan(tail => false)), which every write goes into.';
+
 -- The HNSW search width of the recall functions when neither their ef_search argument nor the
 -- pgmem.ef_search setting gives one. Measured on the 1m bench store (docs/scaling.md, "Search
 -- width and graph quality"), 8-part messages, graphs built with m = 24, ef_construction = 400:
@@ -82,12 +103,18 @@ $$;
 COMMENT ON FUNCTION pgmem.default_ef_search() IS
 'Default hnsw.ef_search of the recall functions on a scope''s HNSW index: 64 (recall >= 0.99 measured from 16,000 to 160,000 rows on graphs built with ef_construction = 400, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
 
+-- Before the write tail (tail, max_tail): dropped so a call cannot build indexes without it by accident.
+DROP FUNCTION IF EXISTS pgmem.scope_index_plan(integer, text, boolean, integer, integer);
+DROP FUNCTION IF EXISTS pgmem.index_large_scopes(integer, text, integer, integer);
+
 CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
     concurrent boolean DEFAULT true,
     m integer DEFAULT 24,
-    ef_construction integer DEFAULT 400
+    ef_construction integer DEFAULT 400,
+    tail boolean DEFAULT true,
+    max_tail integer DEFAULT 2000
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -120,6 +147,10 @@ BEGIN
         RAISE EXCEPTION 'm must be 2..100 and ef_construction 4..1000, got % and %', m, ef_construction
             USING ERRCODE = '22023';
     END IF;
+    IF tail IS NULL OR max_tail IS NULL OR max_tail < 1 THEN
+        RAISE EXCEPTION 'tail must not be NULL and max_tail must be at least 1, got % and %', tail, max_tail
+            USING ERRCODE = '22023', HINT = 'max_tail is the tail (pieces written since the index was built) at which the plan folds it in.';
+    END IF;
     -- Read by the maintenance policy (050_security.sql): while it is on, and only for a login that
     -- is a member of pgmem_owner, every scope's rows are visible. Set here rather than in a SET
     -- clause (a non-superuser may not attach a custom setting to a function), and put back
@@ -127,24 +158,25 @@ BEGIN
     PERFORM set_config('pgmem.maintenance', 'on', true);
     RETURN QUERY
     WITH counts AS (
-        SELECT 'piece'::text AS plane, p.scope_id, p.scope_no, count(*) AS n
+        SELECT 'piece'::text AS plane, p.scope_id, p.scope_no, count(*) AS n, max(p.piece_id) AS last_id
           FROM pgmem.piece p WHERE p.kind = 'memory' GROUP BY p.scope_id, p.scope_no
         UNION ALL
-        SELECT 'fact', f.scope_id, f.scope_no, count(*) FROM pgmem.fact f GROUP BY f.scope_id, f.scope_no
+        SELECT 'fact', f.scope_id, f.scope_no, count(*), NULL FROM pgmem.fact f GROUP BY f.scope_id, f.scope_no
     ), existing AS (
         SELECT CASE WHEN c.relname LIKE 'piece\_ann\_%' THEN 'piece' ELSE 'fact' END AS plane, c.relname::text AS name,
                am.amname::text AS am, i.indisvalid AS valid,
                -- HNSW build parameters as stored (pgvector's defaults when built without WITH)
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o WHERE o LIKE 'm=%'), 16) AS built_m,
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o
-                          WHERE o LIKE 'ef\_construction=%'), 64) AS built_efc
+                          WHERE o LIKE 'ef\_construction=%'), 64) AS built_efc,
+               pgmem.ann_index_through(c.oid::regclass) AS through
           FROM pg_catalog.pg_class c
           JOIN pg_catalog.pg_am am ON am.oid = c.relam
           JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
          WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
            AND (c.relname LIKE 'piece\_ann\_%' OR c.relname LIKE 'fact\_ann\_%')
     ), wanted AS (
-        SELECT k.plane, k.scope_id, k.n, pgmem._scope_index_name(k.plane, k.scope_no) AS name,
+        SELECT k.plane, k.scope_id, k.scope_no, k.n, pgmem._scope_index_name(k.plane, k.scope_no) AS name,
                -- everything after the index name: the same for a new index and for a rebuild
                format('ON pgmem.%I USING %s (embedding @VECTOR_SCHEMA@.%I) %s WHERE scope_no = %s%s',
                       k.plane, method,
@@ -153,7 +185,9 @@ BEGIN
                         WHERE a.attrelid = format('pgmem.%I', k.plane)::regclass AND a.attname = 'embedding'),
                       CASE method WHEN 'hnsw' THEN format('WITH (m = %s, ef_construction = %s)', m, ef_construction)
                                   ELSE format('WITH (lists = %s)', greatest(10, (sqrt(k.n))::integer)) END,
-                      k.scope_no, CASE k.plane WHEN 'piece' THEN ' AND kind = ''memory''' ELSE '' END) AS spec
+                      k.scope_no, CASE WHEN k.plane = 'fact' THEN ''
+                                       WHEN tail THEN format(' AND kind = ''memory'' AND piece_id <= %s', k.last_id)
+                                       ELSE ' AND kind = ''memory''' END) AS spec
           FROM counts k WHERE k.n >= min_pieces
     ), plan AS (
         -- Scopes that reached the threshold and have no index yet.
@@ -173,30 +207,43 @@ BEGIN
           LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_no) = e.name
          WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid
         UNION ALL
-        -- Valid indexes built with another method or other HNSW parameters than asked for: built
-        -- again beside the old one, which serves recall until it is swapped out.
-        SELECT w.scope_id, w.plane, w.n, 'rebuild', r.step, r.ddl
+        -- Valid indexes built with another method or other HNSW parameters than asked for, or
+        -- with a tail when none is asked for (or the other way round): rebuilt; piece indexes
+        -- whose tail reached max_tail: folded, i.e. rebuilt holding the pieces written so far.
+        -- Either way built again beside the old one, which serves recall until it is swapped out.
+        SELECT w.scope_id, w.plane, w.n, r.action, r.step, r.ddl
           FROM wanted w
           JOIN existing e ON e.name = w.name AND e.valid
+         CROSS JOIN LATERAL (
+                SELECT CASE WHEN e.am <> method OR (method = 'hnsw' AND (e.built_m <> m OR e.built_efc <> ef_construction))
+                                 OR (w.plane = 'piece' AND tail <> (e.through IS NOT NULL)) THEN 'rebuild'
+                            WHEN w.plane = 'piece' AND tail
+                                 AND (SELECT count(*) FROM (
+                                          SELECT 1 FROM pgmem.piece p
+                                           WHERE p.scope_id = w.scope_id AND p.piece_id > e.through AND p.kind = 'memory'
+                                           LIMIT max_tail) t) >= max_tail THEN 'fold' END AS action) a
          CROSS JOIN LATERAL (VALUES
                 (1, format('CREATE INDEX %sIF NOT EXISTS %I %s', conc, w.name || '_rebuild', w.spec)),
                 (2, format('DROP INDEX %sIF EXISTS pgmem.%I', conc, w.name)),
-                (3, format('ALTER INDEX IF EXISTS pgmem.%I RENAME TO %I', w.name || '_rebuild', w.name))) AS r(step, ddl)
-         WHERE e.am <> method OR (method = 'hnsw' AND (e.built_m <> m OR e.built_efc <> ef_construction))
+                (3, format('ALTER INDEX IF EXISTS pgmem.%I RENAME TO %I', w.name || '_rebuild', w.name))) AS r0(step, ddl)
+         CROSS JOIN LATERAL (SELECT a.action, r0.step, r0.ddl) r
+         WHERE a.action IS NOT NULL
     )
     SELECT p.scope_id, p.plane, p.n, p.action, p.ddl FROM plan p
      ORDER BY p.action, p.n DESC, p.scope_id, p.step;
     PERFORM set_config('pgmem.maintenance', coalesce(prior, ''), true);
 END
 $$;
-COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer) IS
-'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), and a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
+COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer, boolean, integer) IS
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
     method text DEFAULT 'hnsw',
     m integer DEFAULT 24,
-    ef_construction integer DEFAULT 400
+    ef_construction integer DEFAULT 400,
+    tail boolean DEFAULT true,
+    max_tail integer DEFAULT 2000
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -205,12 +252,12 @@ AS $$
 DECLARE
     r record;
 BEGIN
-    FOR r IN SELECT * FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction) LOOP
+    FOR r IN SELECT * FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction, tail, max_tail) LOOP
         EXECUTE r.ddl;
         scope_id := r.scope_id; plane := r.plane; row_count := r.row_count; action := r.action; ddl := r.ddl;
         RETURN NEXT;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer) IS
+COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer, boolean, integer) IS
 'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';

@@ -68,6 +68,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="also build one table-wide HNSW index and measure scope-filtered search through it (iterative scans)",
     )
+    p.add_argument(
+        "--skip-writes",
+        action="store_true",
+        help="skip the write rows (put_turn into indexed 100,000-piece scopes with and without the tail, bulk)",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -125,6 +130,12 @@ def _bench(args: argparse.Namespace) -> int:
             _say(f"indexes: {len(builds)} built in {results['index_build_seconds']} s")
             load_before = [round(v, 1) for v in os.getloadavg()]
             _measure(conn, store, args, results)
+            if not args.skip_writes:
+                from pgmem.lab.bench.writes import writes_run
+
+                # The tiny store is for trying the command: a scope just large enough for an index.
+                rows = 8_000 if args.size == "tiny" else 100_000
+                results["writes"] = writes_run(conn, rows=rows, maintenance_work_mem=args.maintenance_work_mem)
             # Other work on the machine inflates every latency: say how busy it was.
             results["load_average"] = {
                 "before": load_before,
@@ -413,6 +424,10 @@ def render(r: dict[str, Any]) -> str:
                 f"{'index' if e['planner_uses_global_index'] else 'other':>7} | {e['db_p50_ms']:>7} "
                 f"{e['db_p95_ms']:>7} | {_rc(e['recall']):>6} {e['hits_per_call']:>5}"
             )
+    if "writes" in r:
+        from pgmem.lab.bench.writes import render as render_writes
+
+        out += ["", render_writes(r["writes"])]
     m = r["server_memory"]
     if "load_average" in r:
         la = r["load_average"]

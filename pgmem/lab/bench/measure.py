@@ -61,12 +61,22 @@ class IndexBuild:
     bytes: int
 
 
-def build_indexes(conn: Conn, *, min_pieces: int, method: str, maintenance_work_mem: str) -> list[IndexBuild]:
-    """Run pgmem.scope_index_plan one statement at a time (not concurrently: nothing else writes)."""
+def build_indexes(
+    conn: Conn,
+    *,
+    min_pieces: int,
+    method: str,
+    maintenance_work_mem: str,
+    scopes: Sequence[str] | None = None,
+    tail: bool = True,
+) -> list[IndexBuild]:
+    """Run pgmem.scope_index_plan one statement at a time (not concurrently: nothing else writes),
+    for every scope or only `scopes`; tail as the plan's argument."""
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
     plan = conn.execute(
-        "SELECT scope_id, plane, row_count, action, ddl FROM pgmem.scope_index_plan(%s, %s, false)",
-        (min_pieces, method),
+        "SELECT scope_id, plane, row_count, action, ddl FROM pgmem.scope_index_plan(%s, %s, false, tail => %s)"
+        " WHERE %s::text[] IS NULL OR scope_id = ANY (%s::text[])",
+        (min_pieces, method, tail, None if scopes is None else list(scopes), None if scopes is None else list(scopes)),
     ).fetchall()
     out = []
     for scope, plane, rows, action, ddl in plan:

@@ -1,0 +1,306 @@
+"""The bulk path (pgmem.put_turns, ingest_turns(bulk=True), pgmem ingest --bulk) stores the
+rows put_turn stores, is idempotent, reports per-turn errors as the normal path does, and
+runs beside put_turn writers and forgets."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgmem.cli import main
+from pgmem.db import connect, scoped
+from pgmem.embedders.base import Embedder
+from pgmem.ingest import ingest_turns
+from pgmem.turns import Turn, turn_from_dict
+from tests.conftest import TEST_DIMS
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+PIECE_COLUMNS = (
+    "kind, unit_kind, thread_id, turn_index, source_index, seq, label, body, raw_embedding::text, "
+    "embedding::text, m.model_id, tsv::text"
+)
+TURN_COLUMNS = (
+    "thread_id, turn_index, turn_time, messages, encode(content_hash, 'hex'), context::text, blend_weight, "
+    "m.model_id, metadata"
+)
+
+
+def _turns(scope: str, n: int = 12) -> list[Turn]:
+    out = []
+    for i in range(n):
+        out.append(
+            turn_from_dict(
+                {
+                    "scope": scope,
+                    "thread": f"thread-{i % 3}",
+                    "turn": i // 3,
+                    "time": None if i % 4 == 0 else f"2026-10-{1 + i % 28:02d}T14:0{i % 10}:00Z",
+                    "metadata": {"channel": "voice", "n": i} if i % 2 else {},
+                    "messages": [
+                        {"role": "user", "content": f"Question {i}: where is shipment SHP-{100 + i}? The dogs say hi."},
+                        {"role": "assistant", "content": f"Looking up SHP-{100 + i} for you. " * (1 + i % 3)},
+                        {"role": "tool", "content": "\n".join(f"row {j},Busan,{i}" for j in range(20 * (i % 4)))},
+                    ],
+                }
+            )
+        )
+    return out
+
+
+def _rows(
+    admin: Conn, scope: str
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]]:
+    pieces = admin.execute(
+        f"SELECT {PIECE_COLUMNS} FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
+        " WHERE p.scope_id = %s ORDER BY thread_id, turn_index, source_index, seq",
+        (scope,),
+    ).fetchall()
+    turns = admin.execute(
+        f"SELECT {TURN_COLUMNS} FROM pgmem.turn t JOIN pgmem.embedding_model m USING (model_key)"
+        " WHERE t.scope_id = %s ORDER BY thread_id, turn_index",
+        (scope,),
+    ).fetchall()
+    threads = admin.execute(
+        "SELECT thread_id FROM pgmem.thread WHERE scope_id = %s ORDER BY thread_id", (scope,)
+    ).fetchall()
+    return pieces, turns, threads
+
+
+def _moved(turns: list[Turn], scope: str) -> list[Turn]:
+    return [dataclasses.replace(t, scope=scope) for t in turns]
+
+
+def test_bulk_stores_the_rows_put_turn_stores(conn: Conn, admin_conn: Conn, embedder: Embedder) -> None:
+    turns = _turns("one")
+    one = ingest_turns(conn, turns, embedder)
+    bulk = ingest_turns(conn, _moved(turns, "bulk"), embedder, bulk=True)
+    assert one.as_dict() == bulk.as_dict() and bulk.inserted == len(turns) and not bulk.failed
+    pieces, turn_rows, threads = _rows(admin_conn, "one")
+    assert len(pieces) == bulk.pieces > len(turns)
+    assert _rows(admin_conn, "bulk") == (pieces, turn_rows, threads)
+    # Idempotent: the same batch again changes nothing (not even the row versions).
+    before = admin_conn.execute(
+        "SELECT piece_id, xmin::text FROM pgmem.piece WHERE scope_id = 'bulk' ORDER BY piece_id"
+    ).fetchall()
+    again = ingest_turns(conn, _moved(turns, "bulk"), embedder, bulk=True, force=False)
+    assert again.unchanged == len(turns) and again.pieces == 0
+    assert (
+        admin_conn.execute(
+            "SELECT piece_id, xmin::text FROM pgmem.piece WHERE scope_id = 'bulk' ORDER BY piece_id"
+        ).fetchall()
+        == before
+    )
+    # Changed turns, new metadata on an unchanged turn, forced rewrites: the same outcome both ways.
+    changed = list(turns)
+    changed[1] = dataclasses.replace(changed[1], messages=({"role": "user", "content": "Replaced text."},))
+    changed[2] = dataclasses.replace(changed[2], metadata={"channel": "chat"})
+    for scope, bulk_mode in (("one", False), ("bulk", True)):
+        rep = ingest_turns(conn, _moved(changed, scope), embedder, bulk=bulk_mode)
+        assert (rep.replaced, rep.unchanged) == (2, len(turns) - 2)
+        rep = ingest_turns(conn, _moved(changed[:3], scope), embedder, bulk=bulk_mode, force=True)
+        assert rep.replaced == 3
+    assert _rows(admin_conn, "bulk") == _rows(admin_conn, "one")
+    # A context vector per turn (context="text"), as put_turn's context argument.
+    for scope, bulk_mode in (("ctx-one", False), ("ctx-bulk", True)):
+        ingest_turns(conn, _moved(turns[:4], scope), embedder, bulk=bulk_mode, context="text")
+    assert _rows(admin_conn, "ctx-bulk") == _rows(admin_conn, "ctx-one")
+
+
+def _call_put_turns(conn: Conn, scope: str, turns: list[dict[str, object]]) -> list[tuple[object, ...]]:
+    vectors = [v for t in turns for v in t["vectors"]]  # type: ignore[attr-defined]
+    with scoped(conn, scope):
+        return conn.execute(
+            """SELECT turn_no, status, pieces, error_code, error, error_hint FROM pgmem.put_turns(
+                   scope => %s, model_id => 'random', threads => %s, turn_indexes => %s,
+                   turn_times => %s::timestamptz[], messages => %s::jsonb[], content_hashes => %s,
+                   piece_counts => %s, unit_kinds => %s, source_indexes => %s, labels => %s, bodies => %s,
+                   vectors => %s::vector[], metadata => %s::jsonb[])""",
+            (
+                scope,
+                [t["thread"] for t in turns],
+                [t["turn"] for t in turns],
+                [None] * len(turns),
+                [t.get("messages", "[]") for t in turns],
+                [hashlib.sha256(repr(t["turn"]).encode()).digest() for t in turns],
+                [len(t["vectors"]) for t in turns],  # type: ignore[arg-type]
+                ["user"] * len(vectors),
+                [0] * len(vectors),
+                ["[l]"] * len(vectors),
+                ["b"] * len(vectors),
+                vectors,
+                [t.get("metadata") for t in turns],
+            ),
+            binary=True,
+        ).fetchall()
+
+
+def _put_turn_error(conn: Conn, scope: str, t: dict[str, object]) -> tuple[str | None, str | None]:
+    n = len(t["vectors"])  # type: ignore[arg-type]
+    try:
+        with scoped(conn, scope):
+            conn.execute(
+                """SELECT pgmem.put_turn(scope => %s, thread => %s, turn_index => %s, turn_time => NULL,
+                       messages => %s::jsonb, content_hash => '\\x00', model_id => 'random', unit_kinds => %s,
+                       source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[],
+                       metadata => %s::jsonb)""",
+                (
+                    scope,
+                    t["thread"],
+                    t["turn"],
+                    t.get("messages", "[]"),
+                    ["user"] * n,
+                    [0] * n,
+                    ["[l]"] * n,
+                    ["b"] * n,
+                    t["vectors"],
+                    t.get("metadata"),
+                ),
+                binary=True,
+            )
+    except psycopg.Error as exc:
+        return exc.sqlstate, exc.diag.message_primary
+    return None, None
+
+
+def test_per_turn_errors_are_put_turns_errors(conn: Conn, admin_conn: Conn) -> None:
+    rng = np.random.default_rng(0)
+
+    def unit(n: int) -> list[object]:
+        a = rng.standard_normal((n, TEST_DIMS)).astype(np.float32)
+        return list(a / np.linalg.norm(a, axis=1, keepdims=True))
+
+    good = {"thread": "a", "turn": 0, "vectors": unit(3)}
+    bad = [
+        {"thread": "a", "turn": -1, "vectors": unit(1)},
+        {"thread": "a", "turn": 1, "vectors": unit(1), "metadata": "[1, 2]"},
+        {"thread": "a", "turn": 2, "vectors": unit(1), "metadata": json.dumps({"k": "x" * 5000})},
+        {"thread": "b", "turn": 0, "vectors": []},
+        {"thread": "b", "turn": 1, "vectors": [np.zeros(TEST_DIMS, dtype=np.float32)]},
+        {"thread": "b", "turn": 2, "vectors": [np.ones(TEST_DIMS - 1, dtype=np.float32)]},
+        {"thread": "b", "turn": 3, "vectors": unit(1), "messages": None},
+    ]
+    also_good = {"thread": "c", "turn": 0, "vectors": unit(2), "metadata": json.dumps({"x": {"nested": [1]}})}
+    rows = _call_put_turns(conn, "errs", [good, *bad, also_good])
+    assert [(r[0], r[1], r[2]) for r in rows if r[1] != "failed"] == [(1, "inserted", 3), (9, "inserted", 2)]
+    failed = {int(str(r[0])): (r[3], r[4]) for r in rows if r[1] == "failed"}
+    assert sorted(failed) == list(range(2, 9))
+    for i, t in enumerate(bad, start=2):
+        assert failed[i] == _put_turn_error(conn, "errs2", t), t["turn"]
+        assert failed[i][0] in ("22004", "22023", "22000")
+    stored = admin_conn.execute(
+        "SELECT thread_id, turn_index FROM pgmem.turn WHERE scope_id = 'errs' ORDER BY 1, 2"
+    ).fetchall()
+    assert stored == [("a", 0), ("c", 0)]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'errs'").fetchone() == (5,)
+    # A refused first turn does not decide the batch's dimension.
+    first_bad = _call_put_turns(conn, "errs3", [bad[5], good])
+    assert [(r[1], r[3]) for r in first_bad] == [("failed", "22000"), ("inserted", None)]
+    # A malformed call fails as a whole, with one clear line; another scope is refused.
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="appears more than once"):
+        _call_put_turns(conn, "errs", [good, good])
+    with scoped(conn, "errs"), pytest.raises(psycopg.errors.InvalidParameterValue, match="piece_counts must be"):
+        conn.execute(
+            "SELECT * FROM pgmem.put_turns('errs', 'random', ARRAY['a'], ARRAY[5], ARRAY[NULL::timestamptz],"
+            " ARRAY['[]'::jsonb], ARRAY['\\x01'::bytea], ARRAY[2], ARRAY['user'], ARRAY[0], ARRAY['l'], ARRAY['b'],"
+            " %s::vector[])",
+            (unit(1),),
+            binary=True,
+        )
+    with scoped(conn, "other"), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(
+            "SELECT * FROM pgmem.put_turns('errs', 'random', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',"
+            " '{}', '{}')"
+        )
+
+
+def test_hostile_turns_are_reported_as_the_normal_path_reports_them(conn: Conn, embedder: Embedder) -> None:
+    good = _turns("h-one", 3)
+    hostile = [
+        dataclasses.replace(good[0], index=7, messages=({"role": "user", "content": "nul \x00 here"},)),
+        dataclasses.replace(good[0], index=8, messages=({"role": "user", "content": "bad \udcff utf-8"},)),
+        dataclasses.replace(good[0], index=9, messages=({"role": "user", "content": ""},)),
+        dataclasses.replace(good[0], index=10, thread="t" * 100_000),
+        dataclasses.replace(good[0], index=11, metadata={"k": "x" * 5000}),
+        dataclasses.replace(good[0], index=12, messages=({"role": "user", "content": ["not", "text"]},)),
+        good[1],  # twice: the last one wins, the first is superseded
+    ]
+    batch = [*good, *hostile]
+    one = ingest_turns(conn, batch, embedder).as_dict()
+    bulk = ingest_turns(conn, _moved(batch, "h-bulk"), embedder, bulk=True).as_dict()
+    assert json.dumps(bulk).replace("h-bulk", "h-one") == json.dumps(one)
+    assert one["inserted"] == 4 and len(one["failed"]) >= 4  # type: ignore[arg-type]
+
+
+def test_cli_bulk(
+    app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    lines = [
+        json.dumps({"scope": "cli", "thread": "t", "turn": i, "messages": [{"role": "user", "content": f"hi {i}"}]})
+        for i in range(5)
+    ]
+    lines.insert(2, "{not json")
+    lines.append(json.dumps({"scope": "cli", "thread": "t", "turn": -3, "messages": []}))
+    path = tmp_path / "turns.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["ingest", str(path), "--bulk"]) == 1
+    out = capsys.readouterr()
+    assert out.out.strip() == "5 inserted, 0 replaced, 0 unchanged, 5 pieces written, 2 failed"
+    assert "Traceback" not in out.err and out.err.count("failed") == 2
+    assert main(["ingest", str(path), "--bulk", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["unchanged"] == 5 and report["inserted"] == 0
+
+
+def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedder: Embedder) -> None:
+    """Two bulk writers and a put_turn writer over the same threads of one scope (overlapping
+    turns), and a forget of one thread meanwhile: no error, and every turn stored once with its
+    pieces."""
+    turns = _turns("conc", 30)
+    errors: list[BaseException] = []
+
+    def run(part: list[Turn], bulk: bool) -> None:
+        try:
+            with connect(app_url) as c:
+                for _ in range(2):
+                    rep = ingest_turns(c, part, embedder, bulk=bulk, force=True, group_pieces=16)
+                    assert not rep.failed, rep.failed
+        except BaseException as exc:
+            errors.append(exc)
+
+    def forget() -> None:
+        try:
+            with connect(app_url) as c, scoped(c, "conc"):
+                c.execute("SELECT * FROM pgmem.forget_thread('conc', 'thread-2')")
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [
+        threading.Thread(target=run, args=(turns[:20], True)),
+        threading.Thread(target=run, args=(turns[10:], True)),
+        threading.Thread(target=run, args=(turns[5:25], False)),
+        threading.Thread(target=forget),
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors, errors
+    with connect(db_url) as admin:
+        per_turn = admin.execute(
+            "SELECT t.thread_id, t.turn_index, count(p.*), count(DISTINCT (p.source_index, p.seq))"
+            " FROM pgmem.turn t LEFT JOIN pgmem.piece p USING (scope_id, thread_id, turn_index)"
+            " WHERE t.scope_id = 'conc' GROUP BY 1, 2"
+        ).fetchall()
+    assert per_turn and all(int(str(n)) > 0 and n == d for _, _, n, d in per_turn)
+    assert {(str(t), int(str(i))) for t, i, _, _ in per_turn} >= {
+        (t.thread, t.index) for t in turns if t.thread != "thread-2"
+    }
