@@ -19,6 +19,8 @@ from pgmem.cli import LAB_COMMANDS
 from pgmem.cli.common import settings
 from pgmem.db import connect, database_url, with_database
 from pgmem.errors import InputError
+from pgmem.lab.bench.default_mode import TextPool, default_mode_rows, word_side_sizes
+from pgmem.lab.bench.default_mode import render as render_default_mode
 from pgmem.lab.bench.load import load
 from pgmem.lab.bench.measure import (
     GLOBAL_INDEX,
@@ -64,6 +66,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--floor", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--text",
+        type=Path,
+        metavar="DIR",
+        help="a LongMemEval folder: pieces carry its turns' text, and the default mode (hybrid) is measured "
+        "beside vector mode on its questions and long messages",
+    )
+    p.add_argument(
         "--compare-global",
         action="store_true",
         help="also build one table-wide HNSW index and measure scope-filtered search through it (iterative scans)",
@@ -86,7 +95,8 @@ def _bench(args: argparse.Namespace) -> int:
     server = database_url(settings())
     name = args.db or f"pgmem_bench_{args.size}"
     url = with_database(server, name)
-    store = Store(args.size, PIECE_DIMS, FACT_DIMS, seed=args.seed)
+    pool = _text_pool(args.text)
+    store = Store(args.size, PIECE_DIMS, FACT_DIMS, seed=args.seed, bodies=pool.bodies if pool else None)
     results: dict[str, Any] = {
         "config": {
             "size": args.size,
@@ -101,6 +111,7 @@ def _bench(args: argparse.Namespace) -> int:
             "floor": args.floor,
             "messages_per_scope": args.messages,
             "database": name,
+            "text": pool.source if pool else "synthetic (WORDS)",
         }
     }
     admin = with_database(server, "postgres")
@@ -130,6 +141,8 @@ def _bench(args: argparse.Namespace) -> int:
             _say(f"indexes: {len(builds)} built in {results['index_build_seconds']} s")
             load_before = [round(v, 1) for v in os.getloadavg()]
             _measure(conn, store, args, results)
+            if pool:
+                _measure_default_mode(conn, store, pool, args, results)
             if not args.skip_writes:
                 from pgmem.lab.bench.writes import writes_run
 
@@ -154,6 +167,31 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         print(render(results))
     return 0
+
+
+def _text_pool(path: Path | None) -> TextPool | None:
+    if path is None:
+        return None
+    if not path.is_dir():
+        raise InputError(f"--text: no such folder: {path}")
+    pool = TextPool.from_longmemeval(path)
+    if not pool.bodies or not pool.questions or not pool.long_messages:
+        raise InputError(f"--text {path}: no LongMemEval turns, questions or long messages there")
+    return pool
+
+
+def _measure_default_mode(
+    conn: psycopg.Connection[tuple[object, ...]],
+    store: Store,
+    pool: TextPool,
+    args: argparse.Namespace,
+    results: dict[str, Any],
+) -> None:
+    _say("default mode (hybrid) beside vector mode ...")
+    results["default_mode"] = default_mode_rows(
+        conn, store, pool, messages=args.messages * 2, x=args.x, floor=args.floor, ef_search=args.ef_search, seed=19
+    )
+    results["word_side_sizes"] = word_side_sizes(conn)
 
 
 def _ann_bytes(conn: psycopg.Connection[tuple[object, ...]]) -> int:
@@ -424,6 +462,8 @@ def render(r: dict[str, Any]) -> str:
                 f"{'index' if e['planner_uses_global_index'] else 'other':>7} | {e['db_p50_ms']:>7} "
                 f"{e['db_p95_ms']:>7} | {_rc(e['recall']):>6} {e['hits_per_call']:>5}"
             )
+    if "default_mode" in r:
+        out.extend(render_default_mode(r["default_mode"], r.get("word_side_sizes")))
     if "writes" in r:
         from pgmem.lab.bench.writes import render as render_writes
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,6 +135,11 @@ class Space:
         return _unit(self.centres[topic_ids] + spread * _unit(structured + 0.6 * iso))
 
 
+def _offset(scope_id: str, n: int) -> int:
+    """Where a scope starts reading the text pool: scopes hold different text."""
+    return int.from_bytes(hashlib.sha256(scope_id.encode()).digest()[:8], "big") % n
+
+
 def _unit(a: F32) -> F32:
     out: F32 = (a / np.linalg.norm(a, axis=-1, keepdims=True)).astype(np.float32)
     return out
@@ -168,7 +173,9 @@ class Document:
 class Store:
     """The plan of a synthetic store and generators of its rows (deterministic from the seed)."""
 
-    def __init__(self, preset: str, piece_dims: int, fact_dims: int, seed: int = 0) -> None:
+    def __init__(
+        self, preset: str, piece_dims: int, fact_dims: int, seed: int = 0, bodies: Sequence[str] | None = None
+    ) -> None:
         if preset not in PRESETS:
             raise InputError(f"size must be one of {sorted(PRESETS)}, got {preset!r}")
         self.preset = preset
@@ -188,9 +195,14 @@ class Store:
                 suffix = "" if with_docs else "-nodoc"
                 self.scopes.append(ScopeSpec(f"s{rows}-{i}{suffix}", rows, with_docs, topics, w / w.sum()))
         word_rng = np.random.default_rng(seed + 1)
-        self._bodies = [
-            " ".join(word_rng.choice(WORDS, size=int(word_rng.integers(30, 110)))) + "." for _ in range(4096)
-        ]
+        #: Real text (`pgmem bench --text`): pieces carry these bodies, each scope from its own
+        #: offset into them, instead of words drawn from WORDS.
+        self.real_text = bool(bodies)
+        self._bodies = (
+            list(bodies)
+            if bodies
+            else [" ".join(word_rng.choice(WORDS, size=int(word_rng.integers(30, 110)))) + "." for _ in range(4096)]
+        )
 
     @property
     def total_rows(self) -> int:
@@ -217,7 +229,11 @@ class Store:
             topic = int(rng.choice(spec.topics, p=spec.topic_weights))
             vectors = self.pieces.around(rng, np.full(n, topic, dtype=np.int64))
             thread = f"t{t // 50}"
-            bodies = [f"topic {topic}: {self._bodies[(t * 7 + j) % len(self._bodies)]}" for j in range(n)]
+            if self.real_text:
+                at = _offset(spec.scope_id, len(self._bodies)) + t * PIECES_PER_TURN
+                bodies = [self._bodies[(at + j) % len(self._bodies)] for j in range(n)]
+            else:
+                bodies = [f"topic {topic}: {self._bodies[(t * 7 + j) % len(self._bodies)]}" for j in range(n)]
             labels = [f"[Turn {t} · {'User' if j == 0 else 'Assistant'} · Oct 16, 2:02 PM]" for j in range(n)]
             messages = json.dumps([{"role": "user", "content": bodies[0]}])
             digest = hashlib.sha256(f"{spec.scope_id}/{thread}/{t}/{self.seed}".encode()).digest()
