@@ -22,8 +22,10 @@ Mapping (README, section LangGraph, says the same):
   with `index=False`, or with no text at its paths, is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
-  namespace under the prefix. An item's score is the best raw cosine among its pieces' hits,
-  over every part; the results are sorted by score, then namespace and key (stable pages),
+  namespace under the prefix. Items are ranked by their best hit's rank in its part's group,
+  then its cosine (the hybrid order, word side included); an item's score is the reciprocal of
+  that rank (1.0 for a part's first hit); results are sorted by score, then cosine, namespace
+  and key (stable pages),
   with no floor unless the store is given one (`floor=`). Each part keeps up to `x` hits,
   x growing with `offset + limit` (2 * (offset + limit), at least the store's x, at most
   1,000); the `filter` applies in SQL (`pgmem.store_filter_match`) to the items those hits name.
@@ -691,7 +693,7 @@ class _StoreLogic:
         )
         subject = None if settings is None or settings[0] is None else float(str(settings[0]))
         q = blend_query(parts, vectors, DEFAULT_WEIGHT, subject)
-        best: dict[tuple[str, str], float] = {}
+        best: dict[tuple[str, str], tuple[int, float]] = {}
         items: dict[tuple[str, str], _ItemRow] = {}
         for ns in namespaces:
             scope = namespace_scope(ns)
@@ -713,15 +715,19 @@ class _StoreLogic:
             )
             for row in rows:
                 items[(scope, str(row[5]))] = _row(row)
-            # An item's score: the best raw cosine among its pieces' hits, over every part.
+            # An item's place: its best hit by rank in its part's group, then cosine (the rule the
+            # evaluation ranks by, pgmem.lab.evaluation.ranking). Sorting by cosine alone threw
+            # away hybrid's word ranking (`pgmem eval langgraph`, docs/langgraph.md).
             for g in rec.groups:
                 for h in g.hits:
                     ident = (scope, h.thread_id or "")
                     if ident in items:
-                        best[ident] = max(h.cosine, best.get(ident, -2.0))
-        order = sorted(best, key=lambda ident: (-best[ident], items[ident].namespace, items[ident].key))
+                        best[ident] = min((h.rank, -h.cosine), best.get(ident, (h.rank, -h.cosine)))
+        order = sorted(best, key=lambda ident: (best[ident], items[ident].namespace, items[ident].key))
+        # score: the reciprocal of that rank (1 for some part's first hit), so results are sorted
+        # by score; PostgresStore has no score here (without an `embed` it ignores the query).
         return [
-            SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=best[ident])
+            SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at, score=1.0 / best[ident][0])
             for ident in order[op.offset : window]
             for r in (items[ident],)
         ]
