@@ -514,13 +514,17 @@ def test_ann_index_path_never_crosses_scopes(app_conn: Conn, admin_conn: Conn) -
             (index[a], index[b]),
         ).fetchone()
         # The query the index path runs, as the app under row-level security: the planner takes a's index.
-        number = app_conn.execute("SELECT pgmem.scope_no(%s)", (a,)).fetchone()
-        assert number is not None and number[0] is not None
+        # (up to the index's last piece_id: later pieces are the write tail, searched exactly)
+        number = app_conn.execute(
+            "SELECT pgmem.scope_no(%s), pgmem.ann_index_through(pgmem.scope_ann_index('piece', %s))", (a, a)
+        ).fetchone()
+        assert number is not None and number[0] is not None and number[1] is not None
         plan = app_conn.execute(
             sql.SQL(
                 "EXPLAIN (FORMAT JSON) SELECT c.piece_id FROM pgmem.piece c WHERE c.scope_id = {} "
-                "AND c.scope_no = {} AND c.kind = 'memory' ORDER BY c.embedding <#> %s::vector LIMIT 10"
-            ).format(sql.Literal(a), sql.Literal(number[0])),
+                "AND c.scope_no = {} AND c.kind = 'memory' AND c.piece_id <= {} "
+                "ORDER BY c.embedding <#> %s::vector LIMIT 10"
+            ).format(sql.Literal(a), sql.Literal(number[0]), sql.Literal(number[1])),
             (queries[0],),
             binary=True,
         ).fetchone()

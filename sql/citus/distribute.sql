@@ -16,6 +16,8 @@ BEGIN;
 -- tables to them are allowed).
 SELECT create_reference_table('pgmem.embedding_model');
 SELECT create_reference_table('pgmem.vector_column');
+-- Per-model recall settings (read by the recall functions on every node).
+SELECT create_reference_table('pgmem.model_setting');
 -- The LangGraph store's namespace directory (names only). put_item writes it together with the
 -- scope's store_item row, so put_item runs on the coordinator, not delegated to a shard.
 SELECT create_reference_table('pgmem.store_namespace');
