@@ -198,7 +198,14 @@ def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
 
 
 def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_conn: Conn, db_url: str) -> None:
-    callable_helpers = {"_memory_candidates", "_fact_candidates", "_window_candidates", "_scope_index_name", "_lexeme"}
+    callable_helpers = {
+        "_memory_candidates",
+        "_fact_candidates",
+        "_window_candidates",
+        "_scope_index_name",
+        "_lexeme",
+        "_word_postings",
+    }
     rows = admin_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text,
                   has_function_privilege('pgmem_app', p.oid, 'EXECUTE'),

@@ -328,3 +328,69 @@ def test_a_piece_only_the_word_side_found_does_not_outrank_the_vector_sides_firs
     both = garden + zeppelin
     near = hits(both / np.linalg.norm(both))
     assert near[0] == ("We booked the zeppelin charter.", 1)
+
+
+def test_a_message_counts_its_words_once_for_all_parts(store: Conn) -> None:
+    """message_words gives each part the words distinctive_words gives it alone, and
+    word_candidates ranks each part's pieces by the summed weights of its words."""
+    parts = ["zeppelin biscuit", "the project plan", "biscuit museum", None, "zeppelin"]
+    with scoped(store, SCOPE):
+        rows = store.execute(
+            "SELECT part_no, lexeme, pieces, weight FROM pgmem.message_words(%s, %s)", (SCOPE, parts)
+        ).fetchall()
+        got: dict[int, dict[str, tuple[int, float]]] = {}
+        for part_no, lex, pieces, weight in rows:
+            got.setdefault(int(str(part_no)), {})[str(lex)] = (int(str(pieces)), float(str(weight)))
+    for i, text in enumerate(parts, start=1):
+        assert got.get(i, {}) == (_words(store, text) if text else {}), text
+    assert set(got) == {1, 3, 5}  # part 2 has no distinctive word, part 4 no text
+
+    with scoped(store, SCOPE):
+        hits = store.execute(
+            "SELECT part_no, piece_id, score, word_rank FROM pgmem.word_candidates(%s, %s, 3)", (SCOPE, parts)
+        ).fetchall()
+        bodies = dict(store.execute("SELECT piece_id, body FROM pgmem.piece WHERE scope_id = %s", (SCOPE,)).fetchall())
+    first = [(int(str(p)), str(bodies[pid])) for p, pid, _, r in hits if r == 1]
+    # Part 1's best piece holds both words; part 5's first holds zeppelin (the older piece first).
+    assert [p for p, _ in first] == [1, 3, 5]
+    assert "zeppelin" in first[0][1].lower() and "zeppelin" in first[2][1].lower()
+    assert "biscuit" in first[1][1].lower()
+    by_part: dict[int, list[tuple[float, int]]] = {}
+    for p, _, score, r in hits:
+        by_part.setdefault(int(str(p)), []).append((float(str(score)), int(str(r))))
+    for ranks in by_part.values():
+        assert [r for _, r in ranks] == list(range(1, len(ranks) + 1)) and len(ranks) <= 3
+        assert [s for s, _ in ranks] == sorted((s for s, _ in ranks), reverse=True)
+
+
+def test_the_word_side_functions_refuse_bad_arguments_in_one_line(store: Conn) -> None:
+    cases = [
+        ("SELECT * FROM pgmem.message_words(%s, %s::text[])", (SCOPE, ["x"] * 65), "22023", "at most 64 part texts"),
+        ("SELECT * FROM pgmem.word_candidates(%s, ARRAY['x'], 0)", (SCOPE,), "22023", "k must be between 1 and 1000"),
+        (
+            "SELECT * FROM pgmem.word_candidates(%s, ARRAY['x'], 5, metadata_filter => '[1]')",
+            (SCOPE,),
+            "22023",
+            "metadata_filter must be a JSON object",
+        ),
+        ("SELECT * FROM pgmem._word_postings(%s, ARRAY['zeppelin'])", ("other",), "42501", ""),
+        (
+            "SELECT * FROM pgmem.message_words(%s, ARRAY[E'bad \\x01 text', 'zeppelin'], share => 0)",
+            (SCOPE,),
+            "22023",
+            "share must be in (0, 1]",
+        ),
+    ]
+    for sql, args, code, words in cases:
+        with scoped(store, SCOPE), pytest.raises(psycopg.Error) as err:
+            store.execute(sql, args).fetchall()
+        assert err.value.sqlstate == code, sql
+        assert words in str(err.value).splitlines()[0]
+        store.rollback()
+    # Nothing stored was lost, and hostile text is just text.
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = %s", (SCOPE,)).fetchone() == (60,)
+        rows = store.execute(
+            "SELECT lexeme FROM pgmem.message_words(%s, ARRAY[repeat('zeppelin ', 5000), '', NULL])", (SCOPE,)
+        ).fetchall()
+    assert rows == [("zeppelin",)]

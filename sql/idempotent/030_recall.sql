@@ -150,15 +150,16 @@ COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, dou
                                              timestamptz, timestamptz, timestamptz, timestamptz, double precision) IS
 'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes, a time window or since / until that is infinite or ends before it starts (pgmem.check_window), recency in [0, 1]) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
--- Word search of one part (hybrid recall), in two steps:
+-- Word search of a message's parts (hybrid recall), in three steps:
 --  1. pgmem.word_lexemes: the english lexemes of the part's last 8,000 UTF-8 bytes (cut on a
 --     character boundary), the same cap the client puts on a part's embedding input
 --     (pgmem.recall.WHOLE_MESSAGE_BYTES); at most 256 of them, so any text gives a bounded query.
---  2. pgmem.distinctive_words: only the lexemes that are distinctive where the search
---     looks (the scope's memory pieces, or the thread's): found in at least one piece and in at
---     most `share` (default 10%) of them. A word most pieces share ("turn", the label's month,
---     "remind") ranks nothing apart and drowned the vector ranking under plain RRF; a name, a
---     number or an identifier does (docs/evaluation.md, section 2a).
+--  2. pgmem.message_words (pgmem.distinctive_words for one part): only the lexemes that are
+--     distinctive where the search looks (the scope's memory pieces, or the thread's): found in
+--     at least one piece and in at most `share` (default 10%) of them. A word most pieces share
+--     ("turn", the label's month, "remind") ranks nothing apart and drowned the vector ranking
+--     under plain RRF; a name, a number or an identifier does (docs/evaluation.md, section 2a).
+--  3. pgmem.word_candidates: each part's pieces by the summed weights of its words they hold.
 DROP FUNCTION IF EXISTS pgmem.word_query(text);
 
 CREATE OR REPLACE FUNCTION pgmem.word_lexemes(part_text text)
@@ -201,13 +202,16 @@ DROP FUNCTION IF EXISTS pgmem.distinctive_word_query(text, text, text, double pr
 -- Earlier signature (before kind): dropped so that a call with four arguments is not ambiguous.
 DROP FUNCTION IF EXISTS pgmem.distinctive_words(text, text, text, double precision);
 
-CREATE OR REPLACE FUNCTION pgmem.distinctive_words(
+-- The words of a whole message at once: the parts of one message share the sample, and a
+-- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of
+-- an 8-part recall's 370 on a 2,000-piece scope, docs/scaling.md).
+CREATE OR REPLACE FUNCTION pgmem._word_postings(
     scope text,
-    part_text text,
+    part_texts text[],
     thread text DEFAULT NULL,
     share double precision DEFAULT 0.1,
     kind text DEFAULT 'memory'
-) RETURNS TABLE (lexeme text, pieces bigint, weight double precision)
+) RETURNS TABLE (part_no integer, lexeme text, pieces bigint, weight double precision, piece_ids bigint[])
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 -- Planned with the call's values: a generic plan cannot use the thread index for
@@ -219,7 +223,7 @@ DECLARE
     n bigint;
     lim bigint;
 BEGIN
-    PERFORM pgmem.check_scope(distinctive_words.scope);
+    PERFORM pgmem.check_scope(_word_postings.scope);
     IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
         RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
     END IF;
@@ -227,31 +231,43 @@ BEGIN
         RAISE EXCEPTION 'share must be in (0, 1], got %', coalesce(share::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'share is the largest fraction of the searched pieces a word may appear in and still be searched.';
     END IF;
+    IF cardinality(part_texts) > 64 THEN
+        RAISE EXCEPTION 'at most 64 part texts, got %', cardinality(part_texts) USING ERRCODE = '22023',
+            HINT = 'A message is split into at most 8 parts; memory_recall takes at most 64.';
+    END IF;
+    IF coalesce(cardinality(part_texts), 0) = 0 THEN
+        RETURN;
+    END IF;
     -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces
     -- of a larger scope still counts as distinctive at the default share).
     SELECT count(*) INTO n FROM (
         SELECT 1 FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
-           AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
+         WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+           AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
          LIMIT 100000) c;
     -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
     -- them out, and 10% would keep only words found once, however incidental.
     lim := greatest(3, floor(share * n));
     -- Two steps keep a common word cheap: every word is first counted in a sample of at most
     -- 1,000 searched pieces, in one pass over the sample's lexemes (a lexeme-by-lexeme scan of
-    -- the sample took 13x longer for a long message). In a set of at most 1,000 pieces the
-    -- sample is the whole set, so those counts are exact and final; in a larger one, only the
-    -- words rare in the sample are then counted exactly, through the word index, up to lim + 1.
+    -- the sample took 13x longer for a long message), and a word common there is dropped. In a
+    -- set of at most 1,000 pieces the sample is the whole set, so those counts are exact; in
+    -- either, each word rare in the sample then has its pieces read through the word index, up
+    -- to lim + 1 of them: the exact count, and the postings the word side ranks.
     RETURN QUERY
-    WITH lex AS MATERIALIZED (
-        SELECT l.lex, pgmem._lexeme(l.lex) AS q FROM unnest(pgmem.word_lexemes(part_text)) AS l(lex)
+    WITH plex AS MATERIALIZED (
+        SELECT t.i::integer AS part_no, l.lex
+          FROM unnest(part_texts) WITH ORDINALITY AS t(txt, i)
+         CROSS JOIN LATERAL unnest(pgmem.word_lexemes(t.txt)) AS l(lex)
+    ), lex AS MATERIALIZED (
+        SELECT DISTINCT x.lex, pgmem._lexeme(x.lex) AS q FROM plex x
     ), sample AS MATERIALIZED (
         -- The first 1,000 by id, so the same pieces give the same words whatever the table's
         -- layout or plan (unordered, the sample followed the heap: one evaluation question
         -- moved with the number of other scopes stored beside the searched one).
         SELECT p.tsv FROM pgmem.piece p
-         WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
-           AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
+         WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+           AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
          ORDER BY p.piece_id
          LIMIT 1000
     ), sampled AS (
@@ -263,24 +279,119 @@ BEGIN
         SELECT lex.lex, lex.q, coalesce(sd.c, 0) AS c
           FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
          WHERE coalesce(sd.c, 0) <= greatest(3, floor(share * least(n, 1000)))
-    ), counted AS (
-        SELECT r.lex, CASE WHEN n <= 1000 THEN r.c ELSE (SELECT count(*) FROM (
-                    SELECT 1 FROM pgmem.piece p
-                     WHERE p.scope_id = distinctive_words.scope AND p.kind = distinctive_words.kind
-                       AND (distinctive_words.thread IS NULL OR p.thread_id = distinctive_words.thread)
-                       AND p.tsv @@ r.q
-                     LIMIT lim + 1) c) END AS df
+    ), read AS MATERIALIZED (
+        SELECT r.lex, ARRAY(
+                   SELECT p.piece_id FROM pgmem.piece p
+                    WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+                      AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
+                      AND p.tsv @@ r.q
+                    LIMIT lim + 1) AS ids
           FROM rare r
     )
     -- BM25's inverse document frequency: a word in fewer pieces weighs more.
-    SELECT c.lex, c.df, ln(1 + (n - c.df + 0.5) / (c.df + 0.5))::double precision
-      FROM counted c
-     WHERE c.df BETWEEN 1 AND lim
-     ORDER BY c.lex;
+    SELECT x.part_no, d.lex, cardinality(d.ids)::bigint,
+           ln(1 + (n - cardinality(d.ids) + 0.5) / (cardinality(d.ids) + 0.5))::double precision, d.ids
+      FROM plex x JOIN read d ON d.lex = x.lex
+     WHERE cardinality(d.ids) BETWEEN 1 AND lim
+     ORDER BY 1, 2;
 END
 $$;
+COMMENT ON FUNCTION pgmem._word_postings(text, text[], text, double precision, text) IS
+'pgmem.message_words with each word''s pieces (piece_ids, at most share of the searched pieces): the one implementation of the word side''s rule, read by message_words and word_candidates. Checks its scope (42501) and arguments itself.';
+
+CREATE OR REPLACE FUNCTION pgmem.message_words(
+    scope text,
+    part_texts text[],
+    thread text DEFAULT NULL,
+    share double precision DEFAULT 0.1,
+    kind text DEFAULT 'memory'
+) RETURNS TABLE (part_no integer, lexeme text, pieces bigint, weight double precision)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT w.part_no, w.lexeme, w.pieces, w.weight
+      FROM pgmem._word_postings(scope, part_texts, thread, share, kind) w
+     ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION pgmem.message_words(text, text[], text, double precision, text) IS
+'The words hybrid recall (and hybrid document search, kind document) searches for, for every part of a message at once (at most 64 parts; part_no is the 1-based position in part_texts): each part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the pieces of that kind (memory, the default, or document units) searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score for a part is the sum of the weights of the part''s words it contains (pgmem.word_candidates). Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. The parts share that sample and each distinct word is counted once. A part without distinctive words has no rows: its group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
+-- One part: the same words as its message_words row set.
+CREATE OR REPLACE FUNCTION pgmem.distinctive_words(
+    scope text,
+    part_text text,
+    thread text DEFAULT NULL,
+    share double precision DEFAULT 0.1,
+    kind text DEFAULT 'memory'
+) RETURNS TABLE (lexeme text, pieces bigint, weight double precision)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT w.lexeme, w.pieces, w.weight
+      FROM pgmem.message_words(scope, ARRAY[part_text], thread, share, kind) w
+     ORDER BY w.lexeme
+$$;
 COMMENT ON FUNCTION pgmem.distinctive_words(text, text, text, double precision, text) IS
-'The words hybrid recall (and hybrid document search, kind document) searches for one part: the part''s lexemes (pgmem.word_lexemes) found in at least one and at most share (default 0.1, and at least 3) of the pieces of that kind (memory, the default, or document units) searched (the scope''s, or the thread''s when thread is given; the scope counted up to 100,000 pieces), with the number of pieces each is in and its weight, BM25''s inverse document frequency ln(1 + (n - pieces + 0.5) / (pieces + 0.5)). A piece''s word score is the sum of the weights of the words it contains. Words common in the first 1,000 searched pieces by id (all of them in a smaller set) are dropped without an exact count. No rows when no word is distinctive: the part''s group is then its vector ranking. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'The distinctive words of one part (pgmem.message_words of a one-part message): lexeme, the number of searched pieces holding it, and its weight. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
+-- The word side's candidates, shared by memory_recall and document_search: each distinct word's
+-- pieces are read once through the word index whatever the number of parts holding it, then
+-- summed per part (the work is the postings of the distinctive words, each in at most share of
+-- the pieces, not every matched piece times every word: 4x slower for a long message).
+CREATE OR REPLACE FUNCTION pgmem.word_candidates(
+    scope text,
+    part_texts text[],
+    k integer DEFAULT 20,
+    thread text DEFAULT NULL,
+    share double precision DEFAULT 0.1,
+    kind text DEFAULT 'memory',
+    metadata_filter jsonb DEFAULT NULL
+) RETURNS TABLE (part_no integer, piece_id bigint, score numeric, word_rank integer)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+BEGIN
+    IF k IS NULL OR k NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %', coalesce(k::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF filt IS NOT NULL AND jsonb_typeof(filt) <> 'object' THEN
+        RAISE EXCEPTION 'metadata_filter must be a JSON object, got %', jsonb_typeof(filt) USING ERRCODE = '22023';
+    END IF;
+    -- MATERIALIZED throughout: the words are found once, then their postings once. A scope the
+    -- planner's statistics do not know yet (new since the last ANALYZE) is estimated at one row,
+    -- and the planner then looped the word search once per piece of the scope: 47 s instead of
+    -- 0.06 s for a 2-part question on an 804-piece scope.
+    RETURN QUERY
+    WITH w AS MATERIALIZED (
+        SELECT * FROM pgmem._word_postings(word_candidates.scope, part_texts, word_candidates.thread, share, kind)
+    ), posting AS MATERIALIZED (
+        -- Each distinct word's pieces as _word_postings read them, within the metadata filter.
+        SELECT d.lexeme, u.id AS piece_id
+          FROM (SELECT DISTINCT ON (w.lexeme) w.lexeme, w.piece_ids FROM w) d
+         CROSS JOIN LATERAL unnest(d.piece_ids) AS u(id)
+         WHERE filt IS NULL
+            OR (SELECT t.metadata FROM pgmem.piece p
+                  JOIN pgmem.turn t ON t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index
+                 WHERE p.scope_id = word_candidates.scope AND p.piece_id = u.id) @> filt
+    ), scored AS (
+        -- Summed as numeric, which is exact whatever the order: a float sum's last bit follows
+        -- the order the plan adds the words in, and it broke ties by plan (8 of 236 pooled
+        -- evaluation questions moved with the other scopes stored in the table). Pieces with
+        -- the same words tie on their score, and the older piece ranks first.
+        SELECT w.part_no, ps.piece_id, sum(w.weight::numeric) AS score,
+               row_number() OVER (PARTITION BY w.part_no ORDER BY sum(w.weight::numeric) DESC, ps.piece_id) AS rn
+          FROM w JOIN posting ps ON ps.lexeme = w.lexeme
+         GROUP BY w.part_no, ps.piece_id
+    )
+    SELECT s.part_no, s.piece_id, s.score, s.rn::integer FROM scored s WHERE s.rn <= k ORDER BY 1, 4;
+END
+$$;
+COMMENT ON FUNCTION pgmem.word_candidates(text, text[], integer, text, double precision, text, jsonb) IS
+'The word side of hybrid recall and hybrid document search: for each part of a message (part_no, 1-based), up to k pieces of that kind (memory or document) holding its distinctive words (pgmem.message_words), by score (the sum of the weights of the part''s words the piece holds; ties: the older piece first) with their rank in the part. Within the thread when given, and among pieces of turns whose metadata contains metadata_filter when given. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 CREATE OR REPLACE FUNCTION pgmem.empty_recall_reason(scope text, thread text DEFAULT NULL, metadata_filter jsonb DEFAULT NULL,
                                                      plane text DEFAULT 'memory')
@@ -720,17 +831,11 @@ BEGIN
          ORDER BY 1, 2;
     ELSE
         -- Hybrid: the part's vector candidates and word candidates (its distinctive words,
-        -- pgmem.distinctive_words; a piece's word score is the sum of the weights of the words it
+        -- pgmem.word_candidates; a piece's word score is the sum of the weights of the words it
         -- contains), fused by reciprocal rank; every hit must still clear the cosine floor.
         RETURN QUERY
-        -- MATERIALIZED: each part's words are found once, never per piece row.
-        WITH q AS MATERIALIZED (
-            SELECT v.vec, v.part_no, w.words, w.weights
-              FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
-              JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
-              CROSS JOIN LATERAL (
-                    SELECT array_agg(pgmem._lexeme(d.lexeme)) AS words, array_agg(d.weight) AS weights
-                      FROM pgmem.distinctive_words(memory_recall.scope, t.txt, memory_recall.thread, word_share) d) w
+        WITH q AS (
+            SELECT v.vec, v.part_no FROM unnest(vecs) WITH ORDINALITY AS v(vec, part_no)
         ), vec AS (
             -- Within since / until, the vector side searches only the pieces of turns in them.
             SELECT c.part_no, c.piece_id, 1 + c.ip AS dist,
@@ -749,40 +854,14 @@ BEGIN
               FROM pgmem._window_candidates(memory_recall.scope, vecs, greatest(candidates, x),
                                             memory_recall.thread, w_from, w_to, filt) c
              WHERE windowed
-        ), word_hits AS MATERIALIZED (
-            -- Each word's pieces through the word index, summed per piece: the work is the
-            -- postings of the distinctive words (each in at most word_share of the pieces), not
-            -- every matched piece times every word (4x slower for a long message).
-            -- MATERIALIZED, as is ranked: found once, then joined to their pieces. A scope the
-            -- planner's statistics do not know yet (new since the last ANALYZE) is estimated at
-            -- one row, and the planner then looped the word search once per piece of the scope:
-            -- 47 s instead of 0.06 s for a 2-part question on an 804-piece scope.
-            SELECT q.part_no, q.vec, c.piece_id, c.r
-              FROM q CROSS JOIN LATERAL (
-                    SELECT m.piece_id, sum(u.weight::numeric) AS r
-                      FROM unnest(q.words, q.weights) AS u(word, weight)
-                      CROSS JOIN LATERAL (
-                            SELECT p.piece_id FROM pgmem.piece p
-                             WHERE p.scope_id = memory_recall.scope AND p.kind = 'memory'
-                               AND (memory_recall.thread IS NULL OR p.thread_id = memory_recall.thread)
-                               AND p.tsv @@ u.word
-                               AND (filt IS NULL
-                                    OR (SELECT t.metadata FROM pgmem.turn t
-                                         WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id
-                                           AND t.turn_index = p.turn_index) @> filt)) m
-                     GROUP BY m.piece_id
-                     ORDER BY 2 DESC, 1
-                     LIMIT greatest(candidates, x)) c
         ), word AS (
-            -- Pieces with the same words tie on their score, and the older piece ranks first.
-            -- The score is summed as numeric, which is exact whatever the order: a float sum's
-            -- last bit follows the order the plan adds the words in, and it broke such ties by
-            -- plan (8 of 236 pooled evaluation questions moved with the other scopes stored in
-            -- the table). Sharing the rank instead, so the vector side orders the tied pieces,
-            -- lost 1.7 points top-1 on the oracle and pooled sets (docs/evaluation.md, 2a).
-            SELECT h.part_no, h.piece_id, 1 + (p.embedding <#> h.vec) AS dist,
-                   row_number() OVER (PARTITION BY h.part_no ORDER BY h.r DESC, h.piece_id) AS wrank
-              FROM word_hits h
+            -- pgmem.word_candidates: each part's pieces by their summed word weights (ties: the
+            -- older piece first). Sharing the rank instead, so the vector side orders the tied
+            -- pieces, lost 1.7 points top-1 on the oracle and pooled sets (docs/evaluation.md, 2a).
+            SELECT h.part_no, h.piece_id, 1 + (p.embedding <#> q.vec) AS dist, h.word_rank AS wrank
+              FROM pgmem.word_candidates(memory_recall.scope, part_texts, greatest(candidates, x), memory_recall.thread,
+                                         word_share, 'memory', filt) h
+              JOIN q ON q.part_no = h.part_no
               JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = h.piece_id
         ), fused AS (
             -- The word rank counts word_weight times a vector rank for a piece the vector side
@@ -847,7 +926,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb,
                                          timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.distinctive_words, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.05, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (2) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank (default 1; 0: none) when its cosine is at most pgmem.word_keep_margin (default 0.05) under the floor. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.word_candidates, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.05, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (2) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank (default 1; 0: none) when its cosine is at most pgmem.word_keep_margin (default 0.05) under the floor. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,

@@ -268,18 +268,12 @@ BEGIN
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
                                     model_id => model_id, candidates => candidates, rrf_k => rrf_k);
     -- Each part: its nearest units and, in hybrid mode, the units holding its distinctive words
-    -- (pgmem.distinctive_words over the scope's units), fused by reciprocal rank as memory recall
+    -- (pgmem.word_candidates over the scope's units), fused by reciprocal rank as memory recall
     -- fuses them; then each chunk once (by its best unit), top x chunks over the floor. Memory
     -- pieces share the plane and are excluded by kind = 'document'.
     RETURN QUERY
-    WITH q AS MATERIALIZED (
-        SELECT v.vec, v.part_no, w.words, w.weights
-          FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
-          LEFT JOIN unnest(part_texts) WITH ORDINALITY AS t(txt, part_no) USING (part_no)
-          CROSS JOIN LATERAL (
-                SELECT array_agg(pgmem._lexeme(d.lexeme)) AS words, array_agg(d.weight) AS weights
-                  FROM pgmem.distinctive_words(document_search.scope, t.txt, NULL, word_share, 'document') d
-                 WHERE mode = 'hybrid') w
+    WITH q AS (
+        SELECT v.vec, v.part_no FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
     ), vec AS (
         SELECT q.part_no, h.piece_id, h.dist,
                row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id) AS vrank
@@ -289,22 +283,12 @@ BEGIN
                  WHERE p.scope_id = document_search.scope AND p.kind = 'document'
                  ORDER BY p.embedding <=> q.vec, p.piece_id
                  LIMIT greatest(candidates, x)) h
-    ), word_hits AS MATERIALIZED (
-        SELECT q.part_no, q.vec, c.piece_id, c.r
-          FROM q CROSS JOIN LATERAL (
-                SELECT m.piece_id, sum(u.weight::numeric) AS r
-                  FROM unnest(q.words, q.weights) AS u(word, weight)
-                  CROSS JOIN LATERAL (
-                        SELECT p.piece_id FROM pgmem.piece p
-                         WHERE p.scope_id = document_search.scope AND p.kind = 'document'
-                           AND p.tsv @@ u.word) m
-                 GROUP BY m.piece_id
-                 ORDER BY 2 DESC, 1
-                 LIMIT greatest(candidates, x)) c
     ), word AS (
-        SELECT h.part_no, h.piece_id, p.embedding <=> h.vec AS dist,
-               row_number() OVER (PARTITION BY h.part_no ORDER BY h.r DESC, h.piece_id) AS wrank
-          FROM word_hits h
+        -- The word side of memory recall over the scope's units (pgmem.word_candidates).
+        SELECT h.part_no, h.piece_id, p.embedding <=> q.vec AS dist, h.word_rank AS wrank
+          FROM pgmem.word_candidates(document_search.scope, CASE WHEN mode = 'hybrid' THEN part_texts END,
+                                     greatest(candidates, x), NULL, word_share, 'document') h
+          JOIN q ON q.part_no = h.part_no
           JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = h.piece_id
     ), fused AS (
         -- As in memory_recall: a word rank counts word_weight times a vector rank for a unit the
@@ -332,4 +316,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.distinctive_words with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings): the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.word_candidates with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings): the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';

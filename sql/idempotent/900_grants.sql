@@ -160,10 +160,13 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --   _scope_index_name  a pure function of its arguments (an index name), read by
 --       scope_ann_index on the recall path;
 --   _lexeme  a pure function of its argument (a one-word tsquery), read by
---       memory_recall (through distinctive_words) on the hybrid recall path.
+--       memory_recall (through word_candidates) on the hybrid recall path;
+--   _word_postings  the word side's rule (message_words, word_candidates): it checks its scope
+--       (pgmem.check_scope, so row-level security and the transaction's scope hold) and its
+--       arguments, and returns only what message_words and word_candidates show.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme', '_word_postings'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
