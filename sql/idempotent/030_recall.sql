@@ -222,8 +222,16 @@ AS $$
 DECLARE
     n bigint;
     lim bigint;
+    -- In the sample of 1,000: how often a word may appear there and still be read.
+    sample_lim bigint;
+    -- The most pieces a searched word may be in (setting pgmem.word_postings_cap): in a large
+    -- scope share alone lets a word in 10,000 of 100,000 pieces be read and scored (docs/scaling.md).
+    cap bigint := coalesce(nullif(current_setting('pgmem.word_postings_cap', true), '')::bigint, 1000000000);
 BEGIN
     PERFORM pgmem.check_scope(_word_postings.scope);
+    IF NOT (cap >= 3) THEN
+        RAISE EXCEPTION 'pgmem.word_postings_cap must be at least 3, got %', cap USING ERRCODE = '22023';
+    END IF;
     IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
         RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
     END IF;
@@ -248,6 +256,12 @@ BEGIN
     -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
     -- them out, and 10% would keep only words found once, however incidental.
     lim := greatest(3, floor(share * n));
+    sample_lim := greatest(3, floor(share * least(n, 1000)));
+    IF lim > cap THEN
+        -- The cap binds: the sample's limit is the cap's share of the sample.
+        lim := cap;
+        sample_lim := greatest(3, floor(cap * least(n, 1000) / n));
+    END IF;
     -- Two steps keep a common word cheap: every word is first counted in a sample of at most
     -- 1,000 searched pieces, in one pass over the sample's lexemes (a lexeme-by-lexeme scan of
     -- the sample took 13x longer for a long message), and a word common there is dropped. In a
@@ -278,7 +292,7 @@ BEGIN
     ), rare AS (
         SELECT lex.lex, lex.q, coalesce(sd.c, 0) AS c
           FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
-         WHERE coalesce(sd.c, 0) <= greatest(3, floor(share * least(n, 1000)))
+         WHERE coalesce(sd.c, 0) <= sample_lim
     ), read AS MATERIALIZED (
         SELECT r.lex, ARRAY(
                    SELECT p.piece_id FROM pgmem.piece p
@@ -346,7 +360,7 @@ CREATE OR REPLACE FUNCTION pgmem.word_candidates(
     share double precision DEFAULT 0.1,
     kind text DEFAULT 'memory',
     metadata_filter jsonb DEFAULT NULL
-) RETURNS TABLE (part_no integer, piece_id bigint, score numeric, word_rank integer)
+) RETURNS TABLE (part_no integer, piece_id bigint, score double precision, word_rank integer)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 SET plan_cache_mode = force_custom_plan
@@ -378,16 +392,17 @@ BEGIN
                   JOIN pgmem.turn t ON t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index
                  WHERE p.scope_id = word_candidates.scope AND p.piece_id = u.id) @> filt
     ), scored AS (
-        -- Summed as numeric, which is exact whatever the order: a float sum's last bit follows
-        -- the order the plan adds the words in, and it broke ties by plan (8 of 236 pooled
-        -- evaluation questions moved with the other scopes stored in the table). Pieces with
-        -- the same words tie on their score, and the older piece ranks first.
-        SELECT w.part_no, ps.piece_id, sum(w.weight::numeric) AS score,
-               row_number() OVER (PARTITION BY w.part_no ORDER BY sum(w.weight::numeric) DESC, ps.piece_id) AS rn
+        -- Summed in whole nano-units (bigint), which is exact whatever the order: a float sum's
+        -- last bit follows the order the plan adds the words in, and it broke ties by plan (8 of
+        -- 236 pooled evaluation questions moved with the other scopes stored in the table); a
+        -- numeric sum was exact too, at 4x the cost. Pieces with the same words tie on their
+        -- score, and the older piece ranks first.
+        SELECT w.part_no, ps.piece_id, sum(round(w.weight * 1e9)::bigint) AS score,
+               row_number() OVER (PARTITION BY w.part_no ORDER BY sum(round(w.weight * 1e9)::bigint) DESC, ps.piece_id) AS rn
           FROM w JOIN posting ps ON ps.lexeme = w.lexeme
          GROUP BY w.part_no, ps.piece_id
     )
-    SELECT s.part_no, s.piece_id, s.score, s.rn::integer FROM scored s WHERE s.rn <= k ORDER BY 1, 4;
+    SELECT s.part_no, s.piece_id, (s.score / 1e9)::double precision, s.rn::integer FROM scored s WHERE s.rn <= k ORDER BY 1, 4;
 END
 $$;
 COMMENT ON FUNCTION pgmem.word_candidates(text, text[], integer, text, double precision, text, jsonb) IS

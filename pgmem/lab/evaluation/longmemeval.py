@@ -539,6 +539,7 @@ def run(
     word_keep_rank: int | None = None,
     word_keep_margin: float | None = None,
     recency_depth: int | None = None,
+    word_postings_cap: int | None = None,
     types: Sequence[str] | None = None,
     **_: object,
 ) -> dict[str, Any]:
@@ -553,7 +554,8 @@ def run(
     still holds every question's turns). `dates`: each question's date is its message time,
     so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
     `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
-    `word_keep_margin`: the pgmem.* settings of the same names (None: the defaults); `types`:
+    `word_keep_margin`, `word_postings_cap`: the pgmem.* settings of the same names (None: the
+    defaults); `types`:
     score only questions of these types (a pooled haystack still holds every question's turns)."""
     check_split(split)
     check_methods(methods)
@@ -592,6 +594,7 @@ def run(
             word_keep_rank=word_keep_rank,
             word_keep_margin=word_keep_margin,
             recency_depth=recency_depth,
+            word_postings_cap=word_postings_cap,
         ) as conns,
     ):
         out = evaluate_threads(
