@@ -394,3 +394,26 @@ def test_the_word_side_functions_refuse_bad_arguments_in_one_line(store: Conn) -
             "SELECT lexeme FROM pgmem.message_words(%s, ARRAY[repeat('zeppelin ', 5000), '', NULL])", (SCOPE,)
         ).fetchall()
     assert rows == [("zeppelin",)]
+
+
+def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
+    """The word index is keyed by scope (pgmem.scope_words): another scope's pieces holding the
+    same word change neither the count nor the pieces; the lexeme-only index is gone."""
+    before = _words(store, "zeppelin")
+    other = [make_turn("words-other", "t", i, f"Zeppelin hangar note {i}: the zeppelin is in.") for i in range(30)]
+    assert not ingest_turns(store, other, HashEmbedder(model_id=MODEL)).failed
+    assert _words(store, "zeppelin") == before == {"zeppelin": (2, before["zeppelin"][1])}
+    with scoped(store, SCOPE):
+        assert store.execute(
+            "SELECT pgmem.scope_words(p.scope_no, p.kind, p.tsv) @> ARRAY[pgmem.scope_no(%s)::text || 'm/zeppelin']"
+            "  FROM pgmem.piece p WHERE p.scope_id = %s AND p.body LIKE '%%zeppelin charter%%'",
+            (SCOPE, SCOPE),
+        ).fetchone() == (True,)
+        hits = store.execute(
+            "SELECT piece_id FROM pgmem.word_candidates(%s, ARRAY['zeppelin', 'biscuit'], 50)", (SCOPE,)
+        ).fetchall()
+        scopes = store.execute(
+            "SELECT DISTINCT scope_id FROM pgmem.piece WHERE piece_id = ANY(%s)", ([h[0] for h in hits],)
+        ).fetchall()
+    assert scopes == [(SCOPE,)] and len(hits) == 2 + 5
+    assert store.execute("SELECT to_regclass('pgmem.piece_tsv_idx')").fetchone() == (None,)

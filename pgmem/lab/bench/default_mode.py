@@ -149,14 +149,15 @@ def default_mode_rows(
 
 def word_side_sizes(conn: Conn) -> dict[str, Any]:
     """On-disk sizes of the piece table and each of its indexes, in all and per 100,000
-    pieces; the word side's is the full-text index on `piece.tsv`. A relation cached in shared
+    pieces; the word side's is the word index keyed by scope (`pgmem.scope_words(scope_no, kind,
+    tsv)`, piece_scope_words_idx). A relation cached in shared
     buffers (or the page cache) takes its on-disk pages, so these are also what each takes in
     memory once cached."""
     row = conn.execute("SELECT count(*) FROM pgmem.piece").fetchone()
     pieces = int(str(row[0])) if row else 0
     rels = conn.execute(
         """SELECT c.relname, c.relkind::text, pg_total_relation_size(c.oid) - pg_indexes_size(c.oid),
-                  coalesce(pg_get_indexdef(c.oid) LIKE '%(tsv)%', false)
+                  coalesce(pg_get_indexdef(c.oid) LIKE '%tsv)%', false)
              FROM pg_class c
             WHERE c.oid = 'pgmem.piece'::regclass
                OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'pgmem.piece'::regclass)
