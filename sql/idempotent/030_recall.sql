@@ -370,6 +370,9 @@ CREATE OR REPLACE FUNCTION pgmem.word_candidates(
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 SET plan_cache_mode = force_custom_plan
+-- A long message on a large scope scores a few hundred thousand (part, piece) rows: at the
+-- default 4 MB they spilled to disk in three places (docs/scaling.md).
+SET work_mem = '32MB'
 AS $$
 #variable_conflict use_column
 DECLARE
