@@ -349,7 +349,10 @@ def test_a_message_counts_its_words_once_for_all_parts(store: Conn) -> None:
         hits = store.execute(
             "SELECT part_no, piece_id, score, word_rank FROM pgmem.word_candidates(%s, %s, 3)", (SCOPE, parts)
         ).fetchall()
-        bodies = dict(store.execute("SELECT piece_id, body FROM pgmem.piece WHERE scope_id = %s", (SCOPE,)).fetchall())
+        bodies: dict[object, object] = {
+            pid: body
+            for pid, body in store.execute("SELECT piece_id, body FROM pgmem.piece WHERE scope_id = %s", (SCOPE,))
+        }
     first = [(int(str(p)), str(bodies[pid])) for p, pid, _, r in hits if r == 1]
     # Part 1's best piece holds both words; part 5's first holds zeppelin (the older piece first).
     assert [p for p, _ in first] == [1, 3, 5]
@@ -417,3 +420,66 @@ def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
         ).fetchall()
     assert scopes == [(SCOPE,)] and len(hits) == 2 + 5
     assert store.execute("SELECT to_regclass('pgmem.piece_tsv_idx')").fetchone() == (None,)
+
+
+VOCAB = [f"w{i:03d}x" for i in range(60)]
+
+
+@pytest.mark.parametrize(("pieces", "cap"), [(400, None), (1_300, None), (1_300, 40)])
+def test_word_candidates_equal_the_rule_computed_from_the_pieces(app_conn: Conn, pieces: int, cap: int | None) -> None:
+    """word_candidates against the rule recomputed here from every piece's lexemes: the searched
+    set's size n, lim = max(3, share * n) (or the cap), the sample of the first 1,000 pieces by
+    id above 1,000 pieces, exact counts, BM25 weights, summed scores, ties by age."""
+    rng = np.random.default_rng(pieces)
+    # Word i is in about 0.3% + i / 80 of the pieces: rare, borderline (near 10%) and common words.
+    texts = [
+        " ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.003 + i / 80) or VOCAB[0] for _ in range(pieces)
+    ]
+    scope = f"rule{pieces}-{cap}"
+    turns = [make_turn(scope, f"t{i % 7}", i // 7, t) for i, t in enumerate(texts)]
+    assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
+    parts = [
+        " ".join([*rng.choice(VOCAB[:10], size=2, replace=False), *rng.choice(VOCAB[10:], size=4, replace=False)])
+        for _ in range(5)
+    ] + [VOCAB[59]]
+    with scoped(app_conn, scope):
+        if cap is not None:
+            app_conn.execute("SELECT set_config('pgmem.word_postings_cap', %s, true)", (str(cap),))
+        rows = app_conn.execute(
+            "SELECT piece_id, tsvector_to_array(tsv) FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory'"
+            " ORDER BY piece_id",
+            (scope,),
+        ).fetchall()
+        part_lex = [set(_as_list(app_conn.execute("SELECT pgmem.word_lexemes(%s)", (p,)).fetchone())) for p in parts]
+        got = app_conn.execute(
+            "SELECT part_no, piece_id, score, word_rank FROM pgmem.word_candidates(%s, %s, 10)", (scope, parts)
+        ).fetchall()
+    lexemes = [(int(str(pid)), set(_as_list((lx,)))) for pid, lx in rows]
+    n = len(lexemes)
+    lim = max(3, int(0.1 * n))
+    sample_lim = max(3, int(0.1 * min(n, 1000)))
+    if cap is not None and lim > cap:
+        lim, sample_lim = cap, max(3, cap * min(n, 1000) // n)
+    sample = lexemes[:1000]
+    want: list[tuple[int, int, float, int]] = []
+    for part_no, words in enumerate(part_lex, start=1):
+        weights = {}
+        for w in words:
+            if n > 1000 and sum(w in lx for _, lx in sample) > sample_lim:
+                continue
+            df = sum(w in lx for _, lx in lexemes)
+            if 1 <= df <= lim:
+                weights[w] = np.log(1 + (n - df + 0.5) / (df + 0.5))
+        scores = [(sum(weights[w] for w in lx if w in weights), pid) for pid, lx in lexemes]
+        ranked = sorted(((s, pid) for s, pid in scores if s > 0), key=lambda x: (-round(x[0], 9), x[1]))[:10]
+        want += [(part_no, pid, s, r) for r, (s, pid) in enumerate(ranked, start=1)]
+    assert [(int(str(p)), int(str(pid)), int(str(r))) for p, pid, _, r in got] == [(p, pid, r) for p, pid, _, r in want]
+    assert [float(str(s)) for _, _, s, _ in got] == pytest.approx([s for _, _, s, _ in want], abs=1e-6)
+    assert len({p for p, *_ in want}) >= 2  # the rule kept words in several parts
+
+
+def _as_list(row: object) -> list[str]:
+    assert isinstance(row, tuple | list)
+    value = row[0]
+    assert isinstance(value, list)
+    return [str(v) for v in value]
