@@ -390,6 +390,12 @@ def test_the_word_side_functions_refuse_bad_arguments_in_one_line(store: Conn) -
         assert err.value.sqlstate == code, sql
         assert words in str(err.value).splitlines()[0]
         store.rollback()
+    for cap in ("2", "-5", "lots"):
+        with scoped(store, SCOPE), pytest.raises(psycopg.Error) as err:
+            store.execute("SELECT set_config('pgmem.word_postings_cap', %s, true)", (cap,))
+            store.execute("SELECT * FROM pgmem.message_words(%s, ARRAY['zeppelin'])", (SCOPE,)).fetchall()
+        assert err.value.sqlstate in ("22023", "22P02") and len(str(err.value).splitlines()[0]) < 120
+        store.rollback()
     # Nothing stored was lost, and hostile text is just text.
     with scoped(store, SCOPE):
         assert store.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = %s", (SCOPE,)).fetchone() == (60,)
