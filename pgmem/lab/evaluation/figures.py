@@ -360,6 +360,8 @@ def render_decisions(recs: Sequence[Record]) -> list[str]:
     for rec in (r for r in recs if not r.name.endswith("-tune")):
         tune = _pairs(tunes[rec.name.removesuffix("-confirm")])
         for alt, (c_top, c_mrr) in _pairs(rec).items():
+            if alt not in tune:
+                continue  # compared on the confirmation half only
             t_top = tune[alt][0]
             rows.append(
                 [_set_label(rec.name), alt, diff_points(t_top), diff_points(c_top),
