@@ -329,29 +329,53 @@ def _alternative(key: str) -> str:
     return next((label for k, label in ALTERNATIVES.items() if stem.endswith(k)), stem)
 
 
+def _set_label(name: str) -> str:
+    """The set a tune/confirm record is of: `longmemeval-oracle-confirm` -> `oracle`."""
+    base = name.removesuffix("-tune").removesuffix("-confirm").removesuffix("-decisions")
+    base = base.removeprefix("longmemeval-").removeprefix("docs-")
+    return {"own": "oracle"}.get(base, base)
+
+
+def _pairs(rec: Record) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """A record's paired comparisons of the default, by what it is against: (top-1, MRR)."""
+    r = rec.result
+    out: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    for key, c in (r.get("comparisons") or {}).items():
+        side = key.split(" vs ", 1)[1]
+        what = _alternative(key) if side.endswith(":hybrid") else method_name(side)
+        top = "top1_message" if "top1_message" in c else "top1"
+        out[what] = (c[top], c.get(top.replace("top1", "mrr")))
+    for key, c in (r.get("paired") or {}).items():
+        what = method_name(key.split(" − ", 1)[1])
+        out[what] = (c["top1"], c["mrr"]) if "top1" in c else (c, None)
+    return out
+
+
 def render_decisions(recs: Sequence[Record]) -> list[str]:
-    """The default against each alternative setting, on the tuning half and on the
-    confirmation half (records named ...-tune and ...), with the gap between the two."""
+    """The default against each alternative setting or baseline, on the tuning half and on the
+    confirmation half, with the gap between the two. The records come in pairs: NAME-tune and
+    NAME (or NAME-confirm), the same command on each half."""
     rows = []
     tunes = {r.name.removesuffix("-tune"): r for r in recs if r.name.endswith("-tune")}
     for rec in (r for r in recs if not r.name.endswith("-tune")):
-        tune = tunes[rec.name]
-        t_pairs = {_alternative(k): v for k, v in tune.result["comparisons"].items()}
-        for key, c in rec.result["comparisons"].items():
-            alt, t = _alternative(key), t_pairs[_alternative(key)]
+        tune = _pairs(tunes[rec.name.removesuffix("-confirm")])
+        for alt, (c_top, c_mrr) in _pairs(rec).items():
+            if alt not in tune:
+                continue  # compared on the confirmation half only
+            t_top = tune[alt][0]
             rows.append(
-                [rec.name.removeprefix("longmemeval-").removesuffix("-decisions"), alt, diff_points(t["top1"]),
-                 diff_points(c["top1"]), f"{100 * (t['top1']['diff'] - c['top1']['diff']):+.1f}", diff_score(c["mrr"])]
+                [_set_label(rec.name), alt, diff_points(t_top), diff_points(c_top),
+                 f"{100 * (t_top['diff'] - c_top['diff']):+.1f}", diff_score(c_mrr) if c_mrr else "–"]
             )  # fmt: skip
-    head = ["haystack", "the default against", "tune: top-1 points", "confirm: top-1 points", "tune − confirm",
+    head = ["set", "the default against", "tune: top-1 points", "confirm: top-1 points", "tune − confirm",
             "confirm: MRR"]  # fmt: skip
     return table(head, rows)
 
 
 def render_headline(recs: Sequence[Record]) -> list[str]:
     """The README's table: per suite, the default against the best baseline, with the paired
-    interval of the difference."""
-    by = {r.name: r for r in recs}
+    interval of the difference. A record may be a whole set (NAME) or a half (NAME-confirm)."""
+    by = {r.name.removesuffix("-confirm"): r for r in recs}
     rows = []
 
     def conversation(name: str, what: str, top: str = "top1") -> None:
@@ -360,9 +384,10 @@ def render_headline(recs: Sequence[Record]) -> list[str]:
         best = max(("per_message", "fixed_chunks", "whole_turn"), key=lambda m: res[m][top])
         key = f"hybrid vs {best}"
         d = comps[key][top] if key in comps else None
+        n = rec.result["questions"]
         rows.append(
             [
-                what,
+                what.format(n=f"{n:,}"),
                 f"{pct(res['hybrid'][top])}",
                 f"{pct(res[best][top])} ({method_name(best)})",
                 f"{diff_points(d)}" if d else "–",
@@ -370,14 +395,13 @@ def render_headline(recs: Sequence[Record]) -> list[str]:
         )
 
     if "longmemeval-oracle" in by:
-        conversation("longmemeval-oracle", "LongMemEval oracle, each question's own history (236): top-1")
+        conversation("longmemeval-oracle", "LongMemEval oracle, each question's own history ({n}): top-1")
     if "longmemeval-pooled" in by:
-        conversation("longmemeval-pooled", "LongMemEval oracle, every history in one store (236): top-1")
+        conversation("longmemeval-pooled", "LongMemEval oracle, every history in one store ({n}): top-1")
     if "longmemeval-s" in by:
-        conversation("longmemeval-s", "LongMemEval s, 12 full 50-session histories: top-1")
+        conversation("longmemeval-s", "LongMemEval s, {n} full 50-session histories: top-1")
     if "toolqa" in by:
-        n = by["toolqa"].result["questions"]
-        conversation("toolqa", f"answers inside tool results, toolqa ({n}): top-1 message", top="top1_message")
+        conversation("toolqa", "answers inside tool results, toolqa ({n}): top-1 message", top="top1_message")
     if "coverage" in by:
         res, pair = by["coverage"].result["results"], by["coverage"].result["paired"]
         n = by["coverage"].result["messages"]
@@ -404,7 +428,7 @@ def render_headline(recs: Sequence[Record]) -> list[str]:
         res, pair = by["langgraph"].result["results"], by["langgraph"].result["pgmem_minus_postgres"]
         rows.append(
             [
-                "LangGraph store on LongMemEval oracle (236): top-1",
+                f"LangGraph store on LongMemEval oracle ({_questions(pair['top1'])}): top-1",
                 pct(res["PgmemStore"]["top1"]),
                 f"{pct(res['PostgresStore']['top1'])} ({method_name('PostgresStore')})",
                 diff_points(pair["top1"]),
