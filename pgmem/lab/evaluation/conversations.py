@@ -88,7 +88,8 @@ def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> Qu
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None, **more: float | None) -> None:
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
     settings memory_recall reads; defaults 0.1 and 2), and any of `more` (time_weight,
-    word_keep_rank, word_keep_margin: pgmem.<name>), where a value is given."""
+    word_keep_rank, word_keep_margin, recency_depth, floor_head: pgmem.<name>), where a value is
+    given."""
     for name, value in (
         ("pgmem.word_share", word_share),
         ("pgmem.word_weight", word_weight),
@@ -98,7 +99,7 @@ def word_settings(conn: Conn, word_share: float | None, word_weight: float | Non
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(f"{name.removeprefix('pgmem.')} must be a number, got {value!r}")
-        text = str(int(value)) if name in ("pgmem.word_keep_rank", "pgmem.recency_depth") else str(float(value))
+        text = str(int(value)) if name in ("pgmem.word_keep_rank", "pgmem.recency_depth", "pgmem.floor_head") else str(float(value))
         conn.execute("SELECT set_config(%s, %s, false)", (name, text))
 
 
