@@ -1,6 +1,6 @@
 """Per-model floor exception (issue 29): pgmem.model_setting gains word_keep_rank and
 word_keep_margin, read by memory_recall when the pgmem.word_keep_rank / word_keep_margin
-settings are unset; e5-small's row gets its measured word weight and keep margin.
+settings are unset (both rows start at MiniLM's measured 1 and 0.05).
 
 Table changes are sql/incremental/013_model_keep_settings.sql: two columns with constant
 defaults on a two-row reference table (no rewrite; a short ACCESS EXCLUSIVE lock on
