@@ -643,8 +643,9 @@ DECLARE
     keep_rank integer := nullif(current_setting('pgmem.word_keep_rank', true), '')::integer;
     keep_margin double precision := nullif(current_setting('pgmem.word_keep_margin', true), '')::double precision;
     -- A part with a piece above the floor keeps the fused ranking's first floor_head pieces
-    -- whatever their cosine (measured, docs/evaluation.md, "The floor's exception": 1 left every
-    -- unrelated question as empty as before and closed the gap of top-1 above the floor).
+    -- whatever their cosine (docs/evaluation.md, "The floor's exception for a related part": at
+    -- 1, unrelated questions stay as empty as before by construction; no tuning question moved,
+    -- one confirmation question won top-1 above the floor).
     floor_head integer := coalesce(nullif(current_setting('pgmem.floor_head', true), '')::integer, 1);
     -- Recency looks at the part's first recency_depth hits (measured: 2; at 10 it lost top-1).
     recency_depth integer := coalesce(nullif(current_setting('pgmem.recency_depth', true), '')::integer, 2);
