@@ -21,6 +21,8 @@ from tests.conftest import TEST_DIMS
 
 Conn = psycopg.Connection[tuple[object, ...]]
 MINILM, E5 = local.MODEL_ID, e5.MODEL_ID
+#: e5-small's row as sql/incremental/015_model_keep_settings.sql sets it (measured there).
+E5_WORD_WEIGHT, E5_KEEP_RANK, E5_KEEP_MARGIN = 2.0, 1, 0.05
 
 
 def _put(conn: Conn, scope: str, model_id: str, vectors: np.ndarray, bodies: list[str]) -> None:
@@ -77,6 +79,79 @@ def test_the_registry_holds_the_embedders_values(conn: Conn) -> None:
     for model in ("someone/else", None):
         row = conn.execute("SELECT floor, word_weight, subject_cosine, known FROM pgmem.model_settings(%s)", (model,))
         assert row.fetchone() == (0.2, 2.0, 0.25, False)
+
+
+def test_the_keep_rank_and_margin_are_per_model(conn: Conn) -> None:
+    """The floor's exception for a strong word hit follows the model's cosine scale: MiniLM's
+    0.05 under its floor, e5-small's measured on its own scale (docs/evaluation.md)."""
+    sql = "SELECT word_keep_rank, word_keep_margin FROM pgmem.model_settings(%s)"
+    assert conn.execute(sql, (MINILM,)).fetchone() == (1, 0.05)
+    assert conn.execute(sql, (E5,)).fetchone() == (E5_KEEP_RANK, E5_KEEP_MARGIN)
+    assert conn.execute(sql, ("someone/else",)).fetchone() == (1, 0.05)  # no row: MiniLM's
+    row = conn.execute("SELECT word_weight FROM pgmem.model_settings(%s)", (E5,)).fetchone()
+    assert row == (E5_WORD_WEIGHT,)
+
+
+def _word_first(conn: Conn, scope: str, floor: float, **settings: object) -> list[str]:
+    """The bodies memory_recall keeps for the query word 'zanzibar' along axis 0, with the
+    session's pgmem.* settings."""
+    with conn.transaction():
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (f"pgmem.{name}", str(value)))
+        with scoped(conn, scope):
+            rows = conn.execute(
+                """SELECT p.body FROM pgmem.memory_recall(%s, ARRAY[%s::vector], ARRAY['zanzibar'], floor => %s,
+                       candidates => 10, rrf_k => 0) r JOIN pgmem.piece p USING (piece_id) ORDER BY r.rank""",
+                (scope, _axis(0), floor),
+            ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _cosines(conn: Conn, scope: str) -> dict[str, float]:
+    with scoped(conn, scope):
+        rows = conn.execute(
+            """SELECT p.body, r.cosine FROM pgmem.memory_recall(%s, ARRAY[%s::vector], floor => -1, x => 100) r
+                 JOIN pgmem.piece p USING (piece_id)""",
+            (scope, _axis(0)),
+        ).fetchall()
+    return {str(b): float(str(c)) for b, c in rows}
+
+
+def test_the_word_hit_under_the_floor_is_kept_within_the_registrys_margin(admin_conn: Conn, conn: Conn) -> None:
+    # the word hit's cosine is the highest, yet 0.03 under the floor: nothing clears the floor
+    bodies = [f"ordinary note number {i}" for i in range(4)] + ["the zanzibar itinerary"]
+    _put(conn, "keep", MINILM, np.vstack([_at_cosine(0.05)] * 4 + [_at_cosine(0.17)]), bodies)
+    floor = _cosines(conn, "keep")["the zanzibar itinerary"] + 0.03
+    try:
+        assert _word_first(conn, "keep", floor) == ["the zanzibar itinerary"]  # MiniLM's 0.05
+        admin_conn.execute("UPDATE pgmem.model_setting SET word_keep_margin = 0.01 WHERE model_id = %s", (MINILM,))
+        admin_conn.commit()
+        assert _word_first(conn, "keep", floor) == []
+        # the session settings still override the registry
+        assert _word_first(conn, "keep", floor, word_keep_margin=0.1) == ["the zanzibar itinerary"]
+        admin_conn.execute("UPDATE pgmem.model_setting SET word_keep_margin = 0.05 WHERE model_id = %s", (MINILM,))
+        admin_conn.commit()
+        assert _word_first(conn, "keep", floor, word_keep_rank=0) == []
+    finally:
+        admin_conn.execute("UPDATE pgmem.model_setting SET word_keep_margin = 0.05 WHERE model_id = %s", (MINILM,))
+        admin_conn.commit()
+
+
+def test_a_related_part_keeps_its_first_hit_under_the_floor(conn: Conn) -> None:
+    """pgmem.floor_head: a part with a hit above the floor keeps the fused ranking's first hit
+    whatever its cosine; a part with none above the floor still comes back empty."""
+    bodies = ["the closest note", "a middling note", "the zanzibar itinerary"]
+    _put(conn, "head", MINILM, np.vstack([_at_cosine(0.9), _at_cosine(0.6), _at_cosine(0.3)]), bodies)
+    cos = _cosines(conn, "head")
+    # the word hit is the fused first (word rank 1 at weight 2), its cosine well under the floor
+    floor = (cos["the zanzibar itinerary"] + cos["a middling note"]) / 2
+    assert _word_first(conn, "head", floor, word_keep_rank=0) == ["the zanzibar itinerary", "the closest note",
+                                                                   "a middling note"]  # fmt: skip
+    assert _word_first(conn, "head", floor, word_keep_rank=0, floor_head=0) == ["the closest note", "a middling note"]
+    # nothing above the floor: empty, first hit or not
+    assert _word_first(conn, "head", cos["the closest note"] + 0.01, word_keep_rank=0) == []
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="floor_head"):
+        _word_first(conn, "head", floor, floor_head=-1)
 
 
 def test_a_sql_caller_gets_the_scope_models_floor(conn: Conn) -> None:

@@ -85,10 +85,16 @@ def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> Qu
     return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
+#: The pgmem.* settings memory_recall reads as integers.
+INTEGER_SETTINGS = ("pgmem.word_keep_rank", "pgmem.recency_depth", "pgmem.floor_head", "pgmem.word_postings_cap")
+
+
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None, **more: float | None) -> None:
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
     settings memory_recall reads; defaults 0.1 and 2), and any of `more` (time_weight,
-    word_keep_rank, word_keep_margin, word_postings_cap: pgmem.<name>), where a value is given."""
+    word_keep_rank, word_keep_margin, recency_depth, floor_head,
+    word_postings_cap: pgmem.<name>), where a value is
+    given."""
     for name, value in (
         ("pgmem.word_share", word_share),
         ("pgmem.word_weight", word_weight),
@@ -98,11 +104,7 @@ def word_settings(conn: Conn, word_share: float | None, word_weight: float | Non
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(f"{name.removeprefix('pgmem.')} must be a number, got {value!r}")
-        text = (
-            str(int(value))
-            if name in ("pgmem.word_keep_rank", "pgmem.recency_depth", "pgmem.word_postings_cap")
-            else str(float(value))
-        )
+        text = str(int(value)) if name in INTEGER_SETTINGS else str(float(value))
         conn.execute("SELECT set_config(%s, %s, false)", (name, text))
 
 

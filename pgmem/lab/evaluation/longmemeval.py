@@ -62,7 +62,7 @@ from pgmem.lab.evaluation.ranking import (
 )
 from pgmem.lab.evaluation.stats import intervals, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import DEFAULT_FLOOR, query_inputs
+from pgmem.recall import floor_for, query_inputs
 from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
@@ -519,7 +519,7 @@ def run(
     embedder: Embedder,
     limit: int | None = None,
     seed: int = 0,
-    floor: float = DEFAULT_FLOOR,
+    floor: float | None = None,
     weight: float = DEFAULT_WEIGHT,
     depth: int = 10,
     methods: Sequence[str] = METHODS,
@@ -540,6 +540,7 @@ def run(
     word_keep_margin: float | None = None,
     recency_depth: int | None = None,
     word_postings_cap: int | None = None,
+    floor_head: int | None = None,
     types: Sequence[str] | None = None,
     **_: object,
 ) -> dict[str, Any]:
@@ -554,12 +555,15 @@ def run(
     still holds every question's turns). `dates`: each question's date is its message time,
     so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
     `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
-    `word_keep_margin`, `word_postings_cap`: the pgmem.* settings of the same names (None: the
-    defaults); `types`:
-    score only questions of these types (a pooled haystack still holds every question's turns)."""
+    `word_keep_margin`, `recency_depth`, `floor_head`,
+    `word_postings_cap`: the pgmem.* settings of the same names
+    (None: the defaults, the model's where the registry holds them); `floor`: the floor of
+    top1_above_floor and unrelated_empty (None: the model's, `floor_for`); `types`: score only
+    questions of these types (a pooled haystack still holds every question's turns)."""
     check_split(split)
     check_methods(methods)
     check_query(query)
+    floor = floor_for(embedder) if floor is None else floor
     check_piece_options(piece_bytes, label, short_turns, context)
     if haystack not in HAYSTACKS:
         raise InputError(f"haystack must be one of {HAYSTACKS}, got {haystack!r}")
@@ -595,6 +599,7 @@ def run(
             word_keep_margin=word_keep_margin,
             recency_depth=recency_depth,
             word_postings_cap=word_postings_cap,
+            floor_head=floor_head,
         ) as conns,
     ):
         out = evaluate_threads(
