@@ -2,8 +2,9 @@
 kind, tsv) replaces piece_tsv_idx, so a word search reads only its own scope's postings.
 
 Table changes are sql/incremental/014_scope_words.sql. The index is built in the migration's
-transaction (a SHARE lock on pgmem.piece: writes wait, reads go on): about 23 s for 120,000
-pieces here (docs/scaling.md). The functions reading it are sql/idempotent/030_recall.sql.
+transaction (a SHARE lock on pgmem.piece: writes wait, reads go on; about 23 s for 120,000
+pieces here), then the old index is dropped (ACCESS EXCLUSIVE from there to commit: reads wait
+that short while; docs/operations.md's lock table). The functions reading it are sql/idempotent/030_recall.sql.
 
 Revision ID: 0021
 Revises: 0020
