@@ -12,6 +12,7 @@ LangGraph store batches through a pool end in the state of the last write of eac
 from __future__ import annotations
 
 import base64
+import json
 import random
 import threading
 import time
@@ -19,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
@@ -33,14 +35,18 @@ from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.forget import Forgotten
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.integrations.langgraph import PgmemStore, item_thread, namespace_scope
+from pgmem.lab.bench import churn
 from pgmem.recall import embed_query, recall
 from pgmem.turns import Turn
-from tests.security_helpers import Conn, HashEmbedder, make_turn
+from tests.lifecycle_helpers import vec
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, make_turn, role_url
 
 T = TypeVar("T")
 EMB = HashEmbedder()
 SCOPE = "locks"
 NS = ("users", "u1")
+#: A LOGIN member of pgmem_owner, the role that runs apply_retention.
+RETENTION_LOGIN = "pgmem_test_locks_owner"
 #: A step that should finish, or start waiting for a lock, well within this many seconds.
 STEP_SECONDS = 30.0
 
@@ -289,6 +295,79 @@ def test_two_puts_of_one_new_store_key_store_one_item(admin_conn: Conn, sessions
         ).fetchall()
         assert len(stored) == 1 and stored[0][0] in values.values(), (round_no, len(stored), failures)
     assert failures == []
+
+
+def test_retention_locks_its_threads_before_forgetting_so_a_forget_of_one_does_not_deadlock(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """Retention expires turns of threads a and b; one recall-log row names a piece of each. A
+    writer of b holds b (an open put_turn) when retention starts, then forgets a turn of b,
+    which deletes that log row. Retention used to forget a's turn (deleting the log row) and then
+    wait for b while the writer's forget waited for the log row: a deadlock. Now retention
+    locks a and b first, waits for the writer without holding the row, and finishes after it."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-retention-{uuid.uuid4().hex[:8]}"
+    old = datetime.now(UTC) - timedelta(days=400)
+    aged = [
+        Turn(scope, th, i, old if i == 0 else None, ({"role": "user", "content": f"{th} turn {i} about the ferry"},))
+        for th in ("a", "b")
+        for i in range(2)
+    ]
+    assert ingest_turns(conn, aged, EMB).inserted == 4
+    rows = admin_conn.execute(
+        "SELECT thread_id, turn_index, piece_id FROM pgmem.piece WHERE scope_id = %s ORDER BY 1, 2, 3", (scope,)
+    ).fetchall()
+    named = [pid for th, i, pid in rows if (th, i) in (("a", 0), ("b", 1))]
+    with scoped(conn, scope):
+        conn.execute(
+            "SELECT pgmem.log_recall(%s, 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, -1, NULL, 'vector',"
+            " %s::jsonb)",
+            (scope, vec("q"), json.dumps([{"piece_id": p} for p in named])),
+        )
+        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    writer, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    try:
+        writer.begin(scope)
+        writer.do(ingest([make_turn(scope, "b", 2, "b turn 2, written during retention")]))
+        expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
+        assert waits_for_lock(admin_conn, expire, keeper.pid)  # for the writer's thread b
+        forgot = outcome(writer.start(lambda c: forget_turn(c, scope, "b", 1)))
+        writer.commit()
+        expired = outcome(expire)
+    finally:
+        keeper.close()
+    assert isinstance(forgot, Forgotten), f"the writer's forget: {forgot!r}"
+    assert (forgot.turns, forgot.recall_logs) == (1, 1)
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert (scope, 2) in expired
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert turns_of(admin_conn, scope, "a") == [1] and turns_of(admin_conn, scope, "b") == [2]
+
+
+def test_first_writers_of_a_new_scope_and_a_new_model_do_not_deadlock(
+    admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """One transaction creates a new scope's row without a model (set_retention; put_item does
+    the same), then stores a turn with a model never seen before; another stores a turn of the
+    scope with that model meanwhile. The second used to register the model (holding the model
+    registry's lock) and then wait for the first's scope row, while the first waited for the
+    registry: a deadlock. The scope row now comes first, so the second waits for the first."""
+    scope = f"locks-first-{uuid.uuid4().hex[:8]}"
+    emb = HashEmbedder(model_id=f"test:hash-{uuid.uuid4().hex[:8]}")
+    deadlocks_before = churn.deadlocks(admin_conn)
+    first, second = sessions(), sessions()
+    first.begin(scope)
+    first.do(lambda c: c.execute("SELECT pgmem.set_retention(%s, keep_days => 3650)", (scope,)))
+    late = second.start(lambda c: ingest_turns(c, [make_turn(scope, "t2", 0, "second writer")], emb))
+    assert waits_for_lock(admin_conn, late, second.pid)  # for the first's new scope row
+    early = outcome(first.start(lambda c: ingest_turns(c, [make_turn(scope, "t1", 0, "first writer")], emb)))
+    first.commit()
+    later = outcome(late)
+    assert isinstance(early, IngestReport) and early.inserted == 1, f"the first writer: {early!r}"
+    assert isinstance(later, IngestReport) and later.inserted == 1, f"the second writer: {later!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 2
 
 
 @pytest.mark.parametrize("how", ["forget_thread", "forget_turn 0"])

@@ -203,20 +203,21 @@ BEGIN
     IF plane NOT IN ('piece', 'fact') THEN
         RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
     END IF;
-    key := pgmem._model_key(model_id, dims, plane || '.embedding');
     -- Lock order (docs/architecture.md): the scope row first, in SHARE mode, so that writers of
     -- one scope run side by side (FOR SHARE conflicts neither with itself nor with the KEY SHARE
     -- that foreign keys take) while a change of the scope's model (an UPDATE of the row) waits
     -- for them. FOR UPDATE here serialised every writer of a scope, and deadlocked two
     -- transactions that each held the row's KEY SHARE (store_item's foreign key) and asked for
-    -- the upgrade. A plane's first write records its model before the SHARE lock is taken (an
-    -- UPDATE only when the row is unbound), so two first writers serialise instead of
-    -- deadlocking. A scope forgotten meanwhile (forget_scope deleted the row) is created again:
-    -- the write lands after the forget.
+    -- the upgrade. A new scope's row is inserted before its model is registered (a registration
+    -- holds pgmem.embedding_model's lock to the end of the transaction): registering first
+    -- deadlocked with a writer that had already inserted the row, through put_item, and then
+    -- registered the same new model. A plane's first write records its model before the SHARE
+    -- lock is taken (an UPDATE only when the row is unbound), so two first writers serialise
+    -- instead of deadlocking. A scope forgotten meanwhile (forget_scope deleted the row) is
+    -- created again: the write lands after the forget.
     LOOP
-        INSERT INTO pgmem.scope AS s (scope_id, piece_model_key, fact_model_key)
-        VALUES (bind_scope_model.scope, CASE WHEN plane = 'piece' THEN key END, CASE WHEN plane = 'fact' THEN key END)
-        ON CONFLICT (scope_id) DO NOTHING;
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;
+        key := pgmem._model_key(model_id, dims, plane || '.embedding');
         UPDATE pgmem.scope s
            SET piece_model_key = coalesce(s.piece_model_key, CASE WHEN plane = 'piece' THEN key END),
                fact_model_key = coalesce(s.fact_model_key, CASE WHEN plane = 'fact' THEN key END)

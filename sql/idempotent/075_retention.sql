@@ -77,6 +77,21 @@ $$;
 COMMENT ON FUNCTION pgmem.get_retention(text) IS
 'The retention setting of the transaction''s scope (no row: the scope keeps everything), with when it was last applied.';
 
+CREATE OR REPLACE FUNCTION pgmem._expired_turns(s pgmem.retention)
+RETURNS TABLE (thread_id text, turn_index integer)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT x.thread_id, x.turn_index FROM (
+        SELECT tu.thread_id, tu.turn_index, coalesce(tu.turn_time, tu.ingested_at) AS at,
+               row_number() OVER (PARTITION BY tu.thread_id ORDER BY tu.turn_index DESC) AS newest
+          FROM pgmem.turn tu WHERE tu.scope_id = s.scope_id) x
+     WHERE (s.keep_days IS NOT NULL AND x.at < now() - make_interval(days => s.keep_days))
+        OR (s.keep_turns IS NOT NULL AND x.newest > s.keep_turns)
+$$;
+COMMENT ON FUNCTION pgmem._expired_turns(pgmem.retention) IS
+'Internal to pgmem.apply_retention: the turns of the setting''s scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one; or past the last keep_turns of their thread).';
+
 CREATE OR REPLACE FUNCTION pgmem.apply_retention()
 RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -90,6 +105,7 @@ DECLARE
     s pgmem.retention;
     t record;
     f record;
+    doomed text[];
     n_logs integer;
     done integer;
 BEGIN
@@ -114,14 +130,20 @@ BEGIN
         scope_id := s.scope_id; turns := 0; pieces := 0; facts := 0; threads := 0; recall_logs := 0;
         done := 0;
         IF s.keep_days IS NOT NULL OR s.keep_turns IS NOT NULL THEN
+            -- Lock order (docs/architecture.md), for all the scope's expiring threads at once: their
+            -- store items, then the threads, each FOR UPDATE and sorted by key, before any turn goes.
+            -- Locking each thread as its turns came up held the recall-log rows deleted for the
+            -- threads before it while it waited for the next thread: a forget of that thread, which
+            -- deletes a log row naming both, then waited for retention (a deadlock). A writer that
+            -- came first finishes first, and the expired turns are listed again under the locks.
+            doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s) e ORDER BY 1);
+            PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = s.scope_id AND i.thread_id = ANY (doomed)
+              ORDER BY i.thread_id, i.item_key FOR UPDATE;
+            PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = s.scope_id AND th.thread_id = ANY (doomed)
+              ORDER BY th.thread_id FOR UPDATE;
             FOR t IN
-                SELECT x.thread_id, x.turn_index FROM (
-                    SELECT tu.thread_id, tu.turn_index, coalesce(tu.turn_time, tu.ingested_at) AS at,
-                           row_number() OVER (PARTITION BY tu.thread_id ORDER BY tu.turn_index DESC) AS newest
-                      FROM pgmem.turn tu WHERE tu.scope_id = s.scope_id) x
-                 WHERE (s.keep_days IS NOT NULL AND x.at < now() - make_interval(days => s.keep_days))
-                    OR (s.keep_turns IS NOT NULL AND x.newest > s.keep_turns)
-                 ORDER BY x.thread_id, x.turn_index
+                SELECT e.thread_id, e.turn_index FROM pgmem._expired_turns(s) e
+                 WHERE e.thread_id = ANY (doomed) ORDER BY e.thread_id, e.turn_index
             LOOP
                 SELECT * INTO f FROM pgmem.forget_turn(s.scope_id, t.thread_id, t.turn_index);
                 turns := turns + f.turns; pieces := pieces + f.pieces; facts := facts + f.facts;
