@@ -320,20 +320,24 @@ ALTERNATIVES = {
     "word_weight_1": "word weight 1 (default 2)",
     "word_share_0.2": "word share 0.2 (default 0.1)",
     "query_split": "every part alone: no subject merging",
+    "time_weight_0": "no time window (time weight 0, default 2)",
+    "recency_0": "recency 0 (default 0.05)",
+    "word_keep_rank_0": "no floor exception for a word match (word_keep_rank 0)",
+    "head0": "no floor exception for a related part (floor_head 0)",
 }
 
 
 def _alternative(key: str) -> str:
     side = key.split(" vs ", 1)[1].rsplit(":", 1)[0]
     stem = Path(side).stem
-    return next((label for k, label in ALTERNATIVES.items() if stem.endswith(k)), stem)
+    return next((label for k, label in ALTERNATIVES.items() if k in stem), stem)
 
 
 def _set_label(name: str) -> str:
     """The set a tune/confirm record is of: `longmemeval-oracle-confirm` -> `oracle`."""
     base = name.removesuffix("-tune").removesuffix("-confirm").removesuffix("-decisions")
     base = base.removeprefix("longmemeval-").removeprefix("docs-")
-    return {"own": "oracle"}.get(base, base)
+    return {"own": "oracle", "own-time": "oracle", "floor-head": "oracle"}.get(base, base)
 
 
 def _pairs(rec: Record) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
