@@ -77,7 +77,7 @@ $$;
 COMMENT ON FUNCTION pgmem.get_retention(text) IS
 'The retention setting of the transaction''s scope (no row: the scope keeps everything), with when it was last applied.';
 
-CREATE OR REPLACE FUNCTION pgmem._expired_turns(s pgmem.retention)
+CREATE OR REPLACE FUNCTION pgmem._expired_turns(scope text, keep_days integer, keep_turns integer)
 RETURNS TABLE (thread_id text, turn_index integer)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -85,12 +85,12 @@ AS $$
     SELECT x.thread_id, x.turn_index FROM (
         SELECT tu.thread_id, tu.turn_index, coalesce(tu.turn_time, tu.ingested_at) AS at,
                row_number() OVER (PARTITION BY tu.thread_id ORDER BY tu.turn_index DESC) AS newest
-          FROM pgmem.turn tu WHERE tu.scope_id = s.scope_id) x
-     WHERE (s.keep_days IS NOT NULL AND x.at < now() - make_interval(days => s.keep_days))
-        OR (s.keep_turns IS NOT NULL AND x.newest > s.keep_turns)
+          FROM pgmem.turn tu WHERE tu.scope_id = _expired_turns.scope) x
+     WHERE (_expired_turns.keep_days IS NOT NULL AND x.at < now() - make_interval(days => _expired_turns.keep_days))
+        OR (_expired_turns.keep_turns IS NOT NULL AND x.newest > _expired_turns.keep_turns)
 $$;
-COMMENT ON FUNCTION pgmem._expired_turns(pgmem.retention) IS
-'Internal to pgmem.apply_retention: the turns of the setting''s scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one; or past the last keep_turns of their thread).';
+COMMENT ON FUNCTION pgmem._expired_turns(text, integer, integer) IS
+'Internal to pgmem.apply_retention: the turns of a scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one; or past the last keep_turns of their thread).';
 
 CREATE OR REPLACE FUNCTION pgmem.apply_retention()
 RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
@@ -136,13 +136,13 @@ BEGIN
             -- threads before it while it waited for the next thread: a forget of that thread, which
             -- deletes a log row naming both, then waited for retention (a deadlock). A writer that
             -- came first finishes first, and the expired turns are listed again under the locks.
-            doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s) e ORDER BY 1);
+            doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
             PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = s.scope_id AND i.thread_id = ANY (doomed)
               ORDER BY i.thread_id, i.item_key FOR UPDATE;
             PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = s.scope_id AND th.thread_id = ANY (doomed)
               ORDER BY th.thread_id FOR UPDATE;
             FOR t IN
-                SELECT e.thread_id, e.turn_index FROM pgmem._expired_turns(s) e
+                SELECT e.thread_id, e.turn_index FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e
                  WHERE e.thread_id = ANY (doomed) ORDER BY e.thread_id, e.turn_index
             LOOP
                 SELECT * INTO f FROM pgmem.forget_turn(s.scope_id, t.thread_id, t.turn_index);
