@@ -2,7 +2,7 @@
 (a benchmark, not a test).
 
     python -m pgmem.lab.bench.langgraph_batch [--clients 4] [--ops 2000] [--batch 100] [--puts 40]
-        [--embedder local|hash] [--out docs/bench/langgraph-batch.json]
+        [--embedder local|hash] [--reput 0.5] [--out docs/bench/langgraph-batch.json]
 
 In one fresh database of DATABASE_URL's server (or the embedded one of PGMEM_HOME), each store
 gets the same work, the stores taking turns:
@@ -14,6 +14,11 @@ gets the same work, the stores taking turns:
   and the errors (a deadlock that was not retried would be one).
 - **Put latency**: `puts` single `store.put` calls of a new item of ~40 words each, wall clock,
   alternating stores put by put; p50 and p95.
+- **Re-puts** (`--reput SHARE`, default 0): that share of the puts writes a value the item
+  already holds (an agent saving the same memory again). In the latency phase such a put
+  rewrites the previous new item with its own value, timed apart (`reput`); in the throughput
+  phase it writes its key's one fixed value, so it is unchanged unless another client's put or
+  delete of the key came in between.
 
 The stores: PostgresStore with `index={"dims", "embed", "fields": ["text"]}`; PgmemStore with the
 same `index` (its field vectors, PostgresStore's representation); PgmemStore with pgmem's own
@@ -76,15 +81,24 @@ def _text(i: int, words: int = 40) -> str:
     return " ".join(str(w) for w in rng.choice(WORDS, size=words)) + f" note {i}."
 
 
-def _client_ops(root: str, client: int, n: int, batch: int) -> list[list[Any]]:
+def _is_reput(i: int, share: float) -> bool:
+    """Whether the i-th put is a re-put: spread evenly, `share` of them (none for 0)."""
+    return int((i + 1) * share) > int(i * share)
+
+
+def _client_ops(root: str, client: int, n: int, batch: int, reput: float = 0.0) -> list[list[Any]]:
     from langgraph.store.base import GetOp, PutOp, SearchOp
 
     ops: list[Any] = []
     for i in range(n):
-        key = f"k{(i * (client + 1)) % 50}"
+        k = (i * (client + 1)) % 50
+        key = f"k{k}"
         ns = (root, f"n{i % 3}")
         kind = i % 10
-        if kind < 6:
+        if kind < 6 and _is_reput(i, reput):
+            # The key's one fixed value: what every client's re-put of it writes.
+            ops.append(PutOp(ns, key, {"text": _text(100_000 + 3 * k + i % 3, 12)}))
+        elif kind < 6:
             ops.append(PutOp(ns, key, {"text": _text(1000 * client + i, 12), "client": client}))
         elif kind < 8:
             ops.append(PutOp(ns, key, None))
@@ -142,9 +156,9 @@ def _stores(url: str, embedder: Any, clients: int) -> dict[str, Callable[[], Abs
     }
 
 
-def _throughput(store: Any, root: str, clients: int, ops: int, batch: int) -> dict[str, Any]:
+def _throughput(store: Any, root: str, clients: int, ops: int, batch: int, reput: float) -> dict[str, Any]:
     errors: list[str] = []
-    plans = [_client_ops(root, c, ops, batch) for c in range(clients)]
+    plans = [_client_ops(root, c, ops, batch, reput) for c in range(clients)]
 
     def client(c: int) -> None:
         for b in plans[c]:
@@ -194,14 +208,16 @@ def _opened(makers: dict[str, Callable[[], AbstractContextManager[Any]]]) -> Ite
         yield opened
 
 
-def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str) -> dict[str, Any]:
+def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str, reput: float = 0.0) -> dict[str, Any]:
     require("langgraph.store.postgres", "langgraph", "the LangGraph batch benchmark")
     from pgmem.db import database_url
     from pgmem.lab.evaluation.common import temporary_database
     from pgmem.sqlfiles import InstallParams
 
     embedder = _embedder(embedder_name)
-    out: dict[str, Any] = {"clients": clients, "ops_per_client": ops, "batch": batch, "embedder": embedder.model_id}
+    out: dict[str, Any] = {
+        "clients": clients, "ops_per_client": ops, "batch": batch, "embedder": embedder.model_id, "reput": reput,
+    }  # fmt: skip
     with temporary_database(database_url(), InstallParams(embedder.dims, embedder.dims)) as url:
         makers = _stores(url, embedder, clients)
         with _opened(makers) as stores:
@@ -211,16 +227,23 @@ def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str) ->
             # Each store its own namespaces: one pgmem namespace is pieces or field vectors, not both.
             roots = {name: f"s{j}" for j, name in enumerate(stores)}
             latency: dict[str, list[float]] = {name: [] for name in stores}
+            again: dict[str, list[float]] = {name: [] for name in stores}
+            last = -1  # the latest new item: what a re-put writes again, value unchanged
             for i in range(puts):  # side by side, put by put, the order turning
                 names = list(stores)[i % len(stores) :] + list(stores)[: i % len(stores)]
+                is_reput = last >= 0 and _is_reput(i, reput)
+                j = last if is_reput else i
                 for name in names:
                     t = time.perf_counter()
-                    stores[name].put((roots[name], "latency"), f"p{i}", {"text": _text(i)})
-                    latency[name].append(time.perf_counter() - t)
+                    stores[name].put((roots[name], "latency"), f"p{j}", {"text": _text(j)})
+                    (again if is_reput else latency)[name].append(time.perf_counter() - t)
+                last = j
             for name in stores:
                 rows[name]["put"] = _ms(latency[name])
+                if again[name]:
+                    rows[name]["reput"] = _ms(again[name])
             for name, store in stores.items():
-                rows[name]["throughput"] = _throughput(store, roots[name], clients, ops, batch)
+                rows[name]["throughput"] = _throughput(store, roots[name], clients, ops, batch, reput)
                 print(name, json.dumps(rows[name]), file=sys.stderr)
     base = rows.get("PostgresStore")
     if base:  # each store against PostgresStore of the same run
@@ -229,6 +252,8 @@ def run(*, clients: int, ops: int, batch: int, puts: int, embedder_name: str) ->
                 "put_p50": round(row["put"]["p50_ms"] / base["put"]["p50_ms"], 2),
                 "ops_per_s": round(row["throughput"]["ops_per_s"] / base["throughput"]["ops_per_s"], 2),
             }
+            if "reput" in row and "reput" in base:
+                row["vs_postgres"]["reput_p50"] = round(row["reput"]["p50_ms"] / base["reput"]["p50_ms"], 2)
     out["stores"] = rows
     return out
 
@@ -253,10 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=100, help="operations per batch")
     p.add_argument("--puts", type=int, default=40, help="single puts timed per store")
     p.add_argument("--embedder", choices=("local", "hash"), default="local")
+    p.add_argument(
+        "--reput", type=float, default=0.0, help="share of puts (0 to 1) that write a value the item already holds"
+    )
     p.add_argument("--out", type=Path, help="write the figures with the command, commit and date here")
     args = p.parse_args(argv)
+    if not 0.0 <= args.reput <= 1.0:
+        p.error(f"--reput is a share between 0 and 1, got {args.reput}")
     t0 = time.perf_counter()
-    result = run(clients=args.clients, ops=args.ops, batch=args.batch, puts=args.puts, embedder_name=args.embedder)
+    result = run(
+        clients=args.clients, ops=args.ops, batch=args.batch, puts=args.puts, embedder_name=args.embedder,
+        reput=args.reput,
+    )  # fmt: skip
     record = {
         "command": "python -m pgmem.lab.bench.langgraph_batch " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": _commit(),
