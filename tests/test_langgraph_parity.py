@@ -622,3 +622,267 @@ def test_concurrent_batches_of_field_vectors_do_not_deadlock(app_url: str) -> No
         q = emb.vector("apples")
         for it in found:
             assert it.score == pytest.approx(expected_score("inner_product", q, emb.vector(it.value["text"])), abs=1e-3)
+
+
+# -- field vectors: unchanged text is not embedded again -----------------------------------------
+
+
+def _vector_rows(app_url: str, ns: tuple[str, ...]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each item's field vectors: (field_no, field_path, text_hash, xmin), in field order. xmin
+    changes when a row is written again, so an equal xmin means the vector was kept."""
+    with psycopg.connect(app_url, autocommit=True) as c, c.transaction():
+        c.execute("SELECT set_config('pgmem.scope', %s, true)", (namespace_scope(ns),))
+        rows = c.execute(
+            """SELECT item_key, field_no, field_path, text_hash, xmin::text FROM pgmem.store_vector
+                WHERE scope_id = %s ORDER BY item_key, field_no""",
+            (namespace_scope(ns),),
+        ).fetchall()
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for key, *rest in rows:
+        out.setdefault(str(key), []).append(tuple(rest))
+    return out
+
+
+def _sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _spent(emb: WordEmbeddings, write: Callable[[], object]) -> tuple[int, int]:
+    """The embedding requests and texts a write cost (a search's query is a request too)."""
+    calls, texts = emb.calls, emb.texts
+    write()
+    return emb.calls - calls, emb.texts - texts
+
+
+async def _aspent(emb: WordEmbeddings, write: Any) -> tuple[int, int]:
+    calls, texts = emb.calls, emb.texts
+    await write
+    return emb.calls - calls, emb.texts - texts
+
+
+def test_a_re_put_of_the_same_field_texts_embeds_nothing_and_keeps_the_vectors(app_url: str) -> None:
+    emb = WordEmbeddings()
+    ns = ("skip",)
+    index = _vector_index(emb, "cosine", fields=["text", "tags[*]"])
+    values = {
+        "a": {"text": "red apple pie", "tags": ["fruit", "baking"], "n": 1},
+        "b": {"text": "blue car wash", "tags": ["car"], "n": 2},
+    }
+    with sync_store(app_url, "conn", index=index) as store:
+        assert _spent(emb, lambda: store.batch([PutOp(ns, k, v) for k, v in values.items()])) == (1, 5)
+        before, scored = _vector_rows(app_url, ns), store.search(ns, query="apple pie")
+        assert [r[1:3] for r in before["a"]] == [
+            ("text", _sha("red apple pie")),
+            ("tags[*].0", _sha("fruit")),
+            ("tags[*].1", _sha("baking")),
+        ]
+        # The same values again, one by one and as a batch: no request, the same rows.
+        assert _spent(emb, lambda: store.put(ns, "a", values["a"])) == (0, 0)
+        assert _spent(emb, lambda: store.batch([PutOp(ns, k, v) for k, v in values.items()])) == (0, 0)
+        assert _vector_rows(app_url, ns) == before
+        again = store.search(ns, query="apple pie")
+        assert [(r.key, r.score) for r in again] == [(r.key, r.score) for r in scored]
+        # A changed value whose indexed texts are unchanged keeps its vectors too.
+        assert _spent(emb, lambda: store.put(ns, "a", {**values["a"], "n": 99, "extra": "not indexed"})) == (0, 0)
+        assert _vector_rows(app_url, ns) == before
+        got = store.get(ns, "a")
+        assert got is not None and got.value["n"] == 99
+        assert store.search(ns, query="apple pie")[0].score == scored[0].score
+        # A changed text: only that item's texts are embedded, its vectors written again.
+        changed = [
+            PutOp(ns, "a", {"text": "green apple tree", "tags": ["fruit", "baking"]}),
+            PutOp(ns, "b", values["b"]),
+        ]
+        assert _spent(emb, lambda: store.batch(changed)) == (1, 3)
+        after = _vector_rows(app_url, ns)
+        assert after["b"] == before["b"] and after["a"][0][2] == _sha("green apple tree")
+        assert all(x[3] != y[3] for x, y in zip(after["a"], before["a"], strict=True))
+        want = expected_score("cosine", emb.vector("apple tree"), emb.vector("green apple tree"))
+        assert store.search(ns, query="apple tree")[0].score == pytest.approx(want, abs=1e-4)
+        # Other index paths for the same value: other fields, embedded again.
+        assert _spent(emb, lambda: store.put(ns, "b", values["b"], index=["text"])) == (1, 1)
+        assert [r[1] for r in _vector_rows(app_url, ns)["b"]] == ["text"]
+        # index=False drops the vectors (PostgresStore: a plain row); the next indexed put embeds.
+        assert _spent(emb, lambda: store.put(ns, "b", values["b"], index=False)) == (0, 0)
+        assert "b" not in _vector_rows(app_url, ns) and "b" not in {r.key for r in store.search(ns, query="car wash")}
+        assert "b" in {r.key for r in store.search(ns)}
+        assert _spent(emb, lambda: store.put(ns, "b", values["b"])) == (1, 2)
+        assert store.search(ns, query="car wash")[0].key == "b"
+        # A value without any indexed text keeps no vector either.
+        assert _spent(emb, lambda: store.put(ns, "b", {"other": "no text here"})) == (0, 0)
+        assert "b" not in _vector_rows(app_url, ns)
+
+
+def test_async_re_puts_of_the_same_field_texts_embed_nothing(app_url: str) -> None:
+    emb = WordEmbeddings()
+    ns = ("askip",)
+
+    async def main() -> None:
+        async with async_store(app_url, "pool", index=_vector_index(emb, "l2", fields=["text"])) as store:
+            docs = {f"k{i}": {"text": f"memory {i} about apples"} for i in range(6)}
+            assert await _aspent(emb, store.abatch([PutOp(ns, k, v) for k, v in docs.items()])) == (1, 6)
+            before, scored = _vector_rows(app_url, ns), await store.asearch(ns, query="memory 3", limit=3)
+            gathered = asyncio.gather(*(store.aput(ns, k, v) for k, v in docs.items()))  # one batch
+            assert await _aspent(emb, gathered) == (0, 0)
+            assert await _aspent(emb, store.aput(ns, "k0", {"text": "memory 0 about apples", "seen": True})) == (0, 0)
+            assert _vector_rows(app_url, ns) == before
+            assert [(r.key, r.score) for r in await store.asearch(ns, query="memory 3", limit=3)] == [
+                (r.key, r.score) for r in scored
+            ]
+            assert await _aspent(emb, store.aput(ns, "k1", {"text": "memory 1 about pears"})) == (1, 1)
+            await store.aput(ns, "k2", docs["k2"], index=False)
+            assert "k2" not in _vector_rows(app_url, ns)
+
+    asyncio.run(main())
+
+
+def test_a_put_that_found_its_vectors_current_and_lost_them_to_a_concurrent_put_embeds_after_all(
+    app_url: str,
+) -> None:
+    """The check before embedding takes no lock; put_item decides again under the item's lock.
+    A concurrent put changes the item between the two: the text is embedded after all."""
+    emb, other = WordEmbeddings(), WordEmbeddings()
+    ns = ("race",)
+    index = _vector_index(emb, "cosine", fields=["text"])
+    with (
+        sync_store(app_url, "conn", index=index) as store,
+        sync_store(app_url, "conn", index=_vector_index(other, "cosine", fields=["text"])) as rival,
+    ):
+        store.put(ns, "k", {"text": "first words"})
+        _, writes = store._plan([PutOp(ns, "k", {"text": "first words"})])
+
+        def interfered(call: Any) -> Any:
+            step, done = next(call), False
+            while True:
+                if not done and "pgmem.put_item(" in getattr(step, "sql", ""):
+                    rival.put(ns, "k", {"text": "second words"})  # commits before this put locks the item
+                    done = True
+                try:
+                    step = call.send((yield step))
+                except StopIteration as stop:
+                    return stop.value
+
+        store._run(lambda: interfered(store._writes_call(writes)))
+        assert (emb.calls, emb.texts) == (2, 2) and other.calls == 1  # the late request: one text
+        rows = _vector_rows(app_url, ns)["k"]
+        assert [r[1:3] for r in rows] == [("text", _sha("first words"))]
+        assert store.search(ns, query="first words")[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+def test_concurrent_re_puts_of_the_same_keys_leave_one_set_of_vectors_per_item(app_url: str) -> None:
+    """4 clients re-put the same 20 keys, mostly with the value already stored, sometimes with
+    another text: no deadlock, no error, and each item ends with exactly the vectors of its own
+    value's texts."""
+    emb = WordEmbeddings()
+    ns = ("same",)
+    index = _vector_index(emb, "inner_product", fields=["text", "tags[*]"])
+
+    def value(k: int, variant: int) -> dict[str, Any]:
+        return {"text": f"item {k} variant {variant} apples", "tags": [f"t{k}", f"v{variant}"]}
+
+    with sync_store(app_url, "pool", index=index) as store:
+        store.batch([PutOp(ns, f"k{k}", value(k, 0)) for k in range(20)])
+        errors: list[BaseException] = []
+
+        def client(c: int) -> None:
+            try:
+                for round_ in range(25):
+                    order = [(k * (c + 1) + round_) % 20 for k in range(20)]
+                    store.batch([PutOp(ns, f"k{k}", value(k, 1 if (k + round_ + c) % 7 == 0 else 0)) for k in order])
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors, errors[:3]
+        rows = _vector_rows(app_url, ns)
+        items = {i.key: i.value for i in store.search(ns, limit=100)}
+        assert set(rows) == set(items) and len(items) == 20
+        for key, v in items.items():
+            texts = [v["text"], *v["tags"]]
+            assert [r[:3] for r in rows[key]] == [
+                (i, p, _sha(t)) for i, (p, t) in enumerate(zip(["text", "tags[*].0", "tags[*].1"], texts, strict=True))
+            ]
+        q = emb.vector("apples")
+        for it in store.search(ns, query="apples", limit=100):
+            best = max(expected_score("inner_product", q, emb.vector(t)) for t in [it.value["text"], *it.value["tags"]])
+            assert it.score == pytest.approx(best, abs=1e-3)
+
+
+def test_a_re_put_of_pieces_embeds_nothing_and_writes_no_piece(app_url: str, admin_conn: Conn) -> None:
+    """pgmem's own path: an unchanged turn (its content hash) is skipped before put_turn, so a
+    re-put neither embeds nor rewrites the turn or its pieces; a batch's turns share a request."""
+    emb = HashEmbedder()
+    ns = ("pskip",)
+
+    def rows() -> list[tuple[Any, ...]]:
+        return admin_conn.execute(
+            """SELECT 'turn', thread_id, xmin::text FROM pgmem.turn WHERE scope_id = %(s)s
+               UNION ALL SELECT 'piece', piece_id::text, xmin::text FROM pgmem.piece WHERE scope_id = %(s)s
+               ORDER BY 1, 2""",
+            {"s": namespace_scope(ns)},
+        ).fetchall()
+
+    with sync_store(app_url, "pool", embedder=emb, index={"fields": ["text"]}) as store:
+        values = {f"k{i}": {"text": f"a memory about item {i}. It has two sentences."} for i in range(8)}
+        store.batch([PutOp(ns, k, v) for k, v in values.items()])
+        assert emb.calls == 1
+        before = rows()
+        assert len([r for r in before if r[0] == "piece"]) >= 8
+        store.batch([PutOp(ns, k, v) for k, v in values.items()])
+        store.put(ns, "k0", {**values["k0"], "n": 1})  # another value, the same indexed text
+        assert emb.calls == 1 and rows() == before
+        store.put(ns, "k1", {"text": "a changed memory"})
+        assert emb.calls == 2 and rows() != before
+
+
+@pytest.mark.parametrize(
+    ("sql", "args", "expect"),
+    [
+        (
+            "SELECT * FROM pgmem.store_vectors_current(%s, 'm', '{a,b}', '{1}', '{p}', ARRAY['\\x00'::bytea])",
+            (),
+            "2 item keys, 1 field counts",
+        ),
+        (
+            "SELECT * FROM pgmem.store_vectors_current(%s, 'm', '{a}', '{2}', '{p}', ARRAY['\\x00'::bytea])",
+            (),
+            "summing to 2",
+        ),
+        ("SELECT * FROM pgmem.store_vectors_current(%s, 'm', '{a}', '{-1}', '{}', '{}')", (), "counts >= 0"),
+        (
+            "SELECT * FROM pgmem.store_vectors_current(%s, 'm', '{a}', ARRAY[NULL]::int[], '{}', '{}')",
+            (),
+            "one count per key",
+        ),
+    ],
+)
+def test_store_vectors_current_refuses_arrays_that_do_not_line_up(
+    app_url: str, sql: str, args: tuple[Any, ...], expect: str
+) -> None:
+    with psycopg.connect(app_url, autocommit=True) as c, c.transaction():
+        c.execute("SELECT set_config('pgmem.scope', 'vcur', true)")
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+            c.execute(sql, ("vcur", *args))
+        message = err.value.diag.message_primary or ""
+        assert expect in message and "\n" not in message
+
+
+def test_put_item_vectors_refuses_hashes_that_are_not_one_sha256_per_vector(app_url: str) -> None:
+    with psycopg.connect(app_url, autocommit=True) as c, c.transaction():
+        c.execute("SELECT set_config('pgmem.scope', 'vhash', true)")
+        c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        c.execute("SELECT * FROM pgmem.put_item('vhash', '{vhash}', 'k', '{\"text\": \"x\"}'::jsonb)")
+        for hashes in ("ARRAY['\\x00'::bytea]", "ARRAY[NULL]::bytea[]", "'{}'::bytea[]"):
+            with c.transaction(force_rollback=True), pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+                c.execute(
+                    f"SELECT pgmem.put_item_vectors('vhash', 'k', 'm', '{{text}}', ARRAY['[1,2]'::vector], {hashes})"
+                )
+            assert "one sha256 (32 bytes) per vector" in (err.value.diag.message_primary or "")
+        # Without hashes the vectors are stored as before, and never found current.
+        c.execute("SELECT pgmem.put_item_vectors('vhash', 'k', 'm', '{text}', ARRAY['[1,2]'::vector])")
+        row = c.execute("SELECT pgmem.item_vectors_current('vhash', 'k', 'm', '{text}', ARRAY[sha256('x')])").fetchone()
+        assert row == (False,)

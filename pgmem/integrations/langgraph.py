@@ -515,6 +515,11 @@ def field_texts(value: Mapping[str, Any], paths: Sequence[str]) -> list[tuple[st
     return out
 
 
+def text_hash(text: str) -> bytes:
+    """What pgmem.store_vector.text_hash holds for a text: the sha256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
 class _StoreLogic:
     """What PgmemStore and AsyncPgmemStore share: every batch written once, as pgmem calls
     (generators of `Query` and `Embed` steps, pgmem.calls), which the sync store drives on a
@@ -811,17 +816,23 @@ class _StoreLogic:
     def _writes_call(self, puts: list[PutOp]) -> Call[None]:
         """The batch's puts and deletes, in (scope, key) order, in the driver's one transaction.
         Texts are embedded across the whole batch: a field embedder's in one request before any
-        row is locked; pgmem's through ingest_turns, which skips a turn whose text is unchanged."""
+        row is locked, leaving out the items whose stored vectors are already those of their
+        texts (pgmem.store_vectors_current: same paths, texts and model); pgmem's through
+        ingest_turns, which skips a turn whose text is unchanged."""
         yield self._directory()
         fe = self.field_embedder
         texts: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        hashes: dict[tuple[str, str], list[bytes]] = {}
         vectors: dict[tuple[str, str], Any] = {}
         if fe is not None:
             for op in puts:
                 if op.value is not None and op.index is not False:
                     found = field_texts(op.value, self.fields if op.index is None else op.index)
                     if found:
-                        texts[(namespace_scope(op.namespace), op.key)] = found
+                        ident = (namespace_scope(op.namespace), op.key)
+                        texts[ident] = found
+                        hashes[ident] = [text_hash(t) for _, t in found]
+            current: set[tuple[str, str]] = set()
             for scope in sorted({s for s, _ in texts}):
                 row = yield Query(scope, "SELECT model_id, dims FROM pgmem.store_vector_model(%s)", (scope,), one=True)
                 if row is not None and row[0] != fe.model_id:
@@ -829,19 +840,17 @@ class _StoreLogic:
                         f"namespace scope {scope!r:.80} is embedded with {row[0]}, not {fe.model_id}: open the store "
                         "with the index config the namespace was written with"
                     )
-            flat = [t for found in texts.values() for _, t in found]
-            if flat:
-                matrix = yield Embed(fe, flat)
-                at = 0
-                for ident, found in texts.items():
-                    vectors[ident] = matrix[at : at + len(found)]
-                    at += len(found)
+                if row is not None:  # a scope without vectors has none current
+                    current |= yield from self._current_vectors(scope, fe.model_id, texts, hashes)
+            vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
         turns: list[Turn] = []
+        late: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for op in puts:
             scope = namespace_scope(op.namespace)
             if op.value is None:
                 yield Query(scope, "SELECT pgmem.delete_item(%s, %s)", (scope, op.key), one=True)
                 continue
+            ident = (scope, op.key)
             value = dict(op.value)
             messages = (
                 [] if fe is not None else item_messages(value, self.fields if op.index is None else (op.index or []))
@@ -849,8 +858,9 @@ class _StoreLogic:
             thread = item_thread(op.key) if messages else None
             row = yield Query(
                 scope,
-                """SELECT created_at FROM pgmem.put_item(scope => %s, namespace => %s, item_key => %s,
-                                        value => %s::jsonb, thread => %s, ttl_minutes => %s)""",
+                """SELECT created_at, vectors_kept FROM pgmem.put_item(
+                       scope => %s, namespace => %s, item_key => %s, value => %s::jsonb, thread => %s,
+                       ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s)""",
                 (
                     scope,
                     list(op.namespace),
@@ -858,32 +868,85 @@ class _StoreLogic:
                     check_value(value, max_bytes=self.max_value_bytes),
                     thread,
                     self._put_ttl(op.ttl),
+                    fe.model_id if fe is not None and ident in texts else None,
+                    [p for p, _ in texts[ident]] if ident in texts else None,
+                    hashes.get(ident),
                 ),
                 one=True,
             )
             assert row is not None
-            if (scope, op.key) in vectors:
-                assert fe is not None
-                yield Query(
-                    scope,
-                    "SELECT pgmem.put_item_vectors(%s, %s, %s, %s, %b::vector[])",
-                    (
-                        scope,
-                        op.key,
-                        fe.model_id,
-                        [p for p, _ in texts[(scope, op.key)]],
-                        list(vectors[(scope, op.key)]),
-                    ),
-                    one=True,
-                )
+            if ident in texts and not row[1]:
+                if ident in vectors:
+                    yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
+                else:
+                    # Found current before the lock, changed by a concurrent put since: embedded
+                    # after the loop (the item stays locked), in one request for all such items.
+                    late[ident] = texts[ident]
             if thread is not None:
                 created = row[0]
                 assert isinstance(created, datetime)
                 turns.append(Turn(scope, thread, 0, created, tuple(messages), origin=f"item {op.key!r:.80}"))
+        if late:
+            assert fe is not None
+            again = yield from self._embed_fields(fe, late)
+            for ident, found in late.items():
+                yield from self._put_vectors(ident, found, hashes[ident], again[ident])
         if turns:
             report = yield from ingest_turns_call(turns, self.embedder)
             if report.failed:
                 raise InputError("; ".join(err for _, err in report.failed[:3]))
+
+    def _current_vectors(
+        self,
+        scope: str,
+        model_id: str,
+        texts: Mapping[tuple[str, str], list[tuple[str, str]]],
+        hashes: Mapping[tuple[str, str], list[bytes]],
+    ) -> Call[set[tuple[str, str]]]:
+        """The items of `scope` whose stored vectors are already those of their texts (the rule is
+        pgmem.item_vectors_current's); read without locks, so put_item decides again."""
+        idents = [i for i in texts if i[0] == scope]
+        rows = yield Query(
+            scope,
+            "SELECT k FROM pgmem.store_vectors_current(%s, %s, %s, %s, %s, %s) AS k",
+            (
+                scope,
+                model_id,
+                [k for _, k in idents],
+                [len(texts[i]) for i in idents],
+                [p for i in idents for p, _ in texts[i]],
+                [h for i in idents for h in hashes[i]],
+            ),
+        )
+        return {(scope, str(r[0])) for r in rows}
+
+    def _embed_fields(
+        self, fe: FieldEmbedder, texts: Mapping[tuple[str, str], list[tuple[str, str]]]
+    ) -> Call[dict[tuple[str, str], Any]]:
+        """Every text of `texts` in one embedding request; each item's rows of the result."""
+        flat = [t for found in texts.values() for _, t in found]
+        if not flat:
+            return {}
+        matrix = yield Embed(fe, flat)
+        out: dict[tuple[str, str], Any] = {}
+        at = 0
+        for ident, found in texts.items():
+            out[ident] = matrix[at : at + len(found)]
+            at += len(found)
+        return out
+
+    def _put_vectors(
+        self, ident: tuple[str, str], found: list[tuple[str, str]], hashes: list[bytes], vectors: Any
+    ) -> Call[None]:
+        fe = self.field_embedder
+        assert fe is not None
+        scope, key = ident
+        yield Query(
+            scope,
+            "SELECT pgmem.put_item_vectors(%s, %s, %s, %s, %b::vector[], %s)",
+            (scope, key, fe.model_id, [p for p, _ in found], list(vectors), hashes),
+            one=True,
+        )
 
     # -- connections --------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 -- The LangGraph store's functions (pgmem.integrations.langgraph.PgmemStore). Re-runnable.
--- Tables: sql/incremental/003_store.sql, 005_store_directory.sql. put_item and delete_item are
+-- Tables: sql/incremental/003_store.sql, 005_store_directory.sql, 007_store_ttl_vectors.sql,
+-- 016_store_vector_text_hash.sql. put_item and delete_item are
 -- SECURITY DEFINER (900_grants.sql): pgmem_app has no INSERT, UPDATE or DELETE on any table.
 
 -- The namespace directory's guard, the twin of pgmem.check_scope: the directory a function is
@@ -57,14 +58,18 @@ CREATE OR REPLACE FUNCTION pgmem.put_item(
     item_key text,
     value jsonb,
     thread text DEFAULT NULL,
-    ttl_minutes double precision DEFAULT NULL
-) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text)
+    ttl_minutes double precision DEFAULT NULL,
+    model_id text DEFAULT NULL,
+    field_paths text[] DEFAULT NULL,
+    text_hashes bytea[] DEFAULT NULL
+) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text, vectors_kept boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     old_thread text;
+    kept boolean := false;
     r record;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
@@ -123,8 +128,16 @@ BEGIN
                    expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60)
              WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key
             RETURNING i.created_at, i.updated_at INTO r;
-            -- Its field vectors are the old value's: the caller writes the new ones (put_item_vectors).
-            DELETE FROM pgmem.store_vector v WHERE v.scope_id = put_item.scope AND v.item_key = put_item.item_key;
+            -- Its field vectors are the old value's: kept when they are those of the texts this
+            -- put indexes (same paths, same texts, same model: pgmem.item_vectors_current, read
+            -- under the item's lock, which every writer of its vectors holds), so a re-put of the
+            -- same text embeds and writes nothing; dropped otherwise, and the caller writes the
+            -- new ones (put_item_vectors).
+            kept := pgmem.item_vectors_current(put_item.scope, put_item.item_key, put_item.model_id,
+                                               put_item.field_paths, put_item.text_hashes);
+            IF NOT kept THEN
+                DELETE FROM pgmem.store_vector v WHERE v.scope_id = put_item.scope AND v.item_key = put_item.item_key;
+            END IF;
             EXIT;
         END IF;
         IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.thread_id = put_item.thread) THEN
@@ -141,11 +154,11 @@ BEGIN
     INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
     VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
     ON CONFLICT (directory, namespace) DO NOTHING;
-    RETURN QUERY SELECT r.created_at, r.updated_at, old_thread;
+    RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years); replacing an item drops its field vectors (the caller writes the new ones with pgmem.put_item_vectors). thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
+COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[]) IS
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
 
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean

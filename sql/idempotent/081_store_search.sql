@@ -1,7 +1,8 @@
 -- The LangGraph store's reads, field vectors and expiry (pgmem.integrations.langgraph, issue 28).
--- Re-runnable. Tables: sql/incremental/003_store.sql, 007_store_ttl_vectors.sql. The rules live
--- here, not in Python: which items are visible (not expired), what a filter matches, what a
--- score means for each distance type, and what an expiry removes.
+-- Re-runnable. Tables: sql/incremental/003_store.sql, 007_store_ttl_vectors.sql and
+-- 016_store_vector_text_hash.sql. The rules live here, not in Python: which items are visible
+-- (not expired), what a filter matches, what a score means for each distance type, when a put
+-- keeps an item's vectors, and what an expiry removes.
 -- put_item_vectors, refresh_items and expire_items are SECURITY DEFINER (900_grants.sql).
 
 CREATE OR REPLACE FUNCTION pgmem.store_filter_match(value jsonb, filter jsonb)
@@ -90,8 +91,81 @@ $$;
 COMMENT ON FUNCTION pgmem.store_vector_model(text) IS
 'The model and dimension of the transaction''s scope''s field vectors (no row: none stored yet). A store checks it before embedding.';
 
-CREATE OR REPLACE FUNCTION pgmem.put_item_vectors(scope text, item_key text, model_id text, paths text[], vectors vector[])
-RETURNS integer
+-- The rule that lets a put skip embedding: an item's stored vectors are current for a put when
+-- they are exactly one per text it indexes, in order, with the same path, the same text (its
+-- sha256) and the same model. A vector without a hash (stored before migration 0023) never is.
+CREATE OR REPLACE FUNCTION pgmem.item_vectors_current(
+    scope text,
+    item_key text,
+    model_id text,
+    field_paths text[],
+    text_hashes bytea[]
+) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT coalesce(cardinality(field_paths), 0) > 0
+       AND cardinality(field_paths) = coalesce(cardinality(text_hashes), 0)
+       AND item_vectors_current.model_id IS NOT NULL
+       AND coalesce((
+           SELECT array_agg(v.field_path ORDER BY v.field_no) = field_paths
+              AND array_agg(v.text_hash ORDER BY v.field_no) = text_hashes
+              AND bool_and(v.text_hash IS NOT NULL AND v.model_id = item_vectors_current.model_id)
+              AND max(v.field_no) = cardinality(field_paths) - 1
+             FROM pgmem.store_vector v
+            WHERE v.scope_id = pgmem.check_scope(item_vectors_current.scope)
+              AND v.item_key = item_vectors_current.item_key), false)
+$$;
+COMMENT ON FUNCTION pgmem.item_vectors_current(text, text, text, text[], bytea[]) IS
+'Whether a store item''s field vectors are those of the texts a put indexes: one per text, in order, with the same path (field_paths), the same text (text_hashes: the sha256 of each text''s UTF-8 bytes) and the same model. pgmem.put_item keeps them then; false when the item has none, or any without a hash (stored before migration 0023).';
+
+CREATE OR REPLACE FUNCTION pgmem.store_vectors_current(
+    scope text,
+    model_id text,
+    item_keys text[],
+    field_counts integer[],
+    field_paths text[],
+    text_hashes bytea[]
+) RETURNS SETOF text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pgmem.check_scope(store_vectors_current.scope);
+    IF coalesce(cardinality(item_keys), 0) <> coalesce(cardinality(field_counts), 0)
+       OR cardinality(item_keys) > 10000
+       OR array_position(field_counts, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(field_counts) c WHERE c < 0)
+       OR coalesce(cardinality(field_paths), 0) <> coalesce(cardinality(text_hashes), 0)
+       OR coalesce((SELECT sum(c) FROM unnest(field_counts) c), 0) <> coalesce(cardinality(field_paths), 0) THEN
+        RAISE EXCEPTION 'store_vectors_current: % item keys, % field counts (summing to %), % paths and % hashes; one count per key, counts >= 0 summing to the paths, one hash per path, at most 10000 keys',
+            cardinality(item_keys), cardinality(field_counts), (SELECT sum(c) FROM unnest(field_counts) c),
+            cardinality(field_paths), cardinality(text_hashes)
+            USING ERRCODE = '22023';
+    END IF;
+    -- Read without a lock, so a put can leave out of its embedding request the items that need
+    -- none; put_item decides again under the item's lock (a concurrent put may change them).
+    RETURN QUERY
+    SELECT k.item_key
+      FROM (SELECT u.item_key, u.n, (sum(u.n) OVER (ORDER BY u.i) - u.n)::integer AS start
+              FROM unnest(item_keys, field_counts) WITH ORDINALITY AS u(item_key, n, i)) k
+     WHERE k.n > 0
+       AND pgmem.item_vectors_current(store_vectors_current.scope, k.item_key, store_vectors_current.model_id,
+                                      field_paths[k.start + 1 : k.start + k.n], text_hashes[k.start + 1 : k.start + k.n]);
+END
+$$;
+COMMENT ON FUNCTION pgmem.store_vectors_current(text, text, text[], integer[], text[], bytea[]) IS
+'The keys among item_keys whose field vectors are current (pgmem.item_vectors_current) for the texts a put indexes: item i has field_counts[i] paths and hashes, in order, in field_paths and text_hashes. A store asks before embedding, without locks, and embeds only the other items'' texts (22023 when the arrays do not line up).';
+
+CREATE OR REPLACE FUNCTION pgmem.put_item_vectors(
+    scope text,
+    item_key text,
+    model_id text,
+    paths text[],
+    vectors vector[],
+    text_hashes bytea[] DEFAULT NULL
+) RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
@@ -111,6 +185,11 @@ BEGIN
     END IF;
     IF length(model_id) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'put_item_vectors: model_id must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF text_hashes IS NOT NULL AND (cardinality(text_hashes) <> n OR EXISTS (
+        SELECT 1 FROM unnest(text_hashes) h WHERE h IS NULL OR length(h) <> 32)) THEN
+        RAISE EXCEPTION 'put_item_vectors: % text hashes for % vectors; one sha256 (32 bytes) per vector, or NULL', cardinality(text_hashes), n
+            USING ERRCODE = '22023';
     END IF;
     -- The item row first (put_item locked it in this transaction; the lock order), then its vectors.
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = put_item_vectors.scope AND i.item_key = put_item_vectors.item_key
@@ -135,14 +214,15 @@ BEGIN
             model_id, coalesce(bound.dims, vector_dims(vectors[1])) USING ERRCODE = '22000';
     END IF;
     DELETE FROM pgmem.store_vector v WHERE v.scope_id = put_item_vectors.scope AND v.item_key = put_item_vectors.item_key;
-    INSERT INTO pgmem.store_vector (scope_id, item_key, field_no, field_path, model_id, embedding)
-    SELECT put_item_vectors.scope, put_item_vectors.item_key, (u.i - 1)::integer, u.path, put_item_vectors.model_id, u.vec
+    INSERT INTO pgmem.store_vector (scope_id, item_key, field_no, field_path, model_id, embedding, text_hash)
+    SELECT put_item_vectors.scope, put_item_vectors.item_key, (u.i - 1)::integer, u.path, put_item_vectors.model_id, u.vec,
+           text_hashes[u.i]
       FROM unnest(paths, vectors) WITH ORDINALITY AS u(path, vec, i);
     RETURN n;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_item_vectors(text, text, text, text[], vector[]) IS
-'Replace the field vectors of a store item of the transaction''s scope (put by pgmem.put_item in the same transaction): one vector per indexed text, with the path it came from. One model and one dimension per scope (22000 otherwise, naming both), and a namespace searched through pieces takes none (22000). Returns how many were stored.';
+COMMENT ON FUNCTION pgmem.put_item_vectors(text, text, text, text[], vector[], bytea[]) IS
+'Replace the field vectors of a store item of the transaction''s scope (put by pgmem.put_item in the same transaction): one vector per indexed text, with the path it came from and, in text_hashes, the sha256 of the text''s UTF-8 bytes (what lets a later put of the same text keep the vector: pgmem.item_vectors_current; NULL: never kept). One model and one dimension per scope (22000 otherwise, naming both), and a namespace searched through pieces takes none (22000). Returns how many were stored.';
 
 CREATE OR REPLACE FUNCTION pgmem.store_search(
     scope text,
