@@ -25,7 +25,7 @@ Conn = psycopg.Connection[tuple[object, ...]]
 
 PIECE_COLUMNS = (
     "kind, unit_kind, thread_id, turn_index, source_index, seq, label, body, raw_embedding::text, "
-    "embedding::text, m.model_id, tsv::text"
+    "embedding::text, m.model_id, w.tsv::text, w.scope_no = p.scope_no AND w.kind = p.kind AND w.thread_id = p.thread_id"
 )
 TURN_COLUMNS = (
     "thread_id, turn_index, turn_time, messages, encode(content_hash, 'hex'), context::text, blend_weight, "
@@ -60,6 +60,7 @@ def _rows(
 ) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]]:
     pieces = admin.execute(
         f"SELECT {PIECE_COLUMNS} FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
+        " JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id"
         " WHERE p.scope_id = %s ORDER BY thread_id, turn_index, source_index, seq",
         (scope,),
     ).fetchall()

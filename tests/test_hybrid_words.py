@@ -414,8 +414,9 @@ def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
     assert _words(store, "zeppelin") == before == {"zeppelin": (2, before["zeppelin"][1])}
     with scoped(store, SCOPE):
         assert store.execute(
-            "SELECT pgmem.scope_words(p.scope_no, p.kind, p.tsv) @> ARRAY[pgmem.scope_no(%s)::text || 'm/zeppelin']"
-            "  FROM pgmem.piece p WHERE p.scope_id = %s AND p.body LIKE '%%zeppelin charter%%'",
+            "SELECT pgmem.scope_words(w.scope_no, w.kind, w.tsv) @> ARRAY[pgmem.scope_no(%s)::text || 'm/zeppelin']"
+            "  FROM pgmem.piece p JOIN pgmem.piece_word w USING (scope_id, piece_id)"
+            " WHERE p.scope_id = %s AND p.body LIKE '%%zeppelin charter%%'",
             (SCOPE, SCOPE),
         ).fetchone() == (True,)
         hits = store.execute(
@@ -425,7 +426,9 @@ def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
             "SELECT DISTINCT scope_id FROM pgmem.piece WHERE piece_id = ANY(%s)", ([h[0] for h in hits],)
         ).fetchall()
     assert scopes == [(SCOPE,)] and len(hits) == 2 + 5
-    assert store.execute("SELECT to_regclass('pgmem.piece_tsv_idx')").fetchone() == (None,)
+    assert store.execute(
+        "SELECT to_regclass('pgmem.piece_tsv_idx'), to_regclass('pgmem.piece_scope_words_idx')"
+    ).fetchone() == (None, None)
 
 
 VOCAB = [f"w{i:03d}x" for i in range(60)]
@@ -452,7 +455,7 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(app_conn: Conn,
         if cap is not None:
             app_conn.execute("SELECT set_config('pgmem.word_postings_cap', %s, true)", (str(cap),))
         rows = app_conn.execute(
-            "SELECT piece_id, tsvector_to_array(tsv) FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory'"
+            "SELECT piece_id, tsvector_to_array(tsv) FROM pgmem.piece_word WHERE scope_id = %s AND kind = 'memory'"
             " ORDER BY piece_id",
             (scope,),
         ).fetchall()
@@ -489,3 +492,43 @@ def _as_list(row: object) -> list[str]:
     value = row[0]
     assert isinstance(value, list)
     return [str(v) for v in value]
+
+
+def _word_index_scans(admin: Conn) -> int:
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    row = admin.execute(
+        "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelid = 'pgmem.piece_word_words_idx'::regclass"
+    ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_the_service_role_reads_the_word_index(store: Conn, admin_conn: Conn) -> None:
+    """Row-level security applies its policy before any condition whose operator is not leakproof,
+    and no GIN operator is: on pgmem.piece the word index could not be used by the app's login,
+    and each word read the scope's every piece. The words live in pgmem.piece_word, read through
+    pgmem._word_postings (SECURITY DEFINER): the app's word search reads the index once a word,
+    the words the app sees are the superuser's, and the app still reads its own scope only."""
+    text = ["zeppelin biscuit museum", "project charter offsite"]
+    before = _word_index_scans(admin_conn)
+    with scoped(store, SCOPE):
+        words = store.execute("SELECT count(DISTINCT lexeme) FROM pgmem.message_words(%s, %s)", (SCOPE, text)).fetchone()
+        app_hits = store.execute("SELECT * FROM pgmem.word_candidates(%s, %s)", (SCOPE, text)).fetchall()
+        store.execute("SELECT pg_stat_force_next_flush()")
+    store.execute("SELECT 1")  # idle between statements: the backend reports its counts
+    assert words is not None and int(str(words[0])) >= 3
+    deadline = time.monotonic() + 10
+    while _word_index_scans(admin_conn) - before < int(str(words[0])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _word_index_scans(admin_conn) - before >= int(str(words[0]))
+    admin_hits = admin_conn.execute("SELECT * FROM pgmem.word_candidates(%s, %s)", (SCOPE, text)).fetchall()
+    assert app_hits == admin_hits and app_hits
+    # Read directly, the table is filtered like every other: inside the scope only its rows,
+    # with no scope none.
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT DISTINCT scope_id FROM pgmem.piece_word").fetchall() == [(SCOPE,)]
+    assert store.execute("SELECT count(*) FROM pgmem.piece_word").fetchone() == (0,)
+    forced = admin_conn.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'pgmem.piece_word'::regclass"
+    ).fetchone()
+    assert forced == (True, False)

@@ -110,7 +110,7 @@ def reader(stored: Conn, admin_conn: Conn, db_url: str) -> Iterator[Conn]:
 
 
 def test_reader_recalls_in_its_scope_and_is_told_when_it_has_none(reader: Conn) -> None:
-    """pgmem_reader never runs definer code: the check is invoker code it may execute."""
+    """pgmem_reader runs no definer code but the word side's read: the check is invoker code it may execute."""
     query, params = READS["memory_recall"]
     _raises_42501(reader, query, params, None)
     reader.execute("SET pgmem.scope = 'a'")  # a psql session's way: for the session

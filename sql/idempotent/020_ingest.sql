@@ -1,5 +1,15 @@
 -- Writing memory: turns with their pieces, facts, and reblending. Re-runnable.
 
+-- A piece's words: the one definition, for every writer of pgmem.piece_word (and what
+-- migration 017 copied from the generated column it replaces).
+CREATE OR REPLACE FUNCTION pgmem.piece_tsv(label text, body text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pgmem, pg_temp
+RETURN to_tsvector('english'::regconfig, label || ' ' || body);
+COMMENT ON FUNCTION pgmem.piece_tsv(text, text) IS
+'The full-text vector (english configuration) of a piece''s label and body, as pgmem.piece_word stores it.';
+
 CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
 RETURNS TABLE (turn_index integer, content_hash bytea)
 LANGUAGE plpgsql STABLE
@@ -254,17 +264,24 @@ BEGIN
            AND t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti;
     END IF;
 
-    -- The pieces of every inserted or replaced turn, in one statement.
-    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
-                             label, body, raw_embedding, embedding, model_key)
-    SELECT put_turns.scope, 'memory', pc.kind, t.th, t.ti, pc.src,
-           (row_number() OVER (PARTITION BY pc.tno, pc.src ORDER BY pc.j))::integer - 1,
-           pc.label, pc.body, l2_normalize(pc.v), pgmem.blend(pc.v, t.ctx, weight), key
-      FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors, piece_turn) WITH ORDINALITY
-           AS pc(kind, src, label, body, v, tno, j)
-      JOIN unnest(threads, turn_indexes, ctxs, stat) WITH ORDINALITY AS t(th, ti, ctx, st, i) ON t.i = pc.tno
-     WHERE t.st IN ('inserted', 'replaced')
-     ORDER BY pc.j;
+    -- The pieces of every inserted or replaced turn, and their words (pgmem.piece_word, the
+    -- word side's table), in one statement.
+    WITH ins AS (
+        INSERT INTO pgmem.piece AS np (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
+                                 label, body, raw_embedding, embedding, model_key)
+        SELECT put_turns.scope, 'memory', pc.kind, t.th, t.ti, pc.src,
+               (row_number() OVER (PARTITION BY pc.tno, pc.src ORDER BY pc.j))::integer - 1,
+               pc.label, pc.body, l2_normalize(pc.v), pgmem.blend(pc.v, t.ctx, weight), key
+          FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors, piece_turn) WITH ORDINALITY
+               AS pc(kind, src, label, body, v, tno, j)
+          JOIN unnest(threads, turn_indexes, ctxs, stat) WITH ORDINALITY AS t(th, ti, ctx, st, i) ON t.i = pc.tno
+         WHERE t.st IN ('inserted', 'replaced')
+         ORDER BY pc.j
+        RETURNING np.scope_id, np.piece_id, np.scope_no, np.kind, np.thread_id, np.label, np.body
+    )
+    INSERT INTO pgmem.piece_word (scope_id, piece_id, scope_no, kind, thread_id, tsv)
+    SELECT i.scope_id, i.piece_id, i.scope_no, i.kind, i.thread_id, pgmem.piece_tsv(i.label, i.body)
+      FROM ins i;
 
     FOR i IN SELECT unnest(ok) LOOP
         turn_no := i; status := stat[i]; pieces := CASE WHEN stat[i] = 'unchanged' THEN 0 ELSE piece_counts[i] END;

@@ -213,6 +213,10 @@ CREATE OR REPLACE FUNCTION pgmem._word_postings(
     kind text DEFAULT 'memory'
 ) RETURNS TABLE (part_no integer, lexeme text, pieces bigint, weight double precision, piece_ids bigint[])
 LANGUAGE plpgsql STABLE PARALLEL SAFE
+-- Definer: the words are in pgmem.piece_word, whose row-level security is not forced so that its
+-- owner can use the word index (050_security.sql). This function checks its scope first and
+-- reads only that scope's rows (scope_id, and the index key's scope number).
+SECURITY DEFINER
 SET search_path = pg_catalog, pgmem, pg_temp
 -- Planned with the call's values: a generic plan cannot use the thread index for
 -- "thread IS NULL OR thread_id = thread" and scans the whole scope (10x slower in a thread).
@@ -248,11 +252,14 @@ BEGIN
     IF coalesce(cardinality(part_texts), 0) = 0 THEN
         RETURN;
     END IF;
-    key_prefix := pgmem.scope_no(_word_postings.scope)::text || left(_word_postings.kind, 1) || '/';
+    -- Read here, not through pgmem.scope_no: as the owner, pgmem.scope's forced policy hides the
+    -- scope from a superuser's session that set none.
+    key_prefix := (SELECT p.scope_no FROM pgmem.piece_word p WHERE p.scope_id = _word_postings.scope LIMIT 1)::text
+                  || left(_word_postings.kind, 1) || '/';
     -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces
     -- of a larger scope still counts as distinctive at the default share).
     SELECT count(*) INTO n FROM (
-        SELECT 1 FROM pgmem.piece p
+        SELECT 1 FROM pgmem.piece_word p
          WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
            AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
          LIMIT 100000) c;
@@ -283,7 +290,7 @@ BEGIN
         -- The first 1,000 by id, so the same pieces give the same words whatever the table's
         -- layout or plan (unordered, the sample followed the heap: one evaluation question
         -- moved with the number of other scopes stored beside the searched one).
-        SELECT p.tsv FROM pgmem.piece p
+        SELECT p.tsv FROM pgmem.piece_word p
          WHERE n > 1000 AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
            AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
          ORDER BY p.piece_id
@@ -298,12 +305,14 @@ BEGIN
           FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
          WHERE n <= 1000 OR coalesce(sd.c, 0) <= sample_lim
     ), read AS MATERIALIZED (
-        -- Through the word index keyed by scope (pgmem.scope_words, piece_scope_words_idx): only
-        -- this scope's pieces of this kind holding the word are read.
+        -- Through the word index keyed by scope (pgmem.scope_words, piece_word_words_idx): only
+        -- this scope's pieces of this kind holding the word are read. The key names the scope and
+        -- the kind, so neither is a condition here: with them the planner ANDed the word's
+        -- postings with a scan of the scope's whole (scope_id, kind) index range for every word
+        -- (2,000 entries a word on a 2,000-piece scope, 100,000 on a 100,000-piece one).
         SELECT r.lex, ARRAY(
-                   SELECT p.piece_id FROM pgmem.piece p
+                   SELECT p.piece_id FROM pgmem.piece_word p
                     WHERE pgmem.scope_words(p.scope_no, p.kind, p.tsv) @> ARRAY[key_prefix || r.lex]
-                      AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
                       AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
                     LIMIT lim + 1) AS ids
           FROM rare r
@@ -317,7 +326,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._word_postings(text, text[], text, double precision, text) IS
-'pgmem.message_words with each word''s pieces (piece_ids, at most share of the searched pieces): the one implementation of the word side''s rule, read by message_words and word_candidates. Checks its scope (42501) and arguments itself.';
+'pgmem.message_words with each word''s pieces (piece_ids, at most share of the searched pieces): the one implementation of the word side''s rule, read by message_words and word_candidates. Checks its scope (42501) and arguments itself. SECURITY DEFINER: it reads pgmem.piece_word through its word index, which row-level security would keep from being used (no GIN operator is leakproof); it returns only the words and piece ids of the scope it checked.';
 
 CREATE OR REPLACE FUNCTION pgmem.message_words(
     scope text,
@@ -923,14 +932,19 @@ BEGIN
             -- above it comes back as empty as before). since / until hold for the word side's
             -- pieces too (a turn without a time is outside them).
             SELECT a.*, row_number() OVER (PARTITION BY a.part_no ORDER BY a.rrf DESC, a.dist, a.piece_id) AS rnk0
-              FROM (SELECT f.*, th.turn_time,
+              FROM (SELECT f.*, tt.turn_time,
                            row_number() OVER (PARTITION BY f.part_no ORDER BY f.rrf DESC, f.dist, f.piece_id) AS frank,
                            max(1 - f.dist) OVER (PARTITION BY f.part_no) AS best
                       FROM fused f
-                      JOIN pgmem.piece p ON p.scope_id = memory_recall.scope AND p.piece_id = f.piece_id
-                      JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
-                                        AND th.turn_index = p.turn_index
-                     WHERE (since IS NULL OR th.turn_time >= since) AND (until IS NULL OR th.turn_time < until)) a
+                      -- Each fused piece's turn looked up by key (a few hundred lookups): joined
+                      -- as tables, the planner hashed every piece and turn of the scope.
+                      CROSS JOIN LATERAL (
+                          SELECT th.turn_time FROM pgmem.piece p
+                            JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
+                                              AND th.turn_index = p.turn_index
+                           WHERE p.scope_id = memory_recall.scope AND p.piece_id = f.piece_id
+                          OFFSET 0) tt
+                     WHERE (since IS NULL OR tt.turn_time >= since) AND (until IS NULL OR tt.turn_time < until)) a
              WHERE 1 - a.dist >= floor OR (a.wrank <= keep_rank AND 1 - a.dist >= floor - keep_margin)
                 OR (a.frank <= floor_head AND a.best >= floor)
         ), band AS (

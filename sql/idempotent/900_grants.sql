@@ -152,7 +152,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 -- them (the public functions that use them are SECURITY DEFINER and run as the owner), except the
 -- helpers in `callable` below. Those are on the read path of the SECURITY INVOKER recall
 -- functions, so the caller must be able to run them. The recall functions stay invoker, not
--- definer, so that pgmem_reader (which never runs definer code) can recall in psql and a
+-- definer, so that pgmem_reader (which runs no definer code but _word_postings) can recall in psql and a
 -- superuser keeps reading any scope; in exchange each of these helpers is safe to call directly:
 --   _memory_candidates, _fact_candidates, _window_candidates  check their own arguments (pgmem.check_recall_args:
 --       at most 64 vectors of the plane's dimension, k <= 1000, ef_search <= 1000), the caps
@@ -163,7 +163,11 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       caller who searches one lexeme of pgmem.message_words itself (tsv @@ pgmem._lexeme(w));
 --   _word_postings  the word side's rule (message_words, word_candidates): it checks its scope
 --       (pgmem.check_scope, so row-level security and the transaction's scope hold) and its
---       arguments, and returns only what message_words and word_candidates show.
+--       arguments, and returns only what message_words and word_candidates show. It is the one
+--       SECURITY DEFINER function pgmem_reader runs (granted below): read-only (STABLE), it reads
+--       pgmem.piece_word through its word index, which row-level security would keep from being
+--       used (050_security.sql), so without it the reader's hybrid recall reads every piece of
+--       the scope for every word.
 DO $$
 DECLARE
     callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme', '_word_postings'];
@@ -178,6 +182,11 @@ BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pgmem'::regnamespace AND p.provolatile IN ('i', 's') AND NOT p.prosecdef
                 AND (p.proname NOT LIKE '\_%' OR p.proname = ANY (callable))
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgmem_reader', r.fn);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgmem'::regnamespace AND p.proname = '_word_postings'
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pgmem_reader', r.fn);
     END LOOP;
