@@ -25,7 +25,8 @@ Conn = psycopg.Connection[tuple[object, ...]]
 
 PIECE_COLUMNS = (
     "kind, unit_kind, thread_id, turn_index, source_index, seq, label, body, raw_embedding::text, "
-    "embedding::text, m.model_id, w.tsv::text, w.scope_no = p.scope_no AND w.kind = p.kind AND w.thread_id = p.thread_id"
+    "embedding::text, m.model_id, w.tsv::text, "
+    "w.scope_no = p.scope_no AND w.kind = p.kind AND w.thread_id = p.thread_id"
 )
 TURN_COLUMNS = (
     "thread_id, turn_index, turn_time, messages, encode(content_hash, 'hex'), context::text, blend_weight, "

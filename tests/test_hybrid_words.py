@@ -512,7 +512,9 @@ def test_the_service_role_reads_the_word_index(store: Conn, admin_conn: Conn) ->
     text = ["zeppelin biscuit museum", "project charter offsite"]
     before = _word_index_scans(admin_conn)
     with scoped(store, SCOPE):
-        words = store.execute("SELECT count(DISTINCT lexeme) FROM pgmem.message_words(%s, %s)", (SCOPE, text)).fetchone()
+        words = store.execute(
+            "SELECT count(DISTINCT lexeme) FROM pgmem.message_words(%s, %s)", (SCOPE, text)
+        ).fetchone()
         app_hits = store.execute("SELECT * FROM pgmem.word_candidates(%s, %s)", (SCOPE, text)).fetchall()
         store.execute("SELECT pg_stat_force_next_flush()")
     store.execute("SELECT 1")  # idle between statements: the backend reports its counts
