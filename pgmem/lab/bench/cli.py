@@ -19,7 +19,7 @@ from pgmem.cli import LAB_COMMANDS
 from pgmem.cli.common import settings
 from pgmem.db import connect, database_url, with_database
 from pgmem.errors import InputError
-from pgmem.lab.bench.default_mode import TextPool, default_mode_rows, word_side_sizes
+from pgmem.lab.bench.default_mode import APP_LOGIN, TextPool, app_connection, default_mode_rows, word_side_sizes
 from pgmem.lab.bench.default_mode import render as render_default_mode
 from pgmem.lab.bench.load import load
 from pgmem.lab.bench.measure import (
@@ -187,10 +187,12 @@ def _measure_default_mode(
     args: argparse.Namespace,
     results: dict[str, Any],
 ) -> None:
-    _say("default mode (hybrid) beside vector mode ...")
-    results["default_mode"] = default_mode_rows(
-        conn, store, pool, messages=args.messages * 2, x=args.x, floor=args.floor, ef_search=args.ef_search, seed=19
-    )
+    _say("default mode (hybrid) beside vector mode, as a login of pgmem_app ...")
+    with app_connection(conn) as app:
+        results["default_mode"] = default_mode_rows(
+            app, store, pool, messages=args.messages * 2, x=args.x, floor=args.floor, ef_search=args.ef_search, seed=19
+        )
+    results["default_mode_role"] = APP_LOGIN
     results["word_side_sizes"] = word_side_sizes(conn)
 
 

@@ -12,13 +12,17 @@ table and of each of its indexes (the word index among them), per 100,000 pieces
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
+from psycopg import sql
 
+from pgmem.db import scoped
 from pgmem.lab.bench.measure import Conn, Timings, ids_by_part, timed_query
 from pgmem.lab.bench.synth import F32, ScopeSpec, Store
 
@@ -26,6 +30,28 @@ RECALL_SQL = """SELECT part_no, rank, piece_id FROM pgmem.memory_recall(
     scope => %s, part_vectors => %s::vector[], part_texts => %s::text[], x => %s, floor => %s,
     thread => %s, mode => %s, exact => %s, ef_search => %s)"""
 MODES = ("vector", "hybrid")
+#: The login the default mode is measured as: a member of pgmem_app, the role a service uses, so
+#: row-level security applies as it does in production (as a superuser it does not).
+APP_LOGIN = "pgmem_bench_app"
+
+
+@contextlib.contextmanager
+def app_connection(admin: Conn) -> Iterator[Conn]:
+    """A connection to the admin connection's database as APP_LOGIN (created if missing, a LOGIN
+    member of pgmem_app; the embedded server trusts local logins)."""
+    if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_LOGIN,)).fetchone() is None:
+        with contextlib.suppress(psycopg.errors.DuplicateObject):
+            admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(sql.Identifier(APP_LOGIN)))
+    admin.execute(sql.SQL("GRANT pgmem_app TO {}").format(sql.Identifier(APP_LOGIN)))
+    from pgmem.db import connect
+
+    params = admin.info.get_parameters()
+    params["user"] = APP_LOGIN
+    conn = connect(psycopg.conninfo.make_conninfo(**params))
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)
@@ -81,7 +107,8 @@ def _run(
         order = MODES if i % 2 == 0 else MODES[::-1]
         for mode in order:
             args = (spec.scope_id, list(vecs), texts, x, floor, thread, mode, False, ef_search)
-            rows, db, e2e = timed_query(conn, RECALL_SQL, args)
+            with scoped(conn, spec.scope_id):
+                rows, db, e2e = timed_query(conn, RECALL_SQL, args)
             if i == 0:
                 continue  # warm-up
             t = out[mode]
@@ -89,7 +116,8 @@ def _run(
             t.e2e_ms.append(e2e)
             t.hits += len(rows)
             t.calls += 1
-            truth = conn.execute(RECALL_SQL, (*args[:-2], True, None), binary=True).fetchall()
+            with scoped(conn, spec.scope_id):
+                truth = conn.execute(RECALL_SQL, (*args[:-2], True, None), binary=True).fetchall()
             got, want = ids_by_part(rows, parts), ids_by_part(truth, parts)
             t.found += sum(len(g & w) for g, w in zip(got, want, strict=True))
             t.expected += sum(len(w) for w in want)
@@ -115,7 +143,8 @@ def default_mode_rows(
             picks[s.rows] = s
     rows = []
     for size, spec in sorted(picks.items()):
-        path = conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (spec.scope_id,)).fetchone()
+        with scoped(conn, spec.scope_id):
+            path = conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (spec.scope_id,)).fetchone()
         for where, thread in (("scope", None), ("thread", "t0")):
             for parts in (1, 8):
                 t = _run(
@@ -148,19 +177,19 @@ def default_mode_rows(
 
 
 def word_side_sizes(conn: Conn) -> dict[str, Any]:
-    """On-disk sizes of the piece table and each of its indexes, in all and per 100,000
-    pieces; the word side's is the word index keyed by scope (`pgmem.scope_words(scope_no, kind,
-    tsv)`, piece_scope_words_idx). A relation cached in shared
-    buffers (or the page cache) takes its on-disk pages, so these are also what each takes in
-    memory once cached."""
+    """On-disk sizes of the piece table, of the word side's table (pgmem.piece_word: each
+    piece's words) and of each of their indexes, in all and per 100,000 pieces. The word side is
+    pgmem.piece_word and its indexes (the GIN word index keyed by scope, piece_word_words_idx,
+    among them). A relation cached in shared buffers (or the page cache) takes its on-disk pages,
+    so these are also what each takes in memory once cached."""
     row = conn.execute("SELECT count(*) FROM pgmem.piece").fetchone()
     pieces = int(str(row[0])) if row else 0
     rels = conn.execute(
         """SELECT c.relname, c.relkind::text, pg_total_relation_size(c.oid) - pg_indexes_size(c.oid),
-                  coalesce(pg_get_indexdef(c.oid) LIKE '%tsv)%', false)
-             FROM pg_class c
-            WHERE c.oid = 'pgmem.piece'::regclass
-               OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'pgmem.piece'::regclass)
+                  coalesce(i.indrelid, c.oid) = 'pgmem.piece_word'::regclass
+             FROM pg_class c LEFT JOIN pg_index i ON i.indexrelid = c.oid
+            WHERE c.oid IN ('pgmem.piece'::regclass, 'pgmem.piece_word'::regclass)
+               OR i.indrelid IN ('pgmem.piece'::regclass, 'pgmem.piece_word'::regclass)
             ORDER BY 3 DESC"""
     ).fetchall()
     per = 100_000 / pieces if pieces else 0.0
@@ -176,10 +205,13 @@ def word_side_sizes(conn: Conn) -> dict[str, Any]:
                 "bytes_per_100k_pieces": round(b * per),
             }
         )
-    table = next((r["bytes"] for r in out["relations"] if r["kind"] == "table"), 0)
+    table = next((r["bytes"] for r in out["relations"] if r["relation"] == "piece"), 0)
     words = sum(r["bytes"] for r in out["relations"] if r["words"])
-    out["word_index_bytes"] = words
-    out["word_index_vs_piece_table"] = round(words / table, 4) if table else None
+    index = sum(r["bytes"] for r in out["relations"] if r["relation"] == "piece_word_words_idx")
+    out["word_side_bytes"] = words
+    out["word_side_vs_piece_table"] = round(words / table, 4) if table else None
+    out["word_index_bytes"] = index
+    out["word_index_vs_piece_table"] = round(index / table, 4) if table else None
     return out
 
 
@@ -199,14 +231,15 @@ def render(rows: Sequence[dict[str, Any]], sizes: dict[str, Any] | None) -> list
     if sizes:
         out.append("")
         out.append(
-            f"piece plane sizes ({sizes['pieces']:,} pieces): the word index "
-            f"{sizes['word_index_bytes'] / 1048576:,.1f} MB = "
-            f"{sizes['word_index_vs_piece_table']:.1%} of the piece table"
+            f"piece plane sizes ({sizes['pieces']:,} pieces): the word side (pgmem.piece_word and its indexes, *) "
+            f"{sizes['word_side_bytes'] / 1048576:,.1f} MB = {sizes['word_side_vs_piece_table']:.1%} of the piece "
+            f"table, its word index {sizes['word_index_bytes'] / 1048576:,.1f} MB = "
+            f"{sizes['word_index_vs_piece_table']:.1%}"
         )
         out.append(f"{'relation':>32} {'kind':>5} | {'MB':>8} {'MB per 100k pieces':>18}")
         for r in sizes["relations"]:
             out.append(
-                f"{r['relation']:>32} {r['kind']:>5} | {r['bytes'] / 1048576:>8,.1f} "
+                f"{r['relation'] + (' *' if r['words'] else ''):>32} {r['kind']:>5} | {r['bytes'] / 1048576:>8,.1f} "
                 f"{r['bytes_per_100k_pieces'] / 1048576:>18,.1f}"
             )
     return out
