@@ -24,8 +24,8 @@ from tests.conftest import TEST_DIMS
 Conn = psycopg.Connection[tuple[object, ...]]
 
 PIECE_COLUMNS = (
-    "kind, unit_kind, thread_id, turn_index, source_index, seq, label, body, raw_embedding::text, "
-    "embedding::text, m.model_id, w.tsv::text, "
+    "p.kind, p.unit_kind, p.thread_id, p.turn_index, p.source_index, p.seq, p.label, p.body, "
+    "p.raw_embedding::text, p.embedding::text, m.model_id, w.tsv::text, "
     "w.scope_no = p.scope_no AND w.kind = p.kind AND w.thread_id = p.thread_id"
 )
 TURN_COLUMNS = (
@@ -62,7 +62,7 @@ def _rows(
     pieces = admin.execute(
         f"SELECT {PIECE_COLUMNS} FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
         " JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id"
-        " WHERE p.scope_id = %s ORDER BY thread_id, turn_index, source_index, seq",
+        " WHERE p.scope_id = %s ORDER BY p.thread_id, p.turn_index, p.source_index, p.seq",
         (scope,),
     ).fetchall()
     turns = admin.execute(

@@ -1,5 +1,8 @@
 -- Undo 017: the words back in pgmem.piece (a generated column: the table is rewritten) with the
--- word index on it; pgmem.piece_word goes.
+-- word index on it; pgmem.piece_word goes, with the trigger that wrote it.
+DROP TRIGGER IF EXISTS piece_words_on_insert ON pgmem.piece;
+DROP FUNCTION IF EXISTS pgmem._piece_words();
+DROP FUNCTION IF EXISTS pgmem.piece_tsv(text, text);
 ALTER TABLE pgmem.piece ADD COLUMN tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english'::regconfig, label || ' ' || body)) STORED;
 COMMENT ON COLUMN pgmem.piece.tsv IS 'Full-text vector (english configuration) for word search.';

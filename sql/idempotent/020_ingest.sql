@@ -1,7 +1,7 @@
 -- Writing memory: turns with their pieces, facts, and reblending. Re-runnable.
 
--- A piece's words: the one definition, for every writer of pgmem.piece_word (and what
--- migration 017 copied from the generated column it replaces).
+-- A piece's words: the one definition (and what migration 017 copied from the generated
+-- column it replaces).
 CREATE OR REPLACE FUNCTION pgmem.piece_tsv(label text, body text)
 RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
@@ -9,6 +9,26 @@ SET search_path = pg_catalog, pgmem, pg_temp
 RETURN to_tsvector('english'::regconfig, label || ' ' || body);
 COMMENT ON FUNCTION pgmem.piece_tsv(text, text) IS
 'The full-text vector (english configuration) of a piece''s label and body, as pgmem.piece_word stores it.';
+
+-- Every piece's words, whoever inserts it (put_turns, put_document, a bulk load, a superuser in
+-- psql): one rule the database keeps, so no piece can be missing from the word side.
+CREATE OR REPLACE FUNCTION pgmem._piece_words()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pgmem.piece_word (scope_id, piece_id, scope_no, kind, thread_id, tsv)
+    VALUES (NEW.scope_id, NEW.piece_id, NEW.scope_no, NEW.kind, NEW.thread_id, pgmem.piece_tsv(NEW.label, NEW.body));
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgmem._piece_words() IS
+'Trigger function: writes a new piece''s words (pgmem.piece_word) after its insert.';
+CREATE OR REPLACE TRIGGER piece_words_on_insert AFTER INSERT ON pgmem.piece
+    FOR EACH ROW EXECUTE FUNCTION pgmem._piece_words();
+COMMENT ON TRIGGER piece_words_on_insert ON pgmem.piece IS
+'Writes the piece''s words into pgmem.piece_word (pgmem._piece_words); they go with the piece (foreign key, cascade).';
 
 CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
 RETURNS TABLE (turn_index integer, content_hash bytea)
@@ -264,24 +284,18 @@ BEGIN
            AND t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti;
     END IF;
 
-    -- The pieces of every inserted or replaced turn, and their words (pgmem.piece_word, the
-    -- word side's table), in one statement.
-    WITH ins AS (
-        INSERT INTO pgmem.piece AS np (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
-                                 label, body, raw_embedding, embedding, model_key)
-        SELECT put_turns.scope, 'memory', pc.kind, t.th, t.ti, pc.src,
-               (row_number() OVER (PARTITION BY pc.tno, pc.src ORDER BY pc.j))::integer - 1,
-               pc.label, pc.body, l2_normalize(pc.v), pgmem.blend(pc.v, t.ctx, weight), key
-          FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors, piece_turn) WITH ORDINALITY
-               AS pc(kind, src, label, body, v, tno, j)
-          JOIN unnest(threads, turn_indexes, ctxs, stat) WITH ORDINALITY AS t(th, ti, ctx, st, i) ON t.i = pc.tno
-         WHERE t.st IN ('inserted', 'replaced')
-         ORDER BY pc.j
-        RETURNING np.scope_id, np.piece_id, np.scope_no, np.kind, np.thread_id, np.label, np.body
-    )
-    INSERT INTO pgmem.piece_word (scope_id, piece_id, scope_no, kind, thread_id, tsv)
-    SELECT i.scope_id, i.piece_id, i.scope_no, i.kind, i.thread_id, pgmem.piece_tsv(i.label, i.body)
-      FROM ins i;
+    -- The pieces of every inserted or replaced turn, in one statement (their words follow,
+    -- pgmem._piece_words).
+    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, thread_id, turn_index, source_index, seq,
+                             label, body, raw_embedding, embedding, model_key)
+    SELECT put_turns.scope, 'memory', pc.kind, t.th, t.ti, pc.src,
+           (row_number() OVER (PARTITION BY pc.tno, pc.src ORDER BY pc.j))::integer - 1,
+           pc.label, pc.body, l2_normalize(pc.v), pgmem.blend(pc.v, t.ctx, weight), key
+      FROM unnest(unit_kinds, source_indexes, labels, bodies, vectors, piece_turn) WITH ORDINALITY
+           AS pc(kind, src, label, body, v, tno, j)
+      JOIN unnest(threads, turn_indexes, ctxs, stat) WITH ORDINALITY AS t(th, ti, ctx, st, i) ON t.i = pc.tno
+     WHERE t.st IN ('inserted', 'replaced')
+     ORDER BY pc.j;
 
     FOR i IN SELECT unnest(ok) LOOP
         turn_no := i; status := stat[i]; pieces := CASE WHEN stat[i] = 'unchanged' THEN 0 ELSE piece_counts[i] END;

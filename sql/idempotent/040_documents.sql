@@ -162,21 +162,15 @@ BEGIN
     ), ctx AS (
         -- A chunk's context vector: unit(mean of its units' unit vectors), as a turn's is of its pieces.
         SELECT u.ch, pgmem.unit_mean(array_agg(u.v)) AS c FROM u GROUP BY u.ch
-    ), ins AS (
-        INSERT INTO pgmem.piece AS np (scope_id, kind, unit_kind, source_index, seq, chunk_id, span_start, span_end,
-                                 label, body, raw_embedding, embedding, model_key)
-        SELECT put_document.scope, 'document', u.kind, u.idx,
-               (row_number() OVER (PARTITION BY u.ch, u.idx ORDER BY u.ord))::integer - 1,
-               nc.chunk_id, u.s, u.e, u.label, u.body, l2_normalize(u.v),
-               CASE WHEN weight = 1 THEN l2_normalize(u.v) ELSE pgmem.blend(u.v, ctx.c, weight) END, key
-          FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
-         ORDER BY u.ord
-        RETURNING np.scope_id, np.piece_id, np.scope_no, np.kind, np.thread_id, np.label, np.body
     )
-    -- The units' words (pgmem.piece_word, the word side's table), in the same statement.
-    INSERT INTO pgmem.piece_word (scope_id, piece_id, scope_no, kind, thread_id, tsv)
-    SELECT i.scope_id, i.piece_id, i.scope_no, i.kind, i.thread_id, pgmem.piece_tsv(i.label, i.body)
-      FROM ins i;
+    INSERT INTO pgmem.piece (scope_id, kind, unit_kind, source_index, seq, chunk_id, span_start, span_end,
+                             label, body, raw_embedding, embedding, model_key)
+    SELECT put_document.scope, 'document', u.kind, u.idx,
+           (row_number() OVER (PARTITION BY u.ch, u.idx ORDER BY u.ord))::integer - 1,
+           nc.chunk_id, u.s, u.e, u.label, u.body, l2_normalize(u.v),
+           CASE WHEN weight = 1 THEN l2_normalize(u.v) ELSE pgmem.blend(u.v, ctx.c, weight) END, key
+      FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
+     ORDER BY u.ord;
     RETURN ROW(status, n)::pgmem.put_result;
 END
 $$;

@@ -7,6 +7,12 @@
 -- pgmem.piece) and the index on them; its row-level security is enabled but not forced, so
 -- pgmem._word_postings (SECURITY DEFINER, owned by pgmem_owner, checks its scope) reads the
 -- index, while any other role reading the table directly sees its own scope only.
+-- No piece may be written while the words are copied (one written meanwhile would have none):
+-- writers wait for this migration's commit, readers go on until the drops at the end. The
+-- trigger that writes every new piece's words (pgmem._piece_words, sql/idempotent) is created
+-- by the re-runnable set in this same transaction.
+LOCK TABLE pgmem.piece IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE TABLE pgmem.piece_word (
     scope_id  text   NOT NULL,
     piece_id  bigint NOT NULL,
@@ -18,7 +24,7 @@ CREATE TABLE pgmem.piece_word (
     FOREIGN KEY (scope_id, piece_id) REFERENCES pgmem.piece (scope_id, piece_id) ON DELETE CASCADE
 );
 COMMENT ON TABLE pgmem.piece_word IS
-'The words of each piece (memory and document units), written with the piece by the write functions and deleted with it (foreign key, cascade): what the word side of hybrid recall and document search reads (pgmem._word_postings), through piece_word_words_idx.';
+'The words of each piece (memory and document units), written by the piece''s insert (trigger piece_words_on_insert) and deleted with it (foreign key, cascade): what the word side of hybrid recall and document search reads (pgmem._word_postings), through piece_word_words_idx.';
 COMMENT ON COLUMN pgmem.piece_word.scope_id IS 'Owning scope (the piece''s).';
 COMMENT ON COLUMN pgmem.piece_word.piece_id IS 'The piece.';
 COMMENT ON COLUMN pgmem.piece_word.scope_no IS 'The scope''s number (pgmem.scope.scope_no), the word index''s key prefix.';
