@@ -50,7 +50,7 @@ def _store(conn: Conn, scope: str = "s") -> None:
 def _rows(admin: Conn, scope: str = "s") -> dict[str, int]:
     """Row counts of every scoped table, seen by the superuser (no row-level security)."""
     out = {}
-    for table in ("scope", "thread", "turn", "piece", "fact", "recall_log", "document", "chunk"):
+    for table in ("scope", "thread", "turn", "piece", "piece_word", "fact", "recall_log", "document", "chunk"):
         row = admin.execute(f"SELECT count(*) FROM pgmem.{table} WHERE scope_id = %s", (scope,)).fetchone()
         assert row is not None
         out[table] = int(str(row[0]))
@@ -60,9 +60,10 @@ def _rows(admin: Conn, scope: str = "s") -> dict[str, int]:
 def _secret_anywhere(admin: Conn) -> list[str]:
     """Tables whose rows still hold the forgotten text (any column, as text)."""
     found = []
-    for table in ("turn", "piece", "fact", "recall_log"):
+    for table in ("turn", "piece", "piece_word", "fact", "recall_log"):
         row = admin.execute(
-            f"SELECT count(*) FROM pgmem.{table} x WHERE x::text LIKE '%%ZEBRA%%'"  # table names are fixed
+            # table names are fixed; ILIKE: piece_word holds the text's lexemes, lower-cased
+            f"SELECT count(*) FROM pgmem.{table} x WHERE x::text ILIKE '%%ZEBRA%%'"
         ).fetchone()
         assert row is not None
         if int(str(row[0])):
@@ -94,6 +95,7 @@ def test_forgotten_turn_never_comes_back_from_any_recall_or_explain(conn: Conn, 
     assert done.recall_logs == 2  # the memory recall and the fact recall that returned it
     after = _rows(admin_conn)
     assert after["turn"] == before["turn"] - 1 and after["piece"] == before["piece"] - 2
+    assert after["piece_word"] == after["piece"] == before["piece_word"] - 2
     assert after["recall_log"] == before["recall_log"] - 2 and after["thread"] == before["thread"]
     assert _secret_anywhere(admin_conn) == []
 
