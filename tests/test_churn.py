@@ -24,7 +24,8 @@ def test_concurrent_writers_forgetting_and_retention_keep_every_rule(db_url: str
 
 def test_the_checks_catch_a_turn_that_outlives_its_forget(db_url: str, admin_conn: Conn) -> None:
     """The checks can fail: a turn written before a forget, put back behind the forget's back
-    (as a superuser, bypassing pgmem), is reported, and so is an orphan piece."""
+    (as a superuser, bypassing pgmem), is reported, and so are an orphan piece and a piece
+    without its words."""
     churn.ensure_logins(admin_conn, APP_LOGIN, OWNER_LOGIN)
     emb = HashEmbedder()
     log = churn.Log()
@@ -47,6 +48,9 @@ def test_the_checks_catch_a_turn_that_outlives_its_forget(db_url: str, admin_con
         admin_conn.execute("DELETE FROM pgmem.turn WHERE scope_id = 'churn' AND thread_id = 't1'")
         admin_conn.execute("SET session_replication_role = DEFAULT")
         assert "memory piece without its turn: 1 rows" in churn.check(admin_conn, log, emb)
+        # A piece whose words are gone (the word side would never find it).
+        admin_conn.execute("DELETE FROM pgmem.piece_word WHERE scope_id = 'churn' AND thread_id = 't1'")
+        assert "piece without its words: 1 rows" in churn.check(admin_conn, log, emb)
     finally:
         c.close()
 

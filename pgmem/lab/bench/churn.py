@@ -276,6 +276,14 @@ ORPHAN_CHECKS = {
     "document piece without its chunk": """
         SELECT count(*) FROM pgmem.piece p WHERE p.kind = 'document' AND NOT EXISTS (
             SELECT 1 FROM pgmem.chunk c WHERE c.scope_id = p.scope_id AND c.chunk_id = p.chunk_id)""",
+    "piece without its words": """
+        SELECT count(*) FROM pgmem.piece p WHERE NOT EXISTS (
+            SELECT 1 FROM pgmem.piece_word w WHERE w.scope_id = p.scope_id AND w.piece_id = p.piece_id)""",
+    "words without their piece, or not the piece's": """
+        SELECT count(*) FROM pgmem.piece_word w WHERE NOT EXISTS (
+            SELECT 1 FROM pgmem.piece p WHERE p.scope_id = w.scope_id AND p.piece_id = w.piece_id
+               AND p.scope_no = w.scope_no AND p.kind = w.kind AND p.thread_id IS NOT DISTINCT FROM w.thread_id
+               AND w.tsv = pgmem.piece_tsv(p.label, p.body))""",
     "turn without its thread": """
         SELECT count(*) FROM pgmem.turn t WHERE NOT EXISTS (
             SELECT 1 FROM pgmem.thread th WHERE th.scope_id = t.scope_id AND th.thread_id = t.thread_id)""",
