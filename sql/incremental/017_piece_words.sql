@@ -2,8 +2,8 @@
 -- applies its policy before any condition whose operator is not leakproof, and no GIN operator
 -- is (arraycontains, ts_match_vq): under RLS the word index on pgmem.piece could not be used, so
 -- each word read every piece of the scope and rebuilt its keys. On a 2,000-piece scope an
--- 8-part message's word side took 22.8 s as a login of pgmem_app against 0.06 s as a superuser
--- (docs/scaling.md). pgmem.piece_word holds each piece's words (tsv, moved here from
+-- 8-part message's word side took 22.9 s as a login of pgmem_app against 0.17 s as a superuser
+-- (docs/bench/word-side-roles.txt). pgmem.piece_word holds each piece's words (tsv, moved here from
 -- pgmem.piece) and the index on them; its row-level security is enabled but not forced, so
 -- pgmem._word_postings (SECURITY DEFINER, owned by pgmem_owner, checks its scope) reads the
 -- index, while any other role reading the table directly sees its own scope only.
