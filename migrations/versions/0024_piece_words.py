@@ -4,11 +4,13 @@ GIN index keyed by scope, with row-level security enabled but not forced, so the
 row-level security, no GIN operator (none is leakproof) could use it: as a login of pgmem_app
 each word read the scope's every piece.
 
-Table changes are sql/incremental/017_piece_words.sql: the new table is filled from pgmem.piece
-(an ACCESS SHARE read), its index built, then the old index and the tsv column dropped
+Table changes are sql/incremental/017_piece_words.sql: writes to pgmem.piece wait from its start
+(SHARE ROW EXCLUSIVE: no piece may be written while the words are copied), the new table is
+filled from pgmem.piece, its indexes built, then the old index and the tsv column dropped
 (ACCESS EXCLUSIVE on pgmem.piece from there to commit; the drop is a catalog change, no rewrite;
-docs/operations.md's lock table). The writers (put_turns, put_document) and the reader
-(_word_postings) are sql/idempotent/020_ingest.sql, 040_documents.sql and 030_recall.sql.
+docs/operations.md's lock table). The trigger that writes every new piece's words
+(pgmem._piece_words) is sql/idempotent/020_ingest.sql, the reader (pgmem._word_postings)
+030_recall.sql; both are applied in this revision's transaction.
 
 Revision ID: 0024
 Revises: 0023

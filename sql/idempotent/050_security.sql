@@ -37,8 +37,9 @@ BEGIN
         -- leakproof, so the index could never be used under row-level security (every word read
         -- the scope's every piece). Its owner, pgmem_owner, reads it through one function,
         -- pgmem._word_postings (SECURITY DEFINER), which checks its scope and reads only that
-        -- scope's keys; the write functions copy the rows of the pieces they write (each checked
-        -- by pgmem.piece's forced policy). Every other role is filtered by the policy below.
+        -- scope's keys; its rows are written by the insert of their piece (trigger
+        -- piece_words_on_insert), which pgmem.piece's forced policy checked. Every other role is
+        -- filtered by the policy below.
         IF r.name = 'piece_word' THEN
             EXECUTE format('ALTER TABLE %s NO FORCE ROW LEVEL SECURITY', r.tbl);
         ELSE
