@@ -504,6 +504,24 @@ def test_a_dict_row_connection_works_as_postgres_store_s_does(app_url: str) -> N
         assert [i.key for i in store.search(("rows",), query="dict rows")] == ["k"]
 
 
+def _four_clients(client: Callable[[int], None]) -> None:
+    """Run client(0..3) on four threads at once; none may raise."""
+    errors: list[BaseException] = []
+
+    def run(c: int) -> None:
+        try:
+            client(c)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors[:3]
+
+
 def _client_ops(client: int, n: int) -> list[list[Any]]:
     """n ops in batches of 100: puts of shared keys (each client in its own order), deletes,
     gets and searches, so concurrent batches write the same items."""
@@ -529,21 +547,12 @@ def _check_load(store_items: list[Any]) -> None:
 def test_concurrent_batches_through_a_pool_do_not_deadlock(app_url: str) -> None:
     """4 clients x 2,000 ops, each batch in one transaction, the same keys in every client."""
     with sync_store(app_url, "pool") as store:
-        errors: list[BaseException] = []
 
         def client(c: int) -> None:
-            try:
-                for batch in _client_ops(c, 2000):
-                    store.batch(batch)
-            except BaseException as exc:
-                errors.append(exc)
+            for batch in _client_ops(c, 2000):
+                store.batch(batch)
 
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not errors, errors[:3]
+        _four_clients(client)
         items = store.search(("load",), limit=1000)
         assert items and len({(i.namespace, i.key) for i in items}) == len(items)
         _check_load(items)
@@ -600,21 +609,12 @@ def test_concurrent_batches_of_field_vectors_do_not_deadlock(app_url: str) -> No
     """The field-vector write path (put_item, then put_item_vectors) under 4 clients x 500 ops."""
     emb = WordEmbeddings()
     with sync_store(app_url, "pool", index=_vector_index(emb, "inner_product", fields=["text"])) as store:
-        errors: list[BaseException] = []
 
         def client(c: int) -> None:
-            try:
-                for batch in _client_ops(c, 500):
-                    store.batch(batch)
-            except BaseException as exc:
-                errors.append(exc)
+            for batch in _client_ops(c, 500):
+                store.batch(batch)
 
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not errors, errors[:3]
+        _four_clients(client)
         items = store.search(("load",), limit=1000)
         _check_load(items)
         found = store.search(("load",), query="apples", limit=1000)
@@ -782,22 +782,13 @@ def test_concurrent_re_puts_of_the_same_keys_leave_one_set_of_vectors_per_item(a
 
     with sync_store(app_url, "pool", index=index) as store:
         store.batch([PutOp(ns, f"k{k}", value(k, 0)) for k in range(20)])
-        errors: list[BaseException] = []
 
         def client(c: int) -> None:
-            try:
-                for round_ in range(25):
-                    order = [(k * (c + 1) + round_) % 20 for k in range(20)]
-                    store.batch([PutOp(ns, f"k{k}", value(k, 1 if (k + round_ + c) % 7 == 0 else 0)) for k in order])
-            except BaseException as exc:
-                errors.append(exc)
+            for round_ in range(25):
+                order = [(k * (c + 1) + round_) % 20 for k in range(20)]
+                store.batch([PutOp(ns, f"k{k}", value(k, 1 if (k + round_ + c) % 7 == 0 else 0)) for k in order])
 
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not errors, errors[:3]
+        _four_clients(client)
         rows = _vector_rows(app_url, ns)
         items = {i.key: i.value for i in store.search(ns, limit=100)}
         assert set(rows) == set(items) and len(items) == 20
