@@ -434,19 +434,26 @@ def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
 VOCAB = [f"w{i:03d}x" for i in range(60)]
 
 
-@pytest.mark.parametrize(("pieces", "cap"), [(400, None), (1_300, None), (1_300, 40)])
-def test_word_candidates_equal_the_rule_computed_from_the_pieces(app_conn: Conn, pieces: int, cap: int | None) -> None:
+@pytest.mark.parametrize(
+    ("pieces", "cap", "stored"), [(400, None, False), (1_300, None, False), (1_300, None, True), (1_300, 40, True)]
+)
+def test_word_candidates_equal_the_rule_computed_from_the_pieces(
+    app_conn: Conn, admin_conn: Conn, pieces: int, cap: int | None, stored: bool
+) -> None:
     """word_candidates against the rule recomputed here from every piece's lexemes: the searched
     set's size n, lim = max(3, share * n) (or the cap), the sample of the first 1,000 pieces by
-    id above 1,000 pieces, exact counts, BM25 weights, summed scores, ties by age."""
+    id above 1,000 pieces (counted by the word side, or stored by index maintenance), exact
+    counts, BM25 weights, summed scores, ties by age."""
     rng = np.random.default_rng(pieces)
     # Word i is in about 0.3% + i / 80 of the pieces: rare, borderline (near 10%) and common words.
     texts = [
         " ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.003 + i / 80) or VOCAB[0] for _ in range(pieces)
     ]
-    scope = f"rule{pieces}-{cap}"
+    scope = f"rule{pieces}-{cap}-{stored}"
     turns = [make_turn(scope, f"t{i % 7}", i // 7, t) for i, t in enumerate(texts)]
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
+    if stored:
+        assert admin_conn.execute("SELECT pgmem.refresh_word_sample(%s)", (scope,)).fetchone() != (0,)
     parts = [
         " ".join([*rng.choice(VOCAB[:10], size=2, replace=False), *rng.choice(VOCAB[10:], size=4, replace=False)])
         for _ in range(5)

@@ -31,6 +31,7 @@ SELECT create_distributed_table('pgmem.document', 'scope_id', colocate_with => '
 SELECT create_distributed_table('pgmem.chunk', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.piece', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.piece_word', 'scope_id', colocate_with => 'pgmem.scope');
+SELECT create_distributed_table('pgmem.word_sample', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.fact', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.recall_log', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.store_item', 'scope_id', colocate_with => 'pgmem.scope');

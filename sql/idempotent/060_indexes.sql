@@ -157,9 +157,11 @@ BEGIN
     -- below: RETURN QUERY has read everything by then.
     PERFORM set_config('pgmem.maintenance', 'on', true);
     RETURN QUERY
-    WITH counts AS (
-        SELECT 'piece'::text AS plane, p.scope_id, p.scope_no, count(*) AS n, max(p.piece_id) AS last_id
-          FROM pgmem.piece p WHERE p.kind = 'memory' GROUP BY p.scope_id, p.scope_no
+    WITH kinds AS MATERIALIZED (
+        SELECT p.scope_id, p.scope_no, p.kind, count(*) AS n, max(p.piece_id) AS last_id
+          FROM pgmem.piece p GROUP BY p.scope_id, p.scope_no, p.kind
+    ), counts AS (
+        SELECT 'piece'::text AS plane, k.scope_id, k.scope_no, k.n, k.last_id FROM kinds k WHERE k.kind = 'memory'
         UNION ALL
         SELECT 'fact', f.scope_id, f.scope_no, count(*), NULL FROM pgmem.fact f GROUP BY f.scope_id, f.scope_no
     ), existing AS (
@@ -228,6 +230,13 @@ BEGIN
                 (3, format('ALTER INDEX IF EXISTS pgmem.%I RENAME TO %I', w.name || '_rebuild', w.name))) AS r0(step, ddl)
          CROSS JOIN LATERAL (SELECT a.action, r0.step, r0.ddl) r
          WHERE a.action IS NOT NULL
+        UNION ALL
+        -- The word side's sample (pgmem.word_sample) of every scope's pieces of each kind, when
+        -- there are more than 1,000 and the stored one is missing or stale: stored again.
+        SELECT k.scope_id, 'words', k.n, 'sample', 0,
+               format('SELECT pgmem.refresh_word_sample(%L, %L)', k.scope_id, k.kind)
+          FROM kinds k
+         WHERE k.n > 1000 AND NOT pgmem._word_sample_valid(k.scope_id, k.kind)
     )
     SELECT p.scope_id, p.plane, p.n, p.action, p.ddl FROM plan p
      ORDER BY p.action, p.n DESC, p.scope_id, p.step;
@@ -235,7 +244,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer, boolean, integer) IS
-'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s sample (plane words, action sample: a call of pgmem.refresh_word_sample) of every scope''s memory pieces or document units when there are more than 1,000 and the stored one is missing or stale. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
