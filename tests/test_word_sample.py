@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import psycopg
@@ -209,11 +209,11 @@ def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, db_url: st
             while not stop.is_set():
                 c.execute("SELECT pgmem.refresh_word_sample(%s)", (BIG,))
 
-    def guard(fn):  # type: ignore[no-untyped-def]
+    def guard(fn: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
             try:
                 fn()
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         return run

@@ -180,8 +180,9 @@ def word_side_sizes(conn: Conn) -> dict[str, Any]:
     """On-disk sizes of the piece table, of the word side's tables (pgmem.piece_word: each
     piece's words; pgmem.word_sample: the stored samples) and of each of their indexes, in all
     and per 100,000 pieces. The word side is those tables and their indexes (the GIN word index
-    keyed by scope, piece_word_words_idx, among them). A relation cached in shared buffers (or the page cache) takes its on-disk pages,
-    so these are also what each takes in memory once cached."""
+    keyed by scope, piece_word_words_idx, among them). A relation cached in shared buffers (or
+    the page cache) takes its on-disk pages, so these are also what each takes in memory once
+    cached."""
     row = conn.execute("SELECT count(*) FROM pgmem.piece").fetchone()
     pieces = int(str(row[0])) if row else 0
     rels = conn.execute(
@@ -231,7 +232,7 @@ def render(rows: Sequence[dict[str, Any]], sizes: dict[str, Any] | None) -> list
     if sizes:
         out.append("")
         out.append(
-            f"piece plane sizes ({sizes['pieces']:,} pieces): the word side (piece_word, word_sample, their indexes: *) "
+            f"piece plane sizes ({sizes['pieces']:,} pieces): the word side (piece_word, word_sample, indexes: *) "
             f"{sizes['word_side_bytes'] / 1048576:,.1f} MB = {sizes['word_side_vs_piece_table']:.1%} of the piece "
             f"table, its word index {sizes['word_index_bytes'] / 1048576:,.1f} MB = "
             f"{sizes['word_index_vs_piece_table']:.1%}"

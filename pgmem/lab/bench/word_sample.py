@@ -37,7 +37,7 @@ def _set(admin: psycopg.Connection[tuple[object, ...]], scope: str, way: str) ->
 
 def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[str, object]]:
     pool = TextPool.from_longmemeval(text)
-    out = []
+    out: list[dict[str, object]] = []
     with psycopg.connect(url, autocommit=True) as admin, app_connection(admin) as app:
         for scope in scopes:
             for parts in (1, 8):
