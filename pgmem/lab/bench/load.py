@@ -194,10 +194,14 @@ def load(url: str, store: Store, *, jobs: int = 2, batch: int = 100, progress: b
     report.facts = _parallel(url, jobs, facts)
     report.fact_seconds = time.monotonic() - t0
 
-    # Index-only scans need the visibility map; autovacuum would get there, the bench does not wait.
+    # Index-only scans need the visibility map, and the planner statistics; autovacuum would get
+    # there, the bench does not wait. pgmem.piece_word too: without statistics the word side in a
+    # thread filtered the thread's pieces by recomputing their word keys (an 8-part message in a
+    # thread of a 2,000-piece scope took 932.14 ms, docs/bench/1m-default-mode-unanalyzed.txt).
     t0 = time.monotonic()
     with connect(url) as conn:
         conn.execute("VACUUM (ANALYZE) pgmem.piece")
+        conn.execute("VACUUM (ANALYZE) pgmem.piece_word")
         conn.execute("VACUUM (ANALYZE) pgmem.fact")
     report.vacuum_seconds = time.monotonic() - t0
     return report
