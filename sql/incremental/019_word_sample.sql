@@ -1,7 +1,8 @@
 -- 019: the word side's sample, stored (issue 26). In a searched set of more than 1,000 pieces
 -- every word is first counted in the set's first 1,000 pieces by id (pgmem._word_sample), and
 -- a word common there is dropped unread. Counting it took most of a small scope's word side:
--- on a 2,000-piece scope, 21 of 23 ms for a one-part question (docs/scaling.md). Those counts
+-- on a 2,000-piece scope, 14.1 ms for a one-part question against 4.4 ms with the counts stored
+-- (docs/bench/word-sample.txt). Those counts
 -- change only when one of those 1,000 pieces goes (later pieces have higher ids), so index
 -- maintenance stores them (pgmem.refresh_word_sample, a row of pgmem.scope_index_plan) and
 -- the word side reads them while they are still the first 1,000 pieces' (pgmem._word_sample_valid),
