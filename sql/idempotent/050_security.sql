@@ -83,35 +83,25 @@ BEGIN
     END IF;
 END
 $$;
-DROP POLICY IF EXISTS maintenance_read ON pgmem.piece;
-CREATE POLICY maintenance_read ON pgmem.piece AS PERMISSIVE FOR SELECT TO pgmem_owner
-    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
-                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
-COMMENT ON POLICY maintenance_read ON pgmem.piece IS
-    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows when the login is a member of pgmem_owner; SELECT only.';
-DROP POLICY IF EXISTS maintenance_read ON pgmem.fact;
-CREATE POLICY maintenance_read ON pgmem.fact AS PERMISSIVE FOR SELECT TO pgmem_owner
-    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
-                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
-COMMENT ON POLICY maintenance_read ON pgmem.fact IS
-    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows when the login is a member of pgmem_owner; SELECT only.';
--- The word side's sample (pgmem.scope_index_plan checks every scope's stored sample,
--- pgmem._word_sample_valid): the stored samples, and the words of the pieces they count.
-DROP POLICY IF EXISTS maintenance_read ON pgmem.word_sample;
-CREATE POLICY maintenance_read ON pgmem.word_sample AS PERMISSIVE FOR SELECT TO pgmem_owner
-    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
-                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
-COMMENT ON POLICY maintenance_read ON pgmem.word_sample IS
-    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample when the login is a member of pgmem_owner; SELECT only.';
-DROP POLICY IF EXISTS maintenance_read ON pgmem.piece_word;
-CREATE POLICY maintenance_read ON pgmem.piece_word AS PERMISSIVE FOR SELECT TO pgmem_owner
-    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
-                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
-COMMENT ON POLICY maintenance_read ON pgmem.piece_word IS
-    'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample against these rows when the login is a member of pgmem_owner; SELECT only.';
-DROP POLICY IF EXISTS maintenance_read ON pgmem.scope;
-CREATE POLICY maintenance_read ON pgmem.scope AS PERMISSIVE FOR SELECT TO pgmem_owner
-    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
-                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
-COMMENT ON POLICY maintenance_read ON pgmem.scope IS
-    'Maintenance over every scope (pgmem.maintenance_scopes, for pgmem reembed --all) lists the scopes when the login is a member of pgmem_owner; SELECT only.';
+-- The same policy on each table maintenance reads across scopes, with what reads it.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT * FROM (VALUES
+        ('piece', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows'),
+        ('fact', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows'),
+        ('word_sample', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample (pgmem._word_sample_valid)'),
+        ('piece_word', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample against these rows'),
+        ('scope', 'Maintenance over every scope (pgmem.maintenance_scopes, for pgmem reembed --all) lists the scopes')
+    ) AS t(tbl, reader)
+    LOOP
+        EXECUTE format('DROP POLICY IF EXISTS maintenance_read ON pgmem.%I', r.tbl);
+        EXECUTE format($p$CREATE POLICY maintenance_read ON pgmem.%I AS PERMISSIVE FOR SELECT TO pgmem_owner
+                          USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                                         AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')))$p$, r.tbl);
+        EXECUTE format('COMMENT ON POLICY maintenance_read ON pgmem.%I IS %L', r.tbl,
+                       r.reader || ' when the login is a member of pgmem_owner; SELECT only.');
+    END LOOP;
+END
+$$;
