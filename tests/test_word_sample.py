@@ -173,6 +173,9 @@ def test_refresh_is_maintenance_and_refuses_bad_arguments_in_one_line(store: Con
         assert err.value.diag.message_primary and "\n" not in err.value.diag.message_primary
     with pytest.raises(psycopg.DataError):
         owner.execute("SELECT pgmem.refresh_word_sample(%s, 'memory')", ("bad\x00scope",))
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        owner.execute("SELECT pgmem.refresh_word_sample(%s)", (5,))
+    assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", ("x" * 1_000_000,)).fetchone() == (0,)
     # A set of 1,000 pieces or fewer has no sample; a scope that does not exist has none either.
     assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", (SMALL,)).fetchone() == (0,)
     assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", ("nobody",)).fetchone() == (0,)
