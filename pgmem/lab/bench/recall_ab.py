@@ -1,0 +1,141 @@
+"""The checkout's recall functions against the database's, side by side (a benchmark, not a test).
+
+    python -m pgmem.lab.bench.recall_ab URL LONGMEMEVAL_DIR SCOPE [SCOPE ...] [--messages 20]
+
+On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
+checkout's `memory_recall`, `word_candidates` and `_word_postings` (sql/idempotent/030_recall.sql)
+are installed beside the database's under the suffix `_ab` (each calling the checkout's
+others), and dropped at the end. Each message (LongMemEval questions for 1
+part, pgmem's split of its long messages for 8; part vectors near stored pieces) runs through
+both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector mode,
+alternating which goes first.
+Both must return the same rows; database-side medians, one line per scope, parts and mode."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from pgmem.db import scoped
+from pgmem.lab.bench.default_mode import TextPool, app_connection
+from pgmem.lab.bench.measure import timed_query
+from pgmem.sqlfiles import InstallParams, idempotent_files, render
+
+FUNCTIONS = ("_word_postings", "word_candidates", "memory_recall")
+SQL = """SELECT part_no, rank, piece_id, cosine, word_rank FROM pgmem.{fn}(
+    scope => %s, part_vectors => %s::vector[], part_texts => %s::text[], x => 5, floor => 0.3,
+    mode => %s, thread => %s)"""
+SIDES = ("database", "checkout")
+
+
+def _checkout_functions(params: InstallParams) -> list[str]:
+    """The checkout's CREATE statements of FUNCTIONS, renamed with the suffix _ab."""
+    path = next(p for p in idempotent_files() if p.name == "030_recall.sql")
+    text = render(path.read_text(encoding="utf-8"), params)
+    out = []
+    for fn in FUNCTIONS:
+        start = text.index(f"CREATE OR REPLACE FUNCTION pgmem.{fn}(")
+        body = text[start : text.index("\n$$;", start) + 4]
+        for name in FUNCTIONS:
+            body = re.sub(rf"\b{name}\b", f"{name}_ab", body)
+        out.append(body)
+    return out
+
+
+def _vectors(
+    admin: psycopg.Connection[tuple[object, ...]], scope: str, parts: int, rng: np.random.Generator
+) -> list[str]:
+    """Part vectors near random stored pieces, blended with their mean (weight 0.8), as text."""
+    rows = admin.execute(
+        "SELECT embedding::text FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY random() LIMIT %s",
+        (scope, parts),
+    ).fetchall()
+    raw = np.array([np.array(str(r[0]).strip("[]").split(","), dtype=np.float64) for r in rows])
+    raw += rng.normal(0, 0.03, raw.shape)
+    raw /= np.linalg.norm(raw, axis=1, keepdims=True)
+    whole = raw.mean(axis=0)
+    whole /= np.linalg.norm(whole)
+    vecs = 0.8 * raw + 0.2 * whole
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return ["[" + ",".join(f"{x:.7f}" for x in v) + "]" for v in vecs]
+
+
+def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[str, object]]:
+    pool = TextPool.from_longmemeval(text)
+    out: list[dict[str, object]] = []
+    with psycopg.connect(url, autocommit=True) as admin:
+        dims = admin.execute("SELECT vector_dims(embedding) FROM pgmem.piece LIMIT 1").fetchone()
+        params = InstallParams(int(str(dims[0])) if dims else 384, 1024)
+        for create in _checkout_functions(params):
+            admin.execute(create)
+        for fn in FUNCTIONS:
+            # Owned as the database's are (_word_postings is SECURITY DEFINER).
+            admin.execute(f"ALTER FUNCTION pgmem.{fn}_ab OWNER TO pgmem_owner")
+            admin.execute(f"GRANT EXECUTE ON FUNCTION pgmem.{fn}_ab TO pgmem_app")
+        try:
+            with app_connection(admin) as app:
+                for scope in scopes:
+                    for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
+                        rng = np.random.default_rng(parts)
+                        times: dict[str, list[float]] = {s: [] for s in SIDES}
+                        for i in range(messages + 1):
+                            args = (scope, _vectors(admin, scope, parts, rng), pool.message(parts, rng), mode, thread)
+                            found = []
+                            for side in SIDES if i % 2 == 0 else SIDES[::-1]:
+                                fn = "memory_recall" if side == "database" else "memory_recall_ab"
+                                with scoped(app, scope):
+                                    rows, db_ms, _ = timed_query(app, SQL.format(fn=fn), args)
+                                if i:  # the first message warms the caches
+                                    times[side].append(db_ms)
+                                found.append(sorted(rows))
+                            if found[0] != found[1]:
+                                raise RuntimeError(f"{scope}, {thread}, {mode}, message {i}: different rows")
+                        p50 = {s: round(statistics.median(v), 2) for s, v in times.items()}
+                        out.append(
+                            {
+                                "scope": scope,
+                                "thread": thread,
+                                "parts": parts,
+                                "mode": mode,
+                                "messages": messages,
+                                "p50_ms": p50,
+                                "checkout_vs_database": round(p50["checkout"] / p50["database"], 3),
+                                "load_average": round(os.getloadavg()[0], 1),
+                            }
+                        )
+        finally:
+            for fn in reversed(FUNCTIONS):
+                admin.execute(f"DROP FUNCTION IF EXISTS pgmem.{fn}_ab")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pgmem.lab.bench.recall_ab", description=__doc__.split("\n\n")[0])
+    p.add_argument("url")
+    p.add_argument("text", type=Path)
+    p.add_argument("scopes", nargs="+")
+    p.add_argument("--messages", type=int, default=20)
+    a = p.parse_args(argv)
+    print("memory_recall as a pgmem_app login, database p50 ms of the database's functions and the checkout's")
+    for r in run(a.url, a.text, a.scopes, messages=a.messages):
+        p50 = r["p50_ms"]
+        assert isinstance(p50, dict)
+        where = f", thread {r['thread']}" if r["thread"] else ""
+        print(
+            f"{r['scope']}{where}, {r['parts']} part(s), {r['mode']}, {r['messages']} messages: "
+            f"database {p50['database']} ms, checkout {p50['checkout']} ms, ratio {r['checkout_vs_database']} "
+            f"(load average {r['load_average']})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
