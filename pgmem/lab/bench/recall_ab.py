@@ -5,11 +5,11 @@
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's `memory_recall`, `word_candidates` and `_word_postings` (sql/idempotent/030_recall.sql)
 are installed beside the database's under the suffix `_ab` (each calling the checkout's
-others), and dropped at the end. Each message (LongMemEval questions for 1
-part, pgmem's split of its long messages for 8; part vectors near stored pieces) runs through
-both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector mode,
-alternating which goes first.
-Both must return the same rows; database-side medians, one line per scope, parts and mode."""
+others), and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split
+of its long messages for 8; part vectors near stored pieces, chosen by a seeded generator) runs
+through both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector
+mode, alternating which goes first. Both must return the same rows; database-side medians, one
+line per scope, place, parts and mode."""
 
 from __future__ import annotations
 
@@ -51,14 +51,15 @@ def _checkout_functions(params: InstallParams) -> list[str]:
 
 
 def _vectors(
-    admin: psycopg.Connection[tuple[object, ...]], scope: str, parts: int, rng: np.random.Generator
+    admin: psycopg.Connection[tuple[object, ...]], scope: str, ids: list[int], parts: int, rng: np.random.Generator
 ) -> list[str]:
-    """Part vectors near random stored pieces, blended with their mean (weight 0.8), as text."""
+    """Part vectors near stored pieces (ids drawn by rng), blended with their mean (weight 0.8), as text."""
+    picked = [int(i) for i in rng.choice(ids, size=parts, replace=False)]
     rows = admin.execute(
-        "SELECT embedding::text FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY random() LIMIT %s",
-        (scope, parts),
+        "SELECT piece_id, embedding::text FROM pgmem.piece WHERE scope_id = %s AND piece_id = ANY(%s)", (scope, picked)
     ).fetchall()
-    raw = np.array([np.array(str(r[0]).strip("[]").split(","), dtype=np.float64) for r in rows])
+    by_id = {int(str(i)): np.array(str(e).strip("[]").split(","), dtype=np.float64) for i, e in rows}
+    raw = np.array([by_id[i] for i in picked])
     raw += rng.normal(0, 0.03, raw.shape)
     raw /= np.linalg.norm(raw, axis=1, keepdims=True)
     whole = raw.mean(axis=0)
@@ -83,11 +84,24 @@ def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[
         try:
             with app_connection(admin) as app:
                 for scope in scopes:
+                    ids = [
+                        int(str(r[0]))
+                        for r in admin.execute(
+                            "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY 1",
+                            (scope,),
+                        ).fetchall()
+                    ]
                     for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
                         rng = np.random.default_rng(parts)
                         times: dict[str, list[float]] = {s: [] for s in SIDES}
                         for i in range(messages + 1):
-                            args = (scope, _vectors(admin, scope, parts, rng), pool.message(parts, rng), mode, thread)
+                            args = (
+                                scope,
+                                _vectors(admin, scope, ids, parts, rng),
+                                pool.message(parts, rng),
+                                mode,
+                                thread,
+                            )
                             found = []
                             for side in SIDES if i % 2 == 0 else SIDES[::-1]:
                                 fn = "memory_recall" if side == "database" else "memory_recall_ab"
