@@ -25,6 +25,7 @@ import numpy as np
 import psycopg
 
 from pgmem.db import scoped
+from pgmem.errors import PgmemError
 from pgmem.lab.bench.default_mode import TextPool, app_connection
 from pgmem.lab.bench.measure import timed_query
 from pgmem.sqlfiles import InstallParams, idempotent_files, render
@@ -91,6 +92,8 @@ def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[
                             (scope,),
                         ).fetchall()
                     ]
+                    if len(ids) < 8:
+                        raise ValueError(f"scope {scope!r} has {len(ids)} memory pieces; an 8-part message needs 8")
                     for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
                         rng = np.random.default_rng(parts)
                         times: dict[str, list[float]] = {s: [] for s in SIDES}
@@ -138,8 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("scopes", nargs="+")
     p.add_argument("--messages", type=int, default=20)
     a = p.parse_args(argv)
+    if a.messages < 1:
+        p.error(f"--messages must be at least 1, got {a.messages}")
+    try:
+        results = run(a.url, a.text, a.scopes, messages=a.messages)
+    except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
+        print(
+            f"recall_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+            file=sys.stderr,
+        )
+        return 1
     print("memory_recall as a pgmem_app login, database p50 ms of the database's functions and the checkout's")
-    for r in run(a.url, a.text, a.scopes, messages=a.messages):
+    for r in results:
         p50 = r["p50_ms"]
         assert isinstance(p50, dict)
         where = f", thread {r['thread']}" if r["thread"] else ""
