@@ -1080,8 +1080,8 @@ BEGIN
                      -- Only within since / until: each fused piece's turn looked up by key (a few
                      -- hundred lookups; joined as tables, the planner hashed every piece and turn
                      -- of the scope). Without bounds no turn is read here: looking up every
-                     -- fused piece's took a quarter of an 8-part recall on a 2,000-piece scope
-                     -- (23.66 ms with it, 18.01 without, side by side).
+                     -- fused piece's was most of what 0027 took off an 8-part recall on a
+                     -- 2,000-piece scope (24.21 ms before, 18.53 after: docs/bench/recall-ab-0027.txt).
                      WHERE NOT bounded
                         OR EXISTS (SELECT 1 FROM pgmem.piece p
                                      JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
