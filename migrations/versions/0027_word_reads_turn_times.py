@@ -5,6 +5,12 @@
   scopes the planner expected a scan to find them early, then computed every row's word keys for
   every word: 3.5 s for a 2-part question on a 120-piece scope among 690 (19,000 pieces), 8.7 ms
   through the word index.
+- The candidate functions (`_memory_candidates`, `_window_candidates`, `_fact_candidates`) and
+  `empty_recall_reason` are planned with each call's values (plan_cache_mode force_custom_plan).
+  PL/pgSQL kept a generic plan after five calls, and a generic plan of "thread IS NULL OR
+  thread_id = thread" reads the whole scope: a connection that had run scope-wide exact searches
+  then took about 55 ms a part to search a 300-piece thread of a 100,000-piece scope, 0.5 ms
+  with its own plan.
 - `word_candidates` sums each part's postings unnested in the select list and as bigint.
 - Recall reads a turn's time only where it is used: each part's first recency_depth hits
   (recency), and every fused piece only when since / until bound the recall. Before, hybrid

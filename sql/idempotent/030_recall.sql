@@ -561,6 +561,8 @@ CREATE OR REPLACE FUNCTION pgmem.empty_recall_reason(scope text, thread text DEF
 RETURNS TABLE (reason text, message text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- As _memory_candidates: planned with each call's values.
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -656,6 +658,9 @@ CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
 ) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- Planned with each call's values: a generic plan cannot use the thread's index range for
+-- "thread IS NULL OR thread_id = thread" and reads the whole scope (tests/test_plan_cache.py).
+SET plan_cache_mode = force_custom_plan
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -842,6 +847,8 @@ CREATE OR REPLACE FUNCTION pgmem._window_candidates(
 ) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- As _memory_candidates: planned with each call's values.
+SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 #variable_conflict use_column
@@ -1147,6 +1154,8 @@ CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
 ) RETURNS TABLE (part_no integer, fact_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- As _memory_candidates: planned with each call's values.
+SET plan_cache_mode = force_custom_plan
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
