@@ -435,21 +435,31 @@ VOCAB = [f"w{i:03d}x" for i in range(60)]
 
 
 @pytest.mark.parametrize(
-    ("pieces", "cap", "stored"), [(400, None, False), (1_300, None, False), (1_300, None, True), (1_300, 40, True)]
+    ("pieces", "cap", "stored", "thread"),
+    [
+        (400, None, False, None),
+        (1_300, None, False, None),
+        (1_300, None, True, None),
+        (1_300, 40, True, None),
+        # In a thread: 58 pieces, at most three per word of the message (its pieces' words read
+        # once), and 186 pieces, more than that (each word through the word index).
+        (400, None, False, "t3"),
+        (1_300, None, False, "t3"),
+    ],
 )
 def test_word_candidates_equal_the_rule_computed_from_the_pieces(
-    app_conn: Conn, admin_conn: Conn, pieces: int, cap: int | None, stored: bool
+    app_conn: Conn, admin_conn: Conn, pieces: int, cap: int | None, stored: bool, thread: str | None
 ) -> None:
     """word_candidates against the rule recomputed here from every piece's lexemes: the searched
-    set's size n, lim = max(3, share * n) (or the cap), the sample of the first 1,000 pieces by
-    id above 1,000 pieces (counted by the word side, or stored by index maintenance), exact
-    counts, BM25 weights, summed scores, ties by age."""
+    set's size n (the scope's, or the thread's), lim = max(3, share * n) (or the cap), the sample
+    of the first 1,000 pieces by id above 1,000 pieces (counted by the word side, or stored by
+    index maintenance), exact counts, BM25 weights, summed scores, ties by age."""
     rng = np.random.default_rng(pieces)
     # Word i is in about 0.3% + i / 80 of the pieces: rare, borderline (near 10%) and common words.
     texts = [
         " ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.003 + i / 80) or VOCAB[0] for _ in range(pieces)
     ]
-    scope = f"rule{pieces}-{cap}-{stored}"
+    scope = f"rule{pieces}-{cap}-{stored}-{thread}"
     turns = [make_turn(scope, f"t{i % 7}", i // 7, t) for i, t in enumerate(texts)]
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
     if stored:
@@ -463,13 +473,17 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
             app_conn.execute("SELECT set_config('pgmem.word_postings_cap', %s, true)", (str(cap),))
         rows = app_conn.execute(
             "SELECT piece_id, tsvector_to_array(tsv) FROM pgmem.piece_word WHERE scope_id = %s AND kind = 'memory'"
-            " ORDER BY piece_id",
-            (scope,),
+            " AND (%s::text IS NULL OR thread_id = %s) ORDER BY piece_id",
+            (scope, thread, thread),
         ).fetchall()
         part_lex = [set(_as_list(app_conn.execute("SELECT pgmem.word_lexemes(%s)", (p,)).fetchone())) for p in parts]
         got = app_conn.execute(
-            "SELECT part_no, piece_id, score, word_rank FROM pgmem.word_candidates(%s, %s, 10)", (scope, parts)
+            "SELECT part_no, piece_id, score, word_rank FROM pgmem.word_candidates(%s, %s, 10, %s)",
+            (scope, parts, thread),
         ).fetchall()
+    if thread is not None:
+        words = len(set().union(*part_lex))
+        assert (len(rows) <= 3 * words) == (pieces == 400), (len(rows), words)
     lexemes = [(int(str(pid)), set(_as_list((lx,)))) for pid, lx in rows]
     n = len(lexemes)
     lim = max(3, int(0.1 * n))

@@ -437,6 +437,21 @@ BEGIN
                                AND p.thread_id = _word_postings.thread))
                     LIMIT lim + 1) AS ids
           FROM rare r
+         WHERE NOT (_word_postings.thread IS NOT NULL AND n <= 3 * (SELECT count(*) FROM lex))
+        UNION ALL
+        -- A thread of at most three pieces per word of the message: its pieces' words are read
+        -- once instead (the same words and pieces; only the cost differs). Each
+        -- word's read through the word index ANDs the word's postings in the whole scope with the
+        -- thread's range, so it costs with the scope's size: for an 8-part message (124 words) in
+        -- a 300-piece thread, 64.39 ms in a 100,000-piece scope against 5.4 this way (4.78
+        -- against 5.36 in a 2,000-piece one); a word's pieces are then all of them, and one in
+        -- more than lim is dropped below all the same.
+        SELECT x.lex, array_agg(p.piece_id ORDER BY p.piece_id)
+          FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(tsvector_to_array(p.tsv)) AS x(lex)
+         WHERE _word_postings.thread IS NOT NULL AND n <= 3 * (SELECT count(*) FROM lex)
+           AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+           AND p.thread_id = _word_postings.thread AND x.lex IN (SELECT r.lex FROM rare r)
+         GROUP BY x.lex
     )
     -- BM25's inverse document frequency: a word in fewer pieces weighs more.
     SELECT x.part_no, d.lex, cardinality(d.ids)::bigint,

@@ -3,13 +3,15 @@
     python -m pgmem.lab.bench.recall_ab URL LONGMEMEVAL_DIR SCOPE [SCOPE ...] [--messages 20]
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
-checkout's `memory_recall`, `word_candidates` and `_word_postings` (sql/idempotent/030_recall.sql)
-are installed beside the database's under the suffix `_ab` (each calling the checkout's
-others), and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split
-of its long messages for 8; part vectors near stored pieces, chosen by a seeded generator) runs
-through both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector
-mode, alternating which goes first. Both must return the same rows; database-side medians, one
-line per scope, place, parts and mode."""
+checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
+`_memory_candidates`, `_window_candidates`, `empty_recall_reason`: sql/idempotent/030_recall.sql)
+are installed beside the database's under the suffix `_ab` (each calling the checkout's others),
+and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split of its
+long messages for 8; part vectors near stored pieces, chosen by a seeded generator) runs through
+both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector mode,
+alternating which goes first, each call followed by the same call with exact => true (untimed,
+as `pgmem bench` checks recall: a service's connection runs both kinds). Both must return the
+same rows; database-side medians, one line per scope, place, parts and mode."""
 
 from __future__ import annotations
 
@@ -30,10 +32,17 @@ from pgmem.lab.bench.default_mode import TextPool, app_connection
 from pgmem.lab.bench.measure import timed_query
 from pgmem.sqlfiles import InstallParams, idempotent_files, render
 
-FUNCTIONS = ("_word_postings", "word_candidates", "memory_recall")
+FUNCTIONS = (
+    "_memory_candidates",
+    "_window_candidates",
+    "empty_recall_reason",
+    "_word_postings",
+    "word_candidates",
+    "memory_recall",
+)
 SQL = """SELECT part_no, rank, piece_id, cosine, word_rank FROM pgmem.{fn}(
     scope => %s, part_vectors => %s::vector[], part_texts => %s::text[], x => 5, floor => 0.3,
-    mode => %s, thread => %s)"""
+    mode => %s, thread => %s, exact => %s)"""
 SIDES = ("database", "checkout")
 
 
@@ -109,7 +118,11 @@ def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[
                             for side in SIDES if i % 2 == 0 else SIDES[::-1]:
                                 fn = "memory_recall" if side == "database" else "memory_recall_ab"
                                 with scoped(app, scope):
-                                    rows, db_ms, _ = timed_query(app, SQL.format(fn=fn), args)
+                                    rows, db_ms, _ = timed_query(app, SQL.format(fn=fn), (*args, False))
+                                # Then exactly, untimed, as pgmem bench checks recall: a service's
+                                # connection runs both kinds of search.
+                                with scoped(app, scope):
+                                    app.execute(SQL.format(fn=fn), (*args, True)).fetchall()
                                 if i:  # the first message warms the caches
                                     times[side].append(db_ms)
                                 found.append(sorted(rows))
