@@ -1,4 +1,4 @@
-"""The word side and the fusion of hybrid recall, made cheaper; same rows, ranks and scores.
+"""Recall made cheaper where it read more than it needed; the same rows, ranks and scores.
 
 - The word side never scans the word table: `_word_postings` runs with enable_seqscan off. A
   word's read stops after share of the searched pieces, and for a small scope in a table of many
@@ -11,6 +11,10 @@
   thread_id = thread" reads the whole scope: a connection that had run scope-wide exact searches
   then took about 55 ms a part to search a 300-piece thread of a 100,000-piece scope, 0.5 ms
   with its own plan.
+- In a thread of at most three pieces per word of the message, the word side reads the
+  thread's pieces' words once; each word's read through the word index ANDed the word's postings
+  in the whole scope with the thread, so it cost with the scope's size (an 8-part message in a
+  300-piece thread of a 100,000-piece scope: 64.39 ms for the reads, 5.4 this way).
 - `word_candidates` sums each part's postings unnested in the select list and as bigint.
 - Recall reads a turn's time only where it is used: each part's first recency_depth hits
   (recency), and every fused piece only when since / until bound the recall. Before, hybrid
