@@ -576,7 +576,8 @@ CREATE OR REPLACE FUNCTION pgmem.empty_recall_reason(scope text, thread text DEF
 RETURNS TABLE (reason text, message text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
--- As _memory_candidates: planned with each call's values.
+-- Planned with each call's values: a generic plan of "thread IS NULL OR thread_id = thread" (or of
+-- the time bounds) reads the whole scope (tests/test_plan_cache.py).
 SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
@@ -673,9 +674,6 @@ CREATE OR REPLACE FUNCTION pgmem._memory_candidates(
 ) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
--- Planned with each call's values: a generic plan cannot use the thread's index range for
--- "thread IS NULL OR thread_id = thread" and reads the whole scope (tests/test_plan_cache.py).
-SET plan_cache_mode = force_custom_plan
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -816,7 +814,12 @@ BEGIN
         END IF;
         RAISE DEBUG 'pgmem: the filtered index scan came back short; searching scope % exactly', scope;
     END IF;
-    IF filt IS NULL THEN
+    -- The scope and a thread are two statements: PL/pgSQL keeps a statement's generic plan after
+    -- five calls, and one for "thread IS NULL OR thread_id = thread" reads the whole scope, so a
+    -- connection that had searched scope-wide then paid the scope for every thread
+    -- (tests/test_plan_cache.py; 332.76 ms for 8 parts in a 300-piece thread of a
+    -- 100,000-piece scope, 2.24 apart: docs/bench/recall-ab-0027.txt).
+    IF filt IS NULL AND thread IS NULL THEN
         RETURN QUERY
         SELECT q.part_no::integer, h.piece_id, h.ip
           FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
@@ -824,7 +827,17 @@ BEGIN
                 SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
                   FROM pgmem.piece c
                  WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
-                   AND (_memory_candidates.thread IS NULL OR c.thread_id = _memory_candidates.thread)
+                 ORDER BY 2, 1
+                 LIMIT k) h;
+    ELSIF filt IS NULL THEN
+        RETURN QUERY
+        SELECT q.part_no::integer, h.piece_id, h.ip
+          FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
+                  FROM pgmem.piece c
+                 WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
+                   AND c.thread_id = _memory_candidates.thread
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
@@ -862,7 +875,8 @@ CREATE OR REPLACE FUNCTION pgmem._window_candidates(
 ) RETURNS TABLE (part_no integer, piece_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
--- As _memory_candidates: planned with each call's values.
+-- Planned with each call's values: a generic plan of "thread IS NULL OR thread_id = thread" (or of
+-- the time bounds) reads the whole scope (tests/test_plan_cache.py).
 SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
@@ -1169,8 +1183,6 @@ CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
 ) RETURNS TABLE (part_no integer, fact_id bigint, ip double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
--- As _memory_candidates: planned with each call's values.
-SET plan_cache_mode = force_custom_plan
 SET jit = off
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -1188,7 +1200,9 @@ BEGIN
     IF thread IS NULL AND NOT coalesce(exact, false) THEN
         ann := pgmem.scope_ann_index('fact', scope);
     END IF;
-    IF ann IS NULL THEN
+    -- The scope and a thread are two statements, as in _memory_candidates (a plan kept for the
+    -- connection would read the whole scope for a thread).
+    IF ann IS NULL AND thread IS NULL THEN
         RETURN QUERY
         SELECT q.part_no::integer, h.fact_id, h.ip
           FROM unnest(unit_vectors::halfvec[]) WITH ORDINALITY AS q(vec, part_no)
@@ -1196,7 +1210,16 @@ BEGIN
                 SELECT f.fact_id, (f.embedding <#> q.vec) + 0 AS ip
                   FROM pgmem.fact f
                  WHERE f.scope_id = _fact_candidates.scope
-                   AND (_fact_candidates.thread IS NULL OR f.thread_id = _fact_candidates.thread)
+                 ORDER BY 2, 1
+                 LIMIT k) h;
+    ELSIF ann IS NULL THEN
+        RETURN QUERY
+        SELECT q.part_no::integer, h.fact_id, h.ip
+          FROM unnest(unit_vectors::halfvec[]) WITH ORDINALITY AS q(vec, part_no)
+          CROSS JOIN LATERAL (
+                SELECT f.fact_id, (f.embedding <#> q.vec) + 0 AS ip
+                  FROM pgmem.fact f
+                 WHERE f.scope_id = _fact_candidates.scope AND f.thread_id = _fact_candidates.thread
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
