@@ -5,12 +5,13 @@
   scopes the planner expected a scan to find them early, then computed every row's word keys for
   every word: 3.5 s for a 2-part question on a 120-piece scope among 690 (19,000 pieces), 8.7 ms
   through the word index.
-- The candidate functions (`_memory_candidates`, `_window_candidates`, `_fact_candidates`) and
-  `empty_recall_reason` are planned with each call's values (plan_cache_mode force_custom_plan).
-  PL/pgSQL kept a generic plan after five calls, and a generic plan of "thread IS NULL OR
-  thread_id = thread" reads the whole scope: a connection that had run scope-wide exact searches
-  then took about 55 ms a part to search a 300-piece thread of a 100,000-piece scope, 0.5 ms
-  with its own plan.
+- A thread search reads only its thread, however the connection was used before. PL/pgSQL
+  keeps a generic plan after five calls, and a generic plan of "thread IS NULL OR thread_id =
+  thread" reads the whole scope: a connection that had run scope-wide exact searches then took
+  about 55 ms a part to search a 300-piece thread of a 100,000-piece scope, 0.5 ms with its own
+  plan. `_memory_candidates` and `_fact_candidates` search the scope and a thread in two
+  statements; `_window_candidates` and `empty_recall_reason` are planned with each call's values
+  (plan_cache_mode force_custom_plan).
 - In a thread of at most three pieces per word of the message, the word side reads the
   thread's pieces' words once; each word's read through the word index ANDed the word's postings
   in the whole scope with the thread, so it cost with the scope's size (an 8-part message in a

@@ -817,8 +817,8 @@ BEGIN
     -- The scope and a thread are two statements: PL/pgSQL keeps a statement's generic plan after
     -- five calls, and one for "thread IS NULL OR thread_id = thread" reads the whole scope, so a
     -- connection that had searched scope-wide then paid the scope for every thread
-    -- (tests/test_plan_cache.py; 332.76 ms for 8 parts in a 300-piece thread of a
-    -- 100,000-piece scope, 2.24 apart: docs/bench/recall-ab-0027.txt).
+    -- (tests/test_plan_cache.py; 358.95 ms for 8 parts in a 300-piece thread of a
+    -- 100,000-piece scope, 2.14 apart: docs/bench/recall-ab-0027.txt).
     IF filt IS NULL AND thread IS NULL THEN
         RETURN QUERY
         SELECT q.part_no::integer, h.piece_id, h.ip
@@ -1117,7 +1117,7 @@ BEGIN
                      -- hundred lookups; joined as tables, the planner hashed every piece and turn
                      -- of the scope). Without bounds no turn is read here: looking up every
                      -- fused piece's was most of what 0027 took off an 8-part recall on a
-                     -- 2,000-piece scope (24.21 ms before, 18.53 after: docs/bench/recall-ab-0027.txt).
+                     -- 2,000-piece scope (22.4 ms before, 16.98 after: docs/bench/recall-ab-0027.txt).
                      WHERE NOT bounded
                         OR EXISTS (SELECT 1 FROM pgmem.piece p
                                      JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
