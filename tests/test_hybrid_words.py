@@ -482,8 +482,8 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
             (scope, parts, thread),
         ).fetchall()
     if thread is not None:
-        words = len(set().union(*part_lex))
-        assert (len(rows) <= 3 * words) == (pieces == 400), (len(rows), words)
+        searched = len(set().union(*part_lex))
+        assert (len(rows) <= 3 * searched) == (pieces == 400), (len(rows), searched)
     lexemes = [(int(str(pid)), set(_as_list((lx,)))) for pid, lx in rows]
     n = len(lexemes)
     lim = max(3, int(0.1 * n))
