@@ -25,7 +25,7 @@ Conn = psycopg.Connection[tuple[object, ...]]
 
 PIECE_COLUMNS = (
     "p.kind, p.unit_kind, p.thread_id, p.turn_index, p.source_index, p.seq, p.label, p.body, "
-    "p.raw_embedding::text, p.embedding::text, m.model_id, w.tsv::text, "
+    "p.raw_embedding::text, p.embedding::text, m.model_id, w.lexemes, "
     "w.scope_no = p.scope_no AND w.kind = p.kind AND w.thread_id = p.thread_id"
 )
 TURN_COLUMNS = (

@@ -96,7 +96,7 @@ def test_word_search_reads_the_same_capped_text_as_the_embedder(store: Conn) -> 
     assert capped != long
     same = store.execute("SELECT pgmem.word_lexemes(%s) = pgmem.word_lexemes(%s)", (long, capped)).fetchone()
     assert same == (True,)
-    # Normal-sized text: the english lexemes of the text, as the pieces' tsv has them.
+    # Normal-sized text: the english lexemes of the text, as the pieces' stored lexemes have them.
     for text in ("My dogs are called Biscuit and Juniper.", 'the "staging deploy" -prod failed or not'):
         row = store.execute(
             "SELECT pgmem.word_lexemes(%s) = tsvector_to_array(to_tsvector('english', %s))", (text, text)

@@ -406,7 +406,7 @@ def test_the_word_side_functions_refuse_bad_arguments_in_one_line(store: Conn) -
 
 
 def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
-    """The word index is keyed by scope (pgmem.scope_words): another scope's pieces holding the
+    """The word index is keyed by scope (pgmem.scope_lexemes): another scope's pieces holding the
     same word change neither the count nor the pieces; the lexeme-only index is gone."""
     before = _words(store, "zeppelin")
     other = [make_turn("words-other", "t", i, f"Zeppelin hangar note {i}: the zeppelin is in.") for i in range(30)]
@@ -414,7 +414,8 @@ def test_the_word_side_reads_only_its_own_scopes_postings(store: Conn) -> None:
     assert _words(store, "zeppelin") == before == {"zeppelin": (2, before["zeppelin"][1])}
     with scoped(store, SCOPE):
         assert store.execute(
-            "SELECT pgmem.scope_words(w.scope_no, w.kind, w.tsv) @> ARRAY[pgmem.scope_no(%s)::text || 'm/zeppelin']"
+            "SELECT pgmem.scope_lexemes(w.scope_no, w.kind, w.lexemes)"
+            "       @> ARRAY[pgmem.scope_no(%s)::text || 'm/zeppelin']"
             "  FROM pgmem.piece p JOIN pgmem.piece_word w USING (scope_id, piece_id)"
             " WHERE p.scope_id = %s AND p.body LIKE '%%zeppelin charter%%'",
             (SCOPE, SCOPE),
@@ -472,7 +473,8 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
         if cap is not None:
             app_conn.execute("SELECT set_config('pgmem.word_postings_cap', %s, true)", (str(cap),))
         rows = app_conn.execute(
-            "SELECT piece_id, tsvector_to_array(tsv) FROM pgmem.piece_word WHERE scope_id = %s AND kind = 'memory'"
+            "SELECT piece_id, string_to_array(lexemes, ' ') FROM pgmem.piece_word"
+            " WHERE scope_id = %s AND kind = 'memory'"
             " AND (%s::text IS NULL OR thread_id = %s) ORDER BY piece_id",
             (scope, thread, thread),
         ).fetchall()

@@ -107,7 +107,8 @@ def test_the_plan_stores_the_sample_and_the_word_side_reads_it(store: Conn, owne
     # What is stored: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts.
     with scoped(store, BIG):
         first = store.execute(
-            "SELECT tsvector_to_array(tsv) FROM pgmem.piece_word WHERE scope_id = %s ORDER BY piece_id LIMIT 1000",
+            "SELECT string_to_array(lexemes, ' ') FROM pgmem.piece_word"
+            " WHERE scope_id = %s ORDER BY piece_id LIMIT 1000",
             (BIG,),
         ).fetchall()
         stored = store.execute(

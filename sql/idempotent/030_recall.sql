@@ -206,14 +206,25 @@ DROP FUNCTION IF EXISTS pgmem.distinctive_words(text, text, text, double precisi
 -- give the same words whatever the table's layout or plan (unordered, the sample followed the
 -- heap: one evaluation question moved with the number of other scopes stored beside the
 -- searched one). Counted by pgmem._word_postings, or stored by pgmem.refresh_word_sample.
+-- Migration 020 stored the words as text (lexemes): a return type cannot be replaced, so the
+-- definition returning the tsvector is dropped first (once).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc
+                WHERE oid = to_regprocedure('pgmem._word_sample(text, text, text)')
+                  AND 'tsv' = ANY (proargnames)) THEN
+        DROP FUNCTION pgmem._word_sample(text, text, text);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgmem._word_sample(scope text, kind text, thread text DEFAULT NULL)
-RETURNS TABLE (piece_id bigint, tsv tsvector)
+RETURNS TABLE (piece_id bigint, lexemes text)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 -- Planned with the call's values (a generic plan cannot use the thread's index range).
 SET plan_cache_mode = force_custom_plan
 AS $$
-    SELECT p.piece_id, p.tsv FROM pgmem.piece_word p
+    SELECT p.piece_id, p.lexemes FROM pgmem.piece_word p
      WHERE p.scope_id = _word_sample.scope AND p.kind = _word_sample.kind
        AND (_word_sample.thread IS NULL OR p.thread_id = _word_sample.thread)
      ORDER BY p.piece_id
@@ -272,12 +283,12 @@ BEGIN
     -- The rows are the scope's: read and written inside it (its row-level security policy).
     PERFORM set_config('pgmem.scope', scope, true);
     WITH s AS MATERIALIZED (
-        SELECT w.piece_id, w.tsv FROM pgmem._word_sample(refresh_word_sample.scope, refresh_word_sample.kind) w
+        SELECT w.piece_id, w.lexemes FROM pgmem._word_sample(refresh_word_sample.scope, refresh_word_sample.kind) w
     ), h AS (
         SELECT max(s.piece_id) AS through, count(*)::integer AS pieces, sum(s.piece_id) AS id_sum FROM s
     ), c AS (
         SELECT x.lex, count(*)::integer AS c
-          FROM s CROSS JOIN LATERAL unnest(tsvector_to_array(s.tsv)) AS x(lex)
+          FROM s CROSS JOIN LATERAL unnest(string_to_array(s.lexemes, ' ')) AS x(lex)
          GROUP BY x.lex
         HAVING count(*) > 3
     )
@@ -339,7 +350,7 @@ DECLARE
     -- The most pieces a searched word may be in (setting pgmem.word_postings_cap): in a large
     -- scope share alone lets a word in 10,000 of 100,000 pieces be read and scored (docs/scaling.md).
     cap bigint := coalesce(nullif(current_setting('pgmem.word_postings_cap', true), '')::bigint, 1000000000);
-    -- The word index's key of a lexeme here (pgmem.scope_words): scope number, kind, lexeme.
+    -- The word index's key of a lexeme here (pgmem.scope_lexemes): scope number, kind, lexeme.
     key_prefix text;
     -- Scope-wide, the sample's counts are read from pgmem.word_sample while it is still valid.
     cached boolean := false;
@@ -402,11 +413,11 @@ BEGIN
     ), lex AS MATERIALIZED (
         SELECT DISTINCT x.lex FROM plex x
     ), sample AS MATERIALIZED (
-        SELECT s.tsv FROM pgmem._word_sample(_word_postings.scope, _word_postings.kind, _word_postings.thread) s
+        SELECT s.lexemes FROM pgmem._word_sample(_word_postings.scope, _word_postings.kind, _word_postings.thread) s
          WHERE n > 1000 AND NOT cached
     ), sampled AS (
         SELECT x.lex, count(*) AS c
-          FROM sample s CROSS JOIN LATERAL unnest(tsvector_to_array(s.tsv)) AS x(lex)
+          FROM sample s CROSS JOIN LATERAL unnest(string_to_array(s.lexemes, ' ')) AS x(lex)
          WHERE x.lex IN (SELECT lex.lex FROM lex)
          GROUP BY x.lex
         UNION ALL
@@ -421,7 +432,7 @@ BEGIN
           FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
          WHERE n <= 1000 OR coalesce(sd.c, 0) <= sample_lim
     ), read AS MATERIALIZED (
-        -- Through the word index keyed by scope (pgmem.scope_words, piece_word_words_idx): only
+        -- Through the word index keyed by scope (pgmem.scope_lexemes, piece_word_words_idx): only
         -- this scope's pieces of this kind holding the word are read. The key names the scope and
         -- the kind, so scope-wide neither is a condition here: with them the planner ANDed the
         -- word's postings with a scan of the scope's whole (scope_id, kind) index range for every
@@ -431,7 +442,7 @@ BEGIN
         -- scope took 149 ms against 43 ms).
         SELECT r.lex, ARRAY(
                    SELECT p.piece_id FROM pgmem.piece_word p
-                    WHERE pgmem.scope_words(p.scope_no, p.kind, p.tsv) @> ARRAY[key_prefix || r.lex]
+                    WHERE pgmem.scope_lexemes(p.scope_no, p.kind, p.lexemes) @> ARRAY[key_prefix || r.lex]
                       AND (_word_postings.thread IS NULL
                            OR (p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
                                AND p.thread_id = _word_postings.thread))
@@ -448,7 +459,7 @@ BEGIN
         -- 40 us a word through the index: three a word. A word's pieces are then all of them,
         -- and one in more than lim is dropped below all the same.
         SELECT x.lex, array_agg(p.piece_id ORDER BY p.piece_id)
-          FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(tsvector_to_array(p.tsv)) AS x(lex)
+          FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(string_to_array(p.lexemes, ' ')) AS x(lex)
          WHERE _word_postings.thread IS NOT NULL AND n <= 3 * (SELECT count(*) FROM lex)
            AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
            AND p.thread_id = _word_postings.thread AND x.lex IN (SELECT r.lex FROM rare r)

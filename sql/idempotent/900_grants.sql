@@ -160,7 +160,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --   _scope_index_name  a pure function of its arguments (an index name), read by
 --       scope_ann_index on the recall path;
 --   _lexeme  a pure function of its argument (a one-word tsquery, quoted and escaped), for a
---       caller who searches one lexeme of pgmem.message_words itself (tsv @@ pgmem._lexeme(w));
+--       caller who searches one lexeme of pgmem.message_words itself (to_tsvector('english', body) @@ pgmem._lexeme(w));
 --   _word_postings  the word side's rule (message_words, word_candidates): it checks its scope
 --       (pgmem.check_scope, so row-level security and the transaction's scope hold) and its
 --       arguments, and returns only what message_words and word_candidates show. It is the one

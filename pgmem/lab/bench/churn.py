@@ -283,7 +283,7 @@ ORPHAN_CHECKS = {
         SELECT count(*) FROM pgmem.piece_word w WHERE NOT EXISTS (
             SELECT 1 FROM pgmem.piece p WHERE p.scope_id = w.scope_id AND p.piece_id = w.piece_id
                AND p.scope_no = w.scope_no AND p.kind = w.kind AND p.thread_id IS NOT DISTINCT FROM w.thread_id
-               AND w.tsv = pgmem.piece_tsv(p.label, p.body))""",
+               AND w.lexemes = pgmem.piece_lexemes(p.label, p.body))""",
     "turn without its thread": """
         SELECT count(*) FROM pgmem.turn t WHERE NOT EXISTS (
             SELECT 1 FROM pgmem.thread th WHERE th.scope_id = t.scope_id AND th.thread_id = t.thread_id)""",

@@ -1,6 +1,7 @@
 """The checkout's recall functions against the database's, side by side (a benchmark, not a test).
 
     python -m pgmem.lab.bench.recall_ab URL LONGMEMEVAL_DIR SCOPE [SCOPE ...] [--messages 20]
+                                        [--against URL2]
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
@@ -11,11 +12,17 @@ long messages for 8; part vectors near stored pieces, chosen by a seeded generat
 both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector mode,
 alternating which goes first, each call followed by the same call with exact => true (untimed,
 as `pgmem bench` checks recall: a service's connection runs both kinds). Both must return the
-same rows; database-side medians, one line per scope, place, parts and mode."""
+same rows; database-side medians, one line per scope, place, parts and mode.
+
+With --against, nothing is installed: the second side is URL2's own functions, on its own
+store (a copy of URL's database migrated to a later revision, say, to measure a change of
+storage: `CREATE DATABASE b TEMPLATE a`, then `DATABASE_URL=... pgmem migrate`). The part
+vectors are drawn from URL's pieces; both stores must hold the same pieces."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import re
@@ -79,72 +86,79 @@ def _vectors(
     return ["[" + ",".join(f"{x:.7f}" for x in v) + "]" for v in vecs]
 
 
-def run(url: str, text: Path, scopes: list[str], *, messages: int) -> list[dict[str, object]]:
+def run(
+    url: str, text: Path, scopes: list[str], *, messages: int, against: str | None = None
+) -> list[dict[str, object]]:
     pool = TextPool.from_longmemeval(text)
     out: list[dict[str, object]] = []
-    with psycopg.connect(url, autocommit=True) as admin:
-        dims = admin.execute("SELECT vector_dims(embedding) FROM pgmem.piece LIMIT 1").fetchone()
-        params = InstallParams(int(str(dims[0])) if dims else 384, 1024)
-        for create in _checkout_functions(params):
-            admin.execute(create)
-        for fn in FUNCTIONS:
-            # Owned as the database's are (_word_postings is SECURITY DEFINER).
-            admin.execute(f"ALTER FUNCTION pgmem.{fn}_ab OWNER TO pgmem_owner")
-            admin.execute(f"GRANT EXECUTE ON FUNCTION pgmem.{fn}_ab TO pgmem_app")
-        try:
-            with app_connection(admin) as app:
-                for scope in scopes:
-                    ids = [
-                        int(str(r[0]))
-                        for r in admin.execute(
-                            "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY 1",
-                            (scope,),
-                        ).fetchall()
-                    ]
-                    if len(ids) < 8:
-                        raise ValueError(f"scope {scope!r} has {len(ids)} memory pieces; an 8-part message needs 8")
-                    for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
-                        rng = np.random.default_rng(parts)
-                        times: dict[str, list[float]] = {s: [] for s in SIDES}
-                        for i in range(messages + 1):
-                            args = (
-                                scope,
-                                _vectors(admin, scope, ids, parts, rng),
-                                pool.message(parts, rng),
-                                mode,
-                                thread,
-                            )
-                            found = []
-                            for side in SIDES if i % 2 == 0 else SIDES[::-1]:
-                                fn = "memory_recall" if side == "database" else "memory_recall_ab"
-                                with scoped(app, scope):
-                                    rows, db_ms, _ = timed_query(app, SQL.format(fn=fn), (*args, False))
-                                # Then exactly, untimed, as pgmem bench checks recall: a service's
-                                # connection runs both kinds of search.
-                                with scoped(app, scope):
-                                    app.execute(SQL.format(fn=fn), (*args, True)).fetchall()
-                                if i:  # the first message warms the caches
-                                    times[side].append(db_ms)
-                                found.append(sorted(rows))
-                            if found[0] != found[1]:
-                                raise RuntimeError(f"{scope}, {thread}, {mode}, message {i}: different rows")
-                        p50 = {s: round(statistics.median(v), 2) for s, v in times.items()}
-                        out.append(
-                            {
-                                "scope": scope,
-                                "thread": thread,
-                                "parts": parts,
-                                "mode": mode,
-                                "messages": messages,
-                                "p50_ms": p50,
-                                "checkout_vs_database": round(p50["checkout"] / p50["database"], 3),
-                                "load_average": round(os.getloadavg()[0], 1),
-                            }
-                        )
-        finally:
-            for fn in reversed(FUNCTIONS):
-                admin.execute(f"DROP FUNCTION IF EXISTS pgmem.{fn}_ab")
+    sides = SIDES if against is None else ("database", "against")
+    with contextlib.ExitStack() as stack:
+        admin = stack.enter_context(psycopg.connect(url, autocommit=True))
+        if against is None:
+            dims = admin.execute("SELECT vector_dims(embedding) FROM pgmem.piece LIMIT 1").fetchone()
+            params = InstallParams(int(str(dims[0])) if dims else 384, 1024)
+            for create in _checkout_functions(params):
+                admin.execute(create)
+            stack.callback(_drop_checkout_functions, admin)
+            for fn in FUNCTIONS:
+                # Owned as the database's are (_word_postings is SECURITY DEFINER).
+                admin.execute(f"ALTER FUNCTION pgmem.{fn}_ab OWNER TO pgmem_owner")
+                admin.execute(f"GRANT EXECUTE ON FUNCTION pgmem.{fn}_ab TO pgmem_app")
+        app = stack.enter_context(app_connection(admin))
+        calls = {sides[0]: (app, "memory_recall")}
+        if against is None:
+            calls[sides[1]] = (app, "memory_recall_ab")
+        else:
+            other = stack.enter_context(psycopg.connect(against, autocommit=True))
+            calls[sides[1]] = (stack.enter_context(app_connection(other)), "memory_recall")
+        for scope in scopes:
+            ids = [
+                int(str(r[0]))
+                for r in admin.execute(
+                    "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY 1",
+                    (scope,),
+                ).fetchall()
+            ]
+            if len(ids) < 8:
+                raise ValueError(f"scope {scope!r} has {len(ids)} memory pieces; an 8-part message needs 8")
+            for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
+                rng = np.random.default_rng(parts)
+                times: dict[str, list[float]] = {s: [] for s in sides}
+                for i in range(messages + 1):
+                    args = (scope, _vectors(admin, scope, ids, parts, rng), pool.message(parts, rng), mode, thread)
+                    found = []
+                    for side in sides if i % 2 == 0 else sides[::-1]:
+                        conn, fn = calls[side]
+                        with scoped(conn, scope):
+                            rows, db_ms, _ = timed_query(conn, SQL.format(fn=fn), (*args, False))
+                        # Then exactly, untimed, as pgmem bench checks recall: a service's
+                        # connection runs both kinds of search.
+                        with scoped(conn, scope):
+                            conn.execute(SQL.format(fn=fn), (*args, True)).fetchall()
+                        if i:  # the first message warms the caches
+                            times[side].append(db_ms)
+                        found.append(sorted(rows))
+                    if found[0] != found[1]:
+                        raise RuntimeError(f"{scope}, {thread}, {mode}, message {i}: different rows")
+                p50 = {s: round(statistics.median(v), 2) for s, v in times.items()}
+                out.append(
+                    {
+                        "scope": scope,
+                        "thread": thread,
+                        "parts": parts,
+                        "mode": mode,
+                        "messages": messages,
+                        "p50_ms": p50,
+                        f"{sides[1]}_vs_database": round(p50[sides[1]] / p50["database"], 3),
+                        "load_average": round(os.getloadavg()[0], 1),
+                    }
+                )
     return out
+
+
+def _drop_checkout_functions(admin: psycopg.Connection[tuple[object, ...]]) -> None:
+    for fn in reversed(FUNCTIONS):
+        admin.execute(f"DROP FUNCTION IF EXISTS pgmem.{fn}_ab")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,25 +167,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("text", type=Path)
     p.add_argument("scopes", nargs="+")
     p.add_argument("--messages", type=int, default=20)
+    p.add_argument("--against", metavar="URL2", help="compare with URL2's own functions and store instead")
     a = p.parse_args(argv)
     if a.messages < 1:
         p.error(f"--messages must be at least 1, got {a.messages}")
     try:
-        results = run(a.url, a.text, a.scopes, messages=a.messages)
+        results = run(a.url, a.text, a.scopes, messages=a.messages, against=a.against)
     except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
         print(
             f"recall_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
             file=sys.stderr,
         )
         return 1
-    print("memory_recall as a pgmem_app login, database p50 ms of the database's functions and the checkout's")
+    second = "checkout" if a.against is None else "against"
+    print(
+        "memory_recall as a pgmem_app login, database p50 ms of "
+        + ("the database's functions and the checkout's" if a.against is None else "URL's and URL2's (against)")
+    )
     for r in results:
         p50 = r["p50_ms"]
         assert isinstance(p50, dict)
         where = f", thread {r['thread']}" if r["thread"] else ""
         print(
             f"{r['scope']}{where}, {r['parts']} part(s), {r['mode']}, {r['messages']} messages: "
-            f"database {p50['database']} ms, checkout {p50['checkout']} ms, ratio {r['checkout_vs_database']} "
+            f"database {p50['database']} ms, {second} {p50[second]} ms, ratio {r[f'{second}_vs_database']} "
             f"(load average {r['load_average']})"
         )
     return 0

@@ -8,8 +8,8 @@ pieces are copied to a staging table. Then the piece insert that `put_turns` end
 same columns and expressions: `l2_normalize` of the raw vector, `pgmem.blend` with the turn's
 context) is run again into a fresh scope, `reps` times, with the parts of the write taken away
 one at a time, each step keeping the previous ones away: the blend, the normalisation, the
-`scope_no` trigger (the number given instead), the word index (`piece_scope_words_idx`), the
-other secondary indexes, the generated `tsv` column, and the foreign-key checks. Each step's
+`scope_no` trigger (the number given instead), the word index (`piece_word_words_idx`), the
+other secondary indexes, the words (`pgmem.piece_word` rows), and the foreign-key checks. Each step's
 median against the step before it is what that part costs, in microseconds a piece. The whole
 `put_turns` call is timed the same way beside them, so the per-call work shows too. The steps
 cannot be undone, so the whole sequence runs `rounds` times, each in a new database, and each
@@ -54,7 +54,7 @@ STEPS: list[tuple[str, dict[str, str], list[str]]] = [
     ("without the word index", {}, ["DROP INDEX pgmem.piece_word_words_idx"]),
     ("without the other secondary indexes", {}, ["{drop_secondary}"]),
     (
-        "without the words (no pgmem.piece_word rows, no tsv)",
+        "without the words (no pgmem.piece_word rows)",
         {},
         ["ALTER TABLE pgmem.piece DISABLE TRIGGER piece_words_on_insert"],
     ),
@@ -80,7 +80,8 @@ def _same_rows_as_put_turns(conn: Conn) -> None:
     to a float's last bits: l2_normalize of a stored unit vector may move one)."""
     row = conn.execute(
         """SELECT count(*) FILTER (WHERE s.piece_id IS NULL OR (s.embedding <-> p.embedding) > 1e-6
-                                     OR w.tsv IS DISTINCT FROM s.tsv OR (s.raw_embedding <-> p.raw_embedding) > 1e-6),
+                                     OR w.lexemes IS DISTINCT FROM s.lexemes
+                                     OR (s.raw_embedding <-> p.raw_embedding) > 1e-6),
                   count(*)
              FROM pgmem.piece p
              LEFT JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id
@@ -102,7 +103,7 @@ def cost_run(conn: Conn, *, turns: int = 400, reps: int = 5, seed: int = 0) -> d
     put_turns(conn, by["cost-warm"][:20])  # the model registered, the plans cached
     pieces, _ = put_turns(conn, by["cost-source"][:turns])
     conn.execute(
-        "CREATE TABLE cost_stage AS SELECT p.*, w.tsv, t.context FROM pgmem.piece p"
+        "CREATE TABLE cost_stage AS SELECT p.*, w.lexemes, t.context FROM pgmem.piece p"
         " JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id"
         " JOIN pgmem.turn t ON t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index"
         " WHERE p.scope_id = 'cost-source'"
