@@ -172,12 +172,10 @@ def _bench(args: argparse.Namespace) -> int:
 def _text_pool(path: Path | None) -> TextPool | None:
     if path is None:
         return None
-    if not path.is_dir():
-        raise InputError(f"--text: no such folder: {path}")
-    pool = TextPool.from_longmemeval(path)
-    if not pool.bodies or not pool.questions or not pool.long_messages:
-        raise InputError(f"--text {path}: no LongMemEval turns, questions or long messages there")
-    return pool
+    try:
+        return TextPool.from_longmemeval(path)
+    except InputError as exc:
+        raise InputError(f"--text {exc}") from None
 
 
 def _measure_default_mode(

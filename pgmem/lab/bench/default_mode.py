@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from pgmem.db import scoped
+from pgmem.errors import InputError
 from pgmem.lab.bench.measure import Conn, Timings, ids_by_part, timed_query
 from pgmem.lab.bench.synth import F32, ScopeSpec, Store
 
@@ -69,9 +70,14 @@ class TextPool:
         from pgmem.lab.evaluation.longmemeval import load_dir
         from pgmem.pieces import turn_pieces
 
+        if not path.is_dir():
+            raise InputError(f"{path}: no such folder")
         questions = load_dir(path)
         bodies = [p.body for q in questions for t in q.turns for p in turn_pieces(t, None) if p.body.strip()]
-        return cls(str(path), bodies, [q.question for q in questions], paragraphs_from(questions))
+        pool = cls(str(path), bodies, [q.question for q in questions], paragraphs_from(questions))
+        if not pool.bodies or not pool.questions or not pool.long_messages:
+            raise InputError(f"{path}: no LongMemEval turns, questions or long messages (600-2,000 characters) there")
+        return pool
 
     def message(self, parts: int, rng: np.random.Generator) -> list[str]:
         """A message of exactly `parts` parts: a question, or pgmem's split of long messages."""

@@ -1,0 +1,69 @@
+"""The recall A/B lab tool (pgmem.lab.bench.recall_ab) on a scratch database: the checkout's
+functions beside the database's, or a second database's own (--against), the same rows on both
+sides; a bad input is one line and exit 1, with nothing left installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgmem.db import connect, with_database
+from pgmem.lab.bench import recall_ab, write_cost
+from pgmem.lab.bench.writes import put_turns
+from pgmem.lab.evaluation.common import temporary_database
+from pgmem.sqlfiles import InstallParams
+from tests.test_eval_suites import a, lme_question, u, write_lme
+
+SCOPE = "cost-source"
+
+
+def _ab_functions(url: str) -> int:
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgmem'::regnamespace AND proname LIKE '%\\_ab'"
+        ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lme = write_lme(tmp_path / "lme")
+    # A long message, which the tool splits into 8 parts (a pool needs at least one).
+    long = " ".join(f"Question {i}: where did the blue crate number {i} go after the move?" for i in range(12))
+    question = lme_question("long", "multi-session", "Where?", [[u(long, True), a("It went to the attic.")]])
+    (lme / "1_long_9.json").write_text(json.dumps(question))
+    with temporary_database(db_url, InstallParams(384, 1024)) as url:
+        with connect(url) as conn:
+            conn.autocommit = True
+            put_turns(conn, write_cost._turns(4, 0)[SCOPE])
+
+        # The checkout's functions beside the database's: a line per place, parts and mode.
+        assert recall_ab.main([url, str(lme), SCOPE, "--messages", "1"]) == 0
+        out = capsys.readouterr().out
+        assert out.count(f"{SCOPE}") == 8 and out.count(", checkout ") == 8
+        assert _ab_functions(url) == 0
+
+        # Against a second database (here the same one): its own functions, nothing installed.
+        assert recall_ab.main([url, str(lme), SCOPE, "--messages", "1", "--against", url]) == 0
+        out = capsys.readouterr().out
+        assert out.count(f"{SCOPE}") == 8 and ", against " in out and "checkout" not in out
+
+        missing = with_database(url, "pgmem_no_such_database")
+        bad = {
+            "a second database that is not there": [url, str(lme), SCOPE, "--against", missing],
+            "no such folder": [url, str(tmp_path / "none"), SCOPE],
+            "a folder without long messages": [url, str(write_lme(tmp_path / "short")), SCOPE],
+            "a scope without 8 pieces": [url, str(lme), "no-such-scope"],
+            "a database that is not there": [missing, str(lme), SCOPE],
+        }
+        for what, argv in bad.items():
+            assert recall_ab.main(argv) == 1, what
+            captured = capsys.readouterr()
+            lines = captured.err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("recall_ab: "), (what, captured.err)
+            assert "Traceback" not in captured.err
+            assert _ab_functions(url) == 0, what
