@@ -265,3 +265,29 @@ def test_a_time_window_turns_recency_off(store: Conn, embedder: Embedder) -> Non
     )
     assert turns(june)[0] == 3
     assert turns(recall(store, "s", q, embedder, thread="t2", floor=-1, recency=0.2))[0] == 4
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector"])
+def test_a_named_time_keeps_its_first_hit_under_the_floor(store: Conn, embedder: Embedder, mode: str) -> None:
+    """pgmem.window_head (default 1): with a time window, the fused first hit that the window
+    found is kept whatever its cosine; without a window, or with none of its turns first, the
+    floor decides as before."""
+    q = "Where did we go hiking?"
+
+    def hiking(time_from: datetime | None = None, time_to: datetime | None = None) -> list[int | None]:
+        return turns(
+            recall(store, "s", q, embedder, thread="t1", floor=0.99, mode=mode, time_from=time_from, time_to=time_to)
+        )
+
+    assert hiking() == []  # nothing clears this floor
+    assert hiking(time_from=at("03-01"), time_to=at("04-01")) == [1]
+    assert hiking(time_from=at("05-01"), time_to=at("06-01")) == [2]
+    assert hiking(time_from=at("11-01"), time_to=at("12-01")) == []  # no turn inside the window
+    try:
+        store.execute("SELECT set_config('pgmem.window_head', '0', false)")
+        assert hiking(time_from=at("03-01"), time_to=at("04-01")) == []
+        store.execute("SELECT set_config('pgmem.window_head', '-1', false)")
+        with pytest.raises(InputError, match="window_head"):
+            hiking(time_from=at("03-01"), time_to=at("04-01"))
+    finally:
+        store.execute("RESET pgmem.window_head")

@@ -969,6 +969,12 @@ DECLARE
     -- 1, unrelated questions stay as empty as before by construction; no tuning question moved,
     -- one confirmation question won top-1 above the floor).
     floor_head integer := coalesce(nullif(current_setting('pgmem.floor_head', true), '')::integer, 1);
+    -- With a time window, the fused ranking's first window_head pieces that the window found
+    -- (inside it) are kept whatever their cosine: the message named the time they are from
+    -- (docs/evaluation.md, "The floor's exception for a named time": at 1 no tuning question
+    -- moved; on the confirmation half two temporal questions won top-1 above the floor and one
+    -- unrelated question came back with a hit).
+    window_head integer := coalesce(nullif(current_setting('pgmem.window_head', true), '')::integer, 1);
     -- Recency looks at the part's first recency_depth hits (measured: 2; at 10 it lost top-1).
     recency_depth integer := coalesce(nullif(current_setting('pgmem.recency_depth', true), '')::integer, 2);
     -- The window that boosts, within the hard since / until bounds; windowed: there is one.
@@ -997,9 +1003,9 @@ BEGIN
         RAISE EXCEPTION 'pgmem.time_weight must be between 0 and 100, got %', time_weight USING ERRCODE = '22023';
     END IF;
     IF NOT (keep_rank BETWEEN 0 AND 1000 AND keep_margin >= 0 AND keep_margin <= 2 AND recency_depth BETWEEN 1 AND 1000
-            AND floor_head BETWEEN 0 AND 1000) THEN
-        RAISE EXCEPTION 'pgmem.word_keep_rank must be 0..1000, pgmem.word_keep_margin 0..2, pgmem.recency_depth 1..1000 and pgmem.floor_head 0..1000, got %, %, % and %',
-            keep_rank, keep_margin, recency_depth, floor_head USING ERRCODE = '22023';
+            AND floor_head BETWEEN 0 AND 1000 AND window_head BETWEEN 0 AND 1000) THEN
+        RAISE EXCEPTION 'pgmem.word_keep_rank must be 0..1000, pgmem.word_keep_margin 0..2, pgmem.recency_depth 1..1000, pgmem.floor_head and pgmem.window_head 0..1000, got %, %, %, % and %',
+            keep_rank, keep_margin, recency_depth, floor_head, window_head USING ERRCODE = '22023';
     END IF;
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, floor, mode, 'piece.embedding',
                                     model_id => model_id, candidates => candidates, rrf_k => rrf_k,
@@ -1102,7 +1108,7 @@ BEGIN
             -- gain (docs/evaluation.md, section 2a, "Word-only hits"). The time window's rank
             -- adds the same way, time_weight times (at most once for a piece only it found): a
             -- piece inside the window gains, no piece outside it is dropped.
-            SELECT k.part_no, k.piece_id, coalesce(v.dist, w.dist, t.dist) AS dist, w.wrank,
+            SELECT k.part_no, k.piece_id, coalesce(v.dist, w.dist, t.dist) AS dist, w.wrank, t.trank,
                    coalesce(1.0 / (rrf_k + v.vrank), 0)
                    + (CASE WHEN v.piece_id IS NULL THEN least(word_weight, 1.0) ELSE word_weight END)
                      * coalesce(1.0 / (rrf_k + w.wrank), 0)
@@ -1114,12 +1120,13 @@ BEGIN
               LEFT JOIN word w ON w.part_no = k.part_no AND w.piece_id = k.piece_id
               LEFT JOIN win t ON t.part_no = k.part_no AND t.piece_id = k.piece_id
         ), ranked AS MATERIALIZED (
-            -- The floor, with two exceptions: a piece the word side ranks in its first keep_rank
+            -- The floor, with three exceptions: a piece the word side ranks in its first keep_rank
             -- on the part's distinctive words whose cosine is at most keep_margin under it, and
             -- the fused ranking's first floor_head pieces of a part that has a piece above the
             -- floor (that part is related, so the floor no longer decides; a part with nothing
-            -- above it comes back as empty as before). since / until hold for the word side's
-            -- pieces too (a turn without a time is outside them).
+            -- above it comes back as empty as before); and, with a time window, the fused
+            -- ranking's first window_head pieces that the window found. since / until hold for
+            -- the word side's pieces too (a turn without a time is outside them).
             SELECT a.*, row_number() OVER (PARTITION BY a.part_no ORDER BY a.rrf DESC, a.dist, a.piece_id) AS rnk0
               FROM (SELECT f.*,
                            row_number() OVER (PARTITION BY f.part_no ORDER BY f.rrf DESC, f.dist, f.piece_id) AS frank,
@@ -1138,6 +1145,7 @@ BEGIN
                                       AND (since IS NULL OR th.turn_time >= since) AND (until IS NULL OR th.turn_time < until))) a
              WHERE 1 - a.dist >= floor OR (a.wrank <= keep_rank AND 1 - a.dist >= floor - keep_margin)
                 OR (a.frank <= floor_head AND a.best >= floor)
+                OR (a.frank <= window_head AND a.trank IS NOT NULL)
         ), top AS (
             -- Recency's candidates, each part's first recency_depth hits, with their turn's time
             -- (looked up for these few pieces only).
@@ -1183,7 +1191,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb,
                                          timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.word_candidates, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.05, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (2) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank when its cosine is at most pgmem.word_keep_margin under the floor (unset: the model''s word_keep_rank and word_keep_margin, pgmem.model_settings: 1 and 0.05 for MiniLM; rank 0: none), and, in a part with a piece above the floor, the fused ranking''s first pgmem.floor_head pieces (default 1; 0: none). scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.word_candidates, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.05, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (2) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank when its cosine is at most pgmem.word_keep_margin under the floor (unset: the model''s word_keep_rank and word_keep_margin, pgmem.model_settings: 1 and 0.05 for MiniLM; rank 0: none), in a part with a piece above the floor, the fused ranking''s first pgmem.floor_head pieces (default 1; 0: none), and, with a time window, the fused ranking''s first pgmem.window_head pieces (default 1; 0: none) that the window found. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,

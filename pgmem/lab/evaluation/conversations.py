@@ -86,13 +86,19 @@ def query_variant(q: QueryParts, query: str, subject_cosine: float | None) -> Qu
 
 
 #: The pgmem.* settings memory_recall reads as integers.
-INTEGER_SETTINGS = ("pgmem.word_keep_rank", "pgmem.recency_depth", "pgmem.floor_head", "pgmem.word_postings_cap")
+INTEGER_SETTINGS = (
+    "pgmem.word_keep_rank",
+    "pgmem.recency_depth",
+    "pgmem.floor_head",
+    "pgmem.window_head",
+    "pgmem.word_postings_cap",
+)
 
 
 def word_settings(conn: Conn, word_share: float | None, word_weight: float | None, **more: float | None) -> None:
     """The hybrid ablations: set the session's pgmem.word_share / pgmem.word_weight (the
     settings memory_recall reads; defaults 0.1 and 2), and any of `more` (time_weight,
-    word_keep_rank, word_keep_margin, recency_depth, floor_head,
+    word_keep_rank, word_keep_margin, recency_depth, floor_head, window_head,
     word_postings_cap: pgmem.<name>), where a value is
     given."""
     for name, value in (

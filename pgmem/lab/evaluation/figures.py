@@ -324,6 +324,7 @@ ALTERNATIVES = {
     "recency_0": "recency 0 (default 0.05)",
     "word_keep_rank_0": "no floor exception for a word match (word_keep_rank 0)",
     "head0": "no floor exception for a related part (floor_head 0)",
+    "window_head_0": "no floor exception for a named time (window_head 0)",
     "ww1": "word weight 1 (e5's registry value 2)",
 }
 
@@ -339,7 +340,7 @@ def _set_label(name: str) -> str:
     base = name.removesuffix("-tune").removesuffix("-confirm").removesuffix("-decisions")
     base = base.removeprefix("longmemeval-").removeprefix("docs-")
     labels = {"own": "oracle", "own-time": "oracle", "floor-head": "oracle", "pooled-time": "pooled",
-              "e5-word-weight": "oracle, e5 (first 100)"}  # fmt: skip
+              "e5-word-weight": "oracle, e5 (first 100)", "window-head": "oracle"}  # fmt: skip
     return labels.get(base, base)
 
 

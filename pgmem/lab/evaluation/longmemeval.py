@@ -541,6 +541,7 @@ def run(
     recency_depth: int | None = None,
     word_postings_cap: int | None = None,
     floor_head: int | None = None,
+    window_head: int | None = None,
     types: Sequence[str] | None = None,
     **_: object,
 ) -> dict[str, Any]:
@@ -555,7 +556,7 @@ def run(
     still holds every question's turns). `dates`: each question's date is its message time,
     so its date expressions give a time window (`pgmem.dates.message_window`; False: none);
     `recency`: memory_recall's recency (None: its default); `time_weight`, `word_keep_rank`,
-    `word_keep_margin`, `recency_depth`, `floor_head`,
+    `word_keep_margin`, `recency_depth`, `floor_head`, `window_head`,
     `word_postings_cap`: the pgmem.* settings of the same names
     (None: the defaults, the model's where the registry holds them); `floor`: the floor of
     top1_above_floor and unrelated_empty (None: the model's, `floor_for`); `types`: score only
@@ -600,6 +601,7 @@ def run(
             recency_depth=recency_depth,
             word_postings_cap=word_postings_cap,
             floor_head=floor_head,
+            window_head=window_head,
         ) as conns,
     ):
         out = evaluate_threads(
