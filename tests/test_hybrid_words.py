@@ -442,8 +442,8 @@ VOCAB = [f"w{i:03d}x" for i in range(60)]
         (1_300, None, False, None),
         (1_300, None, True, None),
         (1_300, 40, True, None),
-        # In a thread: 58 pieces, at most three per word of the message (its pieces' words read
-        # once), and 186 pieces, more than that (each word through the word index).
+        # In a thread: 29 pieces of a 400-piece scope (its pieces' words read once), and 93 of a
+        # 1,300-piece scope (each word through the word index).
         (400, None, False, "t3"),
         (1_300, None, False, "t3"),
     ],
@@ -461,7 +461,8 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
         " ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.003 + i / 80) or VOCAB[0] for _ in range(pieces)
     ]
     scope = f"rule{pieces}-{cap}-{stored}-{thread}"
-    turns = [make_turn(scope, f"t{i % 7}", i // 7, t) for i, t in enumerate(texts)]
+    threads = 14 if thread else 7
+    turns = [make_turn(scope, f"t{i % threads}", i // threads, t) for i, t in enumerate(texts)]
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
     if stored:
         assert admin_conn.execute("SELECT pgmem.refresh_word_sample(%s)", (scope,)).fetchone() != (0,)
@@ -484,8 +485,10 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
             (scope, parts, thread),
         ).fetchall()
     if thread is not None:
+        # The thread's words read once when it holds at most 2 + (scope pieces) / 3,600 pieces a
+        # word of the message, else each word through the word index: one case takes each path.
         searched = len(set().union(*part_lex))
-        assert (len(rows) <= 3 * searched) == (pieces == 400), (len(rows), searched)
+        assert (len(rows) <= searched * (2 + pieces / 3600)) == (pieces == 400), (len(rows), searched)
     lexemes = [(int(str(pid)), set(_as_list((lx,)))) for pid, lx in rows]
     n = len(lexemes)
     lim = max(3, int(0.1 * n))

@@ -431,6 +431,22 @@ BEGIN
         SELECT lex.lex, coalesce(sd.c, 0) AS c
           FROM lex LEFT JOIN sampled sd ON sd.lex = lex.lex
          WHERE n <= 1000 OR coalesce(sd.c, 0) <= sample_lim
+    ), direct AS MATERIALIZED (
+        -- In a thread, whether its pieces' words are read once (below) rather than each word's
+        -- pieces through the word index. A thread piece read directly costs about 18 us; a word
+        -- through the index about 38 us on a 2,000-piece scope and 519 us on a 100,000-piece
+        -- one (its postings in the whole scope are ANDed with the thread's range), about 5 us
+        -- more per 1,000 pieces of the scope. Directly, then, when the thread holds at most
+        -- 2 + (scope pieces) / 3,600 pieces per word of the message: the scope is counted only as
+        -- far as that needs, and never past 20,000 pieces (a larger need keeps the index).
+        SELECT _word_postings.thread IS NOT NULL AND g.words > 0 AND (
+                   g.need <= 0
+                   OR (g.need <= 20000
+                       AND (SELECT count(*) FROM (SELECT 1 FROM pgmem.piece_word p
+                                                   WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+                                                   LIMIT g.need) c) >= g.need)) AS d
+          FROM (SELECT count(*) AS words,
+                       ceil(3600 * (n::numeric / greatest(count(*), 1) - 2))::bigint AS need FROM lex) g
     ), read AS MATERIALIZED (
         -- Through the word index keyed by scope (pgmem.scope_lexemes, piece_word_words_idx): only
         -- this scope's pieces of this kind holding the word are read. The key names the scope and
@@ -448,19 +464,16 @@ BEGIN
                                AND p.thread_id = _word_postings.thread))
                     LIMIT lim + 1) AS ids
           FROM rare r
-         WHERE NOT (_word_postings.thread IS NOT NULL AND n <= 3 * (SELECT count(*) FROM lex))
+         WHERE NOT (SELECT dr.d FROM direct dr)
         UNION ALL
-        -- A thread of at most three pieces per word of the message: its pieces' words are read
-        -- once instead (the same words and pieces; only the cost differs). Each word's read
-        -- through the word index ANDs the word's postings in the whole scope with the thread's
-        -- range, so it costs with the scope's size: the reads of an 8-part message (124 words) in
-        -- a 300-piece thread took 64.39 ms in a 100,000-piece scope against 5.4 this way (4.78
-        -- against 5.36 in a 2,000-piece one). About 15 us a thread piece read directly, at least
-        -- 40 us a word through the index: three a word. A word's pieces are then all of them,
-        -- and one in more than lim is dropped below all the same.
+        -- A thread read directly (direct, above): its pieces' words are read once (the same
+        -- words and pieces; only the cost differs). The reads of an 8-part message (124 words)
+        -- in a 300-piece thread took 64.39 ms through the index in a 100,000-piece scope against
+        -- 5.4 this way (4.78 against 5.36 in a 2,000-piece one). A word's pieces are then all of
+        -- them, and one in more than lim is dropped below all the same.
         SELECT x.lex, array_agg(p.piece_id ORDER BY p.piece_id)
           FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(string_to_array(p.lexemes, ' ')) AS x(lex)
-         WHERE _word_postings.thread IS NOT NULL AND n <= 3 * (SELECT count(*) FROM lex)
+         WHERE (SELECT dr.d FROM direct dr)
            AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
            AND p.thread_id = _word_postings.thread AND x.lex IN (SELECT r.lex FROM rare r)
          GROUP BY x.lex
