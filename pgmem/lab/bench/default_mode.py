@@ -70,9 +70,7 @@ class TextPool:
         from pgmem.lab.evaluation.longmemeval import load_dir
         from pgmem.pieces import turn_pieces
 
-        if not path.is_dir():
-            raise InputError(f"{path}: no such folder")
-        questions = load_dir(path)
+        questions = load_dir(path)  # refuses a missing folder or one without question files
         bodies = [p.body for q in questions for t in q.turns for p in turn_pieces(t, None) if p.body.strip()]
         pool = cls(str(path), bodies, [q.question for q in questions], paragraphs_from(questions))
         if not pool.bodies or not pool.questions or not pool.long_messages:
