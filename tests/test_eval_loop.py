@@ -98,6 +98,34 @@ def test_pooled_haystack_searches_every_questions_turns(tmp_path: Path, db_url: 
     with pytest.raises(InputError, match="haystack must be one of"):
         longmemeval.run(d, server_url=db_url, embedder=cached, haystack="shared")
 
+    # Filler: another folder's haystacks stored beside the pooled one, never scored and never
+    # holding evidence. Its answer session (the kettle's colour again) and its evidence turn are
+    # left out; its other session holds a turn nearer q2's question than q2's answer.
+    f = tmp_path / "filler"
+    f.mkdir()
+    other = lme_question(
+        "f1",
+        "single-session-user",
+        "What colour is my kettle?",
+        [
+            [u("My kettle is bright red, I said.", True), a("Red it is.")],
+            [u("What colour is my kettle? I keep asking what colour my kettle is."), a("Unsure.")],
+        ],
+    )
+    (f / "1_f1.json").write_text(json.dumps(other))
+    (extra,) = longmemeval.filler_questions(f)
+    assert extra.thread == "filler:f1" and not extra.gold
+    assert [t.messages[0]["content"] for t in extra.turns] == [other["haystack_sessions"][1][0]["content"]]
+    assert [t.index for t in extra.turns] == [0] and extra.user_turns == frozenset({0})
+    filled = longmemeval.run(d, server_url=db_url, embedder=cached, haystack="pooled", filler=str(f))
+    assert filled["ids"] == ["q1", "q2"]  # the filler is stored, not scored
+    for m in METHODS:
+        assert filled["per_question"][m]["mrr"][1] < pooled["per_question"][m]["mrr"][1], m
+    with pytest.raises(InputError, match="haystack=pooled"):
+        longmemeval.run(d, server_url=db_url, embedder=cached, filler=str(f))
+    with pytest.raises(InputError, match="not a folder"):
+        longmemeval.run(d, server_url=db_url, embedder=cached, haystack="pooled", filler=str(tmp_path / "none"))
+
 
 def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     d = write_lme(tmp_path / "lme")

@@ -1,6 +1,8 @@
 """The recall A/B lab tool (pgmem.lab.bench.recall_ab) on a scratch database: the checkout's
 functions beside the database's, or a second database's own (--against), the same rows on both
-sides; a bad input is one line and exit 1, with nothing left installed."""
+sides; or the database's own under a setting (--setting), with the share of hits both return; a
+bad input is one line and exit 1 (a malformed option: argparse's exit 2), with nothing left
+installed."""
 
 from __future__ import annotations
 
@@ -52,6 +54,22 @@ def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
         out = capsys.readouterr().out
         assert out.count(f"{SCOPE}") == 8 and ", against " in out and "checkout" not in out
 
+        # The database's functions under a setting: rows may differ, each line says how many agree.
+        assert recall_ab.main([url, str(lme), SCOPE, "--messages", "2", "--setting", "pgmem.word_weight=0"]) == 0
+        out = capsys.readouterr().out
+        agree = [float(line.split(", same hits ")[1].split(" ")[0]) for line in out.splitlines()[1:]]
+        assert len(agree) == 8 and all(0 <= x <= 1 for x in agree) and ", setting " in out
+        assert _ab_functions(url) == 0
+        for argv in (
+            ["--setting", "word_weight=0"],
+            ["--setting", "pgmem.word_weight"],
+            ["--setting", "pgmem.x=1", "--against", url],
+        ):
+            with pytest.raises(SystemExit) as exc:
+                recall_ab.main([url, str(lme), SCOPE, *argv])
+            assert exc.value.code == 2
+            assert "--setting" in capsys.readouterr().err
+
         missing = with_database(url, "pgmem_no_such_database")
         bad = {
             "a second database that is not there": [url, str(lme), SCOPE, "--against", missing],
@@ -59,6 +77,7 @@ def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
             "a folder without long messages": [url, str(write_lme(tmp_path / "short")), SCOPE],
             "a scope without 8 pieces": [url, str(lme), "no-such-scope"],
             "a database that is not there": [missing, str(lme), SCOPE],
+            "a setting the functions refuse": [url, str(lme), SCOPE, "--setting", "pgmem.word_weight=-1"],
         }
         for what, argv in bad.items():
             assert recall_ab.main(argv) == 1, what

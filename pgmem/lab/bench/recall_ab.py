@@ -1,7 +1,7 @@
 """The checkout's recall functions against the database's, side by side (a benchmark, not a test).
 
     python -m pgmem.lab.bench.recall_ab URL LONGMEMEVAL_DIR SCOPE [SCOPE ...] [--messages 20]
-                                        [--against URL2]
+                                        [--against URL2 | --setting pgmem.NAME=VALUE ...]
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
@@ -17,7 +17,11 @@ same rows; database-side medians, one line per scope, place, parts and mode.
 With --against, nothing is installed: the second side is URL2's own functions, on its own
 store (a copy of URL's database migrated to a later revision, say, to measure a change of
 storage: `CREATE DATABASE b TEMPLATE a`, then `DATABASE_URL=... pgmem migrate`). The part
-vectors are drawn from URL's pieces; both stores must hold the same pieces."""
+vectors are drawn from URL's pieces; both stores must hold the same pieces.
+
+With --setting, nothing is installed either: the second side is the database's own functions
+on a second connection with those pgmem.* settings (a cap, say). Its rows may differ; each line
+then gives the share of the first side's (part, piece) hits the second side returned too."""
 
 from __future__ import annotations
 
@@ -87,14 +91,20 @@ def _vectors(
 
 
 def run(
-    url: str, text: Path, scopes: list[str], *, messages: int, against: str | None = None
+    url: str,
+    text: Path,
+    scopes: list[str],
+    *,
+    messages: int,
+    against: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> list[dict[str, object]]:
     pool = TextPool.from_longmemeval(text)
     out: list[dict[str, object]] = []
-    sides = SIDES if against is None else ("database", "against")
+    sides = ("database", "against") if against else ("database", "setting") if settings else SIDES
     with contextlib.ExitStack() as stack:
         admin = stack.enter_context(psycopg.connect(url, autocommit=True))
-        if against is None:
+        if sides == SIDES:
             dims = admin.execute("SELECT vector_dims(embedding) FROM pgmem.piece LIMIT 1").fetchone()
             params = InstallParams(int(str(dims[0])) if dims else 384, 1024)
             for create in _checkout_functions(params):
@@ -106,11 +116,17 @@ def run(
                 admin.execute(f"GRANT EXECUTE ON FUNCTION pgmem.{fn}_ab TO pgmem_app")
         app = stack.enter_context(app_connection(admin))
         calls = {sides[0]: (app, "memory_recall")}
-        if against is None:
-            calls[sides[1]] = (app, "memory_recall_ab")
-        else:
+        if against is not None:
             other = stack.enter_context(psycopg.connect(against, autocommit=True))
             calls[sides[1]] = (stack.enter_context(app_connection(other)), "memory_recall")
+        elif settings:
+            tuned = stack.enter_context(app_connection(admin))
+            for name, value in settings.items():
+                tuned.execute("SELECT set_config(%s, %s, false)", (name, value))
+            tuned.commit()
+            calls[sides[1]] = (tuned, "memory_recall")
+        else:
+            calls[sides[1]] = (app, "memory_recall_ab")
         for scope in scopes:
             ids = [
                 int(str(r[0]))
@@ -124,6 +140,7 @@ def run(
             for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
                 rng = np.random.default_rng(parts)
                 times: dict[str, list[float]] = {s: [] for s in sides}
+                same = hits = 0
                 for i in range(messages + 1):
                     args = (scope, _vectors(admin, scope, ids, parts, rng), pool.message(parts, rng), mode, thread)
                     found = []
@@ -138,8 +155,12 @@ def run(
                         if i:  # the first message warms the caches
                             times[side].append(db_ms)
                         found.append(sorted(rows))
-                    if found[0] != found[1]:
+                    if found[0] != found[1] and not settings:
                         raise RuntimeError(f"{scope}, {thread}, {mode}, message {i}: different rows")
+                    if i:
+                        by_side = dict(zip(sides if i % 2 == 0 else sides[::-1], found, strict=True))
+                        base, other_hits = ({(r[0], r[2]) for r in by_side[s]} for s in sides)
+                        same, hits = same + len(base & other_hits), hits + len(base)
                 p50 = {s: round(statistics.median(v), 2) for s, v in times.items()}
                 out.append(
                     {
@@ -150,6 +171,7 @@ def run(
                         "messages": messages,
                         "p50_ms": p50,
                         f"{sides[1]}_vs_database": round(p50[sides[1]] / p50["database"], 3),
+                        "same_hits": round(same / hits, 3) if hits else None,
                         "load_average": round(os.getloadavg()[0], 1),
                     }
                 )
@@ -168,21 +190,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("scopes", nargs="+")
     p.add_argument("--messages", type=int, default=20)
     p.add_argument("--against", metavar="URL2", help="compare with URL2's own functions and store instead")
+    p.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="pgmem.NAME=VALUE",
+        help="compare with the database's functions under these settings instead (repeatable)",
+    )
     a = p.parse_args(argv)
     if a.messages < 1:
         p.error(f"--messages must be at least 1, got {a.messages}")
+    settings = {}
+    for item in a.setting:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"pgmem\.[a-z_]+", name):
+            p.error(f"--setting expects pgmem.NAME=VALUE, got {item!r}")
+        settings[name] = value
+    if settings and a.against:
+        p.error("--setting and --against are two different comparisons: give one")
     try:
-        results = run(a.url, a.text, a.scopes, messages=a.messages, against=a.against)
+        results = run(a.url, a.text, a.scopes, messages=a.messages, against=a.against, settings=settings)
     except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
         print(
             f"recall_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
             file=sys.stderr,
         )
         return 1
-    second = "checkout" if a.against is None else "against"
+    second = "against" if a.against else "setting" if settings else "checkout"
     print(
         "memory_recall as a pgmem_app login, database p50 ms of "
-        + ("the database's functions and the checkout's" if a.against is None else "URL's and URL2's (against)")
+        + (
+            "URL's and URL2's (against)"
+            if a.against
+            else f"the database's functions without and with {', '.join(a.setting)} (setting)"
+            if settings
+            else "the database's functions and the checkout's"
+        )
     )
     for r in results:
         p50 = r["p50_ms"]
@@ -190,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f", thread {r['thread']}" if r["thread"] else ""
         print(
             f"{r['scope']}{where}, {r['parts']} part(s), {r['mode']}, {r['messages']} messages: "
-            f"database {p50['database']} ms, {second} {p50[second]} ms, ratio {r[f'{second}_vs_database']} "
-            f"(load average {r['load_average']})"
+            f"database {p50['database']} ms, {second} {p50[second]} ms, ratio {r[f'{second}_vs_database']}"
+            + (f", same hits {r['same_hits']}" if settings else "")
+            + f" (load average {r['load_average']})"
         )
     return 0
 

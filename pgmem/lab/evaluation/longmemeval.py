@@ -12,7 +12,9 @@ first N would be biased).
 `haystack="pooled"` stores every question's turns (each question its own thread) in one
 scope and searches that whole scope for each question: on `oracle/` that is 236 questions
 over 2,581 turns of other people's on-topic chats, a harder and far larger test of many
-distractors than `s/` (12 questions over 42-55 sessions each).
+distractors than `s/` (12 questions over 42-55 sessions each). `filler=DIR` adds the haystacks
+of another folder's questions to that store (`filler_questions`), never scored: with `s/`, a
+store three times as large, where a word in 1% of the pieces is in a few hundred of them.
 """
 
 from __future__ import annotations
@@ -275,6 +277,28 @@ def load_question(path: Path) -> Question | None:
         session_gold,
         asked,
     )
+
+
+def filler_questions(path: Path) -> list[Question]:
+    """The haystacks of a folder's questions as threads of their own ("filler:<id>"), to be
+    stored beside a pooled haystack and never scored: without their answer sessions or any
+    turn holding evidence, so that no filler turn answers a question (`s/` holds the oracle
+    questions' own evidence among its filler)."""
+    out = []
+    for q in load_dir(path):
+        thread = f"filler:{q.qid}"
+        keep = [
+            i
+            for i in range(len(q.turns))
+            if i not in q.gold and (q.sessions[i] if q.sessions else -1) not in q.session_gold
+        ]
+        index = {i: j for j, i in enumerate(keep)}
+        turns = [Turn(t.scope, thread, index[i], t.time, t.messages) for i, t in ((i, q.turns[i]) for i in keep)]
+        if turns:
+            sessions = tuple(q.sessions[i] for i in keep) if q.sessions else ()
+            user = frozenset(index[i] for i in q.user_turns if i in index)
+            out.append(Question(thread, "filler", q.question, turns, frozenset(), sessions, user))
+    return out
 
 
 def load_dir(path: Path, *, limit: int | None = None, seed: int = 0) -> list[Question]:
@@ -543,6 +567,7 @@ def run(
     floor_head: int | None = None,
     window_head: int | None = None,
     types: Sequence[str] | None = None,
+    filler: str | None = None,
     **_: object,
 ) -> dict[str, Any]:
     """Run every method on the folder's questions; the JSON object of the issue. `compare`:
@@ -560,7 +585,9 @@ def run(
     `word_postings_cap`: the pgmem.* settings of the same names
     (None: the defaults, the model's where the registry holds them); `floor`: the floor of
     top1_above_floor and unrelated_empty (None: the model's, `floor_for`); `types`: score only
-    questions of these types (a pooled haystack still holds every question's turns)."""
+    questions of these types (a pooled haystack still holds every question's turns); `filler`:
+    a folder of LongMemEval questions whose haystacks the pooled store holds too
+    (`filler_questions`)."""
     check_split(split)
     check_methods(methods)
     check_query(query)
@@ -570,9 +597,14 @@ def run(
         raise InputError(f"haystack must be one of {HAYSTACKS}, got {haystack!r}")
     questions = load_dir(path, limit=limit, seed=seed)
     progress(f"longmemeval: {len(questions)} questions, {sum(len(q.turns) for q in questions)} turns")
-    pool = [t for q in questions for t in q.turns]
     if haystack == "pooled" and len({q.thread for q in questions}) < len(questions):
         raise InputError("haystack=pooled needs each question in its own thread (distinct question ids)")
+    if filler is not None and haystack != "pooled":
+        raise InputError("filler is stored beside a pooled haystack: give haystack=pooled too")
+    extra = filler_questions(Path(str(filler))) if filler is not None else []
+    if extra:
+        progress(f"longmemeval: filler of {len(extra)} haystacks, {sum(len(q.turns) for q in extra)} turns")
+    pool = [t for q in [*questions, *extra] for t in q.turns]
     if isinstance(types, str):
         types = [types]
     scored = [q for q in questions if in_split(q.qid, split) and (types is None or q.qtype in types)]
@@ -619,7 +651,7 @@ def run(
             label=label,
             short_turns=short_turns,
             context=context,
-            levels=levels(questions, scored),
+            levels=levels([*questions, *extra], scored),
             times=times,
             types=[q.qtype for q in scored],
             latest=[latest_gold(q) for q in scored],
