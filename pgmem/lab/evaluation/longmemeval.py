@@ -14,7 +14,7 @@ scope and searches that whole scope for each question: on `oracle/` that is 236 
 over 2,581 turns of other people's on-topic chats, a harder and far larger test of many
 distractors than `s/` (12 questions over 42-55 sessions each). `filler=DIR` adds the haystacks
 of another folder's questions to that store (`filler_questions`), never scored: with `s/`, a
-store three times as large, where a word in 1% of the pieces is in a few hundred of them.
+store twice as large (17,466 pieces against 8,768), the largest labelled store here.
 """
 
 from __future__ import annotations
