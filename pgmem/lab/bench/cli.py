@@ -48,7 +48,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, help="also write the JSON results to this file")
     p.add_argument("--db", help="database name on the server (default pgmem_bench_<size>)")
     p.add_argument("--reuse", action="store_true", help="measure an already loaded --db (skip the load)")
-    p.add_argument("--keep", action="store_true", help="keep the database afterwards (default: drop it)")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the database this run loaded (default: drop it; a --reuse database is always kept)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="loader connections (disjoint scopes)")
     p.add_argument("--min-pieces", type=int, default=5000, help="scopes at or above this get a partial ANN index")
     p.add_argument("--method", choices=("hnsw", "ivfflat"), default="hnsw")
@@ -157,7 +161,8 @@ def _bench(args: argparse.Namespace) -> int:
             }
             results["server_memory"] = server_memory(conn)
     finally:
-        if not args.keep:
+        # Only what this run loaded: a --reuse store took its own run to load (40 minutes for 1m).
+        if not args.keep and not args.reuse:
             with psycopg.connect(admin, autocommit=True) as c:
                 c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     if args.out:

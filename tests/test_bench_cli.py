@@ -1,0 +1,39 @@
+"""`pgmem bench` drops only a store it loaded itself: `--reuse` measures a database loaded by
+an earlier run (the 1m store takes about 40 minutes to load), which every run without `--keep`
+used to drop at its end, even one that failed."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgmem import cli
+from pgmem.db import with_database
+
+
+def _exists(server: str, name: str) -> bool:
+    with psycopg.connect(server, autocommit=True) as c:
+        return c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def test_a_reused_store_is_never_dropped(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = with_database(db_url, "postgres")
+    name = f"pgmem_bench_reuse_{os.getpid()}"
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    monkeypatch.setenv("DATABASE_URL", server)
+    try:
+        # A database that holds no store: the run fails in one line, and the database stays.
+        assert cli.main(["bench", "--size", "tiny", "--reuse", "--db", name, "--skip-writes"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pgmem migrate" in err and "Traceback" not in err
+        assert _exists(server, name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as c:
+            c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
