@@ -1,6 +1,7 @@
 """`pgmem bench` drops only a store it loaded itself: `--reuse` measures a database loaded by
 an earlier run (the 1m store takes about 40 minutes to load), which every run without `--keep`
-used to drop at its end, even one that failed."""
+used to drop at its end, even one that failed. And its server memory figure survives a
+connection closing while it reads the server's processes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from psycopg import sql
 
 from pgmem import cli
 from pgmem.db import with_database
+from pgmem.lab.bench import measure
 
 
 def _exists(server: str, name: str) -> bool:
@@ -37,3 +39,15 @@ def test_a_reused_store_is_never_dropped(
     finally:
         with psycopg.connect(server, autocommit=True) as c:
             c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_server_memory_survives_a_process_ending_meanwhile(
+    admin_conn: psycopg.Connection[tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("a remote server's processes are not this machine's")
+    # A pid listed in /proc that is gone when its status is read (a connection that closed).
+    listed = [*measure._all_pids(), max(measure._all_pids()) + 10_000_000]
+    monkeypatch.setattr(measure, "_all_pids", lambda: listed)
+    out = measure.server_memory(admin_conn)
+    assert out["server_pss_mb"] is not None and out["server_pss_mb"] > 0 and out["server_processes"] >= 2

@@ -483,8 +483,12 @@ def render(r: dict[str, Any]) -> str:
         )
     out.append("")
     out.append(
-        f"server: PSS {m.get('server_pss_mb')} MB over {m.get('server_processes')} processes · "
-        f"shared_buffers {m['shared_buffers']} · work_mem {m['work_mem']} · "
+        (
+            f"server: PSS {m['server_pss_mb']} MB over {m.get('server_processes')} processes · "
+            if m.get("server_pss_mb") is not None
+            else "server: PSS unknown (a remote server, or /proc unreadable) · "
+        )
+        + f"shared_buffers {m['shared_buffers']} · work_mem {m['work_mem']} · "
         f"effective_cache_size {m['effective_cache_size']}"
     )
     return "\n".join(out)

@@ -214,7 +214,7 @@ def server_memory(conn: Conn) -> dict[str, Any]:
     backend = int(str(row[0])) if row else 0
     try:
         postmaster = _ppid(backend)
-        pids = [postmaster] + [p for p in _all_pids() if _ppid(p) == postmaster]
+        pids = [postmaster] + [p for p in _all_pids() if _parent_is(p, postmaster)]
         out["server_pss_mb"] = round(sum(_pss_kb(p) for p in pids) / 1024, 1)
         out["server_processes"] = len(pids)
     except OSError:
@@ -224,6 +224,15 @@ def server_memory(conn: Conn) -> dict[str, Any]:
 
 def _all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _parent_is(pid: int, parent: int) -> bool:
+    """Whether pid's parent is `parent`; False for a process that ended since /proc was listed
+    (a backend of another connection: reading its status then failed the whole measurement)."""
+    try:
+        return _ppid(pid) == parent
+    except OSError:
+        return False
 
 
 def _ppid(pid: int) -> int:
