@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from pgmem.db import connect, with_database
+from pgmem.db import connect, scoped, with_database
 from pgmem.lab.bench import recall_ab, write_cost
+from pgmem.lab.bench.load import PUT_DOCUMENT, _document_params
+from pgmem.lab.bench.synth import Document
 from pgmem.lab.bench.writes import put_turns
 from pgmem.lab.evaluation.common import temporary_database
 from pgmem.sqlfiles import InstallParams
@@ -42,23 +45,33 @@ def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
         with connect(url) as conn:
             conn.autocommit = True
             put_turns(conn, write_cost._turns(4, 0)[SCOPE])
+            # A document of 8 units in the same scope: document_search runs too.
+            rng = np.random.default_rng(0)
+            vecs = rng.normal(size=(8, 384)).astype(np.float32)
+            bodies = [f"Section {k}: the blue crate number {k} went to the attic." for k in range(8)]
+            doc = Document(SCOPE, "doc-1", vecs / np.linalg.norm(vecs, axis=1, keepdims=True), bodies,
+                           list(range(8)), [(0, len(b)) for b in bodies], [f"doc-1 / Section {k}" for k in range(8)],
+                           bodies)  # fmt: skip
+            with scoped(conn, SCOPE):
+                conn.execute(PUT_DOCUMENT, _document_params(doc))
 
-        # The checkout's functions beside the database's: a line per place, parts and mode.
+        # The checkout's functions beside the database's: a line per place, parts and mode, and
+        # document search's two.
         assert recall_ab.main([url, str(lme), SCOPE, "--messages", "1"]) == 0
         out = capsys.readouterr().out
-        assert out.count(f"{SCOPE}") == 8 and out.count(", checkout ") == 8
+        assert out.count(f"{SCOPE}") == 10 and out.count(", checkout ") == 10 and out.count(", documents, ") == 2
         assert _ab_functions(url) == 0
 
         # Against a second database (here the same one): its own functions, nothing installed.
         assert recall_ab.main([url, str(lme), SCOPE, "--messages", "1", "--against", url]) == 0
         out = capsys.readouterr().out
-        assert out.count(f"{SCOPE}") == 8 and ", against " in out and "checkout" not in out
+        assert out.count(f"{SCOPE}") == 10 and ", against " in out and "checkout" not in out
 
         # The database's functions under a setting: rows may differ, each line says how many agree.
         assert recall_ab.main([url, str(lme), SCOPE, "--messages", "2", "--setting", "pgmem.word_weight=0"]) == 0
         out = capsys.readouterr().out
         agree = [float(line.split(", same hits ")[1].split(" ")[0]) for line in out.splitlines()[1:]]
-        assert len(agree) == 8 and all(0 <= x <= 1 for x in agree) and ", setting " in out
+        assert len(agree) == 10 and all(0 <= x <= 1 for x in agree) and ", setting " in out
         assert _ab_functions(url) == 0
         for argv in (
             ["--setting", "word_weight=0"],

@@ -247,6 +247,10 @@ CREATE OR REPLACE FUNCTION pgmem.document_search(
 ) RETURNS SETOF pgmem.document_hit
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- Planned once a connection, as memory_recall (0031): its fusion is one grouping of the two
+-- rankings' rows, whose plan fits every size. Planned with each call's values it took 1.1 to
+-- 3.4 times as long, the same rows (docs/bench/recall-ab-0032.txt).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -293,12 +297,17 @@ BEGIN
     ), fused AS (
         -- As in memory_recall: a word rank counts word_weight times a vector rank for a unit the
         -- vector side found too, and at most once for a unit only the word side found.
-        SELECT coalesce(v.part_no, w.part_no) AS part_no, coalesce(v.piece_id, w.piece_id) AS piece_id,
-               coalesce(v.dist, w.dist) AS dist,
-               coalesce(1.0 / (rrf_k + v.vrank), 0)
-               + (CASE WHEN v.piece_id IS NULL THEN least(word_weight, 1.0) ELSE word_weight END)
-                 * coalesce(1.0 / (rrf_k + w.wrank), 0) AS rrf
-          FROM vec v FULL JOIN word w ON v.part_no = w.part_no AND v.piece_id = w.piece_id
+        SELECT k.part_no, k.piece_id, coalesce(k.vdist, k.wdist) AS dist,
+               coalesce(1.0 / (rrf_k + k.vrank), 0)
+               + (CASE WHEN k.vrank IS NULL THEN least(word_weight, 1.0) ELSE word_weight END)
+                 * coalesce(1.0 / (rrf_k + k.wrank), 0) AS rrf
+          FROM (SELECT u.part_no, u.piece_id,
+                       min(u.dist) FILTER (WHERE u.src = 1) AS vdist, min(u.r) FILTER (WHERE u.src = 1) AS vrank,
+                       min(u.dist) FILTER (WHERE u.src = 2) AS wdist, min(u.r) FILTER (WHERE u.src = 2) AS wrank
+                  FROM (SELECT v.part_no, v.piece_id, v.dist, v.vrank AS r, 1 AS src FROM vec v
+                        UNION ALL
+                        SELECT w.part_no, w.piece_id, w.dist, w.wrank, 2 FROM word w) u
+                 GROUP BY u.part_no, u.piece_id) k
     ), c AS (
         SELECT f.part_no, f.piece_id, p.chunk_id, p.unit_kind, p.span_start, p.span_end, f.dist, f.rrf
           FROM fused f JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = f.piece_id

@@ -5,14 +5,17 @@
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
-`_memory_candidates`, `_window_candidates`, `empty_recall_reason`: sql/idempotent/030_recall.sql)
+`_memory_candidates`, `_window_candidates`, `empty_recall_reason`: sql/idempotent/030_recall.sql;
+`document_search`: 040_documents.sql)
 are installed beside the database's under the suffix `_ab` (each calling the checkout's others),
 and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split of its
 long messages for 8; part vectors near stored pieces, chosen by a seeded generator) runs through
 both, scope-wide and in thread t0, as a login member of pgmem_app, in hybrid and vector mode,
 alternating which goes first, each call followed by the same call with exact => true (untimed,
-as `pgmem bench` checks recall: a service's connection runs both kinds). Both must return the
-same rows; database-side medians, one line per scope, place, parts and mode.
+as `pgmem bench` checks recall: a service's connection runs both kinds). On a scope holding at
+least 8 document units, 1- and 8-part messages (vectors near its units) also run through
+`document_search` in hybrid mode (lines marked `documents`). Both must return the same rows;
+database-side medians, one line per scope, place, parts and mode.
 
 With --against, nothing is installed: the second side is URL2's own functions, on its own
 store (a copy of URL's database migrated to a later revision, say, to measure a change of
@@ -50,19 +53,25 @@ FUNCTIONS = (
     "_word_postings",
     "word_candidates",
     "memory_recall",
+    "document_search",
 )
+#: Where each function is defined (sql/idempotent).
+FILES = {"document_search": "040_documents.sql"}
 SQL = """SELECT part_no, rank, piece_id, cosine, word_rank FROM pgmem.{fn}(
     scope => %s, part_vectors => %s::vector[], part_texts => %s::text[], x => 5, floor => 0.3,
     mode => %s, thread => %s, exact => %s)"""
+#: Document search (040_documents.sql), on a scope holding document units: same messages.
+DOC_SQL = """SELECT part_no, rank, piece_id, cosine, chunk_id FROM pgmem.{fn}(
+    scope => %s, part_vectors => %s::vector[], part_texts => %s::text[], x => 5, floor => 0.3, mode => %s)"""
 SIDES = ("database", "checkout")
 
 
 def _checkout_functions(params: InstallParams) -> list[str]:
     """The checkout's CREATE statements of FUNCTIONS, renamed with the suffix _ab."""
-    path = next(p for p in idempotent_files() if p.name == "030_recall.sql")
-    text = render(path.read_text(encoding="utf-8"), params)
+    texts = {p.name: render(p.read_text(encoding="utf-8"), params) for p in idempotent_files()}
     out = []
     for fn in FUNCTIONS:
+        text = texts[FILES.get(fn, "030_recall.sql")]
         start = text.index(f"CREATE OR REPLACE FUNCTION pgmem.{fn}(")
         body = text[start : text.index("\n$$;", start) + 4]
         for name in FUNCTIONS:
@@ -115,43 +124,58 @@ def run(
                 admin.execute(f"ALTER FUNCTION pgmem.{fn}_ab OWNER TO pgmem_owner")
                 admin.execute(f"GRANT EXECUTE ON FUNCTION pgmem.{fn}_ab TO pgmem_app")
         app = stack.enter_context(app_connection(admin))
-        calls = {sides[0]: (app, "memory_recall")}
+        # Each side: its connection and the suffix of its functions' names.
+        calls = {sides[0]: (app, "")}
         if against is not None:
             other = stack.enter_context(psycopg.connect(against, autocommit=True))
-            calls[sides[1]] = (stack.enter_context(app_connection(other)), "memory_recall")
+            calls[sides[1]] = (stack.enter_context(app_connection(other)), "")
         elif settings:
             tuned = stack.enter_context(app_connection(admin))
             for name, value in settings.items():
                 tuned.execute("SELECT set_config(%s, %s, false)", (name, value))
             tuned.commit()
-            calls[sides[1]] = (tuned, "memory_recall")
+            calls[sides[1]] = (tuned, "")
         else:
-            calls[sides[1]] = (app, "memory_recall_ab")
+            calls[sides[1]] = (app, "_ab")
         for scope in scopes:
-            ids = [
-                int(str(r[0]))
-                for r in admin.execute(
-                    "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' ORDER BY 1",
-                    (scope,),
-                ).fetchall()
-            ]
-            if len(ids) < 8:
-                raise ValueError(f"scope {scope!r} has {len(ids)} memory pieces; an 8-part message needs 8")
-            for thread, parts, mode in itertools.product((None, "t0"), (1, 8), ("hybrid", "vector")):
+            ids = {
+                kind: [
+                    int(str(r[0]))
+                    for r in admin.execute(
+                        "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND kind = %s ORDER BY 1", (scope, kind)
+                    ).fetchall()
+                ]
+                for kind in ("memory", "document")
+            }
+            if len(ids["memory"]) < 8:
+                raise ValueError(f"scope {scope!r} has {len(ids['memory'])} memory pieces; an 8-part message needs 8")
+            # (thread, parts, mode): memory_recall's cases, then document_search's (hybrid, the
+            # default) on a scope with at least 8 document units.
+            cases = [*itertools.product((None, "t0"), (1, 8), ("hybrid", "vector"))]
+            if len(ids["document"]) >= 8:
+                cases += [(None, 1, "documents"), (None, 8, "documents")]
+            for thread, parts, mode in cases:
+                docs = mode == "documents"
                 rng = np.random.default_rng(parts)
                 times: dict[str, list[float]] = {s: [] for s in sides}
                 same = hits = 0
                 for i in range(messages + 1):
-                    args = (scope, _vectors(admin, scope, ids, parts, rng), pool.message(parts, rng), mode, thread)
+                    vecs = _vectors(admin, scope, ids["document" if docs else "memory"], parts, rng)
+                    args = (scope, vecs, pool.message(parts, rng), "hybrid" if docs else mode)
                     found = []
                     for side in sides if i % 2 == 0 else sides[::-1]:
-                        conn, fn = calls[side]
+                        conn, suffix = calls[side]
+                        call: tuple[object, ...] = args if docs else (*args, thread, False)
+                        sql_text = (DOC_SQL if docs else SQL).format(
+                            fn=("document_search" if docs else "memory_recall") + suffix
+                        )
                         with scoped(conn, scope):
-                            rows, db_ms, _ = timed_query(conn, SQL.format(fn=fn), (*args, False))
-                        # Then exactly, untimed, as pgmem bench checks recall: a service's
-                        # connection runs both kinds of search.
-                        with scoped(conn, scope):
-                            conn.execute(SQL.format(fn=fn), (*args, True)).fetchall()
+                            rows, db_ms, _ = timed_query(conn, sql_text, call)
+                        if not docs:
+                            # Then exactly, untimed, as pgmem bench checks recall: a service's
+                            # connection runs both kinds of search.
+                            with scoped(conn, scope):
+                                conn.execute(sql_text, (*args, thread, True)).fetchall()
                         if i:  # the first message warms the caches
                             times[side].append(db_ms)
                         found.append(sorted(rows))
