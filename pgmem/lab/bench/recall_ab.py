@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     second = "against" if a.against else "setting" if settings else "checkout"
     print(
-        "memory_recall as a pgmem_app login, database p50 ms of "
+        "memory_recall and document_search as a pgmem_app login, database p50 ms of "
         + (
             "URL's and URL2's (against)"
             if a.against

@@ -293,7 +293,7 @@ def filler_questions(path: Path) -> list[Question]:
             if i not in q.gold and (q.sessions[i] if q.sessions else -1) not in q.session_gold
         ]
         index = {i: j for j, i in enumerate(keep)}
-        turns = [Turn(t.scope, thread, index[i], t.time, t.messages) for i, t in ((i, q.turns[i]) for i in keep)]
+        turns = [Turn(q.turns[i].scope, thread, j, q.turns[i].time, q.turns[i].messages) for i, j in index.items()]
         if turns:
             sessions = tuple(q.sessions[i] for i in keep) if q.sessions else ()
             user = frozenset(index[i] for i in q.user_turns if i in index)
