@@ -35,7 +35,7 @@ SMALL = "unsampled"
 #: A LOGIN member of pgmem_owner: the login that migrates pgmem and runs index maintenance.
 OWNER_LOGIN = "pgmem_test_sample_maint"
 VOCAB = [f"s{i:03d}q" for i in range(80)]
-PLAN = "SELECT scope_id, plane, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words'"
+PLAN = "SELECT scope_id, plane, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words' AND action = 'sample'"
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:

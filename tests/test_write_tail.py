@@ -105,7 +105,8 @@ def indexed(conn: Conn, admin_conn: Conn) -> int:
     made = admin_conn.execute(
         "SELECT action FROM pgmem.index_large_scopes(min_pieces => 2000, m => 16, ef_construction => 64)"
     ).fetchall()
-    assert made == [("create",), ("sample",)]  # the index, and the word side's sample (pgmem.word_sample)
+    # The index, the word side's folded postings (pgmem.word_fold) and its sample (pgmem.word_sample).
+    assert made == [("create",), ("postings",), ("sample",)]
     through = _through(admin_conn)
     last = admin_conn.execute("SELECT max(piece_id) FROM pgmem.piece WHERE scope_id = %s", (SCOPE,)).fetchone()
     assert last is not None and through == int(str(last[0]))
@@ -168,7 +169,10 @@ def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> 
     rng = np.random.default_rng(3)
     _put_turn(conn, 100, _unit(rng, 150))
     ids, vecs = _stored(admin_conn, 100)
-    plan = "SELECT action, ddl FROM pgmem.scope_index_plan(2000, m => 16, ef_construction => 64, max_tail => %s)"
+    plan = (
+        "SELECT action, ddl FROM pgmem.scope_index_plan(2000, m => 16, ef_construction => 64, max_tail => %s)"
+        " WHERE plane = 'piece'"
+    )
     assert admin_conn.execute(plan, (151,)).fetchall() == []  # below max_tail: nothing to do
     steps = admin_conn.execute(plan, (150,)).fetchall()
     assert [s[0] for s in steps] == ["fold"] * 3

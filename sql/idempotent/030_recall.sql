@@ -316,6 +316,154 @@ $$;
 COMMENT ON FUNCTION pgmem.refresh_word_sample(text, text) IS
 'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): stores the word side''s sample of the scope''s pieces of that kind (memory, the default, or document) in pgmem.word_sample, the lexemes in more than 3 of its first 1,000 pieces by id with their counts, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no sample (its row is removed, 0). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose sample is missing or stale (pgmem._word_sample_valid).';
 
+-- The folded postings (pgmem.word_fold, 021): scope-wide, the word side reads one row a lexeme
+-- with its pieces' ids instead of one heap row a piece through the word index (an 8-part message
+-- on an 80,000-piece scope: 155 ms of reads through the index, 20 ms folded). Folded by index
+-- maintenance (pgmem.refresh_word_fold, a row of pgmem.scope_index_plan). The pieces written
+-- since (the tail, piece_id > through) are read directly. A fold holds every piece of its scope
+-- and kind up to its last id while it exists: no piece with a lower id commits after it (the
+-- refresh waits for the scope's writers in flight), and a delete of one of its pieces deletes
+-- it (trigger piece_word_fold_on_delete). Read by pgmem._word_postings and the plan.
+CREATE OR REPLACE FUNCTION pgmem._word_fold(scope text, kind text)
+RETURNS TABLE (through bigint, pieces bigint, cap bigint, tail bigint, max_tail bigint)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT h.through, h.pieces, h.cap, t.n, m.max_tail
+      FROM pgmem.word_fold_head h
+     -- The tail is read directly: about 18 us a piece, against the index's 38 us a word on a
+     -- 2,000-piece scope and 1.5 ms on an 80,000-piece one.
+     CROSS JOIN LATERAL (SELECT greatest(100, h.pieces / 50) AS max_tail) m
+     CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
+             SELECT 1 FROM pgmem.piece_word p
+              WHERE p.scope_id = h.scope_id AND p.piece_id > h.through AND p.kind = h.kind
+              LIMIT m.max_tail + 1) x) t
+     WHERE h.scope_id = _word_fold.scope AND h.kind = _word_fold.kind
+$$;
+COMMENT ON FUNCTION pgmem._word_fold(text, text) IS
+'The folded postings of the scope''s pieces of that kind (pgmem.word_fold_head), when there are: through, pieces, cap, and the tail (pieces of that kind written since, counted up to max_tail + 1) with max_tail, the most the word side reads directly (100, or a fiftieth of the fold). No row when there is no fold (none was made, or a piece of it was deleted).';
+
+-- A forget of a folded piece deletes the fold of its scope (both kinds): the forgotten pieces'
+-- words are not kept in it, and the word side reads the word index until the next refresh.
+-- The scope's fold lock (shared) first: a refresh running meanwhile is waited for and its
+-- fold deleted too.
+CREATE OR REPLACE FUNCTION pgmem._word_fold_forget()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    r record;
+    k record;
+BEGIN
+    FOR r IN SELECT g.scope_id, min(g.piece_id) AS first_id FROM gone g GROUP BY g.scope_id ORDER BY g.scope_id LOOP
+        PERFORM pg_advisory_xact_lock_shared(pgmem._word_fold_lock(r.scope_id));
+        DELETE FROM pgmem.word_fold_head h WHERE h.scope_id = r.scope_id AND h.through >= r.first_id;
+        -- Under REPEATABLE READ or SERIALIZABLE a fold committed after the transaction's snapshot
+        -- is not seen by the DELETE: inserting its key meets it, and that is a serialization
+        -- failure (40001: the transaction runs again, pgmem's retries). A key that meets none is
+        -- removed at once.
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            FOR k IN SELECT DISTINCT g.kind FROM gone g WHERE g.scope_id = r.scope_id LOOP
+                INSERT INTO pgmem.word_fold_head AS h (scope_id, kind, through, pieces, cap)
+                VALUES (r.scope_id, k.kind, -1, 0, 0) ON CONFLICT (scope_id, kind) DO NOTHING;
+                DELETE FROM pgmem.word_fold_head h WHERE h.scope_id = r.scope_id AND h.kind = k.kind AND h.through = -1;
+            END LOOP;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgmem._word_fold_forget() IS
+'Trigger function: after pieces are deleted, deletes the folded postings (pgmem.word_fold_head, and its rows) of their scope that held any of them, under the scope''s fold lock (shared; pgmem.refresh_word_fold holds it exclusively).';
+CREATE OR REPLACE TRIGGER piece_word_fold_on_delete AFTER DELETE ON pgmem.piece
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pgmem._word_fold_forget();
+COMMENT ON TRIGGER piece_word_fold_on_delete ON pgmem.piece IS
+'Deletes the folded postings that held a deleted piece (pgmem._word_fold_forget).';
+
+-- The advisory lock key of a scope's folded postings.
+CREATE OR REPLACE FUNCTION pgmem._word_fold_lock(scope text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT (x'70676d66'::bigint << 32) | (hashtext(scope)::bigint & x'ffffffff'::bigint)
+$$;
+COMMENT ON FUNCTION pgmem._word_fold_lock(text) IS
+'The advisory lock of a scope''s folded postings: held exclusively by pgmem.refresh_word_fold, shared by a delete of the scope''s pieces (trigger piece_word_fold_on_delete).';
+
+CREATE OR REPLACE FUNCTION pgmem.refresh_word_fold(scope text, kind text DEFAULT 'memory')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    prior text := current_setting('pgmem.scope', true);
+    last_id bigint;
+    n bigint;
+    fold_cap bigint;
+    stored integer := 0;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
+        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    -- Maintenance, as pgmem.refresh_word_sample.
+    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
+            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
+        RAISE EXCEPTION 'refresh_word_fold is index maintenance, which % (as %) may not run', session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s rows do (docs/scaling.md, "The folded postings").';
+    END IF;
+    PERFORM set_config('pgmem.scope', scope, true);
+    -- The fold's last piece: the scope's last piece id now, of any kind.
+    SELECT max(p.piece_id) INTO last_id FROM pgmem.piece_word p WHERE p.scope_id = refresh_word_fold.scope;
+    -- A writer that may still commit a lower id holds the scope row FOR SHARE from before it took
+    -- its ids (pgmem.bind_scope_model): waited for here (FOR NO KEY UPDATE, released at once by
+    -- rolling its subtransaction back); a later writer takes higher ids, which are the tail.
+    BEGIN
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = refresh_word_fold.scope FOR NO KEY UPDATE;
+        RAISE EXCEPTION 'released' USING ERRCODE = 'PMWF1';
+    EXCEPTION WHEN SQLSTATE 'PMWF1' THEN
+        NULL;
+    END;
+    -- Lock order (docs/architecture.md): the scope row (KEY SHARE, as the head's foreign key would
+    -- take it), then the scope's fold lock: a delete of its pieces (forget_turn, a replaced turn,
+    -- retention) waits for this transaction and then deletes the fold if it held them.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = refresh_word_fold.scope FOR KEY SHARE;
+    PERFORM pg_advisory_xact_lock(pgmem._word_fold_lock(refresh_word_fold.scope));
+    DELETE FROM pgmem.word_fold_head h WHERE h.scope_id = refresh_word_fold.scope AND h.kind = refresh_word_fold.kind;
+    SELECT count(*) INTO n FROM pgmem.piece_word p
+     WHERE p.scope_id = refresh_word_fold.scope AND p.kind = refresh_word_fold.kind AND p.piece_id <= last_id;
+    -- Only a set of more than 1,000 pieces is folded (a smaller one reads its few postings as
+    -- fast), and only its words in more than 64 of them: a rarer word costs a few heap rows
+    -- through the word index, and those words were a third of the fold's size.
+    IF n > 1000 THEN
+        -- The most pieces a searched word may be in at the default share while the fold is read
+        -- (its tail at most max_tail, pgmem._word_fold): a word in more has its count only.
+        fold_cap := greatest(3, floor(0.1 * least(n + greatest(100, n / 50), 100000)));
+        INSERT INTO pgmem.word_fold_head (scope_id, kind, through, pieces, cap)
+        VALUES (refresh_word_fold.scope, refresh_word_fold.kind, last_id, n, fold_cap);
+        INSERT INTO pgmem.word_fold (scope_id, kind, lexeme, pieces, ids)
+        SELECT refresh_word_fold.scope, refresh_word_fold.kind, x.lex, count(*),
+               CASE WHEN count(*) <= fold_cap THEN array_agg(p.piece_id ORDER BY p.piece_id) END
+          FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(string_to_array(p.lexemes, ' ')) AS x(lex)
+         WHERE p.scope_id = refresh_word_fold.scope AND p.kind = refresh_word_fold.kind AND p.piece_id <= last_id
+         GROUP BY x.lex
+        HAVING count(*) > 64;
+        GET DIAGNOSTICS stored = ROW_COUNT;
+    END IF;
+    PERFORM set_config('pgmem.scope', coalesce(prior, ''), true);
+    RETURN stored;
+END
+$$;
+COMMENT ON FUNCTION pgmem.refresh_word_fold(text, text) IS
+'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 64 of them with their ids, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
+
 -- The words of a whole message at once: the parts of one message share the sample, and a
 -- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of
 -- an 8-part recall's 370 on a 2,000-piece scope, docs/scaling.md).
@@ -354,6 +502,11 @@ DECLARE
     key_prefix text;
     -- Scope-wide, the sample's counts are read from pgmem.word_sample while it is still valid.
     cached boolean := false;
+    -- Scope-wide, the postings are read from their fold (pgmem.word_fold) while it holds the
+    -- scope's pieces and its tail is short: its last piece id, and the most pieces a word of it may be in.
+    folded boolean := false;
+    fold_through bigint;
+    fold_cap bigint;
 BEGIN
     PERFORM pgmem.check_scope(_word_postings.scope);
     IF NOT (cap >= 3) THEN
@@ -377,13 +530,24 @@ BEGIN
     -- scope from a superuser's session that set none.
     key_prefix := (SELECT p.scope_no FROM pgmem.piece_word p WHERE p.scope_id = _word_postings.scope LIMIT 1)::text
                   || left(_word_postings.kind, 1) || '/';
+    -- Setting pgmem.word_fold = off reads every word through the index (the same rows; for
+    -- measuring the fold, recall_ab --setting).
+    IF _word_postings.thread IS NULL AND coalesce(current_setting('pgmem.word_fold', true), '') <> 'off' THEN
+        SELECT f.through, f.cap, least(f.pieces + f.tail, 100000) INTO fold_through, fold_cap, n
+          FROM pgmem._word_fold(_word_postings.scope, _word_postings.kind) f
+         WHERE f.tail <= f.max_tail;
+        folded := FOUND;
+    END IF;
     -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces
-    -- of a larger scope still counts as distinctive at the default share).
-    SELECT count(*) INTO n FROM (
-        SELECT 1 FROM pgmem.piece_word p
-         WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
-           AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
-         LIMIT 100000) c;
+    -- of a larger scope still counts as distinctive at the default share); a valid fold and its
+    -- tail are the same count.
+    IF NOT folded THEN
+        SELECT count(*) INTO n FROM (
+            SELECT 1 FROM pgmem.piece_word p
+             WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
+               AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
+             LIMIT 100000) c;
+    END IF;
     IF n > 1000 AND _word_postings.thread IS NULL THEN
         cached := pgmem._word_sample_valid(_word_postings.scope, _word_postings.kind);
     END IF;
@@ -396,6 +560,8 @@ BEGIN
         lim := cap;
         sample_lim := greatest(3, floor(cap * least(n, 1000) / n));
     END IF;
+    -- A word the fold keeps only the count of may be searched at a share above the default.
+    folded := folded AND lim <= fold_cap;
     -- Each word has its pieces read through the word index, up to lim + 1 of them: the exact
     -- count, and the postings the word side ranks. In a set of more than 1,000 pieces a common
     -- word would cost lim + 1 rows, so every word is first counted in a sample of 1,000
@@ -447,6 +613,21 @@ BEGIN
                                                    LIMIT g.need) c) >= g.need)) AS d
           FROM (SELECT count(*) AS words,
                        ceil(3600 * (n::numeric / greatest(count(*), 1) - 2))::bigint AS need FROM lex) g
+    ), fw AS MATERIALIZED (
+        -- Scope-wide with a valid fold: each word's folded row, if it has one.
+        SELECT r.lex, f.ids, f.lexeme IS NOT NULL AS in_fold
+          FROM rare r
+          LEFT JOIN pgmem.word_fold f ON f.scope_id = _word_postings.scope AND f.kind = _word_postings.kind
+                                     AND f.lexeme = r.lex
+         WHERE folded
+    ), tail AS MATERIALIZED (
+        -- The fold's tail: the pieces written since it, read directly (at most max_tail), for
+        -- the words of the fold.
+        SELECT x.lex, array_agg(p.piece_id ORDER BY p.piece_id) AS ids
+          FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(string_to_array(p.lexemes, ' ')) AS x(lex)
+         WHERE folded AND p.scope_id = _word_postings.scope AND p.piece_id > fold_through
+           AND p.kind = _word_postings.kind AND x.lex IN (SELECT fw.lex FROM fw WHERE fw.in_fold)
+         GROUP BY x.lex
     ), read AS MATERIALIZED (
         -- Through the word index keyed by scope (pgmem.scope_lexemes, piece_word_words_idx): only
         -- this scope's pieces of this kind holding the word are read. The key names the scope and
@@ -465,6 +646,7 @@ BEGIN
                     LIMIT lim + 1) AS ids
           FROM rare r
          WHERE NOT (SELECT dr.d FROM direct dr)
+           AND (NOT folded OR r.lex IN (SELECT fw.lex FROM fw WHERE NOT fw.in_fold))
         UNION ALL
         -- A thread read directly (direct, above): its pieces' words are read once (the same
         -- words and pieces; only the cost differs). The reads of an 8-part message (124 words)
@@ -477,6 +659,14 @@ BEGIN
            AND p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
            AND p.thread_id = _word_postings.thread AND x.lex IN (SELECT r.lex FROM rare r)
          GROUP BY x.lex
+        UNION ALL
+        -- Scope-wide with a valid fold: each folded word's ids and those of its tail (the same
+        -- pieces as through the index). A word the fold has the count of only is in more than
+        -- lim pieces: NULL, dropped below. A word not in the fold (in at most 64 of its pieces,
+        -- or in none) is read through the index, above.
+        SELECT fw.lex, CASE WHEN fw.ids IS NOT NULL THEN fw.ids || coalesce(t.ids, '{}') END
+          FROM fw LEFT JOIN tail t ON t.lex = fw.lex
+         WHERE fw.in_fold
     )
     -- BM25's inverse document frequency: a word in fewer pieces weighs more.
     SELECT x.part_no, d.lex, cardinality(d.ids)::bigint,
