@@ -254,10 +254,15 @@ def test_a_forget_under_repeatable_read_never_misses_a_later_fold(
         with scoped(rr, BIG):
             rr.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', 1)", (BIG,))
         assert _heads(admin_conn) == []
-        # A forget with no fold to meet leaves none behind.
+        # A forget with no fold to meet leaves none behind, and a scope can be forgotten whole.
         with scoped(rr, BIG):
             rr.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', 2)", (BIG,))
         assert _heads(admin_conn) == []
+        _run_plan(owner)
+        with scoped(rr, BIG):
+            rr.execute("SELECT * FROM pgmem.forget_scope(%s)", (BIG,))
+        assert _heads(admin_conn) == []
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = %s", (BIG,)).fetchone() == (0,)
 
 
 def test_refresh_is_maintenance_and_refuses_bad_arguments_in_one_line(

@@ -362,8 +362,9 @@ BEGIN
         -- Under REPEATABLE READ or SERIALIZABLE a fold committed after the transaction's snapshot
         -- is not seen by the DELETE: inserting its key meets it, and that is a serialization
         -- failure (40001: the transaction runs again, pgmem's retries). A key that meets none is
-        -- removed at once.
-        IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- removed at once. A scope being deleted takes its folds with it (foreign key, cascade).
+        IF current_setting('transaction_isolation') <> 'read committed'
+           AND EXISTS (SELECT 1 FROM pgmem.scope s WHERE s.scope_id = r.scope_id) THEN
             FOR k IN SELECT DISTINCT g.kind FROM gone g WHERE g.scope_id = r.scope_id LOOP
                 INSERT INTO pgmem.word_fold_head AS h (scope_id, kind, through, pieces, cap)
                 VALUES (r.scope_id, k.kind, -1, 0, 0) ON CONFLICT (scope_id, kind) DO NOTHING;
