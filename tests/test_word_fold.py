@@ -350,13 +350,11 @@ def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, admin_conn
             ((_, _, through, pieces, cap),) = heads
             stored = _stored_fold(admin_conn, BIG)
             assert stored == _expected_fold(admin_conn, BIG, int(str(through)), int(str(cap)))
-            assert (
-                pieces
-                == admin_conn.execute(
-                    "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' AND piece_id <= %s",
-                    (BIG, through),
-                ).fetchone()[0]
-            )  # type: ignore[index]
+            counted = admin_conn.execute(
+                "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory' AND piece_id <= %s",
+                (BIG, through),
+            ).fetchone()
+            assert counted == (pieces,)
         assert _words(store, BIG, messages) == _words(store, BIG, messages, fold=False)
         _run_plan(owner)
     assert _heads(admin_conn)

@@ -135,10 +135,16 @@ def _bench(args: argparse.Namespace) -> int:
             if args.rebuild_indexes:
                 drop_ann_indexes(conn)
             t0 = time.perf_counter()
+            words: list[dict[str, Any]] = []
             builds = build_indexes(
-                conn, min_pieces=args.min_pieces, method=args.method, maintenance_work_mem=args.maintenance_work_mem
+                conn,
+                min_pieces=args.min_pieces,
+                method=args.method,
+                maintenance_work_mem=args.maintenance_work_mem,
+                words=words,
             )
             results["index_builds"] = [b.__dict__ for b in builds]
+            results["word_maintenance"] = words
             results["index_build_seconds"] = round(time.perf_counter() - t0, 2)
             results["relation_sizes"] = relation_sizes(conn)
             results["ann_index_bytes"] = sum(b.bytes for b in builds) or _ann_bytes(conn)
@@ -407,6 +413,14 @@ def render(r: dict[str, Any]) -> str:
             for b in r["index_builds"]
         )
     )
+    for action in ("postings", "sample"):
+        runs = [w for w in r.get("word_maintenance", []) if w["action"] == action]
+        if runs:
+            big = max(runs, key=lambda w: w["rows"])
+            out.append(
+                f"word side, {action}: {len(runs)} sets in {sum(w['seconds'] for w in runs):.1f} s "
+                f"(largest: {big['scope_id']}, {big['rows']:,} pieces, {big['seconds']:.1f} s)"
+            )
     sizes = r["relation_sizes"]
     out.append("relations: " + ", ".join(f"{k} {_mb(v)}" for k, v in list(sizes.items())[:8]))
     for plane in ("memory", "fact"):
