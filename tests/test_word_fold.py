@@ -1,5 +1,5 @@
 """The word side's folded postings (pgmem.word_fold, migration 0033): index maintenance folds a
-scope's postings, one row a lexeme in more than 64 of its pieces with their ids (a row of
+scope's postings, one row a lexeme in more than 128 of its pieces with their ids (a row of
 pgmem.scope_index_plan, running pgmem.refresh_word_fold); scope-wide, the word side reads those
 rows and the pieces written since (the tail) instead of one heap row a piece through the word
 index. A forget of a folded piece deletes the fold at once. The words and pieces are the same
@@ -39,7 +39,7 @@ PLAN = "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan() WHERE plane =
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
-    # Word i is in about 0.5% + i / 100 of the pieces: words read through the index (in 64
+    # Word i is in about 0.5% + i / 100 of the pieces: words read through the index (in 128
     # pieces or fewer), folded with their ids, and folded with their count only (above the cap).
     return [" ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.005 + i / 100) or VOCAB[0] for _ in range(n)]
 
@@ -67,9 +67,9 @@ def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
 
 @pytest.fixture
 def store(app_conn: Conn) -> Conn:
-    """BIG: 1,150 memory pieces in 5 threads (one piece a turn); SMALL: 40."""
+    """BIG: 2,000 memory pieces in 5 threads (one piece a turn); SMALL: 40."""
     rng = np.random.default_rng(33)
-    turns = [make_turn(BIG, f"t{i % 5}", i // 5, t) for i, t in enumerate(_texts(rng, 1150))]
+    turns = [make_turn(BIG, f"t{i % 5}", i // 5, t) for i, t in enumerate(_texts(rng, 2000))]
     turns += [make_turn(SMALL, "t", i, t) for i, t in enumerate(_texts(rng, 40))]
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
     return app_conn
@@ -140,7 +140,7 @@ def _expected_fold(admin_conn: Conn, scope: str, through: int, cap: int) -> dict
     ).fetchall():
         for lx in str(lexemes).split(" "):
             postings.setdefault(lx, []).append(int(str(piece_id)))
-    return {lx: (len(ids), sorted(ids) if len(ids) <= cap else None) for lx, ids in postings.items() if len(ids) > 64}
+    return {lx: (len(ids), sorted(ids) if len(ids) <= cap else None) for lx, ids in postings.items() if len(ids) > 128}
 
 
 def _stored_fold(admin_conn: Conn, scope: str) -> dict[str, tuple[int, list[int] | None]]:
@@ -159,10 +159,10 @@ def test_the_plan_folds_the_postings_and_the_word_side_reads_them(store: Conn, o
     assert [(s, a) for s, a, _ in owner.execute(PLAN).fetchall()] == [(BIG, "postings")]  # SMALL: 40 pieces
     assert _run_plan(owner) == [BIG]
     assert owner.execute(PLAN).fetchall() == []
-    # What is stored: every lexeme in more than 64 of the pieces, with their ids up to the cap.
+    # What is stored: every lexeme in more than 128 of the pieces, with their ids up to the cap.
     ((scope, kind, through, pieces, cap),) = _heads(admin_conn)
-    assert (scope, kind, pieces, cap) == (BIG, "memory", 1150, 125)
-    expected = _expected_fold(admin_conn, BIG, int(str(through)), 125)
+    assert (scope, kind, pieces, cap) == (BIG, "memory", 2000, 210)
+    expected = _expected_fold(admin_conn, BIG, int(str(through)), 210)
     assert _stored_fold(admin_conn, BIG) == expected
     assert any(ids is None for _, ids in expected.values()) and any(ids for _, ids in expected.values())
     # The word side reads it, as the service's login, and finds the same words and pieces.
@@ -199,7 +199,7 @@ def test_the_tail_is_read_beside_the_fold_and_the_plan_folds_it_in(store: Conn, 
     assert _words(store, BIG, messages) == _words(store, BIG, messages, fold=False)
     assert _run_plan(owner) == [BIG]
     ((_, _, through, pieces, _),) = _heads(admin_conn)
-    assert pieces == 1260 and _stored_fold(admin_conn, BIG) == _expected_fold(admin_conn, BIG, int(str(through)), 136)
+    assert pieces == 2110 and _stored_fold(admin_conn, BIG) == _expected_fold(admin_conn, BIG, int(str(through)), 221)
     assert _words(store, BIG, messages) == _words(store, BIG, messages, fold=False)
 
 

@@ -441,8 +441,9 @@ BEGIN
     SELECT count(*) INTO n FROM pgmem.piece_word p
      WHERE p.scope_id = refresh_word_fold.scope AND p.kind = refresh_word_fold.kind AND p.piece_id <= last_id;
     -- Only a set of more than 1,000 pieces is folded (a smaller one reads its few postings as
-    -- fast), and only its words in more than 64 of them: a rarer word costs a few heap rows
-    -- through the word index, and those words were a third of the fold's size.
+    -- fast), and only its words in more than 128 of them: a rarer word costs a few heap rows
+    -- through the word index, and those words were over half of the fold's size (their ids
+    -- stored inline, uncompressed).
     IF n > 1000 THEN
         -- The most pieces a searched word may be in at the default share while the fold is read
         -- (its tail at most max_tail, pgmem._word_fold): a word in more has its count only.
@@ -455,7 +456,7 @@ BEGIN
           FROM pgmem.piece_word p CROSS JOIN LATERAL unnest(string_to_array(p.lexemes, ' ')) AS x(lex)
          WHERE p.scope_id = refresh_word_fold.scope AND p.kind = refresh_word_fold.kind AND p.piece_id <= last_id
          GROUP BY x.lex
-        HAVING count(*) > 64;
+        HAVING count(*) > 128;
         GET DIAGNOSTICS stored = ROW_COUNT;
     END IF;
     PERFORM set_config('pgmem.scope', coalesce(prior, ''), true);
@@ -463,7 +464,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.refresh_word_fold(text, text) IS
-'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 64 of them with their ids, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
+'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
 
 -- The words of a whole message at once: the parts of one message share the sample, and a
 -- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of
@@ -663,7 +664,7 @@ BEGIN
         UNION ALL
         -- Scope-wide with a valid fold: each folded word's ids and those of its tail (the same
         -- pieces as through the index). A word the fold has the count of only is in more than
-        -- lim pieces: NULL, dropped below. A word not in the fold (in at most 64 of its pieces,
+        -- lim pieces: NULL, dropped below. A word not in the fold (in at most 128 of its pieces,
         -- or in none) is read through the index, above.
         SELECT fw.lex, CASE WHEN fw.ids IS NOT NULL THEN fw.ids || coalesce(t.ids, '{}') END
           FROM fw LEFT JOIN tail t ON t.lex = fw.lex

@@ -32,7 +32,7 @@ CREATE TABLE pgmem.word_fold (
     FOREIGN KEY (scope_id, kind) REFERENCES pgmem.word_fold_head (scope_id, kind) ON DELETE CASCADE
 );
 COMMENT ON TABLE pgmem.word_fold IS
-'The folded postings of a scope''s pieces of one kind up to its head''s through (pgmem.word_fold_head): one row a lexeme found in more than 64 of them, with the ids of the pieces holding it (a rarer one is read through the word index). Written by pgmem.refresh_word_fold, read by pgmem._word_postings; deleted with its head.';
+'The folded postings of a scope''s pieces of one kind up to its head''s through (pgmem.word_fold_head): one row a lexeme found in more than 128 of them, with the ids of the pieces holding it (a rarer one is read through the word index). Written by pgmem.refresh_word_fold, read by pgmem._word_postings; deleted with its head.';
 COMMENT ON COLUMN pgmem.word_fold.scope_id IS 'Owning scope.';
 COMMENT ON COLUMN pgmem.word_fold.kind IS 'The pieces'' kind: memory or document.';
 COMMENT ON COLUMN pgmem.word_fold.lexeme IS 'A lexeme of pgmem.piece_word.lexemes.';
