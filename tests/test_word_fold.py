@@ -71,7 +71,7 @@ def store(app_conn: Conn) -> Conn:
     rng = np.random.default_rng(33)
     turns = [make_turn(BIG, f"t{i % 5}", i // 5, t) for i, t in enumerate(_texts(rng, 2000))]
     turns += [make_turn(SMALL, "t", i, t) for i, t in enumerate(_texts(rng, 40))]
-    assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
+    assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL), bulk=True).failed
     return app_conn
 
 
