@@ -105,6 +105,22 @@ def connect_as(url: str, role: str, *, autocommit: bool = True) -> Conn:
     return c
 
 
+def maintenance_login(admin_conn: Conn, url: str, login: str) -> Conn:
+    """A connection as `login`, a LOGIN member of pgmem_owner: the login that migrates pgmem and
+    runs index maintenance (created if missing)."""
+    ensure_login_roles(admin_conn)
+    with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(sql.Identifier(login)))
+    admin_conn.execute(sql.SQL("GRANT pgmem_owner TO {}").format(sql.Identifier(login)))
+    return connect_as(url, login)
+
+
+def graded_texts(rng: np.random.Generator, vocab: Sequence[str], n: int) -> list[str]:
+    """n texts over vocab where word i is in about 0.5% + i / 100 of them: rare words and common
+    ones, for the word side's tests."""
+    return [" ".join(w for i, w in enumerate(vocab) if rng.random() < 0.005 + i / 100) or vocab[0] for _ in range(n)]
+
+
 def __getattr__(name: str) -> Any:
     """`from tests.security_helpers import app_conn` keeps working: the fixture lives in
     tests/conftest.py now. Looked up lazily, so that importing this module (as the crash

@@ -7,14 +7,12 @@ either way (setting pgmem.word_fold = off reads the index)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 
 from pgmem.db import scoped
 from pgmem.ingest import ingest_turns
@@ -24,7 +22,8 @@ from tests.security_helpers import (
     HashEmbedder,
     app_conn,
     connect_as,
-    ensure_login_roles,
+    graded_texts,
+    maintenance_login,
     make_turn,
 )
 
@@ -39,9 +38,9 @@ PLAN = "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan() WHERE plane =
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
-    # Word i is in about 0.5% + i / 100 of the pieces: words read through the index (in 128
-    # pieces or fewer), folded with their ids, and folded with their count only (above the cap).
-    return [" ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.005 + i / 100) or VOCAB[0] for _ in range(n)]
+    # Words read through the index (in 128 pieces or fewer), folded with their ids, and folded
+    # with their count only (above the cap).
+    return graded_texts(rng, VOCAB, n)
 
 
 def _message(rng: np.random.Generator) -> list[str]:
@@ -56,11 +55,7 @@ def _add(conn: Conn, scope: str, thread: str, n: int, seed: int) -> None:
 
 @pytest.fixture
 def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    ensure_login_roles(admin_conn)
-    with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
-        admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(sql.Identifier(OWNER_LOGIN)))
-    admin_conn.execute(sql.SQL("GRANT pgmem_owner TO {}").format(sql.Identifier(OWNER_LOGIN)))
-    c = connect_as(db_url, OWNER_LOGIN)
+    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
     yield c
     c.close()
 

@@ -5,7 +5,6 @@ counts them itself otherwise. Either way it searches the same words."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +12,6 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 
 from pgmem.db import scoped
 from pgmem.ingest import ingest_turns
@@ -23,7 +21,8 @@ from tests.security_helpers import (
     HashEmbedder,
     app_conn,
     connect_as,
-    ensure_login_roles,
+    graded_texts,
+    maintenance_login,
     make_turn,
 )
 
@@ -39,8 +38,7 @@ PLAN = "SELECT scope_id, plane, action, ddl FROM pgmem.scope_index_plan() WHERE 
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
-    # Word i is in about 0.5% + i / 100 of the pieces: rare ones, and common ones the sample drops.
-    return [" ".join(w for i, w in enumerate(VOCAB) if rng.random() < 0.005 + i / 100) or VOCAB[0] for _ in range(n)]
+    return graded_texts(rng, VOCAB, n)
 
 
 def _message(rng: np.random.Generator) -> list[str]:
@@ -49,11 +47,7 @@ def _message(rng: np.random.Generator) -> list[str]:
 
 @pytest.fixture
 def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    ensure_login_roles(admin_conn)
-    with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
-        admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(sql.Identifier(OWNER_LOGIN)))
-    admin_conn.execute(sql.SQL("GRANT pgmem_owner TO {}").format(sql.Identifier(OWNER_LOGIN)))
-    c = connect_as(db_url, OWNER_LOGIN)
+    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
     yield c
     c.close()
 

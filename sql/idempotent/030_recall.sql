@@ -253,6 +253,33 @@ $$;
 COMMENT ON FUNCTION pgmem._word_sample_valid(text, text) IS
 'True when the stored word sample of the scope''s pieces of that kind (pgmem.word_sample) is still its first 1,000 pieces (same count and sum of ids up to its last piece id); false when it is missing or stale.';
 
+-- The arguments and the caller of the word side's maintenance (refresh_word_sample,
+-- refresh_word_fold): maintenance as pgmem.scope_index_plan, a superuser or a login member of
+-- pgmem_owner.
+CREATE OR REPLACE FUNCTION pgmem.check_word_maintenance(what text, scope text, kind text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
+        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
+            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
+        RAISE EXCEPTION '% is index maintenance, which % (as %) may not run', what, session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The word side''s sample" and "The folded postings").';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem.check_word_maintenance(text, text, text) IS
+'Checks a call of the word side''s maintenance (what: the function''s name): scope not NULL (22004), kind memory or document (22023), and the caller a superuser or a login member of pgmem_owner (42501, naming what).';
+
 -- Index maintenance stores the sample's counts (a row of pgmem.scope_index_plan): the word side
 -- reads them instead of counting the sample's lexemes (a one-part question's word side on a
 -- 2,000-piece scope: 14.1 ms counted, 4.4 stored, docs/bench/word-sample.txt).
@@ -266,20 +293,7 @@ DECLARE
     prior text := current_setting('pgmem.scope', true);
     stored integer;
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
-        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    -- Maintenance, as pgmem.scope_index_plan: a superuser, or a login member of pgmem_owner.
-    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
-            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
-                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
-        RAISE EXCEPTION 'refresh_word_sample is index maintenance, which % (as %) may not run', session_user, current_user
-            USING ERRCODE = '42501',
-                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s rows do (docs/scaling.md, "The word side''s sample").';
-    END IF;
+    PERFORM pgmem.check_word_maintenance('refresh_word_sample', scope, kind);
     -- The rows are the scope's: read and written inside it (its row-level security policy).
     PERFORM set_config('pgmem.scope', scope, true);
     WITH s AS MATERIALIZED (
@@ -406,20 +420,7 @@ DECLARE
     fold_cap bigint;
     stored integer := 0;
 BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
-        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    -- Maintenance, as pgmem.refresh_word_sample.
-    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
-            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
-                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
-        RAISE EXCEPTION 'refresh_word_fold is index maintenance, which % (as %) may not run', session_user, current_user
-            USING ERRCODE = '42501',
-                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s rows do (docs/scaling.md, "The folded postings").';
-    END IF;
+    PERFORM pgmem.check_word_maintenance('refresh_word_fold', scope, kind);
     PERFORM set_config('pgmem.scope', scope, true);
     -- The fold's last piece: the scope's last piece id now, of any kind.
     SELECT max(p.piece_id) INTO last_id FROM pgmem.piece_word p WHERE p.scope_id = refresh_word_fold.scope;
