@@ -753,11 +753,15 @@ BEGIN
     -- 0.06 s for a 2-part question on an 804-piece scope.
     RETURN QUERY
     WITH w AS MATERIALIZED (
-        -- Each weight in whole nano-units (bigint), so a piece's sum is exact whatever the order:
-        -- a float sum's last bit follows the order the plan adds the words in, and it broke ties
-        -- by plan (8 of 236 pooled evaluation questions moved with the other scopes stored in the
-        -- table); a numeric sum was exact too, at 4x the cost.
-        SELECT x.part_no, round(x.weight * 1e9)::bigint AS nano, x.piece_ids
+        -- Each weight in whole nano-units, so a piece's sum is exact whatever the order: a sum
+        -- of the raw weights' last bit follows the order the plan adds the words in, and it broke
+        -- ties by plan (8 of 236 pooled evaluation questions moved with the other scopes stored
+        -- in the table). Whole numbers held as double precision add exactly below 2^53, and a
+        -- part's sum stays under 256 lexemes x 1.2e10 (a weight is at most ln(66,668), the
+        -- searched set counted up to 100,000 pieces): the same sums as bigint, and summed as
+        -- double precision 1.4 to 1.7 times faster (sum(bigint) accumulates 128-bit integers and
+        -- makes every piece's sum a numeric; docs/scaling.md). A numeric sum took 4x as long.
+        SELECT x.part_no, round(x.weight * 1e9) AS nano, x.piece_ids
           FROM pgmem._word_postings(word_candidates.scope, part_texts, word_candidates.thread, share, kind) x
     ), allowed AS MATERIALIZED (
         -- Only with a metadata filter: the pieces among the postings whose turn's metadata holds it.
@@ -770,14 +774,14 @@ BEGIN
     -- piece) sum of a message in one window sorted them all: on a 100,000-piece scope an 8-part
     -- message has over a hundred thousand, and the sort cost more than the sums. Pieces with the
     -- same words tie on their score, and the older piece ranks first.
-    SELECT pt.part_no, t.piece_id, (t.score / 1e9)::double precision,
+    SELECT pt.part_no, t.piece_id, (t.score::bigint / 1e9)::double precision,
            (row_number() OVER (PARTITION BY pt.part_no ORDER BY t.score DESC, t.piece_id))::integer
       FROM (SELECT DISTINCT w.part_no FROM w) pt
      -- The postings unnested in the select list (a set-returning function in FROM stores each
-     -- array's rows first) and summed as bigint (sum(bigint) is numeric, slower to sort): 19%
-     -- less time on 282,813 postings of an 8-part message on a 100,000-piece scope.
+     -- array's rows first): 19% less time on 282,813 postings of an 8-part message on a
+     -- 100,000-piece scope.
      CROSS JOIN LATERAL (
-        SELECT u.id AS piece_id, sum(u.nano)::bigint AS score
+        SELECT u.id AS piece_id, sum(u.nano) AS score
           FROM (SELECT unnest(ww.piece_ids) AS id, ww.nano FROM w ww WHERE ww.part_no = pt.part_no) u
          WHERE filt IS NULL OR u.id IN (SELECT a.id FROM allowed a)
          GROUP BY u.id
