@@ -757,10 +757,11 @@ BEGIN
         -- of the raw weights' last bit follows the order the plan adds the words in, and it broke
         -- ties by plan (8 of 236 pooled evaluation questions moved with the other scopes stored
         -- in the table). Whole numbers held as double precision add exactly below 2^53, and a
-        -- part's sum stays under 256 lexemes x 1.2e10 (a weight is at most ln(66,668), the
-        -- searched set counted up to 100,000 pieces): the same sums as bigint, and summed as
-        -- double precision 1.4 to 1.7 times faster (sum(bigint) accumulates 128-bit integers and
-        -- makes every piece's sum a numeric; docs/scaling.md). A numeric sum took 4x as long.
+        -- part's sum stays under 256 lexemes x 1.2e10 (a weight is at most about 11.1, the
+        -- searched set counted up to 100,000 pieces): the same sums as bigint, faster (sum(bigint)
+        -- accumulates 128-bit integers and makes every piece's sum a numeric): 8-part hybrid
+        -- recall on a 100,000-piece scope took 0.84 of the time (docs/bench/recall-ab-0034.txt).
+        -- A numeric sum took 4x as long.
         SELECT x.part_no, round(x.weight * 1e9) AS nano, x.piece_ids
           FROM pgmem._word_postings(word_candidates.scope, part_texts, word_candidates.thread, share, kind) x
     ), allowed AS MATERIALIZED (
