@@ -12,7 +12,7 @@ import importlib.metadata
 import importlib.resources
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,3 +151,20 @@ def apply_idempotent(op: Any, params: InstallParams | None = None, *, revision: 
         return
     for path in idempotent_files():
         apply(op, str(path.relative_to(SQL_DIR)), params)
+
+
+def functions_only(revision: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The upgrade and downgrade of a revision that changes only re-runnable definitions
+    (sql/idempotent): upgrade applies them (at the run's last revision, as apply_idempotent);
+    downgrade changes nothing, since no table changed and the definitions are whatever the
+    checkout holds. A migration file: `upgrade, downgrade = functions_only(revision)`."""
+
+    def upgrade() -> None:
+        from alembic import op
+
+        apply_idempotent(op, revision=revision)
+
+    def downgrade() -> None:
+        return None
+
+    return upgrade, downgrade

@@ -10,21 +10,8 @@ Revises: 0001
 Create Date: 2026-11-30
 """
 
-from alembic import op
-
-from pgmem.sqlfiles import apply_idempotent
+from pgmem.sqlfiles import functions_only
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
-
-
-def upgrade() -> None:
-    apply_idempotent(op, revision=revision)
-
-
-def downgrade() -> None:
-    # No table changed. The functions are the re-runnable definitions in sql/idempotent, which
-    # are whatever this checkout holds; the added pgmem.default_ef_search is harmless to keep.
-    pass
+upgrade, downgrade = functions_only(revision)

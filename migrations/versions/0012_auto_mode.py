@@ -11,21 +11,8 @@ Revises: 0011
 Create Date: 2026-12-02
 """
 
-from alembic import op
-
-from pgmem.sqlfiles import apply_idempotent
+from pgmem.sqlfiles import functions_only
 
 revision = "0012"
 down_revision = "0011"
-branch_labels = None
-depends_on = None
-
-
-def upgrade() -> None:
-    apply_idempotent(op, revision=revision)
-
-
-def downgrade() -> None:
-    # No table changed. The functions are the re-runnable definitions in sql/idempotent, which
-    # are whatever this checkout holds.
-    pass
+upgrade, downgrade = functions_only(revision)
