@@ -2,7 +2,8 @@
 functions beside the database's, or a second database's own (--against), the same rows on both
 sides; or the database's own under a setting (--setting), with the share of hits both return; a
 bad input is one line and exit 1 (a malformed option: argparse's exit 2), with nothing left
-installed."""
+installed. And the word-sums lab tool (pgmem.lab.bench.word_sums): every way of summing the
+word side's postings ranks the same pieces."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import numpy as np
 import pytest
 
 from pgmem.db import connect, scoped, with_database
-from pgmem.lab.bench import recall_ab, write_cost
+from pgmem.ingest import ingest_turns
+from pgmem.lab.bench import recall_ab, word_sums, write_cost
 from pgmem.lab.bench.load import PUT_DOCUMENT, _document_params
 from pgmem.lab.bench.synth import Document
 from pgmem.lab.bench.writes import put_turns
 from pgmem.lab.evaluation.common import temporary_database
 from pgmem.sqlfiles import InstallParams
+from tests.security_helpers import HashEmbedder, make_turn
 from tests.test_eval_suites import a, lme_question, u, write_lme
 
 SCOPE = "cost-source"
@@ -99,3 +102,40 @@ def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
             assert len(lines) == 1 and lines[0].startswith("recall_ab: "), (what, captured.err)
             assert "Traceback" not in captured.err
             assert _ab_functions(url) == 0, what
+
+
+def test_word_sums_rank_the_same_pieces_every_way_and_refuse_bad_inputs(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tool's messages are the long LongMemEval messages split into 8 parts ("... crate number
+    # 7 ..."); the store's pieces share their numbers, each in a few of 120 pieces (distinctive).
+    lme = write_lme(tmp_path / "lme")
+    long = " ".join(f"Question {i}: where did the blue crate number {i} go after the move?" for i in range(12))
+    question = lme_question("long", "multi-session", "Where?", [[u(long, True), a("It went to the attic.")]])
+    (lme / "1_long_9.json").write_text(json.dumps(question))
+    with temporary_database(db_url, InstallParams(384, 1024)) as url:
+        with connect(url) as conn:
+            turns = [make_turn("sums", "t", i, f"Log {i}: crate {i % 40} moved to room {i % 30}.") for i in range(120)]
+            assert not ingest_turns(conn, turns, HashEmbedder(model_id="test:hash")).failed
+        assert word_sums.main([url, str(lme), "sums", "--messages", "2", "--repeat", "1"]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert len(lines) == 3 and "the same pieces every way" in lines[0]
+        for line in lines[1:]:
+            postings = int(line.split(": ")[1].split(" postings")[0].replace(",", ""))
+            assert postings > 0 and all(f"{w} " in line for w in word_sums.WAYS), line
+
+        missing = with_database(url, "pgmem_no_such_database")
+        bad = {
+            "no such folder": [url, str(tmp_path / "none"), "sums"],
+            "a folder without long messages": [url, str(write_lme(tmp_path / "short")), "sums"],
+            "a scope that is not there": [url, str(lme), "no-such-scope"],
+            "a database that is not there": [missing, str(lme), "sums"],
+        }
+        for what, argv in bad.items():
+            assert word_sums.main(argv) == 1, what
+            captured = capsys.readouterr()
+            lines = captured.err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("word_sums: "), (what, captured.err)
+        with pytest.raises(SystemExit) as exc:
+            word_sums.main([url, str(lme), "sums", "--repeat", "0"])
+        assert exc.value.code == 2
