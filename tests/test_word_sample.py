@@ -252,3 +252,42 @@ def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, db_url: st
         owner.execute("SELECT set_config('pgmem.scope', %s, true)", (BIG,))
         owner.execute("DELETE FROM pgmem.word_sample")
     assert as_stored == refreshed == _words(store, BIG, messages)
+
+
+def test_the_sample_check_holds_whichever_kind_comes_first(store: Conn, owner: Conn) -> None:
+    # BIG's 1,150 memory pieces come first by id, then two documents' units. The memory sample is
+    # checked by reading the scope's first pieces in id order; the documents' sample ends past
+    # more than twice its size of the scope's pieces, so its units are counted by kind instead.
+    # Either way a stored sample is valid until a piece of it goes.
+    from pgmem.documents.store import Document, add_documents
+
+    sections = "\n\n".join(
+        f"## Part {i}\n\nThe {VOCAB[i % 80]} crate {i} sits by the {VOCAB[i * 7 % 80]}." for i in range(1100)
+    )
+    tail = "\n\n".join(f"## Extra {i}\n\nA {VOCAB[i]} note." for i in range(10))
+    embedder = HashEmbedder(model_id=MODEL)
+    add_documents(store, BIG, [Document("a.md", sections)], embedder)
+    add_documents(store, BIG, [Document("b.md", tail)], embedder)
+
+    def valid(kind: str) -> bool:  # the plan's check, as index maintenance runs it
+        with scoped(owner, BIG):
+            row = owner.execute("SELECT pgmem._word_sample_valid(%s, %s)", (BIG, kind)).fetchone()
+        assert row is not None
+        return bool(row[0])
+
+    with scoped(store, BIG):
+        units = store.execute(
+            "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'document'", (BIG,)
+        ).fetchone()
+    assert units is not None and int(str(units[0])) > 1000
+    for kind in ("memory", "document"):
+        assert not valid(kind)  # none stored yet
+        owner.execute("SELECT pgmem.refresh_word_sample(%s, %s)", (BIG, kind))
+        assert valid(kind)
+    with scoped(store, BIG):
+        store.execute("SELECT * FROM pgmem.forget_document(%s, 'b.md')", (BIG,))  # after both samples
+    assert valid("memory") and valid("document")
+    with scoped(store, BIG):
+        store.execute("SELECT * FROM pgmem.forget_document(%s, 'a.md')", (BIG,))
+        store.execute("SELECT * FROM pgmem.forget_turn(%s, 't1', 0)", (BIG,))
+    assert not valid("document") and not valid("memory")
