@@ -36,14 +36,20 @@ def _ab_functions(url: str) -> int:
     return int(str(row[0]))
 
 
-def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
-    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    lme = write_lme(tmp_path / "lme")
-    # A long message, which the tool splits into 8 parts (a pool needs at least one).
+def _lme_with_a_long_message(path: Path) -> Path:
+    """A LongMemEval folder with a long message, which the tools split into 8 parts (a pool needs
+    at least one): "Question i: where did the blue crate number i go ...", i from 0 to 11."""
+    lme = write_lme(path)
     long = " ".join(f"Question {i}: where did the blue crate number {i} go after the move?" for i in range(12))
     question = lme_question("long", "multi-session", "Where?", [[u(long, True), a("It went to the attic.")]])
     (lme / "1_long_9.json").write_text(json.dumps(question))
+    return lme
+
+
+def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lme = _lme_with_a_long_message(tmp_path / "lme")
     with temporary_database(db_url, InstallParams(384, 1024)) as url:
         with connect(url) as conn:
             conn.autocommit = True
@@ -107,12 +113,9 @@ def test_recall_ab_runs_both_ways_and_refuses_bad_inputs(
 def test_word_sums_rank_the_same_pieces_every_way_and_refuse_bad_inputs(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The tool's messages are the long LongMemEval messages split into 8 parts ("... crate number
-    # 7 ..."); the store's pieces share their numbers, each in a few of 120 pieces (distinctive).
-    lme = write_lme(tmp_path / "lme")
-    long = " ".join(f"Question {i}: where did the blue crate number {i} go after the move?" for i in range(12))
-    question = lme_question("long", "multi-session", "Where?", [[u(long, True), a("It went to the attic.")]])
-    (lme / "1_long_9.json").write_text(json.dumps(question))
+    # The tool's messages are the long message split into 8 parts ("... crate number 7 ..."); the
+    # store's pieces share their numbers, each in a few of 120 pieces (distinctive).
+    lme = _lme_with_a_long_message(tmp_path / "lme")
     with temporary_database(db_url, InstallParams(384, 1024)) as url:
         with connect(url) as conn:
             turns = [make_turn("sums", "t", i, f"Log {i}: crate {i % 40} moved to room {i % 30}.") for i in range(120)]
