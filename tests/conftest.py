@@ -13,6 +13,7 @@ ground truth)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from pytest_postgresql import factories
 
 from pgmem import server
@@ -67,6 +69,19 @@ def conninfo_url(dbname: str) -> str:
     if host.startswith("/"):
         return f"postgresql://{SERVER['user']}{pw}@/{dbname}?host={host}&port={SERVER['port']}"
     return f"postgresql://{SERVER['user']}{pw}@{host}:{SERVER['port']}/{dbname}"
+
+
+@contextlib.contextmanager
+def scratch_database(admin: psycopg.Connection[tuple[object, ...]], suffix: str) -> Iterator[str]:
+    """An empty database beside the test's (named after it, with suffix), dropped afterwards:
+    for tests that migrate from base or step revisions. Yields its URL."""
+    name = f"{admin.info.dbname}_{suffix}"
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield conninfo_url(name)
+    finally:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 pg_noproc = factories.postgresql_noproc(

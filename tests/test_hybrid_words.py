@@ -465,7 +465,9 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
     turns = [make_turn(scope, f"t{i % threads}", i // threads, t) for i, t in enumerate(texts)]
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
     if stored:
-        assert admin_conn.execute("SELECT pgmem.refresh_word_sample(%s)", (scope,)).fetchone() != (0,)
+        admin_conn.execute("SELECT pgmem.refresh_word_fold(%s)", (scope,))
+        head = admin_conn.execute("SELECT sample_lexemes FROM pgmem.word_fold_head WHERE scope_id = %s", (scope,))
+        assert head.fetchone() not in (None, ([],))
     parts = [
         " ".join([*rng.choice(VOCAB[:10], size=2, replace=False), *rng.choice(VOCAB[10:], size=4, replace=False)])
         for _ in range(5)

@@ -12,13 +12,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from pgmem.errors import ConfigError
 from pgmem.integrations.langgraph import PgmemStore
 from pgmem.migrate import downgrade, upgrade
 from pgmem.sqlfiles import InstallParams
-from tests.conftest import TEST_DIMS, conninfo_url
+from tests.conftest import TEST_DIMS, scratch_database
 from tests.security_helpers import APP_LOGIN, READER_LOGIN, HashEmbedder, connect_as, ensure_login_roles
 
 pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
@@ -122,11 +121,7 @@ def test_writing_needs_a_directory_and_bad_directory_names_are_refused(conn: Con
 
 
 def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_directory(admin_conn: Conn) -> None:
-    name = f"{admin_conn.info.dbname}_dir"
-    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        url = conninfo_url(name)
+    with scratch_database(admin_conn, "dir") as url:
         params = InstallParams(TEST_DIMS, TEST_DIMS)
         # The tables as revision 0005 left them (its functions are this checkout's: rows go in
         # directly, as the 0005 put_item wrote them), then the upgrade.
@@ -147,5 +142,3 @@ def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_direct
             assert _store(app, "elsewhere").list_namespaces() == []
             item = _store(app).search(("users",))
             assert [(i.key, i.value) for i in item] == [("k", {"v": 1})]
-    finally:
-        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

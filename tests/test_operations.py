@@ -271,8 +271,8 @@ def _check_outputs(outputs: list[tuple[Block, str]], admin: Conn, restore_url: s
     # When recall gets slow: the plan built the scope's index, and the search uses it.
     n = _count(admin, "SELECT scope_no FROM pgmem.scope WHERE scope_id = 'user:42'")
     plan = _output(outputs, "scope_index_plan() \\gexec")
-    assert "| piece |      5002 | create" in plan and "| words |      5002 | sample" in plan
-    assert "CREATE INDEX" in plan and "refresh_word_sample" in plan
+    assert "| piece |      5002 | create" in plan and "| words |      5002 | postings" in plan
+    assert "CREATE INDEX" in plan and "refresh_word_fold" in plan
     assert f"Index Scan using piece_ann_s{n}" in _output(outputs, "SELECT pgmem.scope_no('user:42')")
     assert "Function Scan on memory_recall" in _output(outputs, "EXPLAIN (ANALYZE, BUFFERS)\nSELECT * FROM")
     assert _count(admin, "SELECT count(*) FROM pg_indexes WHERE indexname = %s", f"piece_ann_s{n}") == 1

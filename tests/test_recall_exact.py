@@ -168,9 +168,9 @@ def _large_scope_takes_the_index_path(
     made = admin_conn.execute(
         "SELECT plane, scope_id, action FROM pgmem.index_large_scopes(min_pieces => %s)", (THRESHOLD,)
     ).fetchall()
-    # The index, the word side's folded postings (pgmem.word_fold) and its sample of the scope's
-    # first 1,000 pieces (pgmem.word_sample).
-    assert made == [("piece", BIG, "create"), ("words", BIG, "postings"), ("words", BIG, "sample")]
+    # The index, and the word side's folded postings (pgmem.word_fold) with its sample of the
+    # scope's first 1,000 pieces (in the fold's head).
+    assert made == [("piece", BIG, "create"), ("words", BIG, "postings")]
     index = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (BIG,)).fetchone()
     assert index is not None and index[0] is not None
     assert admin_conn.execute("SELECT pgmem.scope_ann_index('piece', 's1')").fetchone() == (None,)

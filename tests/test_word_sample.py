@@ -1,13 +1,12 @@
-"""The word side's stored sample (pgmem.word_sample, migration 0026): index maintenance stores the
-lexeme counts of a scope's first 1,000 pieces (a row of pgmem.scope_index_plan, running
-pgmem.refresh_word_sample), the word side reads them while they are still those pieces', and
-counts them itself otherwise. Either way it searches the same words."""
+"""The word side's sample, stored with the fold (migration 0036): index maintenance's fold of a
+set of more than 1,000 pieces (pgmem.refresh_word_fold, a row of pgmem.scope_index_plan) stores
+the lexeme counts of the set's first 1,000 pieces in its head (pgmem.word_fold_head), the word
+side reads them whenever the head exists, and counts them itself otherwise. Either way it
+searches the same words."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import psycopg
@@ -15,12 +14,14 @@ import pytest
 
 from pgmem.db import scoped
 from pgmem.ingest import ingest_turns
+from pgmem.migrate import downgrade, upgrade
+from pgmem.sqlfiles import InstallParams
+from pgmem.turns import Turn
+from tests.conftest import TEST_DIMS, scratch_database
 from tests.security_helpers import (
-    APP_LOGIN,
     Conn,
     HashEmbedder,
     app_conn,
-    connect_as,
     graded_texts,
     maintenance_login,
     make_turn,
@@ -34,7 +35,7 @@ SMALL = "unsampled"
 #: A LOGIN member of pgmem_owner: the login that migrates pgmem and runs index maintenance.
 OWNER_LOGIN = "pgmem_test_sample_maint"
 VOCAB = [f"s{i:03d}q" for i in range(80)]
-PLAN = "SELECT scope_id, plane, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words' AND action = 'sample'"
+PLAN = "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words'"
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
@@ -43,6 +44,13 @@ def _texts(rng: np.random.Generator, n: int) -> list[str]:
 
 def _message(rng: np.random.Generator) -> list[str]:
     return [" ".join(rng.choice(VOCAB, size=12, replace=False)) for _ in range(4)]
+
+
+def _turns(scope: str, n: int, seed: int, threads: int) -> list[Turn]:
+    rng = np.random.default_rng(seed)
+    if threads == 1:
+        return [make_turn(scope, "t", i, t) for i, t in enumerate(_texts(rng, n))]
+    return [make_turn(scope, f"t{i % threads}", i // threads, t) for i, t in enumerate(_texts(rng, n))]
 
 
 @pytest.fixture
@@ -55,9 +63,7 @@ def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
 @pytest.fixture
 def store(app_conn: Conn) -> Conn:
     """BIG: 1,150 memory pieces in 5 threads (one piece a turn); SMALL: 40."""
-    rng = np.random.default_rng(26)
-    turns = [make_turn(BIG, f"t{i % 5}", i // 5, t) for i, t in enumerate(_texts(rng, 1150))]
-    turns += [make_turn(SMALL, "t", i, t) for i, t in enumerate(_texts(rng, 40))]
+    turns = _turns(BIG, 1150, 26, 5) + _turns(SMALL, 40, 27, 1)
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL), bulk=True).failed
     return app_conn
 
@@ -73,83 +79,91 @@ def _words(conn: Conn, scope: str, messages: list[list[str]]) -> list[list[tuple
 
 def _run_plan(owner: Conn) -> list[str]:
     done = []
-    for scope, _plane, _action, ddl in owner.execute(PLAN).fetchall():
+    for scope, _action, ddl in owner.execute(PLAN).fetchall():
         owner.execute(str(ddl))
         done.append(str(scope))
     return done
 
 
-def _sample_reads(admin_conn: Conn) -> int:
-    row = admin_conn.execute(
-        "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables"
-        " WHERE relid = 'pgmem.word_sample'::regclass"
+def _counted(conn: Conn, scope: str, kind: str = "memory") -> dict[str, int]:
+    """The sample as the word side counts it, in Python: the lexemes in more than 3 of the set's
+    first 1,000 pieces by id, with their counts."""
+    counts: dict[str, int] = {}
+    for (lexemes,) in conn.execute(
+        "SELECT lexemes FROM pgmem.piece_word WHERE scope_id = %s AND kind = %s ORDER BY piece_id LIMIT 1000",
+        (scope, kind),
+    ).fetchall():
+        for lx in str(lexemes).split(" "):
+            counts[lx] = counts.get(lx, 0) + 1
+    return {k: v for k, v in counts.items() if v > 3}
+
+
+def _stored(conn: Conn, scope: str, kind: str = "memory") -> dict[str, int] | None:
+    row = conn.execute(
+        "SELECT sample_lexemes, sample_counts FROM pgmem.word_fold_head WHERE scope_id = %s AND kind = %s",
+        (scope, kind),
     ).fetchone()
-    assert row is not None
-    return int(str(row[0]))
+    if row is None:
+        return None
+    lexemes, counts = row
+    assert list(lexemes) == sorted(lexemes)  # type: ignore[call-overload]
+    return dict(zip(lexemes, counts, strict=True))  # type: ignore[call-overload]
 
 
-def test_the_plan_stores_the_sample_and_the_word_side_reads_it(store: Conn, owner: Conn, admin_conn: Conn) -> None:
+def test_the_fold_stores_the_sample_and_the_word_side_reads_it(store: Conn, owner: Conn, admin_conn: Conn) -> None:
     rng = np.random.default_rng(1)
     messages = [_message(rng) for _ in range(6)]
     counted = _words(store, BIG, messages)
-    plan = owner.execute(PLAN).fetchall()
-    assert [(s, a, d) for s, _, a, d in plan] == [
-        (BIG, "sample", f"SELECT pgmem.refresh_word_sample('{BIG}', 'memory')")
-    ]  # SMALL has 40 pieces: no sample
+    # One maintenance row a set of more than 1,000 pieces: SMALL has 40, no fold and no sample.
+    assert [(s, a) for s, a, _ in owner.execute(PLAN).fetchall()] == [(BIG, "postings")]
     assert _run_plan(owner) == [BIG]
     assert owner.execute(PLAN).fetchall() == []
-    # What is stored: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts.
-    with scoped(store, BIG):
-        first = store.execute(
-            "SELECT string_to_array(lexemes, ' ') FROM pgmem.piece_word"
-            " WHERE scope_id = %s ORDER BY piece_id LIMIT 1000",
-            (BIG,),
-        ).fetchall()
-        stored = store.execute(
-            "SELECT pieces, lexemes, counts FROM pgmem.word_sample WHERE scope_id = %s AND kind = 'memory'", (BIG,)
-        ).fetchone()
-    counts: dict[str, int] = {}
-    for (lexemes,) in first:
-        for lx in lexemes:  # type: ignore[attr-defined]
-            counts[lx] = counts.get(lx, 0) + 1
-    assert stored is not None and stored[0] == 1000
-    assert dict(zip(stored[1], stored[2], strict=True)) == {k: v for k, v in counts.items() if v > 3}  # type: ignore[call-overload]
-    # The word side reads it, as the service's login, and finds the same words and pieces.
-    before = _sample_reads(admin_conn)
+    assert _stored(admin_conn, BIG) == _counted(admin_conn, BIG) != {}
+    # The service's login reads it and finds the same words and pieces; only its own scope's
+    # heads are visible to it.
     assert _words(store, BIG, messages) == counted
-    with scoped(store, BIG):
-        store.execute("SELECT pg_stat_force_next_flush()")
-    store.execute("SELECT 1")
-    deadline = time.monotonic() + 10
-    while _sample_reads(admin_conn) == before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _sample_reads(admin_conn) > before
-    # Only its own scope's sample is visible to the login.
     with scoped(store, SMALL):
-        assert store.execute("SELECT count(*) FROM pgmem.word_sample").fetchone() == (0,)
+        assert store.execute("SELECT count(*) FROM pgmem.word_fold_head").fetchone() == (0,)
+    # The stored counts are what the word side reads: a word stored as common in the sample is
+    # dropped unread (set by hand here, as nothing else writes the head).
+    word = messages[0][0].split(" ")[0]
+    with scoped(store, BIG):
+        before = {str(r[1]) for r in store.execute("SELECT * FROM pgmem.message_words(%s, %s)", (BIG, [word]))}
+    assert before == {word}
+    admin_conn.execute(
+        "UPDATE pgmem.word_fold_head SET sample_lexemes = ARRAY[%s], sample_counts = ARRAY[1000]"
+        " WHERE scope_id = %s AND kind = 'memory'",
+        (word, BIG),
+    )
+    with scoped(store, BIG):
+        assert store.execute("SELECT * FROM pgmem.message_words(%s, %s)", (BIG, [word])).fetchall() == []
+    owner.execute("SELECT pgmem.refresh_word_fold(%s)", (BIG,))
+    assert _words(store, BIG, messages) == counted
 
 
-def test_a_forgotten_piece_of_the_sample_makes_it_stale(store: Conn, owner: Conn) -> None:
+def test_a_forgotten_piece_of_the_sample_takes_the_fold_with_it(store: Conn, owner: Conn, admin_conn: Conn) -> None:
     rng = np.random.default_rng(2)
     messages = [_message(rng) for _ in range(6)]
     _run_plan(owner)
     with scoped(store, BIG):
         store.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', 0)", (BIG,))
-    # Stale: the word side counts the sample itself (the first 1,000 pieces now end one later),
-    # and the plan stores it again; the words are the same before and after.
-    stale = _words(store, BIG, messages)
-    assert [a for _, _, a, _ in owner.execute(PLAN).fetchall()] == ["sample"]
+    # No head: the word side counts the sample itself (the first 1,000 pieces now end one
+    # later), and the plan folds it again; the words are the same before and after.
+    assert _stored(admin_conn, BIG) is None
+    counted = _words(store, BIG, messages)
     assert _run_plan(owner) == [BIG]
-    assert _words(store, BIG, messages) == stale
-    # Later pieces do not change the first 1,000: the sample stays valid.
-    rng2 = np.random.default_rng(3)
-    more = [make_turn(BIG, "t9", i, t) for i, t in enumerate(_texts(rng2, 30))]
+    assert _stored(admin_conn, BIG) == _counted(admin_conn, BIG)
+    assert _words(store, BIG, messages) == counted
+    # Later pieces do not change the first 1,000: the head and its sample stay, and a tail this
+    # short asks for no fold.
+    more = [make_turn(BIG, "t9", i, t) for i, t in enumerate(_texts(np.random.default_rng(3), 30))]
     assert not ingest_turns(store, more, HashEmbedder(model_id=MODEL)).failed
     assert owner.execute(PLAN).fetchall() == []
-    # Forgetting the scope takes its sample with it.
+    assert _stored(admin_conn, BIG) == _counted(admin_conn, BIG)
+    # Forgetting the scope takes its head with it.
     with scoped(store, BIG):
         store.execute("SELECT * FROM pgmem.forget_scope(%s)", (BIG,))
-    assert owner.execute("SELECT count(*) FROM pgmem.word_sample").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.word_fold_head").fetchone() == (0,)
 
 
 def test_the_word_side_never_scans_the_word_table(store: Conn) -> None:
@@ -170,124 +184,49 @@ def test_the_word_side_never_scans_the_word_table(store: Conn) -> None:
         assert scans == (0,), (scope, thread)
 
 
-def test_refresh_is_maintenance_and_refuses_bad_arguments_in_one_line(store: Conn, owner: Conn) -> None:
-    with scoped(store, BIG), pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
-        store.execute("SELECT pgmem.refresh_word_sample(%s)", (BIG,))
-    primary = e.value.diag.message_primary or ""
-    assert "index maintenance" in primary and "\n" not in primary
-    for args, code in (
-        ((None, "memory"), psycopg.errors.NullValueNotAllowed),
-        ((BIG, "facts"), psycopg.errors.InvalidParameterValue),
-        ((BIG, None), psycopg.errors.InvalidParameterValue),
-        ((BIG, "memory\x01"), psycopg.errors.InvalidParameterValue),
-    ):
-        with pytest.raises(code) as err:
-            owner.execute("SELECT pgmem.refresh_word_sample(%s, %s)", args)
-        assert err.value.diag.message_primary and "\n" not in err.value.diag.message_primary
-    with pytest.raises(psycopg.DataError):
-        owner.execute("SELECT pgmem.refresh_word_sample(%s, 'memory')", ("bad\x00scope",))
-    with pytest.raises(psycopg.errors.UndefinedFunction):
-        owner.execute("SELECT pgmem.refresh_word_sample(%s)", (5,))
-    assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", ("x" * 1_000_000,)).fetchone() == (0,)
-    # A set of 1,000 pieces or fewer has no sample; a scope that does not exist has none either.
-    assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", (SMALL,)).fetchone() == (0,)
-    assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", ("nobody",)).fetchone() == (0,)
-    assert owner.execute("SELECT pgmem.refresh_word_sample(%s, 'document')", (BIG,)).fetchone() == (0,)
-    assert owner.execute("SELECT scope_id, kind FROM pgmem.word_sample").fetchall() == []
-    # The maintenance login's scope setting is left as it was.
-    assert owner.execute("SELECT pgmem.refresh_word_sample(%s)", (BIG,)).fetchone() != (0,)
-    assert owner.execute("SELECT coalesce(current_setting('pgmem.scope', true), '')").fetchone() == ("",)
-
-
-def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, db_url: str) -> None:
-    """A writer adds turns, a forgetter forgets early turns (pieces of the sample) and the plan's
-    refresh runs again and again, side by side: no error, no wait in a cycle, and whatever is
-    stored at the end gives the words the word side counts itself."""
-    errors: list[BaseException] = []
-    stop = threading.Event()
-
-    def writer() -> None:
-        rng = np.random.default_rng(7)
-        with connect_as(db_url, APP_LOGIN) as c:
-            for i in range(40):
-                turns = [make_turn(BIG, "w", i, t) for t in _texts(rng, 1)]
-                if ingest_turns(c, turns, HashEmbedder(model_id=MODEL)).failed:
-                    errors.append(RuntimeError("write failed"))
-
-    def forgetter() -> None:
-        with connect_as(db_url, APP_LOGIN) as c:
-            for i in range(1, 30):
-                with scoped(c, BIG):
-                    c.execute("SELECT * FROM pgmem.forget_turn(%s, %s, %s)", (BIG, f"t{i % 5}", i // 5))
-
-    def refresher() -> None:
-        with connect_as(db_url, OWNER_LOGIN) as c:
-            while not stop.is_set():
-                c.execute("SELECT pgmem.refresh_word_sample(%s)", (BIG,))
-
-    def guard(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=guard(f)) for f in (writer, forgetter)]
-    refresh = threading.Thread(target=guard(refresher))
-    for t in (*threads, refresh):
-        t.start()
-    for t in threads:
-        t.join(120)
-    stop.set()
-    refresh.join(60)
-    assert not errors, errors
-    rng = np.random.default_rng(4)
-    messages = [_message(rng) for _ in range(4)]
-    as_stored = _words(store, BIG, messages)
-    _run_plan(owner)
-    refreshed = _words(store, BIG, messages)
-    with owner.transaction():
-        owner.execute("SELECT set_config('pgmem.scope', %s, true)", (BIG,))
-        owner.execute("DELETE FROM pgmem.word_sample")
-    assert as_stored == refreshed == _words(store, BIG, messages)
-
-
-def test_the_sample_check_holds_whichever_kind_comes_first(store: Conn, owner: Conn) -> None:
-    # BIG's 1,150 memory pieces come first by id, then two documents' units. The memory sample is
-    # checked by reading the scope's first pieces in id order; the documents' sample ends past
-    # more than twice its size of the scope's pieces, so its units are counted by kind instead.
-    # Either way a stored sample is valid until a piece of it goes.
+def test_each_kind_has_its_own_sample(store: Conn, owner: Conn, admin_conn: Conn) -> None:
+    # BIG's 1,150 memory pieces come first by id, then a document's 1,100 units: each kind's
+    # sample is its own first 1,000, and document search finds the same words with it.
     from pgmem.documents.store import Document, add_documents
 
     sections = "\n\n".join(
         f"## Part {i}\n\nThe {VOCAB[i % 80]} crate {i} sits by the {VOCAB[i * 7 % 80]}." for i in range(1100)
     )
-    tail = "\n\n".join(f"## Extra {i}\n\nA {VOCAB[i]} note." for i in range(10))
-    embedder = HashEmbedder(model_id=MODEL)
-    add_documents(store, BIG, [Document("a.md", sections)], embedder)
-    add_documents(store, BIG, [Document("b.md", tail)], embedder)
+    add_documents(store, BIG, [Document("a.md", sections)], HashEmbedder(model_id=MODEL))
+    rng = np.random.default_rng(6)
+    messages = [_message(rng) for _ in range(4)]
 
-    def valid(kind: str) -> bool:  # the plan's check, as index maintenance runs it
-        with scoped(owner, BIG):
-            row = owner.execute("SELECT pgmem._word_sample_valid(%s, %s)", (BIG, kind)).fetchone()
-        assert row is not None
-        return bool(row[0])
+    def doc_words() -> list[list[tuple[object, ...]]]:
+        with scoped(store, BIG):
+            return [
+                store.execute("SELECT * FROM pgmem.message_words(%s, %s, NULL, 0.1, 'document')", (BIG, m)).fetchall()
+                for m in messages
+            ]
 
-    with scoped(store, BIG):
-        units = store.execute(
-            "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'document'", (BIG,)
-        ).fetchone()
-    assert units is not None and int(str(units[0])) > 1000
+    counted = doc_words()
+    assert sorted(_run_plan(owner)) == [BIG, BIG]
     for kind in ("memory", "document"):
-        assert not valid(kind)  # none stored yet
-        owner.execute("SELECT pgmem.refresh_word_sample(%s, %s)", (BIG, kind))
-        assert valid(kind)
-    with scoped(store, BIG):
-        store.execute("SELECT * FROM pgmem.forget_document(%s, 'b.md')", (BIG,))  # after both samples
-    assert valid("memory") and valid("document")
-    with scoped(store, BIG):
-        store.execute("SELECT * FROM pgmem.forget_document(%s, 'a.md')", (BIG,))
-        store.execute("SELECT * FROM pgmem.forget_turn(%s, 't1', 0)", (BIG,))
-    assert not valid("document") and not valid("memory")
+        assert _stored(admin_conn, BIG, kind) == _counted(admin_conn, BIG, kind) != {}
+    assert _stored(admin_conn, BIG, "document") != _stored(admin_conn, BIG, "memory")
+    assert doc_words() == counted
+
+
+def test_the_upgrade_stores_the_samples_of_existing_folds(admin_conn: Conn) -> None:
+    """Migration 0036 moves the sample into the fold's head: the heads already folded get the
+    counts index maintenance would store, so no fold is lost and no set is counted again."""
+    with scratch_database(admin_conn, "sample") as url:
+        params = InstallParams(TEST_DIMS, TEST_DIMS)
+        upgrade(url, params=params)
+        with psycopg.connect(url, autocommit=True) as c:
+            turns = _turns(BIG, 1150, 26, 5) + _turns(SMALL, 40, 27, 1)
+            assert not ingest_turns(c, turns, HashEmbedder(model_id=MODEL), bulk=True).failed
+            c.execute("SELECT pgmem.refresh_word_fold(%s)", (BIG,))
+            folded = _stored(c, BIG)
+            assert folded == _counted(c, BIG) != {}
+        downgrade(url, "0035", params=params)
+        with psycopg.connect(url, autocommit=True) as c:
+            assert c.execute("SELECT count(*) FROM pgmem.word_fold_head").fetchone() == (1,)
+        upgrade(url, params=params)
+        with psycopg.connect(url, autocommit=True) as c:
+            assert _stored(c, BIG) == folded
+            assert c.execute("SELECT to_regclass('pgmem.word_sample')").fetchone() == (None,)

@@ -31,7 +31,6 @@ SELECT create_distributed_table('pgmem.document', 'scope_id', colocate_with => '
 SELECT create_distributed_table('pgmem.chunk', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.piece', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.piece_word', 'scope_id', colocate_with => 'pgmem.scope');
-SELECT create_distributed_table('pgmem.word_sample', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.word_fold_head', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.word_fold', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.fact', 'scope_id', colocate_with => 'pgmem.scope');

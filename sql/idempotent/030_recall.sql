@@ -205,7 +205,8 @@ DROP FUNCTION IF EXISTS pgmem.distinctive_words(text, text, text, double precisi
 -- The word side's sample of a searched set: its first 1,000 pieces by id, so the same pieces
 -- give the same words whatever the table's layout or plan (unordered, the sample followed the
 -- heap: one evaluation question moved with the number of other scopes stored beside the
--- searched one). Counted by pgmem._word_postings, or stored by pgmem.refresh_word_sample.
+-- searched one). Counted by pgmem._word_postings, or stored in the set's fold head by
+-- pgmem.refresh_word_fold.
 -- Migration 020 stored the words as text (lexemes): a return type cannot be replaced, so the
 -- definition returning the tsvector is dropped first (once).
 DO $$
@@ -233,44 +234,7 @@ $$;
 COMMENT ON FUNCTION pgmem._word_sample(text, text, text) IS
 'The word side''s sample: the first 1,000 pieces by id of the scope''s pieces of that kind (in the thread, when given), with their words. Rows of other scopes are never read (scope_id); under row-level security only the transaction''s scope has any.';
 
--- Whether the stored sample of a scope's pieces of one kind (pgmem.word_sample) is still the
--- sample: the pieces with ids up to its last one are as many as it held, with the same sum of
--- ids. A forgotten piece among them, or a piece with a lower id committed after the refresh,
--- changes the count; pieces written later have higher ids and change nothing. Counted as a
--- whole, the planner read every piece of that kind in the scope through (scope_id, kind) and
--- checked its id: one-part hybrid recall on a 160,000-piece scope whose sample is its first
--- pieces took 71.37 ms against 33.56 (docs/bench/recall-ab-0035.txt). So the scope's pieces are
--- first read in id order through the key, at most twice as many as the sample held, of either
--- kind: when that reaches the sample's last id, those are the count; else (the other kind's
--- pieces come first) the kind's pieces are counted by (scope_id, kind), as before.
-CREATE OR REPLACE FUNCTION pgmem._word_sample_valid(scope text, kind text)
-RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pgmem, pg_temp
-AS $$
-    SELECT coalesce((
-        SELECT CASE WHEN f.whole THEN f.n = w.pieces AND f.s = w.id_sum ELSE c.n = w.pieces AND c.s = w.id_sum END
-          FROM pgmem.word_sample w
-         CROSS JOIN LATERAL (
-               SELECT count(*) <= 2 * w.pieces AS whole,
-                      count(*) FILTER (WHERE x.kind = _word_sample_valid.kind) AS n,
-                      sum(x.piece_id) FILTER (WHERE x.kind = _word_sample_valid.kind) AS s
-                 FROM (SELECT p.piece_id, p.kind FROM pgmem.piece_word p
-                        WHERE p.scope_id = _word_sample_valid.scope AND p.piece_id <= w.through
-                        ORDER BY p.piece_id
-                        LIMIT 2 * w.pieces + 1) x) f
-         CROSS JOIN LATERAL (
-               SELECT count(*) FILTER (WHERE p.piece_id <= w.through) AS n,
-                      sum(p.piece_id) FILTER (WHERE p.piece_id <= w.through) AS s
-                 FROM pgmem.piece_word p
-                WHERE NOT f.whole AND p.scope_id = _word_sample_valid.scope AND p.kind = _word_sample_valid.kind) c
-         WHERE w.scope_id = _word_sample_valid.scope AND w.kind = _word_sample_valid.kind), false)
-$$;
-COMMENT ON FUNCTION pgmem._word_sample_valid(text, text) IS
-'True when the stored word sample of the scope''s pieces of that kind (pgmem.word_sample) is still its first 1,000 pieces (same count and sum of ids up to its last piece id); false when it is missing or stale.';
-
--- The arguments and the caller of the word side's maintenance (refresh_word_sample,
--- refresh_word_fold): maintenance as pgmem.scope_index_plan, a superuser or a login member of
+-- The arguments and the caller of the word side's maintenance (refresh_word_fold): maintenance as pgmem.scope_index_plan, a superuser or a login member of
 -- pgmem_owner.
 CREATE OR REPLACE FUNCTION pgmem.check_word_maintenance(what text, scope text, kind text)
 RETURNS void
@@ -289,62 +253,12 @@ BEGIN
                 AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
         RAISE EXCEPTION '% is index maintenance, which % (as %) may not run', what, session_user, current_user
             USING ERRCODE = '42501',
-                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The word side''s sample" and "The folded postings").';
+                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The folded postings").';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.check_word_maintenance(text, text, text) IS
 'Checks a call of the word side''s maintenance (what: the function''s name): scope not NULL (22004), kind memory or document (22023), and the caller a superuser or a login member of pgmem_owner (42501, naming what).';
-
--- Index maintenance stores the sample's counts (a row of pgmem.scope_index_plan): the word side
--- reads them instead of counting the sample's lexemes (a one-part question's word side on a
--- 2,000-piece scope: 14.1 ms counted, 4.4 stored, docs/bench/word-sample.txt).
-CREATE OR REPLACE FUNCTION pgmem.refresh_word_sample(scope text, kind text DEFAULT 'memory')
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pgmem, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    prior text := current_setting('pgmem.scope', true);
-    stored integer;
-BEGIN
-    PERFORM pgmem.check_word_maintenance('refresh_word_sample', scope, kind);
-    -- The rows are the scope's: read and written inside it (its row-level security policy).
-    PERFORM set_config('pgmem.scope', scope, true);
-    WITH s AS MATERIALIZED (
-        SELECT w.piece_id, w.lexemes FROM pgmem._word_sample(refresh_word_sample.scope, refresh_word_sample.kind) w
-    ), h AS (
-        SELECT max(s.piece_id) AS through, count(*)::integer AS pieces, sum(s.piece_id) AS id_sum FROM s
-    ), c AS (
-        SELECT x.lex, count(*)::integer AS c
-          FROM s CROSS JOIN LATERAL unnest(string_to_array(s.lexemes, ' ')) AS x(lex)
-         GROUP BY x.lex
-        HAVING count(*) > 3
-    )
-    INSERT INTO pgmem.word_sample AS ws (scope_id, kind, through, pieces, id_sum, lexemes, counts)
-    SELECT refresh_word_sample.scope, refresh_word_sample.kind, h.through, h.pieces, h.id_sum,
-           coalesce((SELECT array_agg(c.lex ORDER BY c.lex) FROM c), '{}'),
-           coalesce((SELECT array_agg(c.c ORDER BY c.lex) FROM c), '{}')
-      FROM h
-     -- Only a set of more than 1,000 pieces is sampled.
-     WHERE h.pieces = 1000
-       AND EXISTS (SELECT 1 FROM pgmem.piece_word p
-                    WHERE p.scope_id = refresh_word_sample.scope AND p.kind = refresh_word_sample.kind
-                      AND p.piece_id > h.through)
-    ON CONFLICT (scope_id, kind) DO UPDATE
-       SET through = excluded.through, pieces = excluded.pieces, id_sum = excluded.id_sum,
-           lexemes = excluded.lexemes, counts = excluded.counts
-    RETURNING cardinality(ws.lexemes) INTO stored;
-    IF stored IS NULL THEN
-        DELETE FROM pgmem.word_sample w WHERE w.scope_id = refresh_word_sample.scope AND w.kind = refresh_word_sample.kind;
-    END IF;
-    PERFORM set_config('pgmem.scope', coalesce(prior, ''), true);
-    RETURN coalesce(stored, 0);
-END
-$$;
-COMMENT ON FUNCTION pgmem.refresh_word_sample(text, text) IS
-'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): stores the word side''s sample of the scope''s pieces of that kind (memory, the default, or document) in pgmem.word_sample, the lexemes in more than 3 of its first 1,000 pieces by id with their counts, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no sample (its row is removed, 0). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose sample is missing or stale (pgmem._word_sample_valid).';
 
 -- The folded postings (pgmem.word_fold, 021): scope-wide, the word side reads one row a lexeme
 -- with its pieces' ids instead of one heap row a piece through the word index (an 8-part message
@@ -396,8 +310,8 @@ BEGIN
         IF current_setting('transaction_isolation') <> 'read committed'
            AND EXISTS (SELECT 1 FROM pgmem.scope s WHERE s.scope_id = r.scope_id) THEN
             FOR k IN SELECT DISTINCT g.kind FROM gone g WHERE g.scope_id = r.scope_id LOOP
-                INSERT INTO pgmem.word_fold_head AS h (scope_id, kind, through, pieces, cap)
-                VALUES (r.scope_id, k.kind, -1, 0, 0) ON CONFLICT (scope_id, kind) DO NOTHING;
+                INSERT INTO pgmem.word_fold_head AS h (scope_id, kind, through, pieces, cap, sample_lexemes, sample_counts)
+                VALUES (r.scope_id, k.kind, -1, 0, 0, '{}', '{}') ON CONFLICT (scope_id, kind) DO NOTHING;
                 DELETE FROM pgmem.word_fold_head h WHERE h.scope_id = r.scope_id AND h.kind = k.kind AND h.through = -1;
             END LOOP;
         END IF;
@@ -465,8 +379,17 @@ BEGIN
         -- The most pieces a searched word may be in at the default share while the fold is read
         -- (its tail at most max_tail, pgmem._word_fold): a word in more has its count only.
         fold_cap := greatest(3, floor(0.1 * least(n + greatest(100, n / 50), 100000)));
-        INSERT INTO pgmem.word_fold_head (scope_id, kind, through, pieces, cap)
-        VALUES (refresh_word_fold.scope, refresh_word_fold.kind, last_id, n, fold_cap);
+        -- The head, with the word side's sample of the set: the lexemes in more than 3 of its
+        -- first 1,000 pieces by id, and their counts (all of them at most last_id, and theirs
+        -- while the head exists).
+        INSERT INTO pgmem.word_fold_head (scope_id, kind, through, pieces, cap, sample_lexemes, sample_counts)
+        SELECT refresh_word_fold.scope, refresh_word_fold.kind, last_id, n, fold_cap,
+               coalesce(array_agg(c.lex ORDER BY c.lex), '{}'), coalesce(array_agg(c.c ORDER BY c.lex), '{}')
+          FROM (SELECT x.lex, count(*)::integer AS c
+                  FROM pgmem._word_sample(refresh_word_fold.scope, refresh_word_fold.kind) s
+                 CROSS JOIN LATERAL unnest(string_to_array(s.lexemes, ' ')) AS x(lex)
+                 GROUP BY x.lex
+                HAVING count(*) > 3) c;
         INSERT INTO pgmem.word_fold (scope_id, kind, lexeme, pieces, ids)
         SELECT refresh_word_fold.scope, refresh_word_fold.kind, x.lex, count(*),
                CASE WHEN count(*) <= fold_cap THEN array_agg(p.piece_id ORDER BY p.piece_id) END
@@ -481,7 +404,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.refresh_word_fold(text, text) IS
-'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
+'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, stores the word side''s sample of them in the head (pgmem.word_fold_head: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts), and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
 
 -- The words of a whole message at once: the parts of one message share the sample, and a
 -- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of
@@ -519,7 +442,7 @@ DECLARE
     cap bigint := coalesce(nullif(current_setting('pgmem.word_postings_cap', true), '')::bigint, 1000000000);
     -- The word index's key of a lexeme here (pgmem.scope_lexemes): scope number, kind, lexeme.
     key_prefix text;
-    -- Scope-wide, the sample's counts are read from pgmem.word_sample while it is still valid.
+    -- Scope-wide, the sample's counts are read from the fold's head while it exists.
     cached boolean := false;
     -- Scope-wide, the postings are read from their fold (pgmem.word_fold) while it holds the
     -- scope's pieces and its tail is short: its last piece id, and the most pieces a word of it may be in.
@@ -549,13 +472,16 @@ BEGIN
     -- scope from a superuser's session that set none.
     key_prefix := (SELECT p.scope_no FROM pgmem.piece_word p WHERE p.scope_id = _word_postings.scope LIMIT 1)::text
                   || left(_word_postings.kind, 1) || '/';
-    -- Setting pgmem.word_fold = off reads every word through the index (the same rows; for
-    -- measuring the fold, recall_ab --setting).
-    IF _word_postings.thread IS NULL AND coalesce(current_setting('pgmem.word_fold', true), '') <> 'off' THEN
-        SELECT f.through, f.cap, least(f.pieces + f.tail, 100000) INTO fold_through, fold_cap, n
-          FROM pgmem._word_fold(_word_postings.scope, _word_postings.kind) f
-         WHERE f.tail <= f.max_tail;
-        folded := FOUND;
+    -- Scope-wide, the set's fold (index maintenance's): while it exists its sample is the set's,
+    -- and its postings are read while its tail is short. Setting pgmem.word_fold = off reads
+    -- every word through the index (the same rows; for measuring the fold, recall_ab --setting).
+    IF _word_postings.thread IS NULL THEN
+        SELECT f.through, f.cap, least(f.pieces + f.tail, 100000),
+               f.tail <= f.max_tail AND coalesce(current_setting('pgmem.word_fold', true), '') <> 'off'
+          INTO fold_through, fold_cap, n, folded
+          FROM pgmem._word_fold(_word_postings.scope, _word_postings.kind) f;
+        cached := FOUND;
+        folded := cached AND folded;
     END IF;
     -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces
     -- of a larger scope still counts as distinctive at the default share); a valid fold and its
@@ -566,9 +492,6 @@ BEGIN
              WHERE p.scope_id = _word_postings.scope AND p.kind = _word_postings.kind
                AND (_word_postings.thread IS NULL OR p.thread_id = _word_postings.thread)
              LIMIT 100000) c;
-    END IF;
-    IF n > 1000 AND _word_postings.thread IS NULL THEN
-        cached := pgmem._word_sample_valid(_word_postings.scope, _word_postings.kind);
     END IF;
     -- At least 3: in a small set (under 30 pieces) a word in two or three of them still singles
     -- them out, and 10% would keep only words found once, however incidental.
@@ -586,8 +509,8 @@ BEGIN
     -- word would cost lim + 1 rows, so every word is first counted in a sample of 1,000
     -- searched pieces, in one pass over the sample's lexemes (a lexeme-by-lexeme scan of the
     -- sample took 13x longer for a long message), and a word common there is dropped unread.
-    -- Scope-wide, index maintenance stores those counts (pgmem.word_sample): read while still
-    -- valid, they save counting the sample's lexemes, and give the same words.
+    -- Scope-wide, index maintenance stores those counts with the fold (pgmem.word_fold_head):
+    -- read while it exists, they save counting the sample's lexemes, and give the same words.
     -- A smaller set needs no sample: reading at most lim + 1 rows a word is its exact count, as
     -- the sample of the whole set was (same words, a third of the cost on small scopes).
     RETURN QUERY
@@ -609,8 +532,8 @@ BEGIN
         -- The same counts as stored by index maintenance: only lexemes in more than 3 of the
         -- sample's pieces are, and one in 3 or fewer is never dropped (sample_lim >= 3).
         SELECT u.lex, u.c
-          FROM pgmem.word_sample ws CROSS JOIN LATERAL unnest(ws.lexemes, ws.counts) AS u(lex, c)
-         WHERE cached AND ws.scope_id = _word_postings.scope AND ws.kind = _word_postings.kind
+          FROM pgmem.word_fold_head h CROSS JOIN LATERAL unnest(h.sample_lexemes, h.sample_counts) AS u(lex, c)
+         WHERE cached AND h.scope_id = _word_postings.scope AND h.kind = _word_postings.kind
            AND u.lex IN (SELECT lex.lex FROM lex)
     ), rare AS (
         SELECT lex.lex, coalesce(sd.c, 0) AS c

@@ -91,9 +91,8 @@ BEGIN
     FOR r IN SELECT * FROM (VALUES
         ('piece', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows'),
         ('fact', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts every scope''s rows'),
-        ('word_sample', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample (pgmem._word_sample_valid)'),
         ('word_fold_head', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s folded postings (pgmem._word_fold)'),
-        ('piece_word', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) checks every scope''s stored word sample against these rows'),
+        ('piece_word', 'Index maintenance (pgmem.scope_index_plan, which sets pgmem.maintenance) counts the tail of every scope''s folded postings'),
         ('scope', 'Maintenance over every scope (pgmem.maintenance_scopes, for pgmem reembed --all) lists the scopes')
     ) AS t(tbl, reader)
     LOOP

@@ -231,15 +231,8 @@ BEGIN
          CROSS JOIN LATERAL (SELECT a.action, r0.step, r0.ddl) r
          WHERE a.action IS NOT NULL
         UNION ALL
-        -- The word side's sample (pgmem.word_sample) of every scope's pieces of each kind, when
-        -- there are more than 1,000 and the stored one is missing or stale: stored again.
-        SELECT k.scope_id, 'words', k.n, 'sample', 0,
-               format('SELECT pgmem.refresh_word_sample(%L, %L)', k.scope_id, k.kind)
-          FROM kinds k
-         WHERE k.n > 1000 AND NOT pgmem._word_sample_valid(k.scope_id, k.kind)
-        UNION ALL
-        -- The folded postings (pgmem.word_fold) of every scope's pieces of each kind, when there
-        -- are more than 1,000 and the fold is missing or stale or its tail reached half of what the
+        -- The folded postings (pgmem.word_fold) and the sample (in the fold's head) of every
+        -- scope's pieces of each kind, when there are more than 1,000 and the fold is missing or stale or its tail reached half of what the
         -- word side reads directly: folded again; the fold of a smaller set: removed.
         SELECT k.scope_id, 'words', k.n, 'postings', 0,
                format('SELECT pgmem.refresh_word_fold(%L, %L)', k.scope_id, k.kind)
@@ -254,7 +247,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer, boolean, integer) IS
-'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s sample (plane words, action sample: a call of pgmem.refresh_word_sample) of every scope''s memory pieces or document units when there are more than 1,000 and the stored one is missing or stale, and their folded postings (plane words, action postings: a call of pgmem.refresh_word_fold) when missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s folded postings and sample (plane words, action postings: a call of pgmem.refresh_word_fold) of every scope''s memory pieces or document units when there are more than 1,000 and the fold is missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,

@@ -182,17 +182,16 @@ def default_mode_rows(
 
 def word_side_sizes(conn: Conn) -> dict[str, Any]:
     """On-disk sizes of the piece table, of the word side's tables (pgmem.piece_word: each
-    piece's words; pgmem.word_sample: the stored samples; pgmem.word_fold and word_fold_head:
-    the folded postings) and of each of their indexes, in all
-    and per 100,000 pieces. The word side is those tables and their indexes (the GIN word index
-    keyed by scope, piece_word_words_idx, among them). A relation cached in shared buffers (or
-    the page cache) takes its on-disk pages, so these are also what each takes in memory once
-    cached."""
+    piece's words; pgmem.word_fold and word_fold_head: the folded postings and the samples) and
+    of each of their indexes, in all and per 100,000 pieces. The word side is those tables and
+    their indexes (the GIN word index keyed by scope, piece_word_words_idx, among them). A
+    relation cached in shared buffers (or the page cache) takes its on-disk pages, so these are
+    also what each takes in memory once cached."""
     row = conn.execute("SELECT count(*) FROM pgmem.piece").fetchone()
     pieces = int(str(row[0])) if row else 0
     rels = conn.execute(
-        """WITH r(oid) AS (SELECT unnest(ARRAY['pgmem.piece', 'pgmem.piece_word', 'pgmem.word_sample',
-                                                 'pgmem.word_fold', 'pgmem.word_fold_head']::regclass[]))
+        """WITH r(oid) AS (SELECT unnest(ARRAY['pgmem.piece', 'pgmem.piece_word', 'pgmem.word_fold',
+                                                 'pgmem.word_fold_head']::regclass[]))
            SELECT c.relname, c.relkind::text, pg_total_relation_size(c.oid) - pg_indexes_size(c.oid),
                   coalesce(i.indrelid, c.oid) <> 'pgmem.piece'::regclass
              FROM pg_class c LEFT JOIN pg_index i ON i.indexrelid = c.oid
@@ -239,7 +238,7 @@ def render(rows: Sequence[dict[str, Any]], sizes: dict[str, Any] | None) -> list
         out.append("")
         out.append(
             f"piece plane sizes ({sizes['pieces']:,} pieces): the word side "
-            "(piece_word, word_sample, word_fold, indexes: *) "
+            "(piece_word, word_fold, indexes: *) "
             f"{sizes['word_side_bytes'] / 1048576:,.1f} MB = {sizes['word_side_vs_piece_table']:.1%} of the piece "
             f"table, its word index {sizes['word_index_bytes'] / 1048576:,.1f} MB = "
             f"{sizes['word_index_vs_piece_table']:.1%}"

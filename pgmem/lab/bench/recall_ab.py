@@ -5,8 +5,7 @@
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
-`_memory_candidates`, `_window_candidates`, `empty_recall_reason`, `_word_sample_valid`:
-sql/idempotent/030_recall.sql;
+`_memory_candidates`, `_window_candidates`, `empty_recall_reason`: sql/idempotent/030_recall.sql;
 `document_search`: 040_documents.sql)
 are installed beside the database's under the suffix `_ab` (each calling the checkout's others),
 and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split of its
@@ -51,7 +50,6 @@ FUNCTIONS = (
     "_memory_candidates",
     "_window_candidates",
     "empty_recall_reason",
-    "_word_sample_valid",
     "_word_postings",
     "word_candidates",
     "memory_recall",
