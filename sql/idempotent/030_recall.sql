@@ -234,31 +234,8 @@ $$;
 COMMENT ON FUNCTION pgmem._word_sample(text, text, text) IS
 'The word side''s sample: the first 1,000 pieces by id of the scope''s pieces of that kind (in the thread, when given), with their words. Rows of other scopes are never read (scope_id); under row-level security only the transaction''s scope has any.';
 
--- The arguments and the caller of the word side's maintenance (refresh_word_fold): maintenance as pgmem.scope_index_plan, a superuser or a login member of
--- pgmem_owner.
-CREATE OR REPLACE FUNCTION pgmem.check_word_maintenance(what text, scope text, kind text)
-RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pgmem, pg_temp
-AS $$
-BEGIN
-    IF scope IS NULL THEN
-        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
-        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
-    END IF;
-    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
-            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
-                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
-        RAISE EXCEPTION '% is index maintenance, which % (as %) may not run', what, session_user, current_user
-            USING ERRCODE = '42501',
-                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The folded postings").';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION pgmem.check_word_maintenance(text, text, text) IS
-'Checks a call of the word side''s maintenance (what: the function''s name): scope not NULL (22004), kind memory or document (22023), and the caller a superuser or a login member of pgmem_owner (42501, naming what).';
+-- Until 0036 a helper shared by two maintenance refreshes; refresh_word_fold checks its own.
+DROP FUNCTION IF EXISTS pgmem.check_word_maintenance(text, text, text);
 
 -- The folded postings (pgmem.word_fold, 021): scope-wide, the word side reads one row a lexeme
 -- with its pieces' ids instead of one heap row a piece through the word index (an 8-part message
@@ -350,7 +327,20 @@ DECLARE
     fold_cap bigint;
     stored integer := 0;
 BEGIN
-    PERFORM pgmem.check_word_maintenance('refresh_word_fold', scope, kind);
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF kind IS NULL OR kind NOT IN ('memory', 'document') THEN
+        RAISE EXCEPTION 'kind must be memory or document, got %', coalesce(kind, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    -- Maintenance, as pgmem.scope_index_plan: a superuser or a login member of pgmem_owner.
+    IF NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = session_user AND r.rolsuper)
+            OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))) THEN
+        RAISE EXCEPTION 'refresh_word_fold is index maintenance, which % (as %) may not run', session_user, current_user
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The folded postings").';
+    END IF;
     PERFORM set_config('pgmem.scope', scope, true);
     -- The fold's last piece: the scope's last piece id now, of any kind.
     SELECT max(p.piece_id) INTO last_id FROM pgmem.piece_word p WHERE p.scope_id = refresh_word_fold.scope;
