@@ -466,8 +466,8 @@ def test_word_candidates_equal_the_rule_computed_from_the_pieces(
     assert not ingest_turns(app_conn, turns, HashEmbedder(model_id=MODEL)).failed
     if stored:
         admin_conn.execute("SELECT pgmem.refresh_word_fold(%s)", (scope,))
-        head = admin_conn.execute("SELECT sample_lexemes FROM pgmem.word_fold_head WHERE scope_id = %s", (scope,))
-        assert head.fetchone() not in (None, ([],))
+        head = admin_conn.execute("SELECT sample FROM pgmem.word_fold_head WHERE scope_id = %s", (scope,))
+        assert head.fetchone() not in (None, ({},))
     parts = [
         " ".join([*rng.choice(VOCAB[:10], size=2, replace=False), *rng.choice(VOCAB[10:], size=4, replace=False)])
         for _ in range(5)

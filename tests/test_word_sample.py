@@ -100,14 +100,9 @@ def _counted(conn: Conn, scope: str, kind: str = "memory") -> dict[str, int]:
 
 def _stored(conn: Conn, scope: str, kind: str = "memory") -> dict[str, int] | None:
     row = conn.execute(
-        "SELECT sample_lexemes, sample_counts FROM pgmem.word_fold_head WHERE scope_id = %s AND kind = %s",
-        (scope, kind),
+        "SELECT sample FROM pgmem.word_fold_head WHERE scope_id = %s AND kind = %s", (scope, kind)
     ).fetchone()
-    if row is None:
-        return None
-    lexemes, counts = row
-    assert list(lexemes) == sorted(lexemes)  # type: ignore[call-overload]
-    return dict(zip(lexemes, counts, strict=True))  # type: ignore[call-overload]
+    return None if row is None else dict(row[0])  # type: ignore[call-overload]
 
 
 def test_the_fold_stores_the_sample_and_the_word_side_reads_it(store: Conn, owner: Conn, admin_conn: Conn) -> None:
@@ -131,7 +126,7 @@ def test_the_fold_stores_the_sample_and_the_word_side_reads_it(store: Conn, owne
         before = {str(r[1]) for r in store.execute("SELECT * FROM pgmem.message_words(%s, %s)", (BIG, [word]))}
     assert before == {word}
     admin_conn.execute(
-        "UPDATE pgmem.word_fold_head SET sample_lexemes = ARRAY[%s], sample_counts = ARRAY[1000]"
+        "UPDATE pgmem.word_fold_head SET sample = jsonb_build_object(%s::text, 1000)"
         " WHERE scope_id = %s AND kind = 'memory'",
         (word, BIG),
     )

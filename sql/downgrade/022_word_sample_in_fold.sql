@@ -19,6 +19,6 @@ COMMENT ON COLUMN pgmem.word_sample.pieces IS 'How many pieces the sample held (
 COMMENT ON COLUMN pgmem.word_sample.id_sum IS 'The sum of their piece ids: with pieces, what tells whether the pieces up to through are still the same.';
 COMMENT ON COLUMN pgmem.word_sample.lexemes IS 'The lexemes in more than 3 of the sample''s pieces, sorted (a lexeme absent is in 3 or fewer, which no share drops).';
 COMMENT ON COLUMN pgmem.word_sample.counts IS 'In how many of the sample''s pieces each lexeme is (same order as lexemes).';
-ALTER TABLE pgmem.word_fold_head DROP COLUMN sample_lexemes, DROP COLUMN sample_counts;
+ALTER TABLE pgmem.word_fold_head DROP COLUMN sample;
 COMMENT ON TABLE pgmem.word_fold_head IS
 'One folded set of postings (pgmem.word_fold): the scope''s pieces of one kind with piece_id <= through, stored by index maintenance (pgmem.refresh_word_fold). Read by pgmem._word_postings (pgmem._word_fold) while it exists: no piece of the scope with a lower id than through commits after it (the refresh waits for the scope''s writers in flight), and a delete of one of its pieces deletes it (trigger piece_word_fold_on_delete).';
