@@ -232,8 +232,9 @@ BEGIN
          WHERE a.action IS NOT NULL
         UNION ALL
         -- The folded postings (pgmem.word_fold) and the sample (in the fold's head) of every
-        -- scope's pieces of each kind, when there are more than 1,000 and the fold is missing or stale or its tail reached half of what the
-        -- word side reads directly: folded again; the fold of a smaller set: removed.
+        -- scope's pieces of each kind, when there are more than 1,000 and the fold is missing or
+        -- stale or its tail reached half of what the word side reads directly: folded again; the
+        -- fold of a smaller set: removed.
         SELECT k.scope_id, 'words', k.n, 'postings', 0,
                format('SELECT pgmem.refresh_word_fold(%L, %L)', k.scope_id, k.kind)
           FROM kinds k
