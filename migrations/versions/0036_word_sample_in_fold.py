@@ -33,3 +33,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     apply(op, "downgrade/022_word_sample_in_fold.sql")
+    # pgmem.word_sample as 0026 created it, empty.
+    apply(op, "incremental/019_word_sample.sql")
