@@ -34,4 +34,7 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- 0027's trigger: once a row (0037 made it once a statement, from a transition table).
+CREATE OR REPLACE TRIGGER piece_words_on_insert AFTER INSERT ON pgmem.piece
+    FOR EACH ROW EXECUTE FUNCTION pgmem._piece_words();
 DROP FUNCTION IF EXISTS pgmem.piece_lexemes(text, text);

@@ -13,7 +13,10 @@ COMMENT ON FUNCTION pgmem.piece_lexemes(text, text) IS
 'The lexemes (english configuration, to_tsvector) of a piece''s label and body, sorted and separated by a space, as pgmem.piece_word stores them.';
 
 -- Every piece's words, whoever inserts it (put_turns, put_document, a bulk load, a superuser in
--- psql): one rule the database keeps, so no piece can be missing from the word side.
+-- psql): one rule the database keeps, so no piece can be missing from the word side. Once a
+-- statement, from its transition table: one insert of all its pieces' words. A trigger a row (a
+-- PL/pgSQL call and an insert for each piece) cost about 60 us more a piece in a bulk write
+-- (docs/scaling.md).
 CREATE OR REPLACE FUNCTION pgmem._piece_words()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE
@@ -21,16 +24,19 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 BEGIN
     INSERT INTO pgmem.piece_word (scope_id, piece_id, scope_no, kind, thread_id, lexemes)
-    VALUES (NEW.scope_id, NEW.piece_id, NEW.scope_no, NEW.kind, NEW.thread_id, pgmem.piece_lexemes(NEW.label, NEW.body));
+    SELECT a.scope_id, a.piece_id, a.scope_no, a.kind, a.thread_id, pgmem.piece_lexemes(a.label, a.body)
+      FROM added_pieces a
+     ORDER BY a.scope_id, a.piece_id;
     RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION pgmem._piece_words() IS
-'Trigger function: writes a new piece''s words (pgmem.piece_word) after its insert.';
+'Trigger function (once a statement): writes the words (pgmem.piece_word) of the pieces the statement inserted, from its transition table added_pieces.';
 CREATE OR REPLACE TRIGGER piece_words_on_insert AFTER INSERT ON pgmem.piece
-    FOR EACH ROW EXECUTE FUNCTION pgmem._piece_words();
+    REFERENCING NEW TABLE AS added_pieces
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem._piece_words();
 COMMENT ON TRIGGER piece_words_on_insert ON pgmem.piece IS
-'Writes the piece''s words into pgmem.piece_word (pgmem._piece_words); they go with the piece (foreign key, cascade).';
+'Writes the inserted pieces'' words into pgmem.piece_word (pgmem._piece_words, once a statement); they go with the piece (foreign key, cascade).';
 
 CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
 RETURNS TABLE (turn_index integer, content_hash bytea)
