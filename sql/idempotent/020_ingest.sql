@@ -15,8 +15,8 @@ COMMENT ON FUNCTION pgmem.piece_lexemes(text, text) IS
 -- Every piece's words, whoever inserts it (put_turns, put_document, a bulk load, a superuser in
 -- psql): one rule the database keeps, so no piece can be missing from the word side. Once a
 -- statement, from its transition table: one insert of all its pieces' words. A trigger a row (a
--- PL/pgSQL call and an insert for each piece) cost about 60 us more a piece in a bulk write
--- (docs/scaling.md).
+-- PL/pgSQL call and an insert for each piece) made a 400-turn put_turns 1.10-1.27 times as slow
+-- and put_turn 1.11-1.15 (docs/bench/write-ab-0037.txt).
 CREATE OR REPLACE FUNCTION pgmem._piece_words()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE

@@ -1,0 +1,149 @@
+"""Two databases' write paths side by side (a benchmark, not a test).
+
+    python -m pgmem.lab.bench.write_ab URL URL2 [--turns 400] [--single 20] [--rounds 5]
+
+URL and URL2 name two migrated databases as a superuser: a copy of a store migrated to a later
+revision, say (`CREATE DATABASE b TEMPLATE a`, then `DATABASE_URL=... pgmem migrate`), so that
+each side runs its own functions and triggers on the same tables. Each round writes the same
+synthetic turns (pgmem/lab/bench/synth.py, six pieces a turn) into a new scope of each database,
+alternating which goes first: one `pgmem.put_turns` call of `turns` turns (the bulk path), then
+`single` `pgmem.put_turn` calls, one turn each (the path of a sealed turn). Database side: each
+statement's own time, as `pgmem bench`'s write rows measure it. Both databases must store the
+same rows (each piece's label, body, vectors and words, compared after every round); the scopes
+are forgotten at the end, on error too. Medians of pieces a second per path and database, and
+their ratio."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import statistics
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from pgmem.db import connect
+from pgmem.errors import PgmemError
+from pgmem.lab.bench.synth import PIECES_PER_TURN, Turn
+from pgmem.lab.bench.write_cost import _turns
+from pgmem.lab.bench.writes import put_turn_each, put_turns
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+PREFIX = "write-ab-"
+
+#: Every stored piece of a scope with its words, in write order: what both sides must agree on.
+ROWS = """SELECT p.thread_id, p.turn_index, p.source_index, p.seq, p.unit_kind, p.label, p.body,
+                 p.raw_embedding::text, p.embedding::text, w.lexemes
+            FROM pgmem.piece p
+            LEFT JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id
+           WHERE p.scope_id = %s
+           ORDER BY p.thread_id, p.turn_index, p.source_index, p.seq"""
+
+
+def _in_scope(turns: list[Turn], scope: str) -> list[Turn]:
+    return [dataclasses.replace(t, scope_id=scope) for t in turns]
+
+
+def _forget(conn: Conn, scope: str) -> None:
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        conn.execute("SELECT * FROM pgmem.forget_scope(%s)", (scope,))
+
+
+@contextlib.contextmanager
+def _scopes(conns: list[Conn]) -> Iterator[list[str]]:
+    """The scopes written, forgotten on the way out (so a failed run leaves nothing behind)."""
+    made: list[str] = []
+    try:
+        yield made
+    finally:
+        for conn in conns:
+            for scope in made:
+                _forget(conn, scope)
+
+
+def run(url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int = 5) -> dict[str, Any]:
+    """The module docstring's rounds: per side and path, each round's pieces a second."""
+    by = _turns(turns + single, 0)["cost-source"]
+    bulk, each = by[:turns], by[turns : turns + single]
+    rates: dict[str, dict[str, list[float]]] = {
+        side: {"put_turns": [], "put_turn": []} for side in ("database", "against")
+    }
+    with connect(url) as c1, connect(url2) as c2:
+        for c in (c1, c2):
+            c.autocommit = True
+            row = c.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+            if not row or not row[0]:
+                raise PgmemError("write_ab needs superuser connections (it writes and forgets its own scopes)")
+        sides = [("database", c1), ("against", c2)]
+        for c in (c1, c2):  # left by a run killed before its clean-up
+            for r in range(rounds):
+                _forget(c, f"{PREFIX}{r}")
+        with _scopes([c1, c2]) as made:
+            made.append(f"{PREFIX}warm")
+            for c in (c1, c2):  # registered and planned before the first timed call, as in a service
+                put_turns(c, _in_scope(by[:2], f"{PREFIX}warm"))
+            for r in range(rounds):
+                scope = f"{PREFIX}{r}"
+                made.append(scope)
+                for side, conn in sides if r % 2 == 0 else sides[::-1]:
+                    for path, (n, secs) in (
+                        ("put_turns", put_turns(conn, _in_scope(bulk, scope))),
+                        ("put_turn", put_turn_each(conn, _in_scope(each, scope))),
+                    ):
+                        if n != PIECES_PER_TURN * (turns if path == "put_turns" else single) or secs <= 0:
+                            raise RuntimeError(f"{side}: {path} stored {n} pieces in {secs} s")
+                        rates[side][path].append(n / secs)
+                rows = [c.execute(ROWS, (scope,)).fetchall() for c in (c1, c2)]
+                if rows[0] != rows[1]:
+                    raise RuntimeError(f"round {r + 1}: the two databases stored different rows")
+    out: dict[str, Any] = {"turns": turns, "single": single, "rounds": rounds, "paths": {}}
+    for path in ("put_turns", "put_turn"):
+        a, b = (statistics.median(rates[s][path]) for s in ("database", "against"))
+        out["paths"][path] = {
+            "database_pieces_per_s": round(a),
+            "against_pieces_per_s": round(b),
+            "against_vs_database": round(b / a, 3),
+            "runs": {s: [round(x) for x in rates[s][path]] for s in rates},
+        }
+    out["load_average"] = [round(v, 1) for v in os.getloadavg()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pgmem.lab.bench.write_ab", description=__doc__.split("\n\n")[0])
+    p.add_argument("url")
+    p.add_argument("url2")
+    p.add_argument("--turns", type=int, default=400, help="turns of the put_turns call (six pieces a turn)")
+    p.add_argument("--single", type=int, default=20, help="put_turn calls a round")
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args(argv)
+    if not (1 <= a.turns <= 5000 and 1 <= a.single <= 1000 and 1 <= a.rounds <= 50):
+        p.error("--turns must be 1..5000, --single 1..1000 and --rounds 1..50")
+    try:
+        r = run(a.url, a.url2, turns=a.turns, single=a.single, rounds=a.rounds)
+    except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
+        print(
+            f"write_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr
+        )
+        return 1
+    print(
+        f"database side, pieces/s, median of {a.rounds} rounds (the same turns into a new scope of each, "
+        f"alternating which goes first), URL's (database) and URL2's (against)"
+    )
+    for path, v in r["paths"].items():
+        what = f"one call of {a.turns} turns" if path == "put_turns" else f"{a.single} calls, one turn each"
+        print(
+            f"{path} ({what}): database {v['database_pieces_per_s']:,}, against {v['against_pieces_per_s']:,}, "
+            f"ratio {v['against_vs_database']} (load average {r['load_average'][0]})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
