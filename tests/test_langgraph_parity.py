@@ -749,7 +749,7 @@ def test_a_put_that_found_its_vectors_current_and_lost_them_to_a_concurrent_put_
         sync_store(app_url, "conn", index=_vector_index(other, "cosine", fields=["text"])) as rival,
     ):
         store.put(ns, "k", {"text": "first words"})
-        _, writes = store._plan([PutOp(ns, "k", {"text": "first words"})])
+        _, _, writes = store._plan([PutOp(ns, "k", {"text": "first words"})])
 
         def interfered(call: Any) -> Any:
             step, done = next(call), False

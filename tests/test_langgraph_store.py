@@ -22,7 +22,7 @@ pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError, PgmemError, SchemaError
@@ -134,6 +134,31 @@ def test_put_get_update_delete(hstore: PgmemStore) -> None:
     assert hstore.get(ns, "a") is None
     hstore.delete(ns, "a")  # deleting a missing item is not an error
     assert hstore.batch([GetOp(ns, "a"), GetOp(("nobody",), "x")]) == [None, None]
+
+
+def _begins(trace: Path) -> int:
+    """Transactions the client opened, in a libpq trace (its "F ... Query "BEGIN"" lines)."""
+    return sum(1 for line in trace.read_text().splitlines() if "\tF\t" in line and line.endswith('Query\t "BEGIN"'))
+
+
+def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: Conn, tmp_path: Path) -> None:
+    """A put (or a batch of puts and deletes) is one transaction, its writes'; a batch that also
+    reads opens a second one for its reads first. Counted on the wire (libpq's trace)."""
+    ns = ("round", "trips")
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as f:
+        conn.pgconn.trace(f.fileno())
+        try:
+            hstore.put(ns, "a", {"text": "one"})
+            hstore.batch([PutOp(ns, "b", {"text": "two"}), PutOp(ns, "a", None)])
+            begins_writes = _begins(trace)
+            got = hstore.batch([GetOp(ns, "b"), PutOp(ns, "c", {"text": "three"})])
+        finally:
+            conn.pgconn.untrace()
+    assert begins_writes == 2
+    assert _begins(trace) == 4
+    assert isinstance(got[0], Item) and got[0].value == {"text": "two"} and got[1] is None
+    assert hstore.get(ns, "a") is None and hstore.get(ns, "c") is not None
 
 
 def test_a_delete_removes_the_item_turn_and_pieces(hstore: PgmemStore, admin_conn: Conn) -> None:

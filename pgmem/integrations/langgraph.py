@@ -578,10 +578,10 @@ class _StoreLogic:
 
     # -- planning -----------------------------------------------------------------------------
 
-    def _plan(self, ops: Iterable[Op]) -> tuple[list[Op], list[PutOp]]:
-        """Every op checked before anything runs; the writes deduplicated (the last put of a key
-        wins, as in PostgresStore) and in one order, (scope, key), so two batches never take the
-        same items' locks in opposite orders (the lock order: docs/architecture.md)."""
+    def _plan(self, ops: Iterable[Op]) -> tuple[list[Op], bool, list[PutOp]]:
+        """Every op checked before anything runs; whether any reads; the writes deduplicated (the
+        last put of a key wins, as in PostgresStore) and in one order, (scope, key), so two batches
+        never take the same items' locks in opposite orders (the lock order: docs/architecture.md)."""
         ops = list(ops)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
@@ -589,7 +589,8 @@ class _StoreLogic:
             if isinstance(op, PutOp):
                 puts[(tuple(op.namespace), op.key)] = op
         writes = [puts[k] for k in sorted(puts, key=lambda k: (namespace_scope(k[0]), k[1]))]
-        return ops, writes
+        reads = any(isinstance(op, GetOp | SearchOp | ListNamespacesOp) for op in ops)
+        return ops, reads, writes
 
     def _directory(self) -> Query:
         # Transaction-local, so it holds for every step of the call's transaction.
@@ -599,8 +600,6 @@ class _StoreLogic:
 
     def _reads_call(self, ops: list[Op]) -> Call[list[Result]]:
         results: list[Result] = [None] * len(ops)
-        if not any(isinstance(op, GetOp | SearchOp | ListNamespacesOp) for op in ops):
-            return results
         yield self._directory()
         query_vectors: dict[str, Any] = {}
         if self.field_embedder is not None:
@@ -1158,8 +1157,9 @@ class PgmemStore(_StoreLogic, BaseStore):
         """Run `ops`: reads first (get, search, list_namespaces, in one transaction), then every
         put and delete in one transaction (all stored, or none when one fails). Every op is
         checked before anything runs."""
-        ops, writes = self._plan(ops)
-        results = self._run(lambda: self._reads_call(ops))
+        ops, reads, writes = self._plan(ops)
+        # A batch of puts and deletes only opens no read transaction (two round trips a put).
+        results: list[Result] = self._run(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
             self._run(lambda: self._writes_call(writes))
         return results
@@ -1313,8 +1313,8 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """PgmemStore.batch's calls on the async connection or pool."""
-        ops, writes = self._plan(ops)
-        results = await self._arun(lambda: self._reads_call(ops))
+        ops, reads, writes = self._plan(ops)
+        results: list[Result] = await self._arun(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
             await self._arun(lambda: self._writes_call(writes))
         return results
