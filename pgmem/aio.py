@@ -26,8 +26,8 @@ from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
 from pgmem.calls import (
-    RESTORE_SCOPE,
     RETRY_ATTEMPTS,
+    SCOPE_LOCAL,
     SET_SCOPE,
     VECTOR_TYPES,
     Call,
@@ -36,6 +36,7 @@ from pgmem.calls import (
     Query,
     advance,
     lost_race,
+    one_round_trip,
     register_types,
     retry_delay,
 )
@@ -122,15 +123,29 @@ async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> o
 
 
 async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
+    if q.scope is not None and one_round_trip(conn):
+        # pgmem.calls._execute_once: the scope's setting and the statement in one round trip.
+        check_name(q.scope, "scope")
+        infos = await _type_infos(conn)
+        async with conn.cursor(row_factory=tuple_row) as cur:
+            register_types(cur, infos)
+            async with conn.pipeline(), conn.cursor() as setting:
+                await setting.execute(SCOPE_LOCAL, (q.scope,))
+                await cur.execute(q.sql, q.params, binary=True)
+            return await cur.fetchone() if q.one else await cur.fetchall()
     block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
     async with block, conn.cursor(row_factory=tuple_row) as cur:
-        infos = _TYPES.get(conn)
-        if infos is None:
-            fetched = [await TypeInfo.fetch(conn, name) for name in VECTOR_TYPES]
-            infos = _TYPES[conn] = [i for i in fetched if i is not None]
-        register_types(cur, infos)
+        register_types(cur, await _type_infos(conn))
         await cur.execute(q.sql, q.params, binary=True)
         return await cur.fetchone() if q.one else await cur.fetchall()
+
+
+async def _type_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
+    infos = _TYPES.get(conn)
+    if infos is None:
+        fetched = [await TypeInfo.fetch(conn, name) for name in VECTOR_TYPES]
+        infos = _TYPES[conn] = [i for i in fetched if i is not None]
+    return infos
 
 
 @asynccontextmanager
@@ -143,7 +158,7 @@ async def scoped(conn: psycopg.AsyncConnection[Any], scope: str) -> AsyncIterato
         row = await (await cur.execute(SET_SCOPE, (scope,))).fetchone()
         yield
         if nested:
-            await cur.execute(RESTORE_SCOPE, ((row[0] if row else None) or "",))
+            await cur.execute(SCOPE_LOCAL, ((row[0] if row else None) or "",))
 
 
 def asynchronous(fn: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncDb, P], Coroutine[Any, Any, T]]:

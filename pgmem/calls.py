@@ -41,7 +41,7 @@ P = ParamSpec("P")
 
 #: The statements that scope a transaction; the first also returns the scope it had before.
 SET_SCOPE = "SELECT current_setting('pgmem.scope', true), set_config('pgmem.scope', %s, true)"
-RESTORE_SCOPE = "SELECT set_config('pgmem.scope', %s, true)"
+SCOPE_LOCAL = "SELECT set_config('pgmem.scope', %s, true)"
 #: pgvector's types, registered on pgmem's own cursors.
 VECTOR_TYPES = ("vector", "halfvec")
 #: A deadlock (40P01) or serialization failure (40001) rolls the statement's transaction back
@@ -178,10 +178,35 @@ def _execute(conn: psycopg.Connection[Any], q: Query, own: bool) -> object:
         attempt += 1
 
 
+def one_round_trip(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a scoped statement runs as one round trip on `conn`: an autocommit connection
+    with no transaction open and not in pipeline mode already. The scope's setting and the
+    statement are then sent together in pipeline mode, ended by one Sync: the server runs them
+    as one implicit transaction (committed at the Sync, or rolled back whole on an error), so
+    the scope is local to it as in `scoped`, without BEGIN and COMMIT taking two round trips
+    more and the setting a third."""
+    return (
+        conn.autocommit
+        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+        and psycopg.Pipeline.is_supported()
+    )
+
+
 def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
+    if q.scope is not None and one_round_trip(conn):
+        check_name(q.scope, "scope")
+        # The types first: fetching them is a statement of its own, in its own transaction.
+        infos = _type_infos(conn)
+        with conn.cursor(row_factory=tuple_row) as cur:
+            register_types(cur, infos)
+            with conn.pipeline(), conn.cursor() as setting:
+                setting.execute(SCOPE_LOCAL, (q.scope,))
+                cur.execute(q.sql, q.params, binary=True)
+            return cur.fetchone() if q.one else cur.fetchall()
     block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
     with block, conn.cursor(row_factory=tuple_row) as cur:
-        _register(conn, cur)
+        register_types(cur, _type_infos(conn))
         cur.execute(q.sql, q.params, binary=True)
         return cur.fetchone() if q.one else cur.fetchall()
 
@@ -202,15 +227,16 @@ def scoped(conn: psycopg.Connection[Any], scope: str) -> Generator[None, None, N
         yield
         if nested:
             # Functions called in the block may set the scope too (set_config(..., true)).
-            cur.execute(RESTORE_SCOPE, ((row[0] if row else None) or "",))
+            cur.execute(SCOPE_LOCAL, ((row[0] if row else None) or "",))
 
 
-def _register(conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any]) -> None:
+def _type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
+    """pgvector's types on this connection, fetched once (a query of its own)."""
     infos = _TYPES.get(conn)
     if infos is None:
         infos = [i for i in (TypeInfo.fetch(conn, name) for name in VECTOR_TYPES) if i is not None]
         _TYPES[conn] = infos
-    register_types(cur, infos)
+    return infos
 
 
 def register_types(cur: Any, infos: Sequence[TypeInfo]) -> None:

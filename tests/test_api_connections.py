@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import pgmem
 import pgmem.aio
 from pgmem.calls import Call, Query, run
 from pgmem.documents.store import Document, add_documents, search_documents
-from pgmem.errors import ArgumentError, DatabaseError, InputError, ModelMismatchError, ScopeError
+from pgmem.errors import ArgumentError, DatabaseError, InputError, ModelMismatchError, PgmemError, ScopeError
 from pgmem.recall import recall_vectors, recall_vectors_call
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, make_turn, role_url
 
@@ -294,3 +295,75 @@ def test_metadata_from_jsonl_and_python_filters_recall(app_url: str, tmp_path: A
             return _hits(result)
 
     assert asyncio.run(main()) == set()  # turn 1 moved to voice: no chat turn left
+
+
+def _round_trips(trace: Path) -> int:
+    """The client's waits for the server in a libpq trace: each Sync (the end of an
+    extended-protocol pipeline) and each simple Query (BEGIN, COMMIT) the client sent."""
+    lines = [line.split("\t") for line in trace.read_text().splitlines()]
+    return sum(1 for f in lines if len(f) > 3 and f[1] == "F" and (f[3] == "Sync" or f[3].startswith("Query")))
+
+
+def _scope_left(conn: psycopg.Connection[Any]) -> object:
+    return conn.execute("SELECT coalesce(current_setting('pgmem.scope', true), '')").fetchone()
+
+
+def test_a_call_on_an_autocommit_connection_is_one_round_trip_a_statement(app_url: str, tmp_path: Path) -> None:
+    """On an autocommit connection (pgmem.db.connect's, a pool's by default) a statement and its
+    scope go in one round trip: the scope's setting and the statement pipelined, one Sync, one
+    implicit transaction. Counted on the wire (libpq's trace): a recall is 1 round trip (4
+    before: BEGIN, the scope, the statement, COMMIT); storing a new turn 3 (its hash, the model
+    check, put_turn). The scope never outlives its statement, nor a refused statement's."""
+    scope = "round-trips"
+    trace = tmp_path / "libpq.trace"
+    with psycopg.connect(app_url, autocommit=True) as c:
+        pgmem.ingest_turns(c, [make_turn(scope, "t", 0, "the freezer log is exported at two")], EMB)
+        vec = np.array([hash_vector("freezer log")])
+        with trace.open("w") as f:
+            c.pgconn.trace(f.fileno())
+            try:
+                hits = recall_vectors(c, scope, ["freezer log"], vec, floor=-1.0)
+                recall_trips = _round_trips(trace)
+                report = pgmem.ingest_turns(c, [make_turn(scope, "t", 1, "the dog is called Rex")], EMB)
+                ingest_trips = _round_trips(trace) - recall_trips
+            finally:
+                c.pgconn.untrace()
+        assert [h.turn_index for g in hits.groups for h in g.hits] == [0]
+        assert report.inserted == 1
+        assert (recall_trips, ingest_trips) == (1, 3)
+        assert _scope_left(c) == ("",)
+        # A statement the database refuses: a PgmemError, and the connection (idle, out of
+        # pipeline mode, no scope left) serves the next call.
+        with pytest.raises(PgmemError, match="384"):
+            run(c, _wrong_size_recall(scope))
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert c.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+        assert _scope_left(c) == ("",)
+        assert pgmem.ingest_turns(c, [make_turn(scope, "t", 2, "the cat is called Tom")], EMB).inserted == 1
+        assert len(recall_vectors(c, scope, ["freezer log"], vec, floor=-1.0, x=10).groups[0].hits) == 3
+
+
+def _wrong_size_recall(scope: str) -> Call[object]:
+    """A recall the database refuses after the scope is set: a part vector of the wrong size."""
+    rows = yield Query(scope, "SELECT * FROM pgmem.memory_recall(%s, ARRAY['[1,0]'::vector])", (scope,))
+    return rows
+
+
+def test_an_async_call_is_one_round_trip_too(app_url: str, tmp_path: Path) -> None:
+    scope = "round-trips-async"
+    trace = tmp_path / "libpq.trace"
+
+    async def main() -> tuple[int, int]:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as c:
+            await pgmem.aio.ingest_turns(c, [make_turn(scope, "t", 0, "the freezer log is exported at two")], EMB)
+            with trace.open("w") as f:
+                c.pgconn.trace(f.fileno())
+                try:
+                    hits = await pgmem.aio.recall_vectors(
+                        c, scope, ["freezer log"], np.array([hash_vector("freezer log")]), floor=-1.0
+                    )
+                finally:
+                    c.pgconn.untrace()
+            return _round_trips(trace), len(hits.groups[0].hits)
+
+    assert asyncio.run(main()) == (1, 1)

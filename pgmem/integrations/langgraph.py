@@ -106,8 +106,8 @@ from psycopg.types import TypeInfo  # noqa: E402
 from pgmem import aio  # noqa: E402
 from pgmem.blend import DEFAULT_WEIGHT  # noqa: E402
 from pgmem.calls import (  # noqa: E402
-    RESTORE_SCOPE,
     RETRY_ATTEMPTS,
+    SCOPE_LOCAL,
     VECTOR_TYPES,
     Call,
     Embed,
@@ -1004,7 +1004,7 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    cur.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
                 cur.execute(step.sql, step.params, binary=True)
                 reply = cur.fetchone() if step.one else cur.fetchall()
@@ -1031,7 +1031,7 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    await cur.execute(RESTORE_SCOPE, (check_name(step.scope, "scope"),))
+                    await cur.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
                 await cur.execute(step.sql, step.params, binary=True)
                 reply = await cur.fetchone() if step.one else await cur.fetchall()

@@ -1,0 +1,48 @@
+"""The round-trip lab tool (pgmem.lab.bench.round_trips): pgmem's calls through a local proxy that
+delays every chunk, counting the client's round trips on the wire. A recall is one round trip and
+storing a turn three, with and without the delay; its database is dropped afterwards; a bad input
+(no server there) is one line and exit 1 (a malformed option: argparse's exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.lab.bench import round_trips
+
+
+def _temporary_databases(url: str) -> int:
+    with psycopg.connect(url) as c:
+        row = c.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'pgmem_eval_%%'").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_round_trips_counts_each_calls_trips_through_the_delay(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _temporary_databases(db_url)
+    out = tmp_path / "rt.json"
+    assert round_trips.main([db_url, "--calls", "2", "--delay-ms", "0.2", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    trips = {(r["call"], r["delay_ms"]): r["round_trips"] for r in rows}
+    assert trips == {
+        (call, delay): (3 if call.startswith("ingest") else 1) for call in round_trips.CALLS for delay in (0.0, 0.2)
+    }
+    assert all(r["calls"] == 2 and r["p50_ms"] > 0 for r in rows)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 11 and printed[-1].startswith("a round trip through the 0.2 ms delay cost ")
+    assert _temporary_databases(db_url) == before
+
+    no_server = tmp_path / "no-server"
+    no_server.mkdir()
+    assert round_trips.main([f"postgresql://postgres@/postgres?host={no_server}", "--calls", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("round_trips: ") and "Traceback" not in err[0]
+    for bad in (["--calls", "0"], ["--delay-ms", "-1"], ["--calls", "many"]):
+        with pytest.raises(SystemExit) as exit_:
+            round_trips.main([db_url, *bad])
+        assert exit_.value.code == 2
