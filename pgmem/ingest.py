@@ -83,17 +83,27 @@ def turn_text(turn: Turn) -> str:
     return "\n".join(f"{s.name}: {s.text}" for s in split_sources(turn.messages))
 
 
-def _existing_hashes(turns: Sequence[Turn]) -> Call[dict[tuple[str, str, int], bytes]]:
+#: A thread's stored hashes, and whether the scope refuses the model (pgmem.model_refusal), in
+#: one statement: storing a turn is then two round trips, this and put_turn.
+HASHES_AND_REFUSAL = """SELECT h.turn_index, h.content_hash, r.refusal
+  FROM (SELECT pgmem.model_refusal(%s, %s, %s, 'piece') AS refusal) r
+  LEFT JOIN pgmem.turn_hashes(%s, %s, %s) h ON true"""
+
+
+def _existing_hashes(
+    turns: Sequence[Turn], embedder: Embedder, checked: dict[str, str | None]
+) -> Call[dict[tuple[str, str, int], bytes]]:
+    """The stored hashes of `turns`; `checked` gets each scope's model refusal (None: none)."""
     by_thread: dict[tuple[str, str], list[int]] = {}
     for t in turns:
         by_thread.setdefault((t.scope, t.thread), []).append(t.index)
     found: dict[tuple[str, str, int], bytes] = {}
     for (scope, thread), idxs in by_thread.items():
-        rows = yield Query(
-            scope, "SELECT turn_index, content_hash FROM pgmem.turn_hashes(%s, %s, %s)", (scope, thread, idxs)
-        )
-        for idx, h in rows:
-            found[(scope, thread, int(idx))] = bytes(h)
+        rows = yield Query(scope, HASHES_AND_REFUSAL, (scope, embedder.model_id, embedder.dims, scope, thread, idxs))
+        for idx, h, refusal in rows:
+            checked[scope] = None if refusal is None else str(refusal)
+            if idx is not None:
+                found[(scope, thread, int(idx))] = bytes(h)
     return found
 
 
@@ -166,7 +176,8 @@ def ingest_turns_call(
         (t, content_hash(t, model_id=embedder.model_id, max_bytes=max_bytes, weight=weight, context=context))
         for t in valid
     ]
-    existing = {} if force else (yield from _existing_hashes(valid))
+    checked: dict[str, str | None] = {}
+    existing = {} if force else (yield from _existing_hashes(valid, embedder, checked))
     todo: list[tuple[Turn, bytes]] = []
     for t, digest in hashed:
         if not force and existing.get(t.key) == digest:
@@ -176,7 +187,10 @@ def ingest_turns_call(
     if not reembed:
         # The model check runs before anything is embedded: a scope that stores another model's
         # vectors refuses its turns here, with put_turn's message, not after the embedding.
-        refused = yield from refused_scopes(sorted({t.scope for t, _ in todo}), embedder, "piece")
+        # Checked with the hashes already, but for a forced write (no hashes read).
+        unchecked = sorted({t.scope for t, _ in todo} - checked.keys())
+        refused = {s: r for s, r in checked.items() if r is not None}
+        refused |= yield from refused_scopes(unchecked, embedder, "piece")
         for t, _ in todo:
             if t.scope in refused:
                 report.failed.append((t.key, f"22000: {refused[t.scope]}"))

@@ -312,8 +312,8 @@ def test_a_call_on_an_autocommit_connection_is_one_round_trip_a_statement(app_ur
     """On an autocommit connection (pgmem.db.connect's, a pool's by default) a statement and its
     scope go in one round trip: the scope's setting and the statement pipelined, one Sync, one
     implicit transaction. Counted on the wire (libpq's trace): a recall is 1 round trip (4
-    before: BEGIN, the scope, the statement, COMMIT); storing a new turn 3 (its hash, the model
-    check, put_turn). The scope never outlives its statement, nor a refused statement's."""
+    before: BEGIN, the scope, the statement, COMMIT); storing a new turn 2 (its hash with the
+    model check, then put_turn). The scope never outlives its statement, nor a refused one's."""
     scope = "round-trips"
     trace = tmp_path / "libpq.trace"
     with psycopg.connect(app_url, autocommit=True) as c:
@@ -330,7 +330,7 @@ def test_a_call_on_an_autocommit_connection_is_one_round_trip_a_statement(app_ur
                 c.pgconn.untrace()
         assert [h.turn_index for g in hits.groups for h in g.hits] == [0]
         assert report.inserted == 1
-        assert (recall_trips, ingest_trips) == (1, 3)
+        assert (recall_trips, ingest_trips) == (1, 2)
         assert _scope_left(c) == ("",)
         # A statement the database refuses: a PgmemError, and the connection (idle, out of
         # pipeline mode, no scope left) serves the next call.

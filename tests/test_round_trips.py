@@ -1,6 +1,6 @@
 """The round-trip lab tool (pgmem.lab.bench.round_trips): pgmem's calls through a local proxy that
 delays every chunk, counting the client's round trips on the wire. A recall is one round trip and
-storing a turn three, with and without the delay; its database is dropped afterwards; a bad input
+storing a turn two, with and without the delay; its database is dropped afterwards; a bad input
 (no server there) is one line and exit 1 (a malformed option: argparse's exit 2)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_round_trips_counts_each_calls_trips_through_the_delay(
     rows = json.loads(out.read_text())["rows"]
     trips = {(r["call"], r["delay_ms"]): r["round_trips"] for r in rows}
     assert trips == {
-        (call, delay): (3 if call.startswith("ingest") else 1) for call in round_trips.CALLS for delay in (0.0, 0.2)
+        (call, delay): (2 if call.startswith("ingest") else 1) for call in round_trips.CALLS for delay in (0.0, 0.2)
     }
     assert all(r["calls"] == 2 and r["p50_ms"] > 0 for r in rows)
     printed = capsys.readouterr().out.splitlines()
