@@ -22,11 +22,11 @@ pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError, PgmemError, SchemaError
-from pgmem.integrations.langgraph import PgmemStore, item_thread, namespace_scope
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
 from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -136,29 +136,80 @@ def test_put_get_update_delete(hstore: PgmemStore) -> None:
     assert hstore.batch([GetOp(ns, "a"), GetOp(("nobody",), "x")]) == [None, None]
 
 
-def _begins(trace: Path) -> int:
-    """Transactions the client opened, in a libpq trace (its "F ... Query "BEGIN"" lines)."""
-    return sum(1 for line in trace.read_text().splitlines() if "\tF\t" in line and line.endswith('Query\t "BEGIN"'))
+def _sent(trace: Path, *messages: str) -> int:
+    """How many of these protocol messages the client sent, in a libpq trace ("F" lines)."""
+    fields = [line.split("\t") for line in trace.read_text().splitlines()]
+    return sum(1 for f in fields if len(f) > 3 and f[1] == "F" and f[3].split(" ")[0].strip() in messages)
 
 
 def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: Conn, tmp_path: Path) -> None:
     """A put (or a batch of puts and deletes) is one transaction, its writes'; a batch that also
-    reads opens a second one for its reads first. Counted on the wire (libpq's trace)."""
+    reads opens a second one for its reads first. On the store's autocommit connection each is
+    one pipeline ended by one Sync: BEGIN and the settings go with the first statement, COMMIT
+    with the Sync. Counted on the wire (libpq's trace): the client's
+    waits (each Flush, Sync or simple Query) are 5 for a put, 6 for a put and a delete, 3 for a
+    delete and 8 for a get and a put (7, 8, 5 and 14 before)."""
     ns = ("round", "trips")
+    hstore.put(ns, "warm", {"text": "the connection's types are read once, before"})
     trace = tmp_path / "libpq.trace"
+    waits: list[int] = []
     with trace.open("w") as f:
         conn.pgconn.trace(f.fileno())
         try:
-            hstore.put(ns, "a", {"text": "one"})
-            hstore.batch([PutOp(ns, "b", {"text": "two"}), PutOp(ns, "a", None)])
-            begins_writes = _begins(trace)
-            got = hstore.batch([GetOp(ns, "b"), PutOp(ns, "c", {"text": "three"})])
+            for op in (
+                lambda: hstore.put(ns, "a", {"text": "one"}),
+                lambda: hstore.batch([PutOp(ns, "b", {"text": "two"}), PutOp(ns, "a", None)]),
+                lambda: hstore.delete(ns, "b"),
+                lambda: hstore.batch([GetOp(ns, "c"), PutOp(ns, "c", {"text": "three"})]),
+            ):
+                before = _sent(trace, "Sync", "Flush", "Query")
+                syncs = _sent(trace, "Sync")
+                op()
+                waits.append(_sent(trace, "Sync", "Flush", "Query") - before)
+                waits.append(_sent(trace, "Sync") - syncs)
         finally:
             conn.pgconn.untrace()
-    assert begins_writes == 2
-    assert _begins(trace) == 4
-    assert isinstance(got[0], Item) and got[0].value == {"text": "two"} and got[1] is None
-    assert hstore.get(ns, "a") is None and hstore.get(ns, "c") is not None
+    # (waits, transactions) of: a put, a batch of a put and a delete, a delete, a get and a put.
+    assert list(zip(waits[::2], waits[1::2], strict=True))[:3] == [(5, 1), (6, 1), (3, 1)]
+    assert waits[7] == 2 and _sent(trace, "Query") == 0  # BEGIN and COMMIT were pipelined too
+    assert hstore.get(ns, "a") is None and hstore.get(ns, "b") is None
+    item = hstore.get(ns, "c")
+    assert item is not None and item.value == {"text": "three"}
+
+
+def test_a_statement_the_server_refuses_mid_batch_rolls_back_the_batch(
+    hstore: PgmemStore, conn: Conn, admin_conn: Conn, app_url: str
+) -> None:
+    """The server refuses a batch's second put (a trigger raises): the batch is one error, the
+    first put is rolled back with it, and the connection is idle again for the next batch, sync
+    and async (the pipelined transaction's refused statement is rolled back after its Sync)."""
+    admin_conn.execute(
+        "CREATE FUNCTION pgmem.test_refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN IF NEW.item_key = 'boom' THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '23514';"
+        " END IF; RETURN NEW; END$$"
+    )
+    admin_conn.execute(
+        "CREATE TRIGGER test_refuse BEFORE INSERT ON pgmem.store_item FOR EACH ROW EXECUTE FUNCTION pgmem.test_refuse()"
+    )
+    ns = ("refused",)
+    with pytest.raises(PgmemError, match="refused by the test"):
+        hstore.batch([PutOp(ns, "first", {"text": "one"}), PutOp(ns, "boom", {"text": "two"})])
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert hstore.get(ns, "first") is None
+    hstore.put(ns, "after", {"text": "three"})
+    assert hstore.get(ns, "after") is not None
+
+    async def main() -> tuple[object, object, object]:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            astore = AsyncPgmemStore(aconn, embedder=HashEmbedder(), floor=-1.0)
+            with pytest.raises(PgmemError, match="refused by the test"):
+                await astore.abatch([PutOp(ns, "afirst", {"text": "one"}), PutOp(ns, "boom", {"text": "two"})])
+            status = aconn.info.transaction_status
+            await astore.aput(ns, "aafter", {"text": "four"})
+            return status, await astore.aget(ns, "afirst"), await astore.aget(ns, "aafter")
+
+    status, gone, kept = asyncio.run(main())
+    assert status == psycopg.pq.TransactionStatus.IDLE and gone is None and kept is not None
 
 
 def test_a_delete_removes_the_item_turn_and_pieces(hstore: PgmemStore, admin_conn: Conn) -> None:

@@ -68,6 +68,7 @@ Mapping (README, section LangGraph, says the same):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -594,7 +595,7 @@ class _StoreLogic:
 
     def _directory(self) -> Query:
         # Transaction-local, so it holds for every step of the call's transaction.
-        return Query(None, "SELECT set_config('pgmem.store_directory', %s, true)", (self.directory,), one=True)
+        return Query(None, DIRECTORY_SETTING, (self.directory,), one=True)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -983,18 +984,82 @@ def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
     return database_error(exc) if is_refusal(exc) or lost_race(exc) else exc
 
 
+#: The store directory's setting, transaction-local. No call reads its result, so the drivers send
+#: it (and a step's scope setting) without waiting: in pipeline mode they go with the next
+#: statement, in one round trip.
+DIRECTORY_SETTING = "SELECT set_config('pgmem.store_directory', %s, true)"
+
+
+def _in_pipeline(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a store call on `conn` runs as one pipeline (`_pipelined`): an autocommit
+    connection (the store's own, or its pool's) with no transaction open, or one in pipeline
+    mode already (the store's `pipeline=True`) with only implicit work pending."""
+    status = conn.info.transaction_status
+    return (
+        conn.autocommit
+        and psycopg.Pipeline.is_supported()
+        and (
+            status == psycopg.pq.TransactionStatus.IDLE
+            or (
+                conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+                and status == psycopg.pq.TransactionStatus.ACTIVE
+            )
+        )
+    )
+
+
+@contextmanager
+def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A store call's transaction in pipeline mode: BEGIN goes with the settings and the first
+    statement, COMMIT (or, when the block raises, ROLLBACK) with the pipeline's one Sync, so
+    neither is a round trip of its own, nor is a setting; each statement whose result the call
+    reads is one. A statement the server refused leaves the transaction aborted at the Sync:
+    it is rolled back then. (psycopg's transaction() in a pipeline syncs after BEGIN.)"""
+    with conn.cursor() as control:
+        try:
+            with conn.pipeline():
+                control.execute("BEGIN")
+                try:
+                    yield
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        control.execute("ROLLBACK")
+                    raise
+                control.execute("COMMIT")
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.rollback()
+
+
+@asynccontextmanager
+async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """`_pipelined` on an async connection."""
+    async with conn.cursor() as control:
+        try:
+            async with conn.pipeline():
+                await control.execute("BEGIN")
+                try:
+                    yield
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):
+                        await control.execute("ROLLBACK")
+                    raise
+                await control.execute("COMMIT")
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                await conn.rollback()
+
+
 def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
     """Drive a store call inside the transaction its caller opened (so all of it commits or
     none): one tuple-row cursor for every statement, pgvector's types registered on it once,
-    `pgmem.scope` set only when a step's scope differs from the last one's. No savepoint per
-    statement: the batch is one transaction anyway, and this saves three round trips per step."""
+    `pgmem.scope` set only when a step's scope differs from the last one's, and the settings
+    never waited for (DIRECTORY_SETTING). No savepoint per statement: the batch is one
+    transaction anyway, and this saves three round trips per step."""
     scope: str | None = None
     reply: object = None
-    with conn.cursor(row_factory=tuple_row) as cur:
-        infos = _TYPES.get(conn)
-        if infos is None:
-            infos = _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
-        register_types(cur, infos)
+    with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
+        register_types(cur, _TYPES[conn])
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1004,8 +1069,12 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    cur.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
+                    setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
+                if step.sql == DIRECTORY_SETTING:
+                    setting.execute(step.sql, step.params)
+                    reply = None
+                    continue
                 cur.execute(step.sql, step.params, binary=True)
                 reply = cur.fetchone() if step.one else cur.fetchall()
             except psycopg.Error as exc:
@@ -1016,12 +1085,8 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
     """`_drive_sync` on an async connection."""
     scope: str | None = None
     reply: object = None
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        infos = _TYPES.get(conn)
-        if infos is None:
-            fetched = [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES]
-            infos = _TYPES[conn] = [i for i in fetched if i is not None]
-        register_types(cur, infos)
+    async with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
+        register_types(cur, _TYPES[conn])
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1031,8 +1096,12 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    await cur.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
+                    await setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
+                if step.sql == DIRECTORY_SETTING:
+                    await setting.execute(step.sql, step.params)
+                    reply = None
+                    continue
                 await cur.execute(step.sql, step.params, binary=True)
                 reply = await cur.fetchone() if step.one else await cur.fetchall()
             except psycopg.Error as exc:
@@ -1142,8 +1211,11 @@ class PgmemStore(_StoreLogic, BaseStore):
         attempt = 1
         while True:
             try:
-                with self._connection() as conn, conn.transaction():
-                    return _drive_sync(conn, make())
+                with self._connection() as conn:
+                    if conn not in _TYPES:
+                        _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
+                    with _pipelined(conn) if _in_pipeline(conn) else conn.transaction():
+                        return _drive_sync(conn, make())
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
@@ -1300,8 +1372,12 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         attempt = 1
         while True:
             try:
-                async with self._connection() as conn, conn.transaction():
-                    return await _drive_async(conn, make())
+                async with self._connection() as conn:
+                    if conn not in _TYPES:
+                        fetched = [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES]
+                        _TYPES[conn] = [i for i in fetched if i is not None]
+                    async with _apipelined(conn) if _in_pipeline(conn) else conn.transaction():
+                        return await _drive_async(conn, make())
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
