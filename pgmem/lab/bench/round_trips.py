@@ -1,6 +1,6 @@
 """pgmem's calls over a slow network: wall time and round trip(s) a call (a benchmark, not a test).
 
-    python -m pgmem.lab.bench.round_trips URL [--delay-ms 0.5] [--calls 40] [--out FILE.json]
+    python -m pgmem.lab.bench.round_trips URL [--delay-ms 0.5] [--calls 40] [--stores] [--out FILE.json]
 
 URL names a server as a superuser. In a temporary database (dropped afterwards), a local TCP
 proxy stands between the client and the server and holds every chunk of bytes for `delay_ms`
@@ -11,7 +11,9 @@ side by side in one run with no delay and with the delay:
 
 - `ingest_turns` of one new turn (word-hash vectors: no model time), one call a turn;
 - `recall_vectors` of a 1-part and an 8-part message (precomputed vectors), in the default mode
-  (hybrid) and in vector mode.
+  (hybrid) and in vector mode;
+- with `--stores`, a put and a search of LangGraph's PostgresStore and of PgmemStore with the
+  same index config (the drop-in change), each from its own URL through the proxy.
 
 Medians of the wall time a call (client side, all of it) and the round trips a call. Run it on
 two checkouts to compare their clients."""
@@ -37,6 +39,7 @@ import psycopg
 import pgmem
 from pgmem.db import connect
 from pgmem.errors import PgmemError
+from pgmem.extras import require
 from pgmem.lab.bench.default_mode import app_connection
 from pgmem.lab.bench.langgraph_batch import HashWords
 from pgmem.lab.evaluation.common import temporary_database
@@ -51,6 +54,13 @@ CALLS = (
     "recall, 8 parts",
     "recall, 1 part, vector",
     "recall, 8 parts, vector",
+)
+#: With --stores: LangGraph's PostgresStore and PgmemStore (its drop-in index config) side by side.
+STORE_CALLS = (
+    "PostgresStore put",
+    "PgmemStore put",
+    "PostgresStore search",
+    "PgmemStore search",
 )
 
 
@@ -150,7 +160,7 @@ def _turn(scope: str, i: int, rng: np.random.Generator) -> Turn:
     return Turn(scope, "t", i, None, ({"role": "user", "content": f"Turn {i}: {words}."},))
 
 
-def measure(url: str, *, delays_ms: list[float], calls: int) -> list[dict[str, Any]]:
+def measure(url: str, *, delays_ms: list[float], calls: int, stores: bool = False) -> list[dict[str, Any]]:
     emb = HashWords()
     rng = np.random.default_rng(0)
     out: list[dict[str, Any]] = []
@@ -162,16 +172,26 @@ def measure(url: str, *, delays_ms: list[float], calls: int) -> list[dict[str, A
             for p in proxies:
                 stack.enter_context(p)
             conns = [stack.enter_context(connect(_through(db, p.port, user))) for p in proxies]
+            # The stores as LangGraph users open them: from a URL (their tables made by setup(),
+            # as the database's owner), each on its own connection through the proxy.
+            opened = [_open_stores(stack, _through(db, p.port, _owner(db)), emb) if stores else {} for p in proxies]
             samples: dict[tuple[float, str], list[tuple[float, int]]] = {}
             for i in range(calls + 1):
                 # The delays alternate which goes first; each writes its own scope.
-                order = list(zip(delays_ms, proxies, conns, strict=True))
-                for d, proxy, conn in order if i % 2 == 0 else order[::-1]:
+                order = list(zip(delays_ms, proxies, conns, opened, strict=True))
+                for d, proxy, conn, by_name in order if i % 2 == 0 else order[::-1]:
                     scope = f"rt-{d}"
-                    for what in CALLS:
+                    for what in CALLS + (STORE_CALLS if stores else ()):
                         before, t0 = proxy.round_trips, time.perf_counter()
                         if what == CALLS[0]:
                             pgmem.ingest_turns(conn, [_turn(scope, i, rng)], emb)
+                        elif what in STORE_CALLS:
+                            name, op = what.split(" ")
+                            text = " ".join(str(w) for w in rng.choice(WORDS, size=12))
+                            if op == "put":
+                                by_name[name].put(("rt", str(int(d * 1000))), f"k{i}", {"text": text})
+                            else:
+                                by_name[name].search(("rt", str(int(d * 1000))), query=text, limit=5)
                         else:
                             parts = 8 if "8 parts" in what else 1
                             _recall(conn, scope, emb, parts, rng, "vector" if what.endswith("vector") else "hybrid")
@@ -205,6 +225,31 @@ def per_round_trip(rows: list[dict[str, Any]]) -> float | None:
     return round(statistics.median(costs), 2) if costs else None
 
 
+def _owner(url: str) -> str:
+    return urlsplit(url).username or "postgres"
+
+
+def _open_stores(stack: contextlib.ExitStack, url: str, emb: HashWords) -> dict[str, Any]:
+    """PostgresStore and PgmemStore from `url`, each with LangGraph's index config, set up."""
+    require("langgraph.store.postgres", "langgraph", "the store rows of the round-trip benchmark")
+    from langgraph.store.postgres import PostgresStore
+
+    from pgmem.integrations.langgraph import PgmemStore
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = emb.embed(texts).tolist()
+        return out
+
+    index = {"dims": emb.dims, "embed": embed, "fields": ["text"]}
+    by_name: dict[str, Any] = {
+        "PostgresStore": stack.enter_context(PostgresStore.from_conn_string(url, index=index)),  # type: ignore[arg-type]
+        "PgmemStore": stack.enter_context(PgmemStore.from_conn_string(url, index=index)),
+    }
+    for store in by_name.values():
+        store.setup()
+    return by_name
+
+
 def _recall(conn: Any, scope: str, emb: HashWords, parts: int, rng: np.random.Generator, mode: str) -> None:
     texts = [" ".join(str(w) for w in rng.choice(WORDS, size=6)) for _ in range(parts)]
     recall_vectors(conn, scope, texts, emb.embed(texts), mode=mode)
@@ -216,11 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay-ms", type=float, default=0.5, help="one-way delay of the proxy (default 0.5)")
     p.add_argument("--calls", type=int, default=40, help="calls of each kind (default 40)")
     p.add_argument("--out", type=Path, help="write the rows as JSON here")
+    p.add_argument("--stores", action="store_true", help="also PostgresStore's and PgmemStore's put and search")
     a = p.parse_args(argv)
     if not (0 <= a.delay_ms <= 1000) or not (1 <= a.calls <= 10000):
         p.error("--delay-ms must be in [0, 1000] and --calls in [1, 10000]")
     try:
-        rows = measure(a.url, delays_ms=[0.0, a.delay_ms], calls=a.calls)
+        rows = measure(a.url, delays_ms=[0.0, a.delay_ms], calls=a.calls, stores=a.stores)
     except (PgmemError, psycopg.Error, OSError) as exc:
         print(f"round_trips: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 1
