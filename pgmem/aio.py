@@ -129,7 +129,7 @@ async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
         infos = await _type_infos(conn)
         async with conn.cursor(row_factory=tuple_row) as cur:
             register_types(cur, infos)
-            async with conn.pipeline(), conn.cursor() as setting:
+            async with conn.cursor() as setting, conn.pipeline():
                 await setting.execute(SCOPE_LOCAL, (q.scope,))
                 await cur.execute(q.sql, q.params, binary=True)
             return await cur.fetchone() if q.one else await cur.fetchall()

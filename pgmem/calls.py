@@ -200,7 +200,7 @@ def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
         infos = _type_infos(conn)
         with conn.cursor(row_factory=tuple_row) as cur:
             register_types(cur, infos)
-            with conn.pipeline(), conn.cursor() as setting:
+            with conn.cursor() as setting, conn.pipeline():
                 setting.execute(SCOPE_LOCAL, (q.scope,))
                 cur.execute(q.sql, q.params, binary=True)
             return cur.fetchone() if q.one else cur.fetchall()

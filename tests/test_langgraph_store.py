@@ -214,6 +214,18 @@ def test_a_statement_the_server_refuses_mid_batch_rolls_back_the_batch(
     assert status == psycopg.pq.TransactionStatus.IDLE and gone is None and kept is not None
 
 
+def test_a_connection_not_in_autocommit_mode_commits_each_batch(app_url: str, hstore: PgmemStore) -> None:
+    """Not pipelined there (psycopg's own transaction, as before): each batch still commits,
+    and the connection is idle between batches."""
+    with psycopg.connect(app_url) as c:
+        store = PgmemStore(c, embedder=HashEmbedder(), floor=-1.0)
+        store.put(("plain",), "k", {"text": "stored without autocommit"})
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert store.get(("plain",), "k") is not None
+    item = hstore.get(("plain",), "k")  # another connection sees it: it was committed
+    assert item is not None and item.value == {"text": "stored without autocommit"}
+
+
 def test_a_delete_removes_the_item_turn_and_pieces(hstore: PgmemStore, admin_conn: Conn) -> None:
     hstore.put(("n",), "k", {"text": "something to forget"})
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'n'").fetchone() == (1,)

@@ -1050,7 +1050,19 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
                 await conn.rollback()
 
 
-def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
+def _type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
+    if conn not in _TYPES:
+        _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
+    return _TYPES[conn]
+
+
+async def _atype_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
+    if conn not in _TYPES:
+        _TYPES[conn] = [i for i in [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES] if i is not None]
+    return _TYPES[conn]
+
+
+def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeInfo]) -> T:
     """Drive a store call inside the transaction its caller opened (so all of it commits or
     none): one tuple-row cursor for every statement, pgvector's types registered on it once,
     `pgmem.scope` set only when a step's scope differs from the last one's, and the settings
@@ -1059,7 +1071,7 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
     scope: str | None = None
     reply: object = None
     with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
-        register_types(cur, _TYPES[conn])
+        register_types(cur, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1081,12 +1093,12 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T]) -> T:
                 raise _fail(call, exc) from None
 
 
-async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
+async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos: list[TypeInfo]) -> T:
     """`_drive_sync` on an async connection."""
     scope: str | None = None
     reply: object = None
     async with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
-        register_types(cur, _TYPES[conn])
+        register_types(cur, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1212,10 +1224,12 @@ class PgmemStore(_StoreLogic, BaseStore):
         while True:
             try:
                 with self._connection() as conn:
-                    if conn not in _TYPES:
-                        _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
-                    with _pipelined(conn) if _in_pipeline(conn) else conn.transaction():
-                        return _drive_sync(conn, make())
+                    if _in_pipeline(conn):
+                        infos = _type_infos(conn)  # before the pipeline: fetching them waits
+                        with _pipelined(conn):
+                            return _drive_sync(conn, make(), infos)
+                    with conn.transaction():
+                        return _drive_sync(conn, make(), _type_infos(conn))
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
@@ -1373,11 +1387,12 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         while True:
             try:
                 async with self._connection() as conn:
-                    if conn not in _TYPES:
-                        fetched = [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES]
-                        _TYPES[conn] = [i for i in fetched if i is not None]
-                    async with _apipelined(conn) if _in_pipeline(conn) else conn.transaction():
-                        return await _drive_async(conn, make())
+                    if _in_pipeline(conn):
+                        infos = await _atype_infos(conn)  # before the pipeline: fetching them waits
+                        async with _apipelined(conn):
+                            return await _drive_async(conn, make(), infos)
+                    async with conn.transaction():
+                        return await _drive_async(conn, make(), await _atype_infos(conn))
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
