@@ -834,14 +834,14 @@ class _StoreLogic:
                         hashes[ident] = [text_hash(t) for _, t in found]
             current: set[tuple[str, str]] = set()
             for scope in sorted({s for s, _ in texts}):
-                row = yield Query(scope, "SELECT model_id, dims FROM pgmem.store_vector_model(%s)", (scope,), one=True)
+                row = yield from self._current_vectors(scope, fe.model_id, texts, hashes)
                 if row is not None and row[0] != fe.model_id:
                     raise ModelMismatchError(
                         f"namespace scope {scope!r:.80} is embedded with {row[0]}, not {fe.model_id}: open the store "
                         "with the index config the namespace was written with"
                     )
                 if row is not None:  # a scope without vectors has none current
-                    current |= yield from self._current_vectors(scope, fe.model_id, texts, hashes)
+                    current |= {(scope, str(k)) for k in row[1]}
             vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
         turns: list[Turn] = []
         late: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -902,23 +902,30 @@ class _StoreLogic:
         model_id: str,
         texts: Mapping[tuple[str, str], list[tuple[str, str]]],
         hashes: Mapping[tuple[str, str], list[bytes]],
-    ) -> Call[set[tuple[str, str]]]:
-        """The items of `scope` whose stored vectors are already those of their texts (the rule is
-        pgmem.item_vectors_current's); read without locks, so put_item decides again."""
+    ) -> Call[tuple[Any, ...] | None]:
+        """The model of `scope`'s field vectors (pgmem.store_vector_model; None: none stored yet)
+        and, when it is `model_id`, the keys of the items whose stored vectors are already those
+        of their texts (the rule is pgmem.item_vectors_current's): one statement, read without
+        locks, so put_item decides again."""
         idents = [i for i in texts if i[0] == scope]
-        rows = yield Query(
+        row = yield Query(
             scope,
-            "SELECT k FROM pgmem.store_vectors_current(%s, %s, %s, %s, %s, %s) AS k",
+            """SELECT m.model_id, CASE WHEN m.model_id = %s THEN
+                          ARRAY(SELECT k FROM pgmem.store_vectors_current(%s, %s, %s, %s, %s, %s) AS k) END
+                 FROM pgmem.store_vector_model(%s) m""",
             (
+                model_id,
                 scope,
                 model_id,
                 [k for _, k in idents],
                 [len(texts[i]) for i in idents],
                 [p for i in idents for p, _ in texts[i]],
                 [h for i in idents for h in hashes[i]],
+                scope,
             ),
+            one=True,
         )
-        return {(scope, str(r[0])) for r in rows}
+        return None if row is None else tuple(row)
 
     def _embed_fields(
         self, fe: FieldEmbedder, texts: Mapping[tuple[str, str], list[tuple[str, str]]]
