@@ -1,11 +1,12 @@
-"""pgmem's calls over a slow network: wall time and round trip(s) a call (a benchmark, not a test).
+"""pgmem's calls over a slow network: wall time and round trips a call (a benchmark, not a test).
 
     python -m pgmem.lab.bench.round_trips URL [--delay-ms 0.5] [--calls 40] [--stores] [--out FILE.json]
 
 URL names a server as a superuser. In a temporary database (dropped afterwards), a local TCP
-proxy stands between the client and the server and holds every chunk of bytes for `delay_ms`
-in each direction (a round trip of twice that, as to a database in the next zone), and counts
-the round trips: a burst of bytes from the client after an answer from the server starts one.
+proxy stands between the client and the server and holds every chunk of bytes at least
+`delay_ms` in each direction (as a database in the next zone would; asyncio's timers round up,
+so the run prints what a round trip cost), and counts the round trips: a burst of bytes from the
+client after an answer from the server starts one.
 Through it, as a LOGIN member of pgmem_app on an autocommit connection (`pgmem.db.connect`),
 side by side in one run with no delay and with the delay:
 
@@ -13,7 +14,8 @@ side by side in one run with no delay and with the delay:
 - `recall_vectors` of a 1-part and an 8-part message (precomputed vectors), in the default mode
   (hybrid) and in vector mode;
 - with `--stores`, a put and a search of LangGraph's PostgresStore and of PgmemStore with the
-  same index config (the drop-in change), each from its own URL through the proxy.
+  same index config (the drop-in change), each from its own URL through the proxy, as the
+  database's owner (PostgresStore's setup creates its tables).
 
 Medians of the wall time a call (client side, all of it) and the round trips a call. Run it on
 two checkouts to compare their clients."""
