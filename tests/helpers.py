@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -44,3 +45,12 @@ def vec(value: object) -> FloatArray:
     arr = to_numpy() if to_numpy is not None else value
     out: FloatArray = np.asarray(arr, dtype=np.float32)
     return out
+
+
+def sent(trace: Path, *messages: str) -> int:
+    """How many of these protocol messages (Sync, Flush, Query...) the client sent, in a libpq
+    trace ("F" lines): each is a wait for the server. A Flush right after a Sync is not counted:
+    the client asks for what the Sync already brings."""
+    fields = [line.split("\t") for line in trace.read_text().splitlines()]
+    out = [f[3].split(" ")[0].strip() for f in fields if len(f) > 3 and f[1] == "F"]
+    return sum(1 for i, m in enumerate(out) if m in messages and not (m == "Flush" and i and out[i - 1] == "Sync"))

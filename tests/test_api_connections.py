@@ -24,6 +24,7 @@ from pgmem.calls import Call, Query, run
 from pgmem.documents.store import Document, add_documents, search_documents
 from pgmem.errors import ArgumentError, DatabaseError, InputError, ModelMismatchError, PgmemError, ScopeError
 from pgmem.recall import recall_vectors, recall_vectors_call
+from tests.helpers import sent
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, make_turn, role_url
 
 EMB = HashEmbedder()
@@ -298,10 +299,9 @@ def test_metadata_from_jsonl_and_python_filters_recall(app_url: str, tmp_path: A
 
 
 def _round_trips(trace: Path) -> int:
-    """The client's waits for the server in a libpq trace: each Sync (the end of an
-    extended-protocol pipeline) and each simple Query (BEGIN, COMMIT) the client sent."""
-    lines = [line.split("\t") for line in trace.read_text().splitlines()]
-    return sum(1 for f in lines if len(f) > 3 and f[1] == "F" and (f[3] == "Sync" or f[3].startswith("Query")))
+    """The client's waits for the server: each Sync (the end of an extended-protocol pipeline)
+    and each simple Query (BEGIN, COMMIT) it sent."""
+    return sent(trace, "Sync", "Query")
 
 
 def _scope_left(conn: psycopg.Connection[Any]) -> object:
@@ -309,7 +309,7 @@ def _scope_left(conn: psycopg.Connection[Any]) -> object:
 
 
 def test_a_call_on_an_autocommit_connection_is_one_round_trip_a_statement(app_url: str, tmp_path: Path) -> None:
-    """On an autocommit connection (pgmem.db.connect's, a pool's by default) a statement and its
+    """On an autocommit connection (pgmem.db.connect's) a statement and its
     scope go in one round trip: the scope's setting and the statement pipelined, one Sync, one
     implicit transaction. Counted on the wire (libpq's trace): a recall is 1 round trip (4
     before: BEGIN, the scope, the statement, COMMIT); storing a new turn 2 (its hash with the

@@ -27,6 +27,7 @@ from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp,
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError, PgmemError, SchemaError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
+from tests.helpers import sent
 from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -136,14 +137,6 @@ def test_put_get_update_delete(hstore: PgmemStore) -> None:
     assert hstore.batch([GetOp(ns, "a"), GetOp(("nobody",), "x")]) == [None, None]
 
 
-def _sent(trace: Path, *messages: str) -> int:
-    """How many of these protocol messages the client sent, in a libpq trace ("F" lines). A Flush
-    right after a Sync is not counted: the client asks for what the Sync already brings."""
-    fields = [line.split("\t") for line in trace.read_text().splitlines()]
-    sent = [f[3].split(" ")[0].strip() for f in fields if len(f) > 3 and f[1] == "F"]
-    return sum(1 for i, m in enumerate(sent) if m in messages and not (m == "Flush" and i and sent[i - 1] == "Sync"))
-
-
 def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: Conn, tmp_path: Path) -> None:
     """A put (or a batch of puts and deletes) is one transaction, its writes'; a batch that also
     reads opens a second one for its reads first. On the store's autocommit connection each is
@@ -164,16 +157,16 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
                 lambda: hstore.delete(ns, "b"),
                 lambda: hstore.batch([GetOp(ns, "c"), PutOp(ns, "c", {"text": "three"})]),
             ):
-                before = _sent(trace, "Sync", "Flush", "Query")
-                syncs = _sent(trace, "Sync")
+                before = sent(trace, "Sync", "Flush", "Query")
+                syncs = sent(trace, "Sync")
                 op()
-                waits.append(_sent(trace, "Sync", "Flush", "Query") - before)
-                waits.append(_sent(trace, "Sync") - syncs)
+                waits.append(sent(trace, "Sync", "Flush", "Query") - before)
+                waits.append(sent(trace, "Sync") - syncs)
         finally:
             conn.pgconn.untrace()
     # (waits, transactions) of: a put, a batch of a put and a delete, a delete, a get and a put.
     assert list(zip(waits[::2], waits[1::2], strict=True))[:3] == [(4, 1), (5, 1), (2, 1)]
-    assert waits[6:] == [6, 2] and _sent(trace, "Query") == 0  # BEGIN and COMMIT were pipelined too
+    assert waits[6:] == [6, 2] and sent(trace, "Query") == 0  # BEGIN and COMMIT were pipelined too
     assert hstore.get(ns, "a") is None and hstore.get(ns, "b") is None
     item = hstore.get(ns, "c")
     assert item is not None and item.value == {"text": "three"}
