@@ -126,7 +126,7 @@ async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
     if q.scope is not None and one_round_trip(conn):
         # pgmem.calls._execute_once: the scope's setting and the statement in one round trip.
         check_name(q.scope, "scope")
-        infos = await _type_infos(conn)
+        infos = await type_infos(conn)
         async with conn.cursor(row_factory=tuple_row) as cur:
             register_types(cur, infos)
             async with conn.cursor() as setting, conn.pipeline():
@@ -135,12 +135,13 @@ async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
             return await cur.fetchone() if q.one else await cur.fetchall()
     block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
     async with block, conn.cursor(row_factory=tuple_row) as cur:
-        register_types(cur, await _type_infos(conn))
+        register_types(cur, await type_infos(conn))
         await cur.execute(q.sql, q.params, binary=True)
         return await cur.fetchone() if q.one else await cur.fetchall()
 
 
-async def _type_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
+async def type_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
+    """`pgmem.calls.type_infos` on an async connection."""
     infos = _TYPES.get(conn)
     if infos is None:
         fetched = [await TypeInfo.fetch(conn, name) for name in VECTOR_TYPES]

@@ -197,7 +197,7 @@ def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
     if q.scope is not None and one_round_trip(conn):
         check_name(q.scope, "scope")
         # The types first: fetching them is a statement of its own, in its own transaction.
-        infos = _type_infos(conn)
+        infos = type_infos(conn)
         with conn.cursor(row_factory=tuple_row) as cur:
             register_types(cur, infos)
             with conn.cursor() as setting, conn.pipeline():
@@ -206,7 +206,7 @@ def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
             return cur.fetchone() if q.one else cur.fetchall()
     block = scoped(conn, q.scope) if q.scope is not None else conn.transaction()
     with block, conn.cursor(row_factory=tuple_row) as cur:
-        register_types(cur, _type_infos(conn))
+        register_types(cur, type_infos(conn))
         cur.execute(q.sql, q.params, binary=True)
         return cur.fetchone() if q.one else cur.fetchall()
 
@@ -230,8 +230,9 @@ def scoped(conn: psycopg.Connection[Any], scope: str) -> Generator[None, None, N
             cur.execute(SCOPE_LOCAL, ((row[0] if row else None) or "",))
 
 
-def _type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
-    """pgvector's types on this connection, fetched once (a query of its own)."""
+def type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
+    """pgvector's types on this connection, fetched once (a query of its own); the store's
+    driver reads them here too."""
     infos = _TYPES.get(conn)
     if infos is None:
         infos = [i for i in (TypeInfo.fetch(conn, name) for name in VECTOR_TYPES) if i is not None]

@@ -74,7 +74,6 @@ import json
 import math
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -109,15 +108,16 @@ from pgmem.blend import DEFAULT_WEIGHT  # noqa: E402
 from pgmem.calls import (  # noqa: E402
     RETRY_ATTEMPTS,
     SCOPE_LOCAL,
-    VECTOR_TYPES,
     Call,
     Embed,
     Finished,
     Query,
     advance,
     lost_race,
+    one_round_trip,
     register_types,
     retry_delay,
+    type_infos,
 )
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import (  # noqa: E402
@@ -982,9 +982,6 @@ class _StoreLogic:
 
 
 #: pgvector's types per connection, fetched once (a connection of a pool is reused).
-_TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
-
-
 def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
     """A statement's error ends the call (the transaction is aborted: no later step could run)."""
     call.close()
@@ -1001,17 +998,10 @@ def _in_pipeline(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -
     """Whether a store call on `conn` runs as one pipeline (`_pipelined`): an autocommit
     connection (the store's own, or its pool's) with no transaction open, or one in pipeline
     mode already (the store's `pipeline=True`) with only implicit work pending."""
-    status = conn.info.transaction_status
-    return (
+    return one_round_trip(conn) or (
         conn.autocommit
-        and psycopg.Pipeline.is_supported()
-        and (
-            status == psycopg.pq.TransactionStatus.IDLE
-            or (
-                conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
-                and status == psycopg.pq.TransactionStatus.ACTIVE
-            )
-        )
+        and conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        and conn.info.transaction_status in (psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.ACTIVE)
     )
 
 
@@ -1055,18 +1045,6 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
         finally:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 await conn.rollback()
-
-
-def _type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
-    if conn not in _TYPES:
-        _TYPES[conn] = [i for i in (TypeInfo.fetch(conn, n) for n in VECTOR_TYPES) if i is not None]
-    return _TYPES[conn]
-
-
-async def _atype_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
-    if conn not in _TYPES:
-        _TYPES[conn] = [i for i in [await TypeInfo.fetch(conn, n) for n in VECTOR_TYPES] if i is not None]
-    return _TYPES[conn]
 
 
 def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeInfo]) -> T:
@@ -1232,11 +1210,11 @@ class PgmemStore(_StoreLogic, BaseStore):
             try:
                 with self._connection() as conn:
                     if _in_pipeline(conn):
-                        infos = _type_infos(conn)  # before the pipeline: fetching them waits
+                        infos = type_infos(conn)  # before the pipeline: fetching them waits
                         with _pipelined(conn):
                             return _drive_sync(conn, make(), infos)
                     with conn.transaction():
-                        return _drive_sync(conn, make(), _type_infos(conn))
+                        return _drive_sync(conn, make(), type_infos(conn))
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
@@ -1395,11 +1373,11 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
             try:
                 async with self._connection() as conn:
                     if _in_pipeline(conn):
-                        infos = await _atype_infos(conn)  # before the pipeline: fetching them waits
+                        infos = await aio.type_infos(conn)  # before the pipeline: fetching them waits
                         async with _apipelined(conn):
                             return await _drive_async(conn, make(), infos)
                     async with conn.transaction():
-                        return await _drive_async(conn, make(), await _atype_infos(conn))
+                        return await _drive_async(conn, make(), await aio.type_infos(conn))
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
