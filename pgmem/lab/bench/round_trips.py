@@ -5,8 +5,11 @@
 URL names a server as a superuser. In a temporary database (dropped afterwards), a local TCP
 proxy stands between the client and the server and holds every chunk of bytes at least
 `delay_ms` in each direction (as a database in the next zone would; asyncio's timers round up,
-so the run prints what a round trip cost), and counts the round trips: a burst of bytes from the
-client after an answer from the server starts one.
+so the run prints what a round trip cost), and counts the round trips: the client sending after
+it waited for an answer starts one (the server's answer ended with ReadyForQuery, or the client's
+last bytes were a Flush and the server has answered since). A pipelined client's statements sent
+while results it did not wait for arrive do not, nor a Flush alone (psycopg's pipeline sends one
+after its Sync, which may reach the server after the answer).
 Through it, as a LOGIN member of pgmem_app on an autocommit connection (`pgmem.db.connect`),
 side by side in one run with no delay and with the delay:
 
@@ -27,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import statistics
 import sys
 import threading
@@ -64,6 +68,13 @@ STORE_CALLS = (
     "PostgresStore search",
     "PgmemStore search",
 )
+
+
+#: The server's ReadyForQuery message: 'Z', its length 5, the transaction status (idle, in a
+#: transaction, failed). The server says nothing after it until the client sends.
+READY = re.compile(rb"Z\x00\x00\x00\x05[ITE]")
+#: The client's Flush message: the server sends what it holds; a pipelined client waits on it.
+FLUSH = b"H\x00\x00\x00\x04"
 
 
 class DelayProxy:
@@ -112,14 +123,14 @@ class DelayProxy:
             s_reader, s_writer = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
         else:
             s_reader, s_writer = await asyncio.open_connection(host, port)
-        last = {"from": "server"}
+        last = {"server": b"", "client": b""}
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(
                 self._pipe(c_reader, s_writer, last, "client"), self._pipe(s_reader, c_writer, last, "server")
             )
 
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, last: dict[str, str], side: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, last: dict[str, bytes], side: str
     ) -> None:
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
@@ -136,9 +147,14 @@ class DelayProxy:
         sender = asyncio.create_task(send())
         with contextlib.suppress(ConnectionError):
             while chunk := await reader.read(65536):
-                if side == "client" and last["from"] == "server":
-                    self.round_trips += 1
-                last["from"] = side
+                if side == "server":
+                    last["server"] = (last["server"] + chunk)[-6:]
+                elif chunk == FLUSH:  # psycopg's pipeline ends with one, after its Sync
+                    last["client"] = FLUSH
+                else:
+                    answered = READY.fullmatch(last["server"]) or (last["server"] and last["client"] == FLUSH)
+                    self.round_trips += bool(answered)
+                    last["server"], last["client"] = b"", chunk[-5:]
                 queue.put_nowait((time.monotonic() + self.delay, chunk))
         queue.put_nowait((0.0, b""))
         with contextlib.suppress(ConnectionError):
