@@ -66,12 +66,17 @@ def retry_delay(attempt: int) -> float:
 class Query:
     """One statement, run in its own transaction with `pgmem.scope` set to `scope` (None: no
     scope is set, for a call that sees what the login sees without one, like `stats`). The
-    reply is the list of rows (tuples), or the one row (or None) when `one` is set."""
+    reply is the list of rows (tuples), or the one row (or None) when `one` is set.
+
+    `wait=False`: the call reads no reply (it is sent None). A driver that runs a whole call in
+    one transaction (the LangGraph store's) then sends the statement without waiting for it; an
+    error of the statement ends the transaction at the next statement waited for, or at COMMIT."""
 
     scope: str | None
     sql: str | Composed
     params: Sequence[object] = ()
     one: bool = False
+    wait: bool = True
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
 from pgmem.errors import ConfigError, EmbeddingError, ModelMismatchError, PgmemError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, namespace_scope
+from tests.helpers import sent
 from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -739,8 +741,9 @@ def test_async_re_puts_of_the_same_field_texts_embed_nothing(app_url: str) -> No
 def test_a_put_that_found_its_vectors_current_and_lost_them_to_a_concurrent_put_embeds_after_all(
     app_url: str,
 ) -> None:
-    """The check before embedding takes no lock; put_item decides again under the item's lock.
-    A concurrent put changes the item between the two: the text is embedded after all."""
+    """The check before embedding takes no lock; put_item decides again under the item's lock
+    (keep_vectors). A concurrent put changes the item between the two: put_item raises 40001,
+    the batch runs again and embeds the text then. A SQL caller gets the same 40001."""
     emb, other = WordEmbeddings(), WordEmbeddings()
     ns = ("race",)
     index = _vector_index(emb, "cosine", fields=["text"])
@@ -762,11 +765,61 @@ def test_a_put_that_found_its_vectors_current_and_lost_them_to_a_concurrent_put_
                 except StopIteration as stop:
                     return stop.value
 
-        store._run(lambda: interfered(store._writes_call(writes)))
-        assert (emb.calls, emb.texts) == (2, 2) and other.calls == 1  # the late request: one text
+        make = store._writes_calls(writes)
+        store._run(lambda: interfered(make()))
+        assert (emb.calls, emb.texts) == (2, 2) and other.calls == 1  # the run again: one text
         rows = _vector_rows(app_url, ns)["k"]
         assert [r[1:3] for r in rows] == [("text", _sha("first words"))]
         assert store.search(ns, query="first words")[0].score == pytest.approx(1.0, abs=1e-4)
+        assert store.field_embedder is not None
+        model = store.field_embedder.model_id
+
+    with psycopg.connect(app_url) as c:
+        c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        c.execute("SELECT set_config('pgmem.scope', %s, true)", (namespace_scope(ns),))
+        with pytest.raises(psycopg.errors.SerializationFailure, match="changed since they were read as current"):
+            c.execute(
+                "SELECT * FROM pgmem.put_item(%s, %s, 'k', %s::jsonb, model_id => %s, field_paths => '{text}',"
+                " text_hashes => %s, keep_vectors => true)",
+                (namespace_scope(ns), list(ns), '{"text": "third words"}', model, [_sha("third words")]),
+            )
+        c.rollback()
+    assert [r[1:3] for r in _vector_rows(app_url, ns)["k"]] == [("text", _sha("first words"))]
+
+
+def test_a_put_of_field_vectors_waits_for_its_read_and_its_commit_only(app_url: str, tmp_path: Path) -> None:
+    """With field vectors nothing after the read of which vectors are current is waited for
+    (Query.wait): a put and a batch of three (an unchanged put, a new one, a delete) each wait
+    twice, counted in libpq's trace (4 and 6 before), and store what they did before."""
+    emb = WordEmbeddings()
+    ns = ("waits",)
+    with sync_store(app_url, "conn", index=_vector_index(emb, "cosine", fields=["text"])) as store:
+        store.put(ns, "warm", {"text": "the connection's types are read once, before"})
+        conn = store._conn
+        assert isinstance(conn, psycopg.Connection)
+        trace = tmp_path / "libpq.trace"
+        waits: list[tuple[int, tuple[int, int]]] = []
+        with trace.open("w") as f:
+            conn.pgconn.trace(f.fileno())
+            try:
+                for op in (
+                    lambda: store.put(ns, "a", {"text": "one apple"}),
+                    lambda: store.batch(
+                        [
+                            PutOp(ns, "a", {"text": "one apple"}),
+                            PutOp(ns, "b", {"text": "two pears"}),
+                            PutOp(ns, "warm", None),
+                        ]
+                    ),
+                ):
+                    before = sent(trace, "Sync", "Flush", "Query")
+                    spent = _spent(emb, op)
+                    waits.append((sent(trace, "Sync", "Flush", "Query") - before, spent))
+            finally:
+                conn.pgconn.untrace()
+        assert waits == [(2, (1, 1)), (2, (1, 1))]  # the unchanged put embeds nothing
+        assert sorted(_vector_rows(app_url, ns)) == ["a", "b"]
+        assert [i.key for i in store.search(ns, query="two pears", limit=1)] == ["b"]
 
 
 def test_concurrent_re_puts_of_the_same_keys_leave_one_set_of_vectors_per_item(app_url: str) -> None:

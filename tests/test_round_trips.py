@@ -1,7 +1,7 @@
 """The round-trip lab tool (pgmem.lab.bench.round_trips): pgmem's calls through a local proxy that
 delays every chunk, counting the client's round trips on the wire. A recall is one round trip and
-storing a turn two, with and without the delay; with --stores a PgmemStore put four and a search
-four; its database is dropped afterwards; a bad input (no server there) is one line and exit 1 (a
+storing a turn two, with and without the delay; with --stores a PgmemStore put two and a search
+three; its database is dropped afterwards; a bad input (no server there) is one line and exit 1 (a
 malformed option: argparse's exit 2)."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def test_round_trips_counts_each_calls_trips_through_the_delay(
     assert round_trips.main([db_url, "--calls", "1", "--stores", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     store_trips = {(r["call"], r["delay_ms"]): r["round_trips"] for r in rows if r["call"].startswith("PgmemStore")}
-    assert store_trips == {("PgmemStore put", 0.0): 4, ("PgmemStore put", 0.5): 4,
-                           ("PgmemStore search", 0.0): 4, ("PgmemStore search", 0.5): 4}  # fmt: skip
+    assert store_trips == {("PgmemStore put", 0.0): 2, ("PgmemStore put", 0.5): 2,
+                           ("PgmemStore search", 0.0): 3, ("PgmemStore search", 0.5): 3}  # fmt: skip
     assert {r["call"] for r in rows} == set(round_trips.CALLS + round_trips.STORE_CALLS)
     capsys.readouterr()
 

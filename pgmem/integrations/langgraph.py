@@ -70,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -595,7 +596,7 @@ class _StoreLogic:
 
     def _directory(self) -> Query:
         # Transaction-local, so it holds for every step of the call's transaction.
-        return Query(None, DIRECTORY_SETTING, (self.directory,), one=True)
+        return Query(None, DIRECTORY_SETTING, (self.directory,), wait=False)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -624,7 +625,7 @@ class _StoreLogic:
         if row is None:
             return None
         if self._refresh(op.refresh_ttl):
-            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]), one=True)
+            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]), wait=False)
         r = _row(row)
         return Item(value=r.value, key=r.key, namespace=r.namespace, created_at=r.created_at, updated_at=r.updated_at)
 
@@ -792,7 +793,7 @@ class _StoreLogic:
         for it in found:
             by_scope.setdefault(namespace_scope(it.namespace), []).append(it.key)
         for scope, keys in sorted(by_scope.items()):
-            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, sorted(keys)), one=True)
+            yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, sorted(keys)), wait=False)
 
     def _sweep_call(self) -> Call[int]:
         """Remove the expired items of every namespace of the directory (`pgmem.expire_items`
@@ -813,17 +814,21 @@ class _StoreLogic:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _writes_call(self, puts: list[PutOp]) -> Call[None]:
+    def _writes_call(self, puts: list[PutOp], *, skip_current: bool = True) -> Call[None]:
         """The batch's puts and deletes, in (scope, key) order, in the driver's one transaction.
         Texts are embedded across the whole batch: a field embedder's in one request before any
-        row is locked, leaving out the items whose stored vectors are already those of their
-        texts (pgmem.store_vectors_current: same paths, texts and model); pgmem's through
-        ingest_turns, which skips a turn whose text is unchanged."""
+        row is locked, leaving out (with `skip_current`) the items whose stored vectors are
+        already those of their texts (pgmem.store_vectors_current: same paths, texts and model);
+        pgmem's through ingest_turns, which skips a turn whose text is unchanged. With field
+        vectors no statement after that read is waited for: put_item checks again under the
+        item's lock that vectors left out are still current (keep_vectors), and raises 40001 when
+        a put committed since changed them; the driver then runs the batch again."""
         yield self._directory()
         fe = self.field_embedder
         texts: dict[tuple[str, str], list[tuple[str, str]]] = {}
         hashes: dict[tuple[str, str], list[bytes]] = {}
         vectors: dict[tuple[str, str], Any] = {}
+        current: set[tuple[str, str]] = set()
         if fe is not None:
             for op in puts:
                 if op.value is not None and op.index is not False:
@@ -832,7 +837,6 @@ class _StoreLogic:
                         ident = (namespace_scope(op.namespace), op.key)
                         texts[ident] = found
                         hashes[ident] = [text_hash(t) for _, t in found]
-            current: set[tuple[str, str]] = set()
             for scope in sorted({s for s, _ in texts}):
                 row = yield from self._current_vectors(scope, fe.model_id, texts, hashes)
                 if row is not None and row[0] != fe.model_id:
@@ -840,15 +844,14 @@ class _StoreLogic:
                         f"namespace scope {scope!r:.80} is embedded with {row[0]}, not {fe.model_id}: open the store "
                         "with the index config the namespace was written with"
                     )
-                if row is not None:  # a scope without vectors has none current
+                if row is not None and skip_current:  # a scope without vectors has none current
                     current |= {(scope, str(k)) for k in row[1]}
             vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
         turns: list[Turn] = []
-        late: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for op in puts:
             scope = namespace_scope(op.namespace)
             if op.value is None:
-                yield Query(scope, "SELECT pgmem.delete_item(%s, %s)", (scope, op.key), one=True)
+                yield Query(scope, "SELECT pgmem.delete_item(%s, %s)", (scope, op.key), wait=False)
                 continue
             ident = (scope, op.key)
             value = dict(op.value)
@@ -858,9 +861,10 @@ class _StoreLogic:
             thread = item_thread(op.key) if messages else None
             row = yield Query(
                 scope,
-                """SELECT created_at, vectors_kept FROM pgmem.put_item(
+                """SELECT created_at FROM pgmem.put_item(
                        scope => %s, namespace => %s, item_key => %s, value => %s::jsonb, thread => %s,
-                       ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s)""",
+                       ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s,
+                       keep_vectors => %s)""",
                 (
                     scope,
                     list(op.namespace),
@@ -871,30 +875,31 @@ class _StoreLogic:
                     fe.model_id if fe is not None and ident in texts else None,
                     [p for p, _ in texts[ident]] if ident in texts else None,
                     hashes.get(ident),
+                    ident in current or None,
                 ),
                 one=True,
+                # Only an item searched through its turn reads the reply: the turn's time.
+                wait=thread is not None,
             )
-            assert row is not None
-            if ident in texts and not row[1]:
-                if ident in vectors:
-                    yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
-                else:
-                    # Found current before the lock, changed by a concurrent put since: embedded
-                    # after the loop (the item stays locked), in one request for all such items.
-                    late[ident] = texts[ident]
+            if ident in vectors:
+                yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
             if thread is not None:
+                assert row is not None
                 created = row[0]
                 assert isinstance(created, datetime)
                 turns.append(Turn(scope, thread, 0, created, tuple(messages), origin=f"item {op.key!r:.80}"))
-        if late:
-            assert fe is not None
-            again = yield from self._embed_fields(fe, late)
-            for ident, found in late.items():
-                yield from self._put_vectors(ident, found, hashes[ident], again[ident])
         if turns:
             report = yield from ingest_turns_call(turns, self.embedder)
             if report.failed:
                 raise InputError("; ".join(err for _, err in report.failed[:3]))
+
+    def _writes_calls(self, puts: list[PutOp]) -> Callable[[], Call[None]]:
+        """The batch's write call, a new one for each attempt: the first leaves out of the
+        embedding request the items whose vectors it read as current; one run again (it lost a
+        race: 40001 when such vectors changed, or a deadlock) embeds every text, so a put that
+        changes them again meanwhile cannot make it lose that race again."""
+        attempts = itertools.count()
+        return lambda: self._writes_call(puts, skip_current=next(attempts) == 0)
 
     def _current_vectors(
         self,
@@ -952,7 +957,7 @@ class _StoreLogic:
             scope,
             "SELECT pgmem.put_item_vectors(%s, %s, %s, %s, %b::vector[], %s)",
             (scope, key, fe.model_id, [p for p, _ in found], list(vectors), hashes),
-            one=True,
+            wait=False,
         )
 
     # -- connections --------------------------------------------------------------------------
@@ -988,9 +993,9 @@ def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
     return database_error(exc) if is_refusal(exc) or lost_race(exc) else exc
 
 
-#: The store directory's setting, transaction-local. No call reads its result, so the drivers send
-#: it (and a step's scope setting) without waiting: in pipeline mode they go with the next
-#: statement, in one round trip.
+#: The store directory's setting, transaction-local. No call reads its result (Query.wait false),
+#: so the drivers send it (and a step's scope setting) without waiting: in pipeline mode they go
+#: with the next statement, in one round trip.
 DIRECTORY_SETTING = "SELECT set_config('pgmem.store_directory', %s, true)"
 
 
@@ -1049,14 +1054,16 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
 
 def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeInfo]) -> T:
     """Drive a store call inside the transaction its caller opened (so all of it commits or
-    none): one tuple-row cursor for every statement, pgvector's types registered on it once,
-    `pgmem.scope` set only when a step's scope differs from the last one's, and the settings
-    never waited for (DIRECTORY_SETTING). No savepoint per statement: the batch is one
-    transaction anyway, and this saves three round trips per step."""
+    none): one tuple-row cursor for the statements whose replies the call reads, another for
+    those it does not (`Query.wait` false: the settings, writes), never waited for; pgvector's
+    types registered on both once; `pgmem.scope` set only when a step's scope differs from the
+    last one's. No savepoint per statement: the batch is one transaction anyway, and this
+    saves three round trips per step."""
     scope: str | None = None
     reply: object = None
     with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
         register_types(cur, infos)
+        register_types(setting, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1068,8 +1075,8 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeIn
                 if step.scope is not None and step.scope != scope:
                     setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
-                if step.sql == DIRECTORY_SETTING:
-                    setting.execute(step.sql, step.params)
+                if not step.wait:
+                    setting.execute(step.sql, step.params, binary=True)
                     reply = None
                     continue
                 cur.execute(step.sql, step.params, binary=True)
@@ -1084,6 +1091,7 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
     reply: object = None
     async with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
         register_types(cur, infos)
+        register_types(setting, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1095,8 +1103,8 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
                 if step.scope is not None and step.scope != scope:
                     await setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
-                if step.sql == DIRECTORY_SETTING:
-                    await setting.execute(step.sql, step.params)
+                if not step.wait:
+                    await setting.execute(step.sql, step.params, binary=True)
                     reply = None
                     continue
                 await cur.execute(step.sql, step.params, binary=True)
@@ -1106,6 +1114,9 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
 
 
 def _driver_error(exc: psycopg.Error) -> PgmemError:
+    # A statement not waited for (Query.wait false) fails at COMMIT: the same error as waited.
+    if is_refusal(exc) or lost_race(exc):
+        return database_error(exc)
     if isinstance(exc, psycopg.DataError):
         return InputError(" ".join(str(exc).split()))
     return DatabaseError.from_driver(exc)
@@ -1232,7 +1243,7 @@ class PgmemStore(_StoreLogic, BaseStore):
         # A batch of puts and deletes only opens no read transaction (two round trips a put).
         results: list[Result] = self._run(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
-            self._run(lambda: self._writes_call(writes))
+            self._run(self._writes_calls(writes))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -1392,7 +1403,7 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         ops, reads, writes = self._plan(ops)
         results: list[Result] = await self._arun(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
-            await self._arun(lambda: self._writes_call(writes))
+            await self._arun(self._writes_calls(writes))
         return results
 
     async def sweep_ttl(self) -> int:

@@ -52,6 +52,8 @@ $$;
 COMMENT ON FUNCTION pgmem.store_scope(text[]) IS
 'The scope of a LangGraph namespace: its labels joined by /, each label''s \ and / escaped as \\ and \/ (so two namespaces never share a scope). ("users", "a/b") -> users/a\/b. A scope name is at most 200 characters, so a longer namespace cannot be stored.';
 
+-- 0038 added keep_vectors.
+DROP FUNCTION IF EXISTS pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[]);
 CREATE OR REPLACE FUNCTION pgmem.put_item(
     scope text,
     namespace text[],
@@ -61,7 +63,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_item(
     ttl_minutes double precision DEFAULT NULL,
     model_id text DEFAULT NULL,
     field_paths text[] DEFAULT NULL,
-    text_hashes bytea[] DEFAULT NULL
+    text_hashes bytea[] DEFAULT NULL,
+    keep_vectors boolean DEFAULT NULL
 ) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text, vectors_kept boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -145,6 +148,12 @@ BEGIN
                 USING ERRCODE = '23505';
         END IF;
     END LOOP;
+    -- The caller read the item's vectors as current (without a lock) and sends none: a put
+    -- that committed since changed them, so this transaction must run again and embed.
+    IF keep_vectors AND NOT kept THEN
+        RAISE EXCEPTION 'put_item: the field vectors of item % changed since they were read as current', item_key
+            USING ERRCODE = '40001', HINT = 'Run the transaction again: it reads them again and embeds what changed.';
+    END IF;
     -- An item put again without an index keeps no searchable copy of its old text: its old
     -- thread is forgotten (turn, pieces and the recall-log rows that returned them), after the
     -- item row, as the lock order has it.
@@ -157,8 +166,8 @@ BEGIN
     RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[]) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
+COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean) IS
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
 
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean
