@@ -83,27 +83,37 @@ def turn_text(turn: Turn) -> str:
     return "\n".join(f"{s.name}: {s.text}" for s in split_sources(turn.messages))
 
 
-#: A thread's stored hashes, and whether the scope refuses the model (pgmem.model_refusal), in
-#: one statement: storing a turn is then two round trips, this and put_turn.
-HASHES_AND_REFUSAL = """SELECT h.turn_index, h.content_hash, r.refusal
+#: The stored hashes of a scope's turns (any threads), and whether the scope refuses the model
+#: (pgmem.model_refusal), in one statement: storing a turn is then two round trips, this and put_turn.
+HASHES_AND_REFUSAL = """SELECT h.thread_id, h.turn_index, h.content_hash, r.refusal
   FROM (SELECT pgmem.model_refusal(%s, %s, %s, 'piece') AS refusal) r
-  LEFT JOIN pgmem.turn_hashes(%s, %s, %s) h ON true"""
+  LEFT JOIN pgmem.stored_turn_hashes(%s, %s, %s) h ON true"""
+
+#: The most turns whose stored hashes one statement reads.
+HASHES_AT_ONCE = 5000
 
 
 def _existing_hashes(
     turns: Sequence[Turn], embedder: Embedder, checked: dict[str, str | None]
 ) -> Call[dict[tuple[str, str, int], bytes]]:
-    """The stored hashes of `turns`; `checked` gets each scope's model refusal (None: none)."""
-    by_thread: dict[tuple[str, str], list[int]] = {}
+    """The stored hashes of `turns`, read a scope at a time (at most HASHES_AT_ONCE turns a
+    statement, whatever their threads); `checked` gets each scope's model refusal (None: none)."""
+    by_scope: dict[str, list[tuple[str, int]]] = {}
     for t in turns:
-        by_thread.setdefault((t.scope, t.thread), []).append(t.index)
+        by_scope.setdefault(t.scope, []).append((t.thread, t.index))
     found: dict[tuple[str, str, int], bytes] = {}
-    for (scope, thread), idxs in by_thread.items():
-        rows = yield Query(scope, HASHES_AND_REFUSAL, (scope, embedder.model_id, embedder.dims, scope, thread, idxs))
-        for idx, h, refusal in rows:
-            checked[scope] = None if refusal is None else str(refusal)
-            if idx is not None:
-                found[(scope, thread, int(idx))] = bytes(h)
+    for scope, keys in by_scope.items():
+        for at in range(0, len(keys), HASHES_AT_ONCE):
+            chunk = keys[at : at + HASHES_AT_ONCE]
+            rows = yield Query(
+                scope,
+                HASHES_AND_REFUSAL,
+                (scope, embedder.model_id, embedder.dims, scope, [k[0] for k in chunk], [k[1] for k in chunk]),
+            )
+            for thread, idx, h, refusal in rows:
+                checked[scope] = None if refusal is None else str(refusal)
+                if idx is not None:
+                    found[(scope, str(thread), int(idx))] = bytes(h)
     return found
 
 

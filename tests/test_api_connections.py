@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 import pgmem
 import pgmem.aio
 from pgmem.calls import Call, Query, run
+from pgmem.db import scoped
 from pgmem.documents.store import Document, add_documents, search_documents
 from pgmem.errors import ArgumentError, DatabaseError, InputError, ModelMismatchError, PgmemError, ScopeError
 from pgmem.recall import recall_vectors, recall_vectors_call
@@ -341,6 +342,48 @@ def test_a_call_on_an_autocommit_connection_is_one_round_trip_a_statement(app_ur
         assert _scope_left(c) == ("",)
         assert pgmem.ingest_turns(c, [make_turn(scope, "t", 2, "the cat is called Tom")], EMB).inserted == 1
         assert len(recall_vectors(c, scope, ["freezer log"], vec, floor=-1.0, x=10).groups[0].hits) == 3
+
+
+def test_turns_of_many_threads_have_their_stored_hashes_read_in_one_statement(app_url: str, tmp_path: Path) -> None:
+    """Storing six new turns of six threads (`bulk=True`: one put_turns) reads their stored hashes
+    in one statement, pgmem.stored_turn_hashes, not one a thread: 2 round trips (7 before). Run
+    again, they are unchanged and nothing is written (1 round trip). The function itself: pairs
+    of (thread, turn index), each stored one once, in the transaction's scope only, and arrays
+    of different lengths are one clear error."""
+    scope = "hashes-at-once"
+    trace = tmp_path / "libpq.trace"
+    turns = [make_turn(scope, f"t{i}", 0, f"thread {i} holds the note about parcel {i}") for i in range(6)]
+    with psycopg.connect(app_url, autocommit=True) as c:
+        pgmem.ingest_turns(c, [make_turn(scope, "warm", 0, "the connection's types are read once, before")], EMB)
+        trips: list[int] = []
+        with trace.open("w") as f:
+            c.pgconn.trace(f.fileno())
+            try:
+                for _ in range(2):
+                    before = _round_trips(trace)
+                    report = pgmem.ingest_turns(c, turns, EMB, bulk=True)
+                    trips.append(_round_trips(trace) - before)
+            finally:
+                c.pgconn.untrace()
+        assert trips == [2, 1] and report.unchanged == 6
+        with scoped(c, scope):
+            rows = c.execute(
+                "SELECT thread_id, turn_index FROM pgmem.stored_turn_hashes(%s, %s, %s) ORDER BY 1",
+                (scope, ["t1", "t2", "t1", "t9", "t2"], [0, 0, 0, 0, 3]),
+            ).fetchall()
+            assert rows == [("t1", 0), ("t2", 0)]
+            assert c.execute("SELECT count(*) FROM pgmem.stored_turn_hashes(%s, NULL, NULL)", (scope,)).fetchone() == (
+                0,
+            )
+            assert c.execute("SELECT count(*) FROM pgmem.turn_hashes(%s, 't3', ARRAY[0, 1])", (scope,)).fetchone() == (
+                1,
+            )
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="2 threads for 1 turn indexes"):
+                c.execute("SELECT * FROM pgmem.stored_turn_hashes(%s, ARRAY['t1', 't2'], ARRAY[0])", (scope,))
+        with scoped(c, "another-scope"), pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT * FROM pgmem.stored_turn_hashes(%s, ARRAY['t1'], ARRAY[0])", (scope,))
+        with scoped(c, scope), pytest.raises(psycopg.errors.CharacterNotInRepertoire):
+            c.execute(b"SELECT * FROM pgmem.stored_turn_hashes('hashes-at-once', ARRAY['\xff\xfe'], ARRAY[0])")
 
 
 def _wrong_size_recall(scope: str) -> Call[object]:

@@ -143,8 +143,10 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
     one pipeline ended by one Sync: BEGIN and the settings go with the first statement, COMMIT
     with the Sync. Counted on the wire (libpq's trace): the client's
     waits (each Flush, Sync or simple Query) are 4 for a put, 4 for a put and a delete, 1 for a
-    delete (its statement is not waited for: Query.wait) and 6 for a get and a put (7, 8, 5 and
-    14 before pipelining; 4, 5, 2 and 6 before deletes went unwaited)."""
+    delete, 6 for a get and a put, and 4 for a batch of five puts: the puts and the delete are
+    not waited for (Query.wait), the items' times are read once, their stored hashes once, and
+    their turns written by one put_turns (7, 8, 5 and 14 before pipelining; 4, 5, 2, 6 and 13
+    before)."""
     ns = ("round", "trips")
     hstore.put(ns, "warm", {"text": "the connection's types are read once, before"})
     trace = tmp_path / "libpq.trace"
@@ -157,6 +159,7 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
                 lambda: hstore.batch([PutOp(ns, "b", {"text": "two"}), PutOp(ns, "a", None)]),
                 lambda: hstore.delete(ns, "b"),
                 lambda: hstore.batch([GetOp(ns, "c"), PutOp(ns, "c", {"text": "three"})]),
+                lambda: hstore.batch([PutOp(ns, f"m{i}", {"text": f"memory number {i}"}) for i in range(5)]),
             ):
                 before = sent(trace, "Sync", "Flush", "Query")
                 syncs = sent(trace, "Sync")
@@ -167,10 +170,12 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
             conn.pgconn.untrace()
     # (waits, transactions) of: a put, a batch of a put and a delete, a delete, a get and a put.
     assert list(zip(waits[::2], waits[1::2], strict=True))[:3] == [(4, 1), (4, 1), (1, 1)]
-    assert waits[6:] == [6, 2] and sent(trace, "Query") == 0  # BEGIN and COMMIT were pipelined too
+    assert waits[6:] == [6, 2, 4, 1] and sent(trace, "Query") == 0  # BEGIN and COMMIT were pipelined too
     assert hstore.get(ns, "a") is None and hstore.get(ns, "b") is None
     item = hstore.get(ns, "c")
     assert item is not None and item.value == {"text": "three"}
+    found = hstore.search(ns, query="memory number 3", limit=1)
+    assert [i.key for i in found] == ["m3"] and found[0].created_at == hstore.get(ns, "m3").created_at  # type: ignore[union-attr]
 
 
 def test_a_statement_the_server_refuses_mid_batch_rolls_back_the_batch(

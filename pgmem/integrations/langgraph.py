@@ -847,7 +847,8 @@ class _StoreLogic:
                 if row is not None and skip_current:  # a scope without vectors has none current
                     current |= {(scope, str(k)) for k in row[1]}
             vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
-        turns: list[Turn] = []
+        # Items searched through their turns, by scope: (key, thread, messages).
+        searched: dict[str, list[tuple[str, str, list[dict[str, Any]]]]] = {}
         for op in puts:
             scope = namespace_scope(op.namespace)
             if op.value is None:
@@ -859,9 +860,9 @@ class _StoreLogic:
                 [] if fe is not None else item_messages(value, self.fields if op.index is None else (op.index or []))
             )
             thread = item_thread(op.key) if messages else None
-            row = yield Query(
+            yield Query(
                 scope,
-                """SELECT created_at FROM pgmem.put_item(
+                """SELECT FROM pgmem.put_item(
                        scope => %s, namespace => %s, item_key => %s, value => %s::jsonb, thread => %s,
                        ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s,
                        keep_vectors => %s)""",
@@ -877,19 +878,25 @@ class _StoreLogic:
                     hashes.get(ident),
                     ident in current or None,
                 ),
-                one=True,
-                # Only an item searched through its turn reads the reply: the turn's time.
-                wait=thread is not None,
+                wait=False,
             )
             if ident in vectors:
                 yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
             if thread is not None:
-                assert row is not None
-                created = row[0]
-                assert isinstance(created, datetime)
-                turns.append(Turn(scope, thread, 0, created, tuple(messages), origin=f"item {op.key!r:.80}"))
+                searched.setdefault(scope, []).append((op.key, thread, messages))
+        # An item's turn has the item's time (created_at, kept by a re-put): read once a scope.
+        turns: list[Turn] = []
+        for scope, items in searched.items():
+            rows = yield Query(
+                scope,
+                "SELECT g.item_key, g.created_at FROM unnest(%s::text[]) k, LATERAL pgmem.store_get(%s, k) g",
+                ([key for key, _, _ in items], scope),
+            )
+            created: dict[str, datetime] = {str(r[0]): r[1] for r in rows}
+            turns += [Turn(scope, t, 0, created[key], tuple(m), origin=f"item {key!r:.80}") for key, t, m in items]
         if turns:
-            report = yield from ingest_turns_call(turns, self.embedder)
+            # One put_turns call a scope (the batch is one transaction either way).
+            report = yield from ingest_turns_call(turns, self.embedder, bulk=True)
             if report.failed:
                 raise InputError("; ".join(err for _, err in report.failed[:3]))
 

@@ -38,23 +38,42 @@ CREATE OR REPLACE TRIGGER piece_words_on_insert AFTER INSERT ON pgmem.piece
 COMMENT ON TRIGGER piece_words_on_insert ON pgmem.piece IS
 'Writes the inserted pieces'' words into pgmem.piece_word (pgmem._piece_words, once a statement); they go with the piece (foreign key, cascade).';
 
-CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
-RETURNS TABLE (turn_index integer, content_hash bytea)
+-- The stored hashes of many threads' turns at once (0038): ingest reads a scope's in one
+-- statement, not one a thread (a backfill of many threads, a LangGraph batch of many items).
+CREATE OR REPLACE FUNCTION pgmem.stored_turn_hashes(scope text, threads text[], turn_indexes integer[])
+RETURNS TABLE (thread_id text, turn_index integer, content_hash bytea)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
     -- In another scope every turn would look new (and be embedded again, then refused on write).
-    PERFORM pgmem.check_scope(turn_hashes.scope);
+    PERFORM pgmem.check_scope(stored_turn_hashes.scope);
+    IF coalesce(cardinality(threads), 0) <> coalesce(cardinality(turn_indexes), 0) THEN
+        RAISE EXCEPTION 'stored_turn_hashes: % threads for % turn indexes; one thread per turn index',
+            coalesce(cardinality(threads), 0), coalesce(cardinality(turn_indexes), 0) USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
-    SELECT t.turn_index, t.content_hash FROM pgmem.turn t
-     WHERE t.scope_id = turn_hashes.scope AND t.thread_id = turn_hashes.thread
-       AND t.turn_index = ANY (turn_indexes);
+    SELECT t.thread_id, t.turn_index, t.content_hash
+      FROM (SELECT DISTINCT k.thread_id, k.turn_index FROM unnest(threads, turn_indexes) AS k(thread_id, turn_index)) k
+      JOIN pgmem.turn t ON t.scope_id = stored_turn_hashes.scope AND t.thread_id = k.thread_id
+                       AND t.turn_index = k.turn_index;
 END
 $$;
+COMMENT ON FUNCTION pgmem.stored_turn_hashes(text, text[], integer[]) IS
+'Stored content hashes of the turns (threads[i], turn_indexes[i]) of the transaction''s scope (22023 when the arrays differ in length; a turn not stored has no row): the client skips (and never embeds) turns whose hash is unchanged.';
+
+CREATE OR REPLACE FUNCTION pgmem.turn_hashes(scope text, thread text, turn_indexes integer[])
+RETURNS TABLE (turn_index integer, content_hash bytea)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+    SELECT h.turn_index, h.content_hash
+      FROM pgmem.stored_turn_hashes(scope, array_fill(thread, ARRAY[coalesce(cardinality(turn_indexes), 0)]),
+                                    turn_indexes) h
+$$;
 COMMENT ON FUNCTION pgmem.turn_hashes(text, text, integer[]) IS
-'Stored content hashes of the given turns: the client skips (and never embeds) turns whose hash is unchanged.';
+'Stored content hashes of the given turns of one thread (pgmem.stored_turn_hashes of that thread): the client skips (and never embeds) turns whose hash is unchanged.';
 
 CREATE OR REPLACE FUNCTION pgmem.pending_turns(scope text, stored_before timestamptz)
 RETURNS TABLE (thread_id text, turn_index integer, turn_time timestamptz, messages jsonb)
