@@ -13,7 +13,8 @@ after its Sync, which may reach the server after the answer).
 Through it, as a LOGIN member of pgmem_app on an autocommit connection (`pgmem.db.connect`),
 side by side in one run with no delay and with the delay:
 
-- `ingest_turns` of one new turn (word-hash vectors: no model time), one call a turn;
+- `ingest_turns` of one new turn (word-hash vectors: no model time), one call a turn, and with
+  `bulk=True` of a new turn in each of 20 threads (a backfill's shape);
 - `recall_vectors` of a 1-part and an 8-part message (precomputed vectors), in the default mode
   (hybrid) and in vector mode;
 - with `--stores`, a put and a search of LangGraph's PostgresStore and of PgmemStore with the
@@ -54,8 +55,11 @@ from pgmem.sqlfiles import InstallParams
 from pgmem.turns import Turn
 
 WORDS = ("freezer", "log", "export", "nightly", "garden", "tomato", "dog", "walk", "train", "ticket", "tea", "invoice")
+#: The threads of the bulk ingest call, one new turn each.
+BULK_THREADS = 20
 CALLS = (
     "ingest_turns, one turn",
+    f"ingest_turns bulk, {BULK_THREADS} threads",
     "recall, 1 part",
     "recall, 8 parts",
     "recall, 1 part, vector",
@@ -173,9 +177,9 @@ def _through(url: str, port: int, user: str) -> str:
     return f"postgresql://{user}@127.0.0.1:{port}/{parts.path.lstrip('/')}"
 
 
-def _turn(scope: str, i: int, rng: np.random.Generator) -> Turn:
+def _turn(scope: str, i: int, rng: np.random.Generator, thread: str = "t") -> Turn:
     words = " ".join(str(w) for w in rng.choice(WORDS, size=24))
-    return Turn(scope, "t", i, None, ({"role": "user", "content": f"Turn {i}: {words}."},))
+    return Turn(scope, thread, i, None, ({"role": "user", "content": f"Turn {i}: {words}."},))
 
 
 def measure(url: str, *, delays_ms: list[float], calls: int, stores: bool = False) -> list[dict[str, Any]]:
@@ -203,6 +207,9 @@ def measure(url: str, *, delays_ms: list[float], calls: int, stores: bool = Fals
                         before, t0 = proxy.round_trips, time.perf_counter()
                         if what == CALLS[0]:
                             pgmem.ingest_turns(conn, [_turn(scope, i, rng)], emb)
+                        elif what == CALLS[1]:
+                            turns = [_turn(scope, i, rng, f"bulk-{t}") for t in range(BULK_THREADS)]
+                            pgmem.ingest_turns(conn, turns, emb, bulk=True)
                         elif what in STORE_CALLS:
                             name, op = what.split(" ")
                             text = " ".join(str(w) for w in rng.choice(WORDS, size=12))
