@@ -27,6 +27,7 @@ READS: dict[str, tuple[str, tuple[object, ...]]] = {
     "document_search": ("SELECT * FROM pgmem.document_search('a', ARRAY[%s::vector], floor => -1)", (Q,)),
     "explain_logged_recall": ("SELECT * FROM pgmem.explain_logged_recall('a', 1)", ()),
     "turn_hashes": ("SELECT * FROM pgmem.turn_hashes('a', 't', ARRAY[0])", ()),
+    "stored_turn_hashes": ("SELECT * FROM pgmem.stored_turn_hashes('a', ARRAY['t'], ARRAY[0])", ()),
     "pending_turns": ("SELECT * FROM pgmem.pending_turns('a', now())", ()),
     "document_hashes": ("SELECT * FROM pgmem.document_hashes('a', ARRAY['d'])", ()),
     "document_titles": ("SELECT * FROM pgmem.document_titles('a')", ()),
@@ -83,7 +84,14 @@ def test_read_in_its_own_scope_works(stored: Conn, name: str) -> None:
     with stored.transaction():
         in_scope(stored, "a")
         rows = stored.execute(query, params).fetchall()
-    if name in ("memory_recall", "memory_recall hybrid", "fact_recall", "explain_recall", "turn_hashes"):
+    if name in (
+        "memory_recall",
+        "memory_recall hybrid",
+        "fact_recall",
+        "explain_recall",
+        "turn_hashes",
+        "stored_turn_hashes",
+    ):
         assert rows, name
 
 
