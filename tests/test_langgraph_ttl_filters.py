@@ -63,6 +63,30 @@ def test_ttl_items_are_invisible_once_expired_and_the_sweep_removes_them(hstore:
     assert pieces == (0,)
 
 
+def test_an_item_that_expires_within_its_own_put_is_stored_with_its_time(hstore: PgmemStore, conn: Conn) -> None:
+    """A TTL so short that the item expires inside its own transaction: the put stores it and its
+    turn at the item's time (pgmem.store_item_times reads it, expired or not), and it is then
+    invisible, as any expired item. The function reads only the transaction's scope."""
+    ns = ("ttl", "instant")
+    hstore.batch([PutOp(ns, "a", {"text": "gone at once"}, ttl=1e-12), PutOp(ns, "b", {"text": "kept a while"})])
+    assert hstore.get(ns, "a") is None and hstore.get(ns, "b") is not None
+    scope = namespace_scope(ns)
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        times = conn.execute(
+            "SELECT item_key, created_at FROM pgmem.store_item_times(%s, ARRAY['a', 'b', 'a', 'zz']) ORDER BY 1",
+            (scope,),
+        ).fetchall()
+        turns = conn.execute(
+            "SELECT thread_id, turn_time FROM pgmem.turn WHERE scope_id = %s ORDER BY 1", (scope,)
+        ).fetchall()
+        assert conn.execute("SELECT count(*) FROM pgmem.store_item_times(%s, NULL)", (scope,)).fetchone() == (0,)
+    assert [k for k, _ in times] == ["a", "b"] and [t for _, t in turns] == [t for _, t in times]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'another', true)")
+        conn.execute("SELECT * FROM pgmem.store_item_times(%s, ARRAY['a'])", (scope,))
+
+
 def test_refresh_on_read_moves_the_expiry(hstore: PgmemStore, admin_conn: Conn) -> None:
     ns = ("ttl", "u2")
     hstore.put(ns, "a", {"text": "green tea"}, ttl=1)

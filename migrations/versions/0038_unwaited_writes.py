@@ -8,7 +8,8 @@
   twice (its read, then its commit), not four times.
 - pgmem.stored_turn_hashes reads the stored hashes of many threads' turns in one statement
   (pgmem.turn_hashes is its one-thread case): ingest reads a scope's at once, not a thread's at a
-  time, and a LangGraph batch of items stored as pieces waits four times, whatever its size.
+  time, and a LangGraph batch of items stored as pieces waits four times, whatever its size (its
+  items' times read once, pgmem.store_item_times).
 
 Only re-runnable definitions change (sql/idempotent/080_store.sql drops put_item's old signature).
 

@@ -889,8 +889,8 @@ class _StoreLogic:
         for scope, items in searched.items():
             rows = yield Query(
                 scope,
-                "SELECT g.item_key, g.created_at FROM unnest(%s::text[]) k, LATERAL pgmem.store_get(%s, k) g",
-                ([key for key, _, _ in items], scope),
+                "SELECT item_key, created_at FROM pgmem.store_item_times(%s, %s)",
+                (scope, [key for key, _, _ in items]),
             )
             created: dict[str, datetime] = {str(r[0]): r[1] for r in rows}
             turns += [Turn(scope, t, 0, created[key], tuple(m), origin=f"item {key!r:.80}") for key, t, m in items]

@@ -65,6 +65,18 @@ $$;
 COMMENT ON FUNCTION pgmem.store_get(text, text) IS
 'A LangGraph store item of the transaction''s scope by key; no row when it is missing or expired (an expired item is invisible before the sweep removes it).';
 
+-- The time a store gives an item's turn (0038): read once for a batch's items, after their puts.
+CREATE OR REPLACE FUNCTION pgmem.store_item_times(scope text, item_keys text[])
+RETURNS TABLE (item_key text, created_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT i.item_key, i.created_at FROM pgmem.store_item i
+     WHERE i.scope_id = pgmem.check_scope(store_item_times.scope) AND i.item_key = ANY (item_keys)
+$$;
+COMMENT ON FUNCTION pgmem.store_item_times(text, text[]) IS
+'The created_at of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps.';
+
 CREATE OR REPLACE FUNCTION pgmem.store_list(scope text, filter jsonb DEFAULT NULL, lim integer DEFAULT 10, off integer DEFAULT 0)
 RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz)
 LANGUAGE sql STABLE
