@@ -136,6 +136,19 @@ def blend_query(parts: list[str], vectors: F32, weight: float, subject_cosine: f
     return q if subject_cosine is None else merge_subjects(q, subject_cosine)
 
 
+def blended_query_call(
+    scope: str | None, parts: list[str], vectors: F32, model_id: str, weight: float = DEFAULT_WEIGHT
+) -> Call[QueryParts]:
+    """`blend_query` at the model's subject cosine from the registry (`pgmem.model_settings`),
+    read only for a message of two parts or more: one part has nothing to merge with, so a
+    one-part recall is one round trip."""
+    subject = None
+    if len(parts) > 1:
+        row = yield Query(scope, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (model_id,), one=True)
+        subject = None if row is None or row[0] is None else float(str(row[0]))
+    return blend_query(parts, vectors, weight, subject)
+
+
 def merge_subjects(q: QueryParts, threshold: float) -> QueryParts:
     """A message that is one subject is searched as one query: when every two of its parts'
     raw vectors have a cosine of at least `threshold`, the parts become one part, the whole
@@ -383,9 +396,7 @@ def recall_call(
         if window is not None:
             time_from, time_to = window.start, window.end
     vectors = yield Embed(embedder, inputs, "query")
-    settings = yield Query(scope, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (embedder.model_id,), one=True)
-    subject = None if settings is None or settings[0] is None else float(str(settings[0]))
-    q = blend_query(parts, vectors, weight, subject)
+    q = yield from blended_query_call(scope, parts, vectors, embedder.model_id, weight)
     return (
         yield from recall_vectors_call(
             scope,

@@ -386,6 +386,31 @@ def test_turns_of_many_threads_have_their_stored_hashes_read_in_one_statement(ap
             c.execute(b"SELECT * FROM pgmem.stored_turn_hashes('hashes-at-once', ARRAY['\xff\xfe'], ARRAY[0])")
 
 
+def test_a_one_part_message_is_recalled_in_one_round_trip(app_url: str, tmp_path: Path) -> None:
+    """pgmem.recall reads the model's subject cosine (pgmem.model_settings) only for a message of
+    two parts or more, which it may merge into one: a one-part question is 1 round trip (2
+    before), a two-part message 2."""
+    scope = "one-part"
+    trace = tmp_path / "libpq.trace"
+    messages = ("When is the freezer log exported?", "When is the freezer log exported? And what is the dog called?")
+    with psycopg.connect(app_url, autocommit=True) as c:
+        pgmem.ingest_turns(c, [make_turn(scope, "t", 0, "the freezer log is exported at two"),
+                               make_turn(scope, "t", 1, "the dog is called Rex")], EMB)  # fmt: skip
+        pgmem.recall(c, scope, messages[0], EMB, floor=-1.0)  # the connection's types, read once
+        trips: list[int] = []
+        with trace.open("w") as f:
+            c.pgconn.trace(f.fileno())
+            try:
+                for m in messages:
+                    before = _round_trips(trace)
+                    got = pgmem.recall(c, scope, m, EMB, floor=-1.0)
+                    trips.append(_round_trips(trace) - before)
+                    assert got.groups and all(g.hits for g in got.groups)
+            finally:
+                c.pgconn.untrace()
+    assert trips == [1, 2]
+
+
 def _wrong_size_recall(scope: str) -> Call[object]:
     """A recall the database refuses after the scope is set: a part vector of the wrong size."""
     rows = yield Query(scope, "SELECT * FROM pgmem.memory_recall(%s, ARRAY['[1,0]'::vector])", (scope,))

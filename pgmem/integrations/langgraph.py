@@ -105,7 +105,6 @@ from psycopg.rows import tuple_row  # noqa: E402
 from psycopg.types import TypeInfo  # noqa: E402
 
 from pgmem import aio  # noqa: E402
-from pgmem.blend import DEFAULT_WEIGHT  # noqa: E402
 from pgmem.calls import (  # noqa: E402
     RETRY_ATTEMPTS,
     SCOPE_LOCAL,
@@ -138,7 +137,7 @@ from pgmem.recall import (  # noqa: E402
     DEFAULT_MODE,
     DEFAULT_X,
     MODES,
-    blend_query,
+    blended_query_call,
     query_inputs,
     recall_vectors_call,
 )
@@ -693,12 +692,7 @@ class _StoreLogic:
         x = min(1000, max(self.x, 2 * window))
         parts, inputs = query_inputs(op.query)
         vectors = yield Embed(self.embedder, inputs, "query")
-        # The model's subject cosine from the registry, as recall_call reads it.
-        settings = yield Query(
-            None, "SELECT subject_cosine FROM pgmem.model_settings(%s)", (self.embedder.model_id,), one=True
-        )
-        subject = None if settings is None or settings[0] is None else float(str(settings[0]))
-        q = blend_query(parts, vectors, DEFAULT_WEIGHT, subject)
+        q = yield from blended_query_call(None, parts, vectors, self.embedder.model_id)
         best: dict[tuple[str, str], tuple[int, float]] = {}
         items: dict[tuple[str, str], _ItemRow] = {}
         for ns in namespaces:
