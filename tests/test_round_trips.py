@@ -1,8 +1,9 @@
 """The round-trip lab tool (pgmem.lab.bench.round_trips): pgmem's calls through a local proxy that
-delays every chunk, counting the client's round trips on the wire. A recall is one round trip,
-storing a turn two, and storing a turn in each of 20 threads in bulk two, with and without the
-delay; with --stores a PgmemStore put two and a search three; its database is dropped afterwards;
-a bad input (no server there) is one line and exit 1 (a malformed option: argparse's exit 2)."""
+delays every chunk, counting the client's round trips on the wire. A recall (of a one-part
+message, or of part vectors) is one round trip, storing a turn two, and storing a turn in each of
+20 threads in bulk two, with and without the delay; with --stores a PgmemStore put two and a
+search three; its database is dropped afterwards; a bad input (no server there) is one line and
+exit 1 (a malformed option: argparse's exit 2)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_round_trips_counts_each_calls_trips_through_the_delay(
     }
     assert all(r["calls"] == 2 and r["p50_ms"] > 0 for r in rows)
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 13 and printed[-1].startswith("a round trip through the 0.2 ms delay cost ")
+    assert len(printed) == 15 and printed[-1].startswith("a round trip through the 0.2 ms delay cost ")
     assert _temporary_databases(db_url) == before
 
     # --stores: PgmemStore with LangGraph's index config, a put and a search (PostgresStore's rows

@@ -15,8 +15,9 @@ side by side in one run with no delay and with the delay:
 
 - `ingest_turns` of one new turn (word-hash vectors: no model time), one call a turn, and with
   `bulk=True` of a new turn in each of 20 threads (a backfill's shape);
-- `recall_vectors` of a 1-part and an 8-part message (precomputed vectors), in the default mode
-  (hybrid) and in vector mode;
+- `recall` of a one-part message (its text embedded by the word-hash embedder, then recalled),
+  and `recall_vectors` of a 1-part and an 8-part message (precomputed vectors), in the default
+  mode (hybrid) and in vector mode;
 - with `--stores`, a put and a search of LangGraph's PostgresStore and of PgmemStore with the
   same index config (the drop-in change), each from its own URL through the proxy, as the
   database's owner (PostgresStore's setup creates its tables).
@@ -60,6 +61,7 @@ BULK_THREADS = 20
 CALLS = (
     "ingest_turns, one turn",
     f"ingest_turns bulk, {BULK_THREADS} threads",
+    "recall a message, 1 part",
     "recall, 1 part",
     "recall, 8 parts",
     "recall, 1 part, vector",
@@ -210,6 +212,9 @@ def measure(url: str, *, delays_ms: list[float], calls: int, stores: bool = Fals
                         elif what == CALLS[1]:
                             turns = [_turn(scope, i, rng, f"bulk-{t}") for t in range(BULK_THREADS)]
                             pgmem.ingest_turns(conn, turns, emb, bulk=True)
+                        elif what == CALLS[2]:
+                            words = " ".join(str(w) for w in rng.choice(WORDS, size=6))
+                            pgmem.recall(conn, scope, f"When was the {words} noted?", emb)
                         elif what in STORE_CALLS:
                             name, op = what.split(" ")
                             text = " ".join(str(w) for w in rng.choice(WORDS, size=12))
