@@ -1062,9 +1062,9 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeIn
     saves three round trips per step."""
     scope: str | None = None
     reply: object = None
-    with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
+    with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as unwaited:
         register_types(cur, infos)
-        register_types(setting, infos)
+        register_types(unwaited, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1074,10 +1074,10 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeIn
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
+                    unwaited.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
                 if not step.wait:
-                    setting.execute(step.sql, step.params, binary=True)
+                    unwaited.execute(step.sql, step.params, binary=True)
                     reply = None
                     continue
                 cur.execute(step.sql, step.params, binary=True)
@@ -1090,9 +1090,9 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
     """`_drive_sync` on an async connection."""
     scope: str | None = None
     reply: object = None
-    async with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as setting:
+    async with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as unwaited:
         register_types(cur, infos)
-        register_types(setting, infos)
+        register_types(unwaited, infos)
         while True:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
@@ -1102,10 +1102,10 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
-                    await setting.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
+                    await unwaited.execute(SCOPE_LOCAL, (check_name(step.scope, "scope"),))
                     scope = step.scope
                 if not step.wait:
-                    await setting.execute(step.sql, step.params, binary=True)
+                    await unwaited.execute(step.sql, step.params, binary=True)
                     reply = None
                     continue
                 await cur.execute(step.sql, step.params, binary=True)
