@@ -345,6 +345,159 @@ def test_retention_locks_its_threads_before_forgetting_so_a_forget_of_one_does_n
     assert turns_of(admin_conn, scope, "a") == [1] and turns_of(admin_conn, scope, "b") == [2]
 
 
+def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """Retention expires turn 0 of threads y and y2; a forget of thread x runs meanwhile. Two
+    recall-log rows each name x and one of y, y2 (the one naming y2 older). Retention deletes the
+    row naming y with y's turn; a superuser's row lock on a piece of y2 then holds it before y2's
+    turn. The forget of x used to delete the row naming y2 and wait for the one retention had
+    deleted, while retention, let go, waited for the forget's row: a deadlock, one side rolled
+    back. Now the forget waits for retention's recall-log lock before it deletes any log row, and
+    both finish: retention deletes both rows, the forget none."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-logs-{uuid.uuid4().hex[:8]}"
+    turns = [make_turn(scope, th, i, f"{th} turn {i} about the ferry") for th, n in (("x", 1), ("y", 2), ("y2", 2))
+             for i in range(n)]  # fmt: skip
+    assert ingest_turns(conn, turns, EMB).inserted == 5
+    piece = {
+        (str(th), int(str(i))): int(str(p))
+        for th, i, p in admin_conn.execute(
+            "SELECT thread_id, turn_index, min(piece_id) FROM pgmem.piece WHERE scope_id = %s GROUP BY 1, 2", (scope,)
+        ).fetchall()
+    }
+    with scoped(conn, scope):
+        for other in ("y2", "y"):  # the row naming y2 first, so it is the older row
+            hits = [{"piece_id": piece[(th, 0)], "thread_id": th, "turn_index": 0} for th in ("x", other)]
+            conn.execute(
+                "SELECT pgmem.log_recall(%s, 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, -1, NULL, 'vector',"
+                " %s::jsonb)",
+                (scope, vec("q"), json.dumps([hits])),
+            )
+        conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 1)", (scope,))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    try:
+        with admin_conn.transaction():
+            admin_conn.execute(
+                "SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'y2' AND turn_index = 0 FOR KEY SHARE",
+                (scope,),
+            )
+            expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
+            assert waits_for_lock(admin_conn, expire, keeper.pid)  # y's turn gone, waiting for y2's piece
+            forgot = forgetter.start(lambda c: forget_thread(c, scope, "x"))
+            assert waits_for_lock(admin_conn, forgot, forgetter.pid)  # for retention's recall-log lock
+        expired, forgotten = outcome(expire), outcome(forgot)
+    finally:
+        keeper.close()
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert (scope, 2) in expired
+    assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    assert (forgotten.turns, forgotten.recall_logs) == (1, 0)
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)) == 0
+    assert [turns_of(admin_conn, scope, th) for th in ("x", "y", "y2")] == [[], [1], [1]]
+
+
+def test_retention_and_a_forget_of_a_fact_of_an_expiring_turn_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """A fact is tied to turn 0 of thread y2, which retention expires with turn 0 of y. Retention
+    forgets y's turn (taking the scope's recall-log lock) and is held before y2's by a superuser's
+    row lock; the app forgets the fact meanwhile. forget_fact now locks the fact's thread first,
+    so it waits for retention before it holds the fact (deleting the fact first, it would then
+    wait for the recall-log lock while retention waited for the fact: a deadlock)."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-fact-{uuid.uuid4().hex[:8]}"
+    turns = [make_turn(scope, th, i, f"{th} turn {i} about the ferry") for th in ("y", "y2") for i in range(2)]
+    assert ingest_turns(conn, turns, EMB).inserted == 4
+    add_facts(conn, scope, [Fact("the ferry leaves at nine", "y2", 0)], EMB)
+    fact_id = count(admin_conn, "SELECT fact_id FROM pgmem.fact WHERE scope_id = %s", (scope,))
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 1)", (scope,))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    try:
+        with admin_conn.transaction():
+            admin_conn.execute(
+                "SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'y2' AND turn_index = 0 FOR KEY SHARE",
+                (scope,),
+            )
+            expire = keeper.start(lambda c: c.execute("SELECT scope_id, facts FROM pgmem.apply_retention()").fetchall())
+            assert waits_for_lock(admin_conn, expire, keeper.pid)
+            forgot = forgetter.start(lambda c: forget_fact(c, scope, fact_id))
+            assert waits_for_lock(admin_conn, forgot, forgetter.pid)  # for retention's lock on y2
+        expired, forgotten = outcome(expire), outcome(forgot)
+    finally:
+        keeper.close()
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert (scope, 1) in expired  # retention took the fact with its turn
+    assert isinstance(forgotten, Forgotten) and forgotten.facts == 0, f"the forget: {forgotten!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+
+
+def _put_item(scope: str, key: str) -> Callable[[Conn], object]:
+    return lambda c: c.execute(
+        "SELECT * FROM pgmem.put_item(%s, %s, %s, '{\"v\": 1}'::jsonb)", (scope, list(NS), key)
+    ).fetchall()
+
+
+def _listed(admin: Conn, scope: str) -> list[str]:
+    rows = admin.execute("SELECT directory FROM pgmem.store_namespace WHERE scope_name = %s", (scope,)).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
+def test_a_new_item_put_while_the_last_one_is_deleted_keeps_its_namespace_listed(
+    admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A put of a new key is in flight (uncommitted) when another transaction deletes the
+    namespace's last committed item. The put found the directory entry and wrote none; the
+    delete used to remove the entry under it, so the new item was in no listing, search or sweep.
+    Now the delete sees the scope row held by the put and leaves the entry (it does not wait).
+    With no writer in flight, a delete of the last item removes the entry; an entry left by a put
+    that rolled back goes with the next expiry sweep of the namespace."""
+    scope = namespace_scope(NS)
+    putter, deleter = sessions(), sessions()
+    putter.begin(scope, directory="default")
+    putter.do(_put_item(scope, "k1"))
+    putter.commit()
+    assert _listed(admin_conn, scope) == ["default"]
+
+    putter.begin(scope, directory="default")
+    putter.do(_put_item(scope, "k2"))  # in flight
+    deleter.begin(scope, directory="default")
+    assert deleter.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k1')", (scope,)).fetchone()) == (True,)
+    deleter.commit()
+    putter.commit()
+    assert _listed(admin_conn, scope) == ["default"]
+    deleter.begin(scope, directory="default")
+    listed = deleter.do(lambda c: c.execute("SELECT pgmem.store_namespaces('default')").fetchall())
+    deleter.commit()
+    assert listed == [(list(NS),)]
+
+    # A put in flight that then rolls back: the entry stays, empty, until the sweep finds it so.
+    putter.begin(scope, directory="default")
+    putter.do(_put_item(scope, "k3"))
+    deleter.begin(scope, directory="default")
+    deleter.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k2')", (scope,)))
+    deleter.commit()
+    putter.do(lambda c: c.execute("ROLLBACK"))
+    assert _listed(admin_conn, scope) == ["default"]
+    deleter.begin(scope, directory="default")
+    assert deleter.do(lambda c: c.execute("SELECT pgmem.expire_items(%s)", (scope,)).fetchone()) == (0,)
+    deleter.commit()
+    assert _listed(admin_conn, scope) == []
+
+    # No writer in flight: the last item's delete removes the entry itself.
+    putter.begin(scope, directory="default")
+    putter.do(_put_item(scope, "k4"))
+    putter.commit()
+    deleter.begin(scope, directory="default")
+    deleter.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k4')", (scope,)))
+    deleter.commit()
+    assert _listed(admin_conn, scope) == []
+
+
 def test_first_writers_of_a_new_scope_and_a_new_model_do_not_deadlock(
     admin_conn: Conn, sessions: Callable[[], Session]
 ) -> None:

@@ -9,6 +9,22 @@
 -- repeated. Each returns one row of counts (pgmem.forget_counts columns, below).
 -- SECURITY DEFINER (900_grants.sql): pgmem_app has no DELETE on any table.
 
+-- The advisory lock of a scope's recall-log deletes (0039): every statement that deletes a
+-- scope's recall-log rows holds it to the end of its transaction, so no two transactions delete
+-- them at once. One row can name several threads (a recall's hits), and a transaction deleting in
+-- several statements (apply_retention, a forget per turn; expire_items, one per item) held the rows
+-- of its first statements while a forget of another thread, having deleted one row its next
+-- statement needed, waited for them: a deadlock (docs/architecture.md, "Lock order").
+CREATE OR REPLACE FUNCTION pgmem._recall_log_lock(scope text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT (x'70676d6c'::bigint << 32) | (hashtext(scope)::bigint & x'ffffffff'::bigint)
+$$;
+COMMENT ON FUNCTION pgmem._recall_log_lock(text) IS
+'The advisory lock of a scope''s recall-log deletes: every delete of the scope''s recall_log rows (pgmem._forget_logs, apply_retention''s trim, forget_scope) holds it exclusively to the end of its transaction, after its other row locks.';
+
 -- Recall-log rows of the scope that reference what is being forgotten: a hit (any object at
 -- any depth of `results`) naming one of the piece or fact ids, the thread (and turn), or the
 -- document; or, for a whole thread, a recall filtered to that thread.
@@ -29,6 +45,8 @@ DECLARE
     facts jsonb[] := ARRAY(SELECT to_jsonb(i) FROM unnest(coalesce(fact_ids, '{}')) AS u(i));
     n integer;
 BEGIN
+    -- The last step of every forget (the lock order): the scope's recall-log lock first.
+    PERFORM pg_advisory_xact_lock(pgmem._recall_log_lock(_forget_logs.scope));
     DELETE FROM pgmem.recall_log l
      WHERE l.scope_id = _forget_logs.scope
        AND ((_forget_logs.thread IS NOT NULL AND _forget_logs.turn_index IS NULL AND l.thread_id = _forget_logs.thread)
@@ -47,7 +65,38 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_logs(text, text, integer, bigint[], bigint[], text) IS
-'Internal to the forget functions: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane), the thread (and turn_index, when given) or the document_id, and, when a whole thread is forgotten, the recalls filtered to it. Returns the rows deleted.';
+'Internal to the forget functions: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane), the thread (and turn_index, when given) or the document_id, and, when a whole thread is forgotten, the recalls filtered to it, under the scope''s recall-log lock (pgmem._recall_log_lock). Returns the rows deleted.';
+
+-- A namespace leaves the LangGraph store's directories (pgmem.store_namespace) with its scope's
+-- last item (0039). An item a put_item is writing right now is not visible here, and that put found
+-- the directory row already there and wrote none: deleting the row would hide its item from every
+-- listing, search and sweep. Every put_item holds the scope row FOR KEY SHARE to its commit, so the
+-- row goes only when no other transaction holds the scope row: FOR UPDATE SKIP LOCKED (it never
+-- waits, so it adds no step to the lock order), then no item is left, read after that lock with a
+-- fresh snapshot (READ COMMITTED; under a stricter isolation the row stays). A row left here (a
+-- writer of the scope was in flight) goes with the next delete or expiry sweep that finds the
+-- namespace empty. A put that comes later waits for this lock and writes the row again.
+CREATE OR REPLACE FUNCTION pgmem._drop_empty_namespace(scope text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed'
+       OR EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _drop_empty_namespace.scope) THEN
+        RETURN false;
+    END IF;
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _drop_empty_namespace.scope FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _drop_empty_namespace.scope) THEN
+        RETURN false;
+    END IF;
+    DELETE FROM pgmem.store_namespace ns WHERE ns.scope_name = _drop_empty_namespace.scope;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION pgmem._drop_empty_namespace(text) IS
+'Internal to delete_item, the forget functions and expire_items: delete the scope''s LangGraph store directory entries when it holds no item and no other transaction holds its scope row (FOR UPDATE SKIP LOCKED, so an item being put now keeps its namespace listed). Returns whether entries went.';
 
 -- The LangGraph store's items whose searchable turn is in the thread being forgotten: the item
 -- row holds the same text (its value), so it goes too, and the namespace leaves the store's
@@ -64,14 +113,14 @@ DECLARE
 BEGIN
     DELETE FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope AND i.thread_id = _forget_items.thread;
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope) THEN
-        DELETE FROM pgmem.store_namespace ns WHERE ns.scope_name = _forget_items.scope;
+    IF n > 0 THEN
+        PERFORM pgmem._drop_empty_namespace(_forget_items.scope);
     END IF;
     RETURN n;
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_items(text, text) IS
-'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, and the scope''s store directory entries once no item is left. Returns the items deleted.';
+'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, and the scope''s store directory entries once no item is left (pgmem._drop_empty_namespace). Returns the items deleted.';
 
 -- The one lock order of every writer (docs/architecture.md): scope, then store item or
 -- document, then thread, then turn, then pieces and facts, then recall-log rows. A forget of a
@@ -198,11 +247,19 @@ AS $$
 #variable_conflict use_column
 DECLARE
     n integer;
+    fact_thread text;
 BEGIN
     IF scope IS NULL OR fact_id IS NULL THEN
         RAISE EXCEPTION 'forget_fact: scope and fact_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_fact.scope), true);
+    -- A fact tied to a thread: the thread first, as every forget takes it (the lock order), so a
+    -- forget of its turn (apply_retention) either finishes first or waits for this one.
+    SELECT f.thread_id INTO fact_thread FROM pgmem.fact f
+     WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
+    IF fact_thread IS NOT NULL THEN
+        PERFORM pgmem._lock_thread(forget_fact.scope, fact_thread);
+    END IF;
     DELETE FROM pgmem.fact f WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN QUERY SELECT 0, 0, 0, n, 0,
@@ -287,6 +344,7 @@ BEGIN
     GET DIAGNOSTICS n_threads = ROW_COUNT;
     DELETE FROM pgmem.document d WHERE d.scope_id = forget_scope.scope;  -- chunks follow (cascade)
     GET DIAGNOSTICS n_docs = ROW_COUNT;
+    PERFORM pg_advisory_xact_lock(pgmem._recall_log_lock(forget_scope.scope));
     DELETE FROM pgmem.recall_log l WHERE l.scope_id = forget_scope.scope;
     GET DIAGNOSTICS n_logs = ROW_COUNT;
     -- The scope row last (its model binding and number); the tables keyed on it with a

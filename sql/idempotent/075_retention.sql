@@ -155,6 +155,7 @@ BEGIN
             END LOOP;
         END IF;
         IF s.log_keep_days IS NOT NULL OR s.log_keep_rows IS NOT NULL THEN
+            PERFORM pg_advisory_xact_lock(pgmem._recall_log_lock(s.scope_id));
             DELETE FROM pgmem.recall_log l
              WHERE l.scope_id = s.scope_id
                AND ((s.log_keep_days IS NOT NULL AND l.created_at < now() - make_interval(days => s.log_keep_days))

@@ -189,14 +189,14 @@ BEGIN
     IF old_thread IS NOT NULL THEN  -- its turn goes as a forget would take it (forget_thread)
         PERFORM pgmem.forget_thread(delete_item.scope, old_thread);
     END IF;
-    IF found_it AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope) THEN
-        DELETE FROM pgmem.store_namespace n WHERE n.scope_name = delete_item.scope;
+    IF found_it THEN  -- the namespace leaves the directories with the last item (unless one is being put)
+        PERFORM pgmem._drop_empty_namespace(delete_item.scope);
     END IF;
     RETURN found_it;
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). Returns whether the item existed; deleting a missing item is not an error.';
 
 CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
     directory text,

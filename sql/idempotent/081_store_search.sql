@@ -350,11 +350,13 @@ BEGIN
     FOREACH k IN ARRAY keys LOOP
         PERFORM pgmem.delete_item(expire_items.scope, k);
     END LOOP;
+    -- A namespace left listed without items (its last delete met a writer in flight) goes now.
+    PERFORM pgmem._drop_empty_namespace(expire_items.scope);
     RETURN cardinality(keys);
 END
 $$;
 COMMENT ON FUNCTION pgmem.expire_items(text, integer) IS
-'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
+'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry), and the namespace''s directory entries when it holds no item (one its last delete left listed while another writer was in flight). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
 
 DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
 CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO pgmem_owner
