@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from pgmem.errors import InputError
+
 F32 = npt.NDArray[np.float32]
 
 DEFAULT_WEIGHT = 0.8
@@ -20,7 +22,7 @@ def unit(v: F32) -> F32:
 def blend(piece: F32, context: F32, weight: float = DEFAULT_WEIGHT) -> F32:
     """Blend one vector (or rows) with a context vector (or matching rows)."""
     if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"weight must be between 0 and 1, got {weight}")
+        raise InputError(f"weight must be between 0 and 1, got {weight}")
     mixed = weight * unit(piece).astype(np.float64) + (1 - weight) * unit(context).astype(np.float64)
     return unit(mixed.astype(np.float32))
 

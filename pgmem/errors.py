@@ -23,8 +23,9 @@ class EmbeddingError(PgmemError):
     """The embedding endpoint failed, refused a request, or returned an unusable response."""
 
 
-class InputError(PgmemError):
-    """Input (a turn, a message, a document) is malformed; the message names the field."""
+class InputError(PgmemError, ValueError):
+    """Input (a turn, a message, a document, an argument) is malformed; the message names the
+    field. A ValueError too, so code that caught the ValueError of a bad argument still does."""
 
 
 class SchemaError(PgmemError):

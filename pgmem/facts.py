@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, blend_query, check_target, query_inputs
 from pgmem.splitting import SplitRules
-from pgmem.text import check_name, check_text
+from pgmem.text import check_int, check_name, check_number, check_text, json_loads_once
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,8 @@ _MAX_TURN = 2**31 - 1
 
 def check_fact(fact: Fact, where: str) -> Fact:
     """`fact` if every field can be stored; else an InputError naming `where` and the field."""
+    if not isinstance(fact, Fact):
+        raise InputError(f"{where} must be a Fact, got {type(fact).__name__}")
     if not isinstance(fact.body, str) or not fact.body.strip():
         raise InputError(f"{where}: body must be a non-empty string, got {fact.body!r:.80}")
     check_text(fact.body, f"{where}: body")
@@ -69,7 +70,9 @@ def read_facts(path: Path) -> list[Fact]:
                 where = f"{path}:{lineno}"
                 check_text(line, where)
                 try:
-                    obj = json.loads(line)
+                    obj = json_loads_once(line, where)
+                except InputError:
+                    raise
                 except (ValueError, RecursionError) as exc:
                     raise InputError(f"{where}: not valid JSON ({exc!s:.200})") from None
                 facts.append(fact_from_dict(obj, where))
@@ -83,6 +86,8 @@ def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Cal
     stored now. Idempotent by content: a fact the scope holds already (same body, thread, turn
     and section), or one repeated in `facts`, is not stored again and has no id in the result."""
     check_name(scope, "scope")
+    if not isinstance(facts, list | tuple):
+        raise InputError(f"facts must be a list of Fact, got {type(facts).__name__}")
     for i, f in enumerate(facts):
         check_fact(f, f"facts[{i}]")
     if not facts:
@@ -121,6 +126,11 @@ def fact_recall_call(
 ) -> Call[Recall]:
     """Per-part groups over the fact plane (seed: x = 5, cosine >= 0.35). The embedder must be
     the model the scope's facts were stored with (ModelMismatchError)."""
+    x = check_int(x, "x", 1, 1000)
+    floor = check_number(floor, "floor (a raw cosine)", -1, 1)
+    weight = check_number(weight, "weight", 0, 1)
+    if not isinstance(rules, SplitRules):
+        raise InputError(f"rules must be a SplitRules, got {type(rules).__name__}")
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
     q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight)

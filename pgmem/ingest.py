@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
@@ -22,6 +22,7 @@ from pgmem.calls import Call, Embed, Query, lost_race, sync
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
+from pgmem.text import check_int, check_number
 from pgmem.turns import Turn, check_storable, split_sources
 
 #: Bumped whenever splitting, packing or labelling changes what a turn's pieces are.
@@ -34,6 +35,9 @@ class IngestReport:
     inserted: int = 0
     replaced: int = 0
     unchanged: int = 0
+    #: Turns given `replace_hashes` (a rebuild's) that were gone or written again since they
+    #: were read: left as they are.
+    skipped: int = 0
     pieces: int = 0
     failed: list[tuple[tuple[str, str, int], str]] = field(default_factory=list)
     #: Earlier versions of a turn that appears more than once in one batch: the last one
@@ -49,6 +53,7 @@ class IngestReport:
             "inserted": self.inserted,
             "replaced": self.replaced,
             "unchanged": self.unchanged,
+            "skipped": self.skipped,
             "pieces": self.pieces,
             "failed": [{"turn": list(k), "error": e} for k, e in self.failed],
             "superseded": [{"turn": list(k), "note": n} for k, n in self.superseded],
@@ -145,6 +150,7 @@ def ingest_turns_call(
     context: str = "mean",
     progress: Progress | None = None,
     bulk: bool = False,
+    replace_hashes: Mapping[tuple[str, str, int], bytes] | None = None,
 ) -> Call[IngestReport]:
     """Store `turns` (idempotently), each turn in its own transaction (a savepoint when `db`
     is a connection with a transaction open: committing it is then the caller's). `db` is any
@@ -158,12 +164,22 @@ def ingest_turns_call(
     `bulk=True`: each group's turns of one scope are stored by one `pgmem.put_turns` call, in one
     transaction (a backfill: many threads at once, set-based); a turn it refuses is reported as
     put_turn would report it, the others are stored. If the call fails as a whole on a turn's
-    data, its turns are stored one by one with put_turn, which names the turn."""
+    data, its turns are stored one by one with put_turn, which names the turn.
+
+    `replace_hashes` (a rebuild's): a turn whose key is in it is written only over the stored turn
+    of that content hash; one forgotten or written again since (another hash) is left as it is
+    and counted in `skipped`, never brought back nor overwritten with the older copy."""
     if context not in CONTEXT_MODES:
-        raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r}")
-    if not 0.0 <= weight <= 1.0:
-        raise InputError(f"weight must be between 0 and 1, got {weight}")
+        raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r:.80}")
+    weight = check_number(weight, "weight", 0, 1)
+    max_bytes = check_int(max_bytes, "max_bytes", 64, 1 << 20)
+    group_pieces = check_int(group_pieces, "group_pieces", 1, 1 << 20)
+    if isinstance(turns, str | bytes) or not isinstance(turns, Iterable):
+        raise InputError(f"turns must be a list of Turn, got {type(turns).__name__}")
     all_turns = list(turns)
+    for i, t in enumerate(all_turns):
+        if not isinstance(t, Turn):
+            raise InputError(f"turns[{i}] must be a Turn, got {type(t).__name__}")
     report = IngestReport()
     # A turn the database cannot store (bad key, NUL, invalid UTF-8, wrong shape) is
     # reported, never sent: it must not fail the hash lookup or the transaction of the turns
@@ -236,13 +252,15 @@ def ingest_turns_call(
             for item in ready:
                 by_scope.setdefault(item[0].scope, []).append(item)
             for items in by_scope.values():
-                yield from _put_many(items, embedder.model_id, weight, reembed, force, report)
+                yield from _put_many(items, embedder.model_id, weight, reembed, force, report, replace_hashes)
                 done += len(items)
                 if progress:
                     progress(done, len(all_turns), report.pieces)
         else:
             for turn, ps, vecs, ctx, digest in ready:
-                yield from _put(turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report)
+                yield from _put(
+                    turn, ps, vecs, ctx, digest, embedder.model_id, weight, reembed, force, report, replace_hashes
+                )
                 done += 1
                 if progress:
                     progress(done, len(all_turns), report.pieces)
@@ -276,19 +294,27 @@ PUT_TURNS = """SELECT turn_no, status, pieces, error_code, error FROM pgmem.put_
     scope => %s, model_id => %s, threads => %s, turn_indexes => %s, turn_times => %s::timestamptz[],
     messages => %s::jsonb[], content_hashes => %s, piece_counts => %s, unit_kinds => %s,
     source_indexes => %s, labels => %s, bodies => %s, vectors => %b::vector[], weight => %s,
-    reembed => %s, force => %s, contexts => %b::vector[], metadata => %s::jsonb[])"""
+    reembed => %s, force => %s, contexts => %b::vector[], metadata => %s::jsonb[]{replace})"""
 
 
 def _put_many(
-    items: list[Ready], model_id: str, weight: float, reembed: bool, force: bool, report: IngestReport
+    items: list[Ready],
+    model_id: str,
+    weight: float,
+    reembed: bool,
+    force: bool,
+    report: IngestReport,
+    replace_hashes: Mapping[tuple[str, str, int], bytes] | None = None,
 ) -> Call[None]:
     """Store turns of one scope with one pgmem.put_turns call; the report says what put_turn would."""
     turns = [t for t, _, _, _, _ in items]
     contexts = [c for _, _, _, c, _ in items]
+    # Named only when given, so a call without it runs on schemas before 0040.
+    replace = [replace_hashes.get(t.key) for t in turns] if replace_hashes else None
     try:
         rows = yield Query(
             turns[0].scope,
-            PUT_TURNS,
+            PUT_TURNS.format(replace=", replace_hashes => %s" if replace else ""),
             (
                 turns[0].scope,
                 model_id,
@@ -308,6 +334,7 @@ def _put_many(
                 force,
                 contexts if any(c is not None for c in contexts) else None,
                 [json.dumps(dict(t.metadata), ensure_ascii=False) if t.metadata else None for t in turns],
+                *([replace] if replace else []),
             ),
         )
     except psycopg.Error as exc:
@@ -316,7 +343,7 @@ def _put_many(
         if not isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)) and not lost_race(exc):
             raise
         for turn, ps, vecs, ctx, digest in items:
-            yield from _put(turn, ps, vecs, ctx, digest, model_id, weight, reembed, force, report)
+            yield from _put(turn, ps, vecs, ctx, digest, model_id, weight, reembed, force, report, replace_hashes)
         return
     for turn_no, status, n, code, error in rows:
         turn = turns[int(str(turn_no)) - 1]
@@ -327,6 +354,8 @@ def _put_many(
             report.inserted += 1
         elif status == "replaced":
             report.replaced += 1
+        elif status == "skipped":
+            report.skipped += 1
         else:
             report.unchanged += 1
         report.pieces += int(str(n))
@@ -343,9 +372,13 @@ def _put(
     reembed: bool,
     force: bool,
     report: IngestReport,
+    replace_hashes: Mapping[tuple[str, str, int], bytes] | None = None,
 ) -> Call[None]:
-    # The metadata argument is named only when there is metadata (schemas before 0005 lack it).
+    # The metadata argument is named only when there is metadata (schemas before 0005 lack it),
+    # and the rebuild's condition only when given (before 0040).
     metadata = ", metadata => %s::jsonb" if turn.metadata else ""
+    replace = replace_hashes.get(turn.key) if replace_hashes else None
+    metadata += ", replace_hash => %s" if replace is not None else ""
     try:
         row = yield Query(
             turn.scope,
@@ -373,6 +406,7 @@ def _put(
                 force,
                 context,
                 *([json.dumps(dict(turn.metadata), ensure_ascii=False)] if turn.metadata else []),
+                *([replace] if replace is not None else []),
             ),
             one=True,
         )
@@ -389,6 +423,8 @@ def _put(
         report.inserted += 1
     elif status == "replaced":
         report.replaced += 1
+    elif status == "skipped":
+        report.skipped += 1
     else:
         report.unchanged += 1
     report.pieces += n

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from pgmem.errors import InputError
+
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
 _LINES = re.compile(r"[\r\n]+")
@@ -39,9 +41,9 @@ def sentences(text: str) -> list[list[str]]:
 class _Budget:
     def __init__(self, max_bytes: int, max_tokens: int | None, count: TokenCounter | None) -> None:
         if max_bytes < 4:  # one UTF-8 character can take four bytes
-            raise ValueError(f"byte budget must be at least 4, got {max_bytes}")
+            raise InputError(f"byte budget must be at least 4, got {max_bytes}")
         if max_tokens is not None and (count is None or max_tokens < 1):
-            raise ValueError("a token budget needs a positive max_tokens and a token counter")
+            raise InputError("a token budget needs a positive max_tokens and a token counter")
         self.max_bytes = max_bytes
         self.max_tokens = max_tokens
         self.count = count

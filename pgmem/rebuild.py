@@ -26,19 +26,27 @@ class RebuildResult:
     report: IngestReport
 
 
-def pending_turns(db: Db, scope: str, started: str) -> list[Turn]:
-    """The scope's turns stored before `started`, read inside the scope (row-level security)."""
+def pending_turns(db: Db, scope: str, started: str) -> list[tuple[Turn, bytes]]:
+    """The scope's turns stored before `started`, with their metadata and stored content hash,
+    read inside the scope (row-level security)."""
     return run(db, _pending_turns(scope, started))
 
 
-def _pending_turns(scope: str, started: str) -> Call[list[Turn]]:
+def _pending_turns(scope: str, started: str) -> Call[list[tuple[Turn, bytes]]]:
     rows = yield Query(
         scope,
-        "SELECT thread_id, turn_index, turn_time, messages FROM pgmem.pending_turns(%s, %s::timestamptz)",
+        """SELECT thread_id, turn_index, turn_time, messages, metadata, content_hash
+             FROM pgmem.pending_turns(%s, %s::timestamptz)""",
         (scope, started),
     )
     return [
-        turn_from_dict({"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3]}) for r in rows
+        (
+            turn_from_dict(
+                {"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3], "metadata": r[4] or None}
+            ),
+            bytes(r[5]),
+        )
+        for r in rows
     ]
 
 
@@ -60,8 +68,9 @@ def rebuild(
 ) -> RebuildResult:
     """Re-piece and re-embed every turn of `scope` stored before the rebuild began, with the
     scope's own model (a model change is `pgmem.reembed`, which serves the old model until one
-    transaction swaps the new one in). A rebuild runs inside one scope, like every read and
-    write (row-level security)."""
+    transaction swaps the new one in), keeping each turn's metadata. A turn forgotten or
+    written again while the rebuild runs is left as it is (`report.skipped`). A rebuild runs
+    inside one scope, like every read and write (row-level security)."""
     check_name(scope, "scope")
     resumed = state_file.exists()
     if resumed:
@@ -70,7 +79,10 @@ def rebuild(
         started = run(db, _now(scope))
         state_file.parent.mkdir(parents=True, exist_ok=True)
         state_file.write_text(json.dumps({"started": started, "scope": scope}))
-    turns = pending_turns(db, scope, started)
+    pending = pending_turns(db, scope, started)
+    turns = [t for t, _ in pending]
+    # Each turn replaced only while it is the one read here: one forgotten or written again
+    # while the rebuild embeds is left as it is (report.skipped), never brought back.
     report = ingest_turns(
         db,
         turns,
@@ -80,6 +92,7 @@ def rebuild(
         force=True,
         group_pieces=group_pieces,
         progress=progress,
+        replace_hashes={t.key: h for t, h in pending},
     )
     if not report.failed:
         state_file.unlink(missing_ok=True)

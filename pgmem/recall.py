@@ -6,6 +6,7 @@ group per part."""
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -18,7 +19,7 @@ from pgmem.dates import message_window
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
-from pgmem.text import check_json_text, check_name, check_text
+from pgmem.text import check_int, check_json_text, check_name, check_number, check_text
 
 #: Whole-message cap (seed 000): 8,000 bytes, keeping the end. Each part's embedding input is
 #: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
@@ -194,13 +195,11 @@ def floor_for(embedder: Embedder) -> float:
     return float(f) if isinstance(f, float | int) and not isinstance(f, bool) else DEFAULT_FLOOR
 
 
-def _check(x: int, floor: float | None, mode: str) -> None:
-    if not 1 <= x <= 1000:
-        raise InputError(f"x must be between 1 and 1000, got {x}")
-    if floor is not None and not -1.0 <= floor <= 1.0:
-        raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
+def _check(x: object, floor: object, mode: object) -> tuple[int, float | None]:
+    """x and floor as the SQL call takes them (numpy's numbers too), else an InputError."""
     if mode not in MODES:
-        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+        raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
+    return check_int(x, "x", 1, 1000), None if floor is None else check_number(floor, "floor (a raw cosine)", -1, 1)
 
 
 def recall_vectors_call(
@@ -230,10 +229,10 @@ def recall_vectors_call(
     open) whose pieces rank higher, nothing dropped; `since` / `until`: the same bounds as a
     filter, only turns inside them. `recency`: the cosine band within which the most recent
     turn ranks first (None: SQL's default). SQL checks them (InputError, one line)."""
-    _check(x, floor, mode)
+    x, floor = _check(x, floor, mode)
     times = _time_args(time_from=time_from, time_to=time_to, since=since, until=until)
-    if recency is not None:
-        if isinstance(recency, bool) or not isinstance(recency, float | int):
+    if recency is not None:  # its range is SQL's rule (check_recall_args)
+        if isinstance(recency, bool) or not isinstance(recency, numbers.Real):
             raise InputError(f"recency must be a number, got {type(recency).__name__}")
         times["recency"] = float(recency)
     check_target(scope, thread)
@@ -387,7 +386,10 @@ def recall_call(
     Tuesday", "two weeks ago") become the time window (`pgmem.dates.message_window`, the
     `[dates]` extra) unless `time_from` / `time_to` are given; `since` / `until` keep only
     turns inside them (`recall_vectors_call`)."""
-    _check(x, floor, mode)
+    x, floor = _check(x, floor, mode)
+    weight = check_number(weight, "weight", 0, 1)
+    if not isinstance(rules, SplitRules):
+        raise InputError(f"rules must be a SplitRules, got {type(rules).__name__}")
     check_target(scope, thread)
     _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pgmem.errors import InputError
+
 _BOUNDARY = re.compile(r"[\r\n]+|(?<=[.!?])\s+")
 
 
@@ -25,10 +27,16 @@ class SplitRules:
     min_chars: int = 24
 
     def __post_init__(self) -> None:
+        for name in ("max_parts", "max_words", "window_words", "min_chars"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InputError(f"SplitRules.{name} must be an integer, got {type(v).__name__}")
         if self.max_parts < 1 or self.window_words < 1 or self.max_words < self.window_words:
-            raise ValueError(f"invalid split rules: {self}")
+            raise InputError(
+                f"invalid split rules: {self} (max_parts and window_words at least 1, max_words at least window_words)"
+            )
         if self.min_chars < 0:
-            raise ValueError("min_chars must be >= 0")
+            raise InputError("SplitRules.min_chars must be >= 0")
 
 
 def split_prompt_chunks(message: str, rules: SplitRules = SplitRules()) -> list[str]:
@@ -62,7 +70,7 @@ def split_prompt_chunks(message: str, rules: SplitRules = SplitRules()) -> list[
 def cap_bytes_keep_end(text: str, max_bytes: int = 8000) -> str:
     """The last `max_bytes` UTF-8 bytes of `text`, cut on a character boundary."""
     if max_bytes < 0:
-        raise ValueError("max_bytes must be >= 0")
+        raise InputError("max_bytes must be >= 0")
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= max_bytes:
         return text

@@ -5,6 +5,8 @@ first, with an `InputError` naming the field and the offset."""
 
 from __future__ import annotations
 
+import json
+import numbers
 import re
 from collections.abc import Mapping
 
@@ -36,6 +38,28 @@ def check_text(value: object, what: str) -> str:
     return value
 
 
+def check_number(value: object, what: str, lo: float, hi: float) -> float:
+    """`value` as a float if it is a real number (numpy's included) in [lo, hi]; else an
+    InputError naming `what` (a bool, a string, None or NaN is no number here)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{what} must be a number between {lo:g} and {hi:g}, got {type(value).__name__}")
+    v = float(value)
+    if not lo <= v <= hi:
+        raise InputError(f"{what} must be between {lo:g} and {hi:g}, got {v:g}")
+    return v
+
+
+def check_int(value: object, what: str, lo: int, hi: int) -> int:
+    """`value` as an int if it is an integer (numpy's included) in [lo, hi]; else an InputError
+    naming `what` (a bool or a float such as 2.5 is no integer here)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{what} must be an integer from {lo:,} to {hi:,}, got {type(value).__name__}")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise InputError(f"{what} must be an integer from {lo:,} to {hi:,}, got {v:,}")
+    return v
+
+
 def check_name(value: object, what: str, *, max_chars: int = 200) -> str:
     """A scope, thread or document name: a non-empty storable string of at most `max_chars`."""
     if not isinstance(value, str) or not value.strip():
@@ -43,6 +67,27 @@ def check_name(value: object, what: str, *, max_chars: int = 200) -> str:
     if len(value) > max_chars:
         raise InputError(f"{what} is {len(value)} characters; at most {max_chars}")
     return check_text(value, what)
+
+
+def json_loads_once(text: str, what: str, *, allow_nan: bool = True) -> object:
+    """`json.loads(text)`, refusing an object that gives a key twice (json.loads keeps the last
+    silently), and with `allow_nan` false NaN and Infinity: an InputError naming `what`. Other
+    errors are json.loads' own (ValueError, RecursionError)."""
+
+    def no_constant(name: str) -> object:
+        raise InputError(f"{what} holds {name}, which JSON does not allow")
+
+    def no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise InputError(f"{what} gives the key {k!r:.40} twice")
+            seen[k] = v
+        return seen
+
+    if allow_nan:
+        return json.loads(text, object_pairs_hook=no_repeats)
+    return json.loads(text, object_pairs_hook=no_repeats, parse_constant=no_constant)
 
 
 #: How deep a JSON value given as an argument may nest (a filter is a few levels at most).

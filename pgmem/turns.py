@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.errors import InputError
-from pgmem.text import check_name, describe, unstorable
+from pgmem.text import check_name, describe, json_loads_once, unstorable
 
 
 @dataclass(frozen=True)
@@ -89,13 +89,17 @@ def turn_from_dict(obj: object, *, scope: str | None = None, where: str = "turn"
     return Turn(sc, thread, idx, parse_time(obj.get("time"), where), tuple(messages), origin, metadata)
 
 
-def read_jsonl(path: Path, *, scope: str | None = None, failed: list[tuple[str, str]] | None = None) -> Iterator[Turn]:
+def read_jsonl(
+    path: Path | str, *, scope: str | None = None, failed: list[tuple[str, str]] | None = None
+) -> Iterator[Turn]:
     """Turns from a JSONL file, one per line; errors name the line and the field.
 
     Without `failed`, the first bad line raises `InputError`. With it, each bad line is
     appended as `(path:line, reason)` and reading goes on, so one malformed turn never
     costs the good turns after it."""
-    with path.open(encoding="utf-8", errors="surrogateescape") as f:
+    if not isinstance(path, str | Path):
+        raise InputError(f"path must be a path, got {type(path).__name__}")
+    with Path(path).open(encoding="utf-8", errors="surrogateescape") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -110,7 +114,7 @@ def read_jsonl(path: Path, *, scope: str | None = None, failed: list[tuple[str, 
 
 def _parse_line(line: str, where: str) -> object:
     try:
-        return json.loads(line)
+        return json_loads_once(line, where)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
@@ -133,6 +137,11 @@ def check_metadata(metadata: object, where: str) -> Mapping[str, Any] | None:
         raise InputError(f"{where}: metadata must be a JSON object, got {type(metadata).__name__}")
     if _depth(metadata) > MAX_DEPTH:
         raise InputError(f"{where}: metadata nests more than {MAX_DEPTH} levels")
+    bad, key = _non_string_key(metadata)
+    if bad:
+        raise InputError(
+            f"{where}: metadata has a key that is not a string ({key!r:.40}); JSON object keys are strings"
+        )
     try:
         text = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -173,10 +182,30 @@ def check_messages(messages: Sequence[object], where: str) -> None:
         depth = _depth(m)
         if depth > MAX_DEPTH:
             raise InputError(f"{at} nests {depth} levels deep; at most {MAX_DEPTH}")
+        bad, key = _non_string_key(m)
+        if bad:
+            raise InputError(f"{at} has a key that is not a string ({key!r:.40}); JSON object keys are strings")
         try:
             json.dumps(m, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InputError(f"{at} is not JSON: {exc}") from None
+
+
+def _non_string_key(value: object) -> tuple[bool, object]:
+    """(True, key) for the first object key that is not a string, else (False, None); without
+    recursion. JSON keys are strings: json.dumps would turn 5 into "5" silently (and fail on a
+    mix of both when sorting keys, as the content hash does)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return True, k
+                stack.append(x)
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return False, None
 
 
 def _depth(value: object) -> int:
@@ -211,6 +240,8 @@ def check_storable(turn: Turn) -> None:
         raise InputError(f"{where}: turn index must be an integer between 0 and 2147483647, got {idx!r:.40}")
     if turn.time is not None and not isinstance(turn.time, datetime):
         raise InputError(f"{where}: time must be a datetime or None, got {type(turn.time).__name__}")
+    if not isinstance(turn.messages, list | tuple):
+        raise InputError(f"{where}: messages must be a list of chat messages, got {type(turn.messages).__name__}")
     check_messages(turn.messages, where)
     check_metadata(turn.metadata, where)
     for i, m in enumerate(turn.messages):

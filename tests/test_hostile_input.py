@@ -20,6 +20,7 @@ import pytest
 from psycopg import sql
 
 from pgmem.db import scoped
+from pgmem.documents.store import Document
 from pgmem.embedders.base import FloatArray
 from pgmem.errors import InputError
 from pgmem.ingest import ingest_turns
@@ -166,7 +167,7 @@ def test_out_of_range_numbers_are_refused(app_conn: Conn) -> None:
         assert err.value.sqlstate in ("22023", "22003"), (x, err.value.sqlstate)
         with pytest.raises(psycopg.DataError), scoped(app_conn, "s"):
             app_conn.execute("SELECT * FROM pgmem.fact_recall('s', %s::vector[], x => %s::integer)", (q, x))
-        with pytest.raises(InputError, match="x must be between"):
+        with pytest.raises(InputError, match="x must be an integer from 1 to 1,000"):
             recall(app_conn, "s", "something", emb, x=x)
     for floor in (math.nan, -1.5, 2.0, math.inf):
         with pytest.raises(psycopg.DataError), scoped(app_conn, "s"):
@@ -368,8 +369,24 @@ def test_big_tool_result_is_stored_whole_with_bounded_memory(
         Turn("s" * 201, "t1", 57, None, ({"role": "user", "content": "long scope"},)),
         Turn("s", "t1", -57, None, ({"role": "user", "content": "negative index"},)),
         Turn("s", "t1", 2**31, None, ({"role": "user", "content": "huge index"},)),
+        Turn("s", "t1", 57, None, ({"role": "user", "content": "an int key", 5: "x"},)),  # type: ignore[dict-item]
+        Turn("s", "t1", 57, None, ({"role": "user", "content": "nested", "extra": {"a": {(1, 2): "x"}}},)),
+        Turn("s", "t1", 57, None, ({"role": "user", "content": "metadata"},), metadata={1: 2, "a": 3}),  # type: ignore[dict-item]
+        Turn("s", "t1", 57, None, None),  # type: ignore[arg-type]
+        Turn("s", "t1", 57, None, "not a list"),  # type: ignore[arg-type]
     ],
-    ids=["long-thread", "empty-scope", "long-scope", "negative-index", "huge-index"],
+    ids=[
+        "long-thread",
+        "empty-scope",
+        "long-scope",
+        "negative-index",
+        "huge-index",
+        "int-key",
+        "tuple-key-nested",
+        "int-metadata-key",
+        "messages-none",
+        "messages-str",
+    ],
 )
 def test_one_badly_keyed_turn_built_in_python_is_reported(app_conn: Conn, admin_conn: Conn, bad: Turn) -> None:
     """Turns built directly (not read through turn_from_dict) are checked too."""
@@ -378,3 +395,119 @@ def test_one_badly_keyed_turn_built_in_python_is_reported(app_conn: Conn, admin_
     assert report.inserted == 10
     assert [k for k, _ in report.failed] == [bad.key]
     assert len(_stored_turns(admin_conn)) == 10
+
+
+def test_wrong_types_to_the_python_api_are_one_line_input_errors(app_conn: Conn) -> None:
+    """Each public function checks its own arguments: a wrong type or value is an InputError
+    (a ValueError too) naming the argument, never a TypeError or AttributeError from inside,
+    nor a 42883 "function does not exist" for a numpy integer or a float given as x."""
+    from pgmem.documents.store import add_documents, search_documents
+    from pgmem.facts import add_facts, fact_recall
+    from pgmem.splitting import SplitRules
+
+    emb = HashEmbedder()
+    ingest_turns(app_conn, [make_turn("s", "t", 0, "something to find")], emb)
+    bad_calls: list[tuple[str, object]] = [
+        ("x must be", lambda: recall(app_conn, "s", "something", emb, x=None)),  # type: ignore[arg-type]
+        ("x must be", lambda: recall(app_conn, "s", "something", emb, x="5")),  # type: ignore[arg-type]
+        ("x must be", lambda: recall(app_conn, "s", "something", emb, x=2.5)),  # type: ignore[arg-type]
+        ("x must be", lambda: recall(app_conn, "s", "something", emb, x=True)),
+        ("floor", lambda: recall(app_conn, "s", "something", emb, floor="0.2")),  # type: ignore[arg-type]
+        ("weight must be between 0 and 1", lambda: recall(app_conn, "s", "something", emb, weight=2)),
+        ("weight", lambda: recall(app_conn, "s", "something", emb, weight="a")),  # type: ignore[arg-type]
+        ("rules must be a SplitRules", lambda: recall(app_conn, "s", "something", emb, rules=None)),  # type: ignore[arg-type]
+        ("recency", lambda: recall(app_conn, "s", "something", emb, recency="0.1")),  # type: ignore[arg-type]
+        ("turns must be a list of Turn", lambda: ingest_turns(app_conn, None, emb)),  # type: ignore[arg-type]
+        ("turns\\[0\\] must be a Turn", lambda: ingest_turns(app_conn, [None], emb)),  # type: ignore[list-item]
+        ("weight", lambda: ingest_turns(app_conn, [], emb, weight="a")),  # type: ignore[arg-type]
+        ("max_bytes", lambda: ingest_turns(app_conn, [], emb, max_bytes="a")),  # type: ignore[arg-type]
+        ("group_pieces", lambda: ingest_turns(app_conn, [], emb, group_pieces=None)),  # type: ignore[arg-type]
+        ("x must be", lambda: search_documents(app_conn, "s", "something", emb, x="5")),  # type: ignore[arg-type]
+        ("candidates", lambda: search_documents(app_conn, "s", "something", emb, candidates=0)),
+        ("facts must be a list of Fact", lambda: add_facts(app_conn, "s", None, emb)),  # type: ignore[arg-type]
+        ("facts\\[0\\] must be a Fact", lambda: add_facts(app_conn, "s", ["a str"], emb)),  # type: ignore[list-item]
+        ("facts\\[0\\] must be a Fact", lambda: add_facts(app_conn, "s", [None], emb)),  # type: ignore[list-item]
+        ("x must be", lambda: fact_recall(app_conn, "s", "something", emb, x="5")),  # type: ignore[arg-type]
+        ("max_words", lambda: SplitRules(max_words=0)),
+        ("SplitRules.max_parts must be an integer", lambda: SplitRules(max_parts=None)),  # type: ignore[arg-type]
+        ("docs must be a list of Document", lambda: add_documents(app_conn, "s", None, emb)),  # type: ignore[arg-type]
+        ("max_bytes", lambda: add_documents(app_conn, "s", [Document("ok.md", "# ok")], emb, max_bytes=0)),
+    ]
+    for match, call in bad_calls:
+        assert callable(call)
+        with pytest.raises(InputError, match=match) as err:
+            call()
+        assert isinstance(err.value, ValueError) and "\n" not in str(err.value), str(err.value)
+    # numpy's numbers are numbers
+    hits = recall(app_conn, "s", "something to find", emb, x=np.int64(3), floor=np.float32(-1.0)).groups[0].hits  # type: ignore[arg-type]
+    assert hits and hits[0].body.endswith("something to find")
+    assert ingest_turns(app_conn, [make_turn("s", "t", 1, "more")], emb, weight=np.float64(0.8)).inserted == 1
+
+
+def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: Conn) -> None:
+    """A document whose id or text Postgres cannot store (a lone surrogate, a NUL, no string)
+    is reported with its reason, and the good documents of the same call are stored."""
+    from pgmem.documents.store import add_documents
+
+    good = [Document("a.md", "# Alpha\n\nThe ferry leaves at nine."), Document("b.md", "# Beta\n\nThe bus is late.")]
+    bad = [
+        Document("bad.md", "# h\n\nx\udcffy"),
+        Document("bad\x00.md", "# h\n\nxy"),
+        Document(None, "# h\n\nxy"),  # type: ignore[arg-type]
+        Document("five.md", 5),  # type: ignore[arg-type]
+        Document("nul.md", "# h\n\nx\x00y"),
+    ]
+    report = add_documents(app_conn, "docs", [good[0], *bad, good[1]], HashEmbedder())
+    assert report.inserted == 2, report
+    reasons = dict(report.failed)
+    assert set(reasons) == {"bad.md", "bad\x00.md", "None", "five.md", "nul.md"}, reasons
+    assert "lone surrogate" in reasons["bad.md"] and "NUL" in reasons["nul.md"] and "offset 6" in reasons["nul.md"]
+    assert "must be a string" in reasons["five.md"]
+    stored = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = 'docs' ORDER BY 1").fetchall()
+    assert stored == [("a.md",), ("b.md",)]
+
+
+def test_a_key_given_twice_in_a_jsonl_line_is_refused(tmp_path: Path) -> None:
+    """json.loads keeps the last of two equal keys silently: {"turn": 4, "turn": 5} stored turn 5.
+    A turn line or a fact line that gives a key twice is refused, naming the line and the key;
+    the lines around it are read."""
+    from pgmem.facts import read_facts
+
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text(
+        '{"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "user", "content": "a"}]}\n'
+        '{"scope": "s", "thread": "t", "turn": 4, "turn": 5, "messages": [{"role": "user", "content": "b"}]}\n'
+        '{"scope": "s", "thread": "t", "turn": 2, "messages": [{"role": "user", "content": "c", "content": "d"}]}\n',
+        encoding="utf-8",
+    )
+    failed: list[tuple[str, str]] = []
+    read = list(read_jsonl(turns, failed=failed))
+    assert [t.index for t in read] == [0]
+    assert [(w.rsplit(":", 1)[1], "twice" in e) for w, e in failed] == [("2", True), ("3", True)], failed
+    assert "'turn'" in failed[0][1] and "'content'" in failed[1][1]
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"body": "x", "body": "y"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"facts.jsonl:1 gives the key 'body' twice"):
+        read_facts(facts)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["recall", "hello", "--scope", "s", "-x", "abc"],
+        ["recall", "hello", "--scope", "s", "--mode", "bogus"],
+        ["recall"],
+        ["no-such-command"],
+        ["forget", "--scope"],
+    ],
+)
+def test_a_cli_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse printed its usage block (several lines) before the error; the error is one line
+    now, naming the command's --help, with argparse's exit status 2."""
+    from pgmem.cli import build_parser
+
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("pgmem") and ": error: " in err and "--help)" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -602,3 +603,24 @@ def test_setup_as_the_app_login_below_head_is_one_line(app_url: str, admin_conn:
         assert len(cli.stderr.strip().splitlines()) == 1, cli.stderr
     finally:
         admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_a_refused_batch_is_one_error_and_nothing_on_stderr(
+    hstore: PgmemStore, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A statement the server refuses inside a batch (a $since after $until, checked in SQL) is
+    one PgmemError; the batch's pipeline ends quietly (psycopg used to log "error ignored
+    terminating <psycopg.Pipeline ...>: pipeline aborted" to stderr beside it). Bounds of
+    list_namespaces beyond a Postgres integer are an InputError naming them, not a 42883."""
+    hstore.put(("quiet", "u1"), "k", {"text": "the ferry leaves at nine"})
+    with pytest.raises(PgmemError, match="since"):
+        hstore.search(("quiet",), query="ferry", filter={"$since": "2021-01-01", "$until": "2020-01-01"})
+    for kw in ({"limit": 2**31}, {"offset": 2**31}, {"max_depth": 2**31}, {"limit": -1}):
+        with pytest.raises(InputError, match="2,147,483,647"):
+            hstore.list_namespaces(**kw)  # type: ignore[arg-type]
+    assert hstore.list_namespaces(prefix=("quiet",), limit=2**31 - 1) == [("quiet", "u1")]
+    assert hstore.search(("quiet",), query="ferry")[0].key == "k"  # the store still works
+    err = capfd.readouterr().err
+    assert "pipeline" not in err and "Traceback" not in err, err[-2000:]
+    # Without a logging handler (a plain script) a warning goes to stderr: none is logged.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

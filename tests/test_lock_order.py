@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import numpy as np
 import psycopg
 import pytest
 from langgraph.store.base import PutOp, SearchOp
@@ -39,7 +40,7 @@ from pgmem.lab.bench import churn
 from pgmem.recall import embed_query, recall
 from pgmem.turns import Turn
 from tests.lifecycle_helpers import vec
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, make_turn, role_url
+from tests.security_helpers import APP_LOGIN, DIMS, Conn, HashEmbedder, hash_vector, make_turn, role_url
 
 T = TypeVar("T")
 EMB = HashEmbedder()
@@ -808,3 +809,216 @@ def test_concurrent_store_batches_through_a_pool_end_in_the_last_write_of_each_k
                                WHERE i.scope_id = th.scope_id AND i.thread_id = th.thread_id)""",
     )
     assert orphans == 0
+
+
+# -- the writers fixed after a red-team pass (0040) ----------------------------------------------
+
+
+def _in_scope(scope: str, sql_text: str, params: Sequence[object] = ()) -> Callable[[Conn], Any]:
+    """A step that opens a transaction in `scope` and runs one statement (committed by the test)."""
+
+    def go(c: Conn) -> Any:
+        c.execute("BEGIN")
+        c.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        return c.execute(sql_text, params).fetchall()
+
+    return go
+
+
+def test_reblend_and_a_writer_replacing_a_turn_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A superuser holds turn t/0, so reblend waits for it. reblend used to hold every piece of
+    the scope by then (it rewrote the pieces first, the turns after), and a writer replacing
+    turn t/5 held that turn while it waited for its pieces: a deadlock when the holder let go.
+    Now reblend takes the turns in key order before any piece: the writer replaces t/5 without
+    waiting, and reblend rewrites every piece after it, at the new weight."""
+    scope = f"locks-reblend-{uuid.uuid4().hex[:8]}"
+    assert (
+        ingest_turns(conn, [make_turn(scope, "t", i, f"turn {i} about the ferry") for i in range(8)], EMB).inserted == 8
+    )
+    deadlocks_before = churn.deadlocks(admin_conn)
+    blender, writer = sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "SELECT 1 FROM pgmem.turn WHERE scope_id = %s AND thread_id = 't' AND turn_index = 0 FOR UPDATE", (scope,)
+        )
+        step = blender.start(_in_scope(scope, "SELECT pgmem.reblend(%s, 0.5)", (scope,)))
+        assert waits_for_lock(admin_conn, step, blender.pid)
+        writer.begin(scope)
+        report = writer.do(ingest([make_turn(scope, "t", 5, "turn 5, written again during the reblend")]))
+        assert report.replaced == 1
+        writer.commit()
+    assert outcome(step) == [(8,)]
+    blender.commit()
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    stale = count(
+        admin_conn,
+        """SELECT count(*) FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index)
+            WHERE p.scope_id = %s AND (t.blend_weight <> 0.5
+                                       OR (p.embedding <=> pgmem.blend(p.raw_embedding, t.context, 0.5)) > 1e-5)""",
+        (scope,),
+    )
+    assert stale == 0
+
+
+def test_reblend_waiting_for_a_model_change_blends_vectors_of_one_model(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A model change's flip is in flight when reblend starts. reblend used to wait for its
+    pieces and then read them as the flip left them (the new model's raw vectors) beside the
+    turns' contexts as its statement saw them before (the old model's): every piece ended up a
+    blend of two models. Now reblend waits for the flip at the scope row and reads both after it."""
+    from pgmem.reembed import reembed
+
+    class Other(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            return np.array([hash_vector(t, DIMS, salt=b"other") for t in texts], dtype=np.float32)
+
+    scope = f"locks-flip-{uuid.uuid4().hex[:8]}"
+    assert (
+        ingest_turns(
+            conn, [make_turn(scope, f"t{i % 3}", i, f"turn {i} about harbours") for i in range(9)], EMB
+        ).inserted
+        == 9
+    )
+    other = Other(model_id="test:other")
+    reembed(conn, scope, other, flip=False)
+    flipper, blender = sessions(), sessions()
+    flipper.do(_in_scope(scope, "SELECT * FROM pgmem.reembed_flip(%s, %s, %s)", (scope, other.model_id, DIMS)))
+    step = blender.start(_in_scope(scope, "SELECT pgmem.reblend(%s, 0.5)", (scope,)))
+    assert waits_for_lock(admin_conn, step, blender.pid)
+    flipper.commit()
+    assert outcome(step) == [(9,)]
+    blender.commit()
+    mixed = count(
+        admin_conn,
+        """SELECT count(*) FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index)
+            WHERE p.scope_id = %s AND (p.embedding <=> pgmem.blend(p.raw_embedding, t.context, 0.5)) > 1e-5""",
+        (scope,),
+    )
+    assert mixed == 0
+
+
+def test_a_rebuild_leaves_turns_forgotten_or_written_meanwhile_and_keeps_metadata(
+    conn: Conn, admin_conn: Conn, app_url: str, tmp_path: Any
+) -> None:
+    """A rebuild reads a scope's turns, then embeds them. Meanwhile one is forgotten and one is
+    written again. The rebuild used to put back the forgotten turn (its text, its thread) and
+    overwrite the new one with its older copy, and stored every turn without its metadata. Now
+    both are skipped, and the turns it does rebuild keep their metadata."""
+    from pgmem.rebuild import rebuild
+
+    class Gated(HashEmbedder):
+        """Holds its first embedding until the test lets it go (the model's time)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered, self.gate = threading.Event(), threading.Event()
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            self.entered.set()
+            assert self.gate.wait(STEP_SECONDS)
+            return super().embed(texts)
+
+    scope = f"locks-rebuild-{uuid.uuid4().hex[:8]}"
+    tagged = Turn(
+        scope, "tagged", 0, None, ({"role": "user", "content": "tagged turn"},), metadata={"channel": "voice"}
+    )
+    stored = [make_turn(scope, "notes", 0, "v1: meeting at 9"), make_turn(scope, "secret", 0, "my card number"), tagged]
+    assert ingest_turns(conn, stored, EMB).inserted == 3
+    gated = Gated()
+    result: list[object] = []
+
+    def run_rebuild() -> None:
+        with connect(app_url) as c:
+            result.append(rebuild(c, gated, tmp_path / "state.json", scope=scope))
+
+    worker = threading.Thread(target=run_rebuild)
+    worker.start()
+    try:
+        assert gated.entered.wait(STEP_SECONDS)
+        assert forget_thread(conn, scope, "secret").turns == 1
+        assert ingest_turns(conn, [make_turn(scope, "notes", 0, "v2: meeting moved to 11")], EMB).replaced == 1
+    finally:
+        gated.gate.set()
+        worker.join(STEP_SECONDS)
+    (res,) = result
+    assert (res.report.replaced, res.report.skipped, res.report.failed) == (1, 2, [])  # type: ignore[attr-defined]
+    rows = admin_conn.execute(
+        "SELECT thread_id, messages->0->>'content', metadata FROM pgmem.turn WHERE scope_id = %s ORDER BY 1", (scope,)
+    ).fetchall()
+    assert rows == [("notes", "v2: meeting moved to 11", {}), ("tagged", "tagged turn", {"channel": "voice"})]
+    assert (
+        count(admin_conn, "SELECT count(*) FROM pgmem.thread WHERE scope_id = %s AND thread_id = 'secret'", (scope,))
+        == 0
+    )
+
+
+def test_a_fact_added_while_its_thread_is_forgotten_lands_after_the_forget(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """forget_thread holds the thread when it is paused in its last step (a superuser holds the
+    scope's recall-log lock). add_facts of a fact tied to that thread used to go through without
+    waiting, and the fact outlived the forget; now it waits for the thread and lands after the
+    forget, under its thread again (a forget of the thread then removes it)."""
+    scope = f"locks-facts-{uuid.uuid4().hex[:8]}"
+    assert ingest_turns(conn, [make_turn(scope, "t", 0, "I work at a bakery")], EMB).inserted == 1
+    forgetter, adder = sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute("SELECT pg_advisory_xact_lock(pgmem._recall_log_lock(%s))", (scope,))
+        forgot = forgetter.start(lambda c: forget_thread(c, scope, "t"))
+        assert waits_for_lock(admin_conn, forgot, forgetter.pid)
+        added = adder.start(lambda c: add_facts(c, scope, [Fact("works at a bakery", "t", 0)], EMB))
+        assert waits_for_lock(admin_conn, added, adder.pid)  # for the thread the forget holds
+    forgotten, ids = outcome(forgot), outcome(added)
+    assert isinstance(forgotten, Forgotten) and forgotten.turns == 1, forgotten
+    assert isinstance(ids, list) and len(ids) == 1, ids
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.thread WHERE scope_id = %s AND thread_id = 't'", (scope,)) == 1
+    assert forget_thread(conn, scope, "t").facts == 1
+
+
+def test_set_retention_and_a_logged_recall_during_forget_scope_land_after_it(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A superuser holds the scope row, so forget_scope waits; a retention setting and a recall
+    log of the scope are written meanwhile. set_retention used to fail on its foreign key
+    (23503) once the forget deleted the row under it, and the log row stayed behind with no
+    scope row. Both now wait and land after the forget, under a scope row again."""
+    scope = f"locks-scope-{uuid.uuid4().hex[:8]}"
+    assert ingest_turns(conn, [make_turn(scope, "t", 0, "about the ferry")], EMB).inserted == 1
+    forgetter, setter, logger_ = sessions(), sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute("SELECT 1 FROM pgmem.scope WHERE scope_id = %s FOR UPDATE", (scope,))
+        forgot = forgetter.start(_in_scope(scope, "SELECT turns FROM pgmem.forget_scope(%s)", (scope,)))
+        assert waits_for_lock(admin_conn, forgot, forgetter.pid)
+        setting = setter.start(
+            _in_scope(scope, "SELECT keep_days FROM pgmem.set_retention(%s, keep_days => 30)", (scope,))
+        )
+        assert waits_for_lock(admin_conn, setting, setter.pid)
+        logged = logger_.start(
+            _in_scope(
+                scope,
+                "SELECT pgmem.log_recall(%s, 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, -1, NULL,"
+                " 'vector', '[]')",
+                (scope, vec("q")),
+            )
+        )
+        assert waits_for_lock(admin_conn, logged, logger_.pid)
+    assert outcome(forgot) == [(1,)]
+    forgetter.commit()
+    # Whichever of the two makes the scope row again first, the other waits for its commit.
+    pending = {setter: setting, logger_: logged}
+    deadline = time.monotonic() + STEP_SECONDS
+    while pending and time.monotonic() < deadline:
+        for session, step in list(pending.items()):
+            if step.done():
+                assert not isinstance(outcome(step), BaseException), outcome(step)
+                session.commit()
+                del pending[session]
+        time.sleep(0.01)
+    assert not pending and outcome(setting) == [(30,)]
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (scope,)) == 1
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.retention WHERE scope_id = %s", (scope,)) == 1
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)) == 1
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0

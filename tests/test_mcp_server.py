@@ -389,6 +389,13 @@ def _raw_calls() -> list[tuple[str, str]]:
         (call(9, '{"name": "recall", ' + dogs + "}", ', "x": ' + _deep(300)), "Biscuit"),
         (call(10, '{"name": "recall", "arguments": {"query": ' + _deep(300) + "}}"), "query must be a string"),
         (call(11, '{"name": "recall", ' + dogs + "}"), "Biscuit"),
+        # A lone surrogate escaped on the wire (JavaScript's JSON.stringify of a broken string):
+        # the SDK's parser refused the line, and the request was never answered.
+        (call(12, '{"name": "recall", "arguments": {"query": "tea \\udcff"}}'), "lone surrogate escape"),
+        (call(13, '{"name": "remember", "arguments": {"note": "x", "thread": "t\\ud800"}}'), "lone surrogate"),
+        (call(14, '{"name": "recall", "arguments": {"query": "dogs \\ud83d\\udc36"}}'), "Biscuit"),  # a pair
+        (call(15, '{"name": "forget", "arguments": {}}'), "forget: missing argument 'thread'"),
+        (call(16, '{"name": "remember", "arguments": {}}'), "or note (a string), one of them"),
     ]
 
 

@@ -613,8 +613,9 @@ def test_stats_cli_unknown_scope_and_stopped_server(
     conn: Conn, monkeypatch: pytest.MonkeyPatch, app_url: str, tmp_path: Path
 ) -> None:
     _store_everything(conn)
-    code, out, err = _cli(["stats", "--scope", "no-such-scope"], monkeypatch, DATABASE_URL=app_url)
-    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-scope" in err
+    for json_flag in ([], ["--json"]):  # the same status either way (--json used to exit 0, silent)
+        code, out, err = _cli(["stats", "--scope", "no-such-scope", *json_flag], monkeypatch, DATABASE_URL=app_url)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-scope" in err
     code, out, err = _cli(["stats", "--scope", "a"], monkeypatch, DATABASE_URL=app_url)
     assert code == 0 and out.splitlines()[1].split()[:3] == ["a", "3", "5"]
     # No DATABASE_URL and no embedded server running: one line, and no server is started.
@@ -700,3 +701,16 @@ def test_pg_stat_statements_query_of_the_runbook(tmp_path: Path) -> None:
     finally:
         run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_rebuild_cli_of_a_scope_without_turns_says_so(
+    monkeypatch: pytest.MonkeyPatch, app_url: str, tmp_path: Path
+) -> None:
+    """As reblend refuses a scope with no memory (42704): one error line and status 2, where it
+    printed "rebuilt 0 of 0 turns" and exited 0; no state file is left behind."""
+    code, out, err = _cli(
+        ["rebuild", "--scope", "no-such-scope"], monkeypatch, DATABASE_URL=app_url, PGMEM_HOME=str(tmp_path)
+    )
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "pgmem: error: scope 'no-such-scope' has no stored turns to rebuild"
+    assert not list(tmp_path.glob("rebuild-*.json"))

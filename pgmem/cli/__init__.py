@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 import psycopg
 
@@ -37,10 +38,19 @@ LAB_COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is one line (its usage block, several lines, is what
+    --help prints): `pgmem recall: error: argument -x: invalid int value: 'abc' (pgmem recall
+    --help)`, exit 2. Subcommands' parsers are of this class too (add_subparsers' default)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} ({self.prog} --help)\n")
+
+
 def build_parser(*, lab: str | None = None) -> argparse.ArgumentParser:
     """The `pgmem` parser. Lab commands are listed by name only, except `lab`, the one about to
     run, whose own arguments are added (importing its module)."""
-    parser = argparse.ArgumentParser(prog="pgmem", description="Agent memory retrieval inside Postgres.")
+    parser = _Parser(prog="pgmem", description="Agent memory retrieval inside Postgres.")
     parser.add_argument("--version", action="version", version=f"pgmem {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lab_modules = {module: (command, text) for command, (module, text) in LAB_COMMANDS.items()}

@@ -14,7 +14,7 @@ from typing import TextIO
 from pgmem.cli.common import Progress, embedder_for, open_conn, settings
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
-from pgmem.text import check_json_text, check_name
+from pgmem.text import check_json_text, check_name, json_loads_once
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -261,19 +261,10 @@ def _json_object(text: str | None, what: str) -> dict[str, object] | None:
     if text is None:
         return None
 
-    def no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        seen: dict[str, object] = {}
-        for k, v in pairs:
-            if k in seen:
-                raise InputError(f"{what} gives the key {k!r:.40} twice")
-            seen[k] = v
-        return seen
-
-    def no_constant(name: str) -> object:
-        raise InputError(f"{what} holds {name}, which JSON does not allow")
-
     try:
-        value = json.loads(text, object_pairs_hook=no_repeats, parse_constant=no_constant)
+        value = json_loads_once(text, what, allow_nan=False)
+    except InputError:
+        raise
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{what} is not JSON: {exc}") from None
     if not isinstance(value, dict):
@@ -303,11 +294,17 @@ def _rebuild(args: argparse.Namespace) -> int:
             progress=Progress("rebuild"),
         )
     report = res.report
+    if res.turns == 0 and not res.resumed:
+        # As reblend says of a scope with no memory (42704), rather than "rebuilt 0 of 0".
+        print(f"pgmem: error: scope {args.scope!r} has no stored turns to rebuild", file=sys.stderr)
+        state_file.unlink(missing_ok=True)
+        return 2
     if res.resumed:
         print(f"resumed the rebuild begun at {res.started}", file=sys.stderr)
+    skipped = f", {report.skipped} skipped (forgotten or written again meanwhile)" if report.skipped else ""
     print(
         f"rebuilt {report.inserted + report.replaced} of {res.turns} turns into {report.pieces} pieces in "
-        f"{time.monotonic() - t0:.1f}s; {len(report.failed)} failed"
+        f"{time.monotonic() - t0:.1f}s; {len(report.failed)} failed{skipped}"
     )
     for key, err in report.failed:
         print(f"  failed turn {key}: {err}", file=sys.stderr)

@@ -59,16 +59,17 @@ def _stats(args: argparse.Namespace) -> int:
     # A monitoring command reports on a running server; it never starts one (open_conn).
     with open_conn(settings()) as conn:
         rows = stats(conn, args.scope)
+    if not rows:
+        # The same status with --json (no line on stdout), so a script sees the miss either way.
+        where = f"scope {args.scope!r}" if args.scope else "any scope"
+        print(f"pgmem: no rows: this login sees no {where} (docs/operations.md, Monitoring)", file=sys.stderr)
+        return 1
     if args.json:
         for r in rows:
             d = r.as_dict()
             d["last_recall_at"] = r.last_recall_at.isoformat() if r.last_recall_at else None
             print(json.dumps(d))
         return 0
-    if not rows:
-        where = f"scope {args.scope!r}" if args.scope else "any scope"
-        print(f"pgmem: no rows: this login sees no {where} (docs/operations.md, Monitoring)", file=sys.stderr)
-        return 1
     cells = [
         [
             r.scope_id,

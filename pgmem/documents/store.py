@@ -26,7 +26,7 @@ from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
-from pgmem.text import check_name, check_text
+from pgmem.text import check_int, check_name, check_number, check_text
 
 #: Bumped whenever chunking or unit derivation changes what a document's units are.
 UNITS_VERSION = 1
@@ -196,11 +196,27 @@ def add_documents_call(
     resolve against these documents and those already stored in the scope."""
     check_name(scope, "scope")
     if mode not in MODES:
-        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
-    if not 0.0 <= weight <= 1.0:
-        raise InputError(f"weight must be between 0 and 1, got {weight}")
-    all_docs = list(docs)
+        raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
+    weight = check_number(weight, "weight", 0, 1)
+    # A unit's label takes up to MAX_LABEL_BYTES of its piece, and at least 4 bytes must be left.
+    max_bytes = check_int(max_bytes, "max_bytes", MAX_LABEL_BYTES + 5, 1 << 20)
+    group_units = check_int(group_units, "group_units", 1, 1 << 20)
+    if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
+        raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
     report = DocumentReport()
+    # A document Postgres cannot store (an id or text that is no string, NUL, a lone surrogate)
+    # is reported and left out of everything below: it must not cost the others.
+    all_docs: list[Document] = []
+    for i, d in enumerate(docs):
+        if not isinstance(d, Document):
+            raise InputError(f"docs[{i}] must be a Document, got {type(d).__name__}")
+        try:
+            check_name(d.id, "document id", max_chars=1000)
+            check_text(d.text, f"document {d.id}: text")
+        except InputError as exc:
+            report.failed.append((d.id if isinstance(d.id, str) else repr(d.id)[:80], str(exc)))
+            continue
+        all_docs.append(d)
     titles = yield from stored_titles_call(scope)
     for d in all_docs:
         if d.text.strip():
@@ -388,12 +404,7 @@ def search_vectors_call(
     """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's units (ModelMismatchError).
     `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
-    if not 1 <= x <= 1000:
-        raise InputError(f"x must be between 1 and 1000, got {x}")
-    if floor is not None and not -1.0 <= floor <= 1.0:
-        raise InputError(f"floor is a raw cosine between -1 and 1, got {floor}")
-    if not 1 <= candidates <= 1000:
-        raise InputError(f"candidates must be between 1 and 1000, got {candidates}")
+    x, floor, candidates = _check_search(x, floor, candidates)
     check_target(scope)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
@@ -429,6 +440,15 @@ def search_vectors_call(
 search_vectors = sync(search_vectors_call)
 
 
+def _check_search(x: object, floor: object, candidates: object) -> tuple[int, float | None, int]:
+    """x, floor and candidates as document_search takes them (numpy's numbers too), else an InputError."""
+    return (
+        check_int(x, "x", 1, 1000),
+        None if floor is None else check_number(floor, "floor (a raw cosine)", -1, 1),
+        check_int(candidates, "candidates", 1, 1000),
+    )
+
+
 def search_documents_call(
     scope: str,
     message: str,
@@ -442,6 +462,7 @@ def search_documents_call(
     """Per-part document search: the message is split and blended as for memory recall;
     each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
     must be the model the scope's units were stored with (ModelMismatchError)."""
+    _check_search(x, floor, candidates)
     check_target(scope)
     parts, inputs = query_inputs(message)
     q = blend_query(parts, (yield Embed(embedder, inputs, "query")), DEFAULT_WEIGHT)

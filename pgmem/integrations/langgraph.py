@@ -155,6 +155,8 @@ _READABLE_KEY_CHARS = 195
 #: Default cap on an item's value as JSON (UTF-8 bytes). An indexed value is embedded whole:
 #: 4 MB is about 3,500 pieces, a minute of the local model on two cores.
 DEFAULT_MAX_VALUE_BYTES = 4_000_000
+#: The largest limit, offset or max_depth of list_namespaces (a Postgres integer).
+MAX_INT4 = 2**31 - 1
 #: A search runs one recall per namespace under its prefix; more namespaces than this is refused.
 DEFAULT_MAX_SEARCH_NAMESPACES = 100
 #: The largest limit + offset of a search.
@@ -1020,13 +1022,18 @@ def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
     it is rolled back then. (psycopg's transaction() in a pipeline syncs after BEGIN.)"""
     with conn.cursor() as control:
         try:
-            with conn.pipeline():
+            with conn.pipeline() as pipeline:
                 control.execute("BEGIN")
                 try:
                     yield
                 except BaseException:
                     with contextlib.suppress(psycopg.Error):
                         control.execute("ROLLBACK")
+                    # Synced here, so the pipeline ends with nothing pending: ending it with the
+                    # error pending logged "error ignored terminating ...: pipeline aborted"
+                    # (stderr, in a script without logging set up).
+                    with contextlib.suppress(psycopg.Error):
+                        pipeline.sync()
                     raise
                 control.execute("COMMIT")
         finally:
@@ -1039,13 +1046,15 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
     """`_pipelined` on an async connection."""
     async with conn.cursor() as control:
         try:
-            async with conn.pipeline():
+            async with conn.pipeline() as pipeline:
                 await control.execute("BEGIN")
                 try:
                     yield
                 except BaseException:
                     with contextlib.suppress(psycopg.Error):
                         await control.execute("ROLLBACK")
+                    with contextlib.suppress(psycopg.Error):
+                        await pipeline.sync()
                     raise
                 await control.execute("COMMIT")
         finally:
@@ -1508,11 +1517,11 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
             raise InputError(f"{where}: limit + offset is {op.limit + op.offset}; at most {MAX_SEARCH_WINDOW}")
     elif isinstance(op, ListNamespacesOp):
         md = op.max_depth
-        if md is not None and (not isinstance(md, int) or isinstance(md, bool) or md < 1):
-            raise InputError(f"{where}: max_depth must be a positive integer or None, got {md!r:.40}")
+        if md is not None and (not isinstance(md, int) or isinstance(md, bool) or not 1 <= md <= MAX_INT4):
+            raise InputError(f"{where}: max_depth must be an integer from 1 to {MAX_INT4:,} or None, got {md!r:.40}")
         for name, n in (("limit", op.limit), ("offset", op.offset)):
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise InputError(f"{where}: {name} must be an integer >= 0, got {n!r:.40}")
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_INT4:
+                raise InputError(f"{where}: {name} must be an integer from 0 to {MAX_INT4:,}, got {n!r:.40}")
         for cond in op.match_conditions or ():
             if getattr(cond, "match_type", None) not in ("prefix", "suffix"):
                 raise InputError(f"{where}: match_type must be 'prefix' or 'suffix'")

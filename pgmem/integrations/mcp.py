@@ -235,7 +235,10 @@ class Memory:
     ) -> dict[str, Any]:
         th = self.default_thread if thread is None else check_name(thread, "thread")
         if (messages is None) == (note is None):
-            raise ToolError("give either messages (a list of OpenAI chat messages) or note (a string), not both")
+            raise ToolError(
+                "give either messages (a list of OpenAI chat messages) or note (a string), "
+                + ("not both" if messages is not None else "one of them")
+            )
         if note is not None:
             body = check_text(note, "note")
             if not body.strip():
@@ -433,14 +436,20 @@ def _check_depth(value: object, what: str) -> None:
             stack.extend((c, depth + 1) for c in v)
 
 
-def check_arguments(tool: str, known: Iterable[str], arguments: Mapping[str, Any]) -> None:
-    """Refuse, in one line, an argument the tool does not have, and NaN or Infinity anywhere
-    in the arguments (JSON has neither; Python's parser, and the SDK's, read them anyway). A
-    string argument is also read as the JSON it may hold, as the SDK's pre-parse reads it."""
+def check_arguments(
+    tool: str, known: Iterable[str], arguments: Mapping[str, Any], required: Iterable[str] = ()
+) -> None:
+    """Refuse, in one line, an argument the tool does not have, a required one missing, and NaN
+    or Infinity anywhere in the arguments (JSON has neither; Python's parser, and the SDK's, read
+    them anyway), and a lone surrogate escape on the wire (guard_line marks it). A string
+    argument is also read as the JSON it may hold, as the SDK's pre-parse reads it."""
     names = list(known)
     unknown = [str(k) for k in arguments if k not in names]
     if unknown:
         raise ToolError(f"{tool}: unknown argument {unknown[0]!r:.60}; its arguments are {', '.join(names) or 'none'}")
+    missing = [str(r) for r in required if r not in arguments]
+    if missing:
+        raise ToolError(f"{tool}: missing argument {missing[0]!r}; its arguments are {', '.join(names)}")
     for name, value in arguments.items():
         if isinstance(value, str) and value[:1] in ("[", "{"):
             with contextlib.suppress(ValueError, RecursionError):
@@ -450,8 +459,14 @@ def check_arguments(tool: str, known: Iterable[str], arguments: Mapping[str, Any
             v, where = stack.pop()
             if isinstance(v, float) and not math.isfinite(v):
                 raise ToolError(f"{tool}: {_printable(where)} is {v}: JSON has no NaN or Infinity")
+            if isinstance(v, str) and LONE_SURROGATE in v:
+                raise ToolError(
+                    f"{tool}: {_printable(where)} contains an invalid UTF-8 byte (a lone surrogate escape, "
+                    f"\\ud800 to \\udfff, at offset {v.index(LONE_SURROGATE)}): Postgres text cannot store it"
+                )
             if isinstance(v, dict):
                 stack.extend((c, f"{where}.{k}"[:200]) for k, c in v.items())
+                stack.extend((str(k), f"a key of {where}"[:200]) for k in v)
             elif isinstance(v, list):
                 stack.extend((c, f"{where}[{i}]"[:200]) for i, c in enumerate(v))
 
@@ -467,8 +482,10 @@ class _Server(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tools = {t.name: t for t in await self.list_tools()}
+        arguments = arguments or {}  # "arguments": null
         if name in tools:
-            check_arguments(name, (tools[name].input_schema or {}).get("properties", {}), arguments)
+            schema = tools[name].input_schema or {}
+            check_arguments(name, schema.get("properties", {}), arguments, schema.get("required", ()))
         return await super().call_tool(name, arguments, context)
 
 
@@ -570,15 +587,49 @@ def build_server(memory: Memory) -> MCPServer:
 #: of the message) it carries nothing pgmem reads.
 TRIM_DEPTH = 100
 TOO_DEEP = '"pgmem: cut, nested too deeply"'
+#: What an escaped lone surrogate ("\\udcff", which a JavaScript client's JSON.stringify writes for
+#: a broken string) becomes before the SDK parses a line: its parser refuses the whole line and
+#: the request is never answered. A Unicode noncharacter, "for internal use"; check_arguments
+#: refuses it as the lone surrogate it stands for (one line, as for a lone surrogate in-process).
+LONE_SURROGATE = "\ufdd0"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: A whole JSON string (skipped in one step), a bracket, or a quote that opens no whole string.
 _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]|"', re.S)
 
 
 def guard_line(line: str) -> str:
-    """One incoming JSON-RPC line with every container nested more than TRIM_DEPTH levels deep
-    replaced by a string, so the SDK parses the request and answers it (a tool call gets its
-    one-line error). A scan of the text, not a parse: it does not recurse, at any depth. A line
-    that is not JSON passes unchanged (the SDK refuses it)."""
+    """One incoming JSON-RPC line as the SDK can parse and answer it (a tool call then gets its
+    one-line error): every container nested more than TRIM_DEPTH levels deep replaced by a
+    string (`_cut_deep`), and every escaped lone surrogate by LONE_SURROGATE. A line that is not
+    JSON passes unchanged (the SDK refuses it)."""
+    line = _cut_deep(line)
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    try:
+        message = json.loads(line)  # Python's parser reads lone surrogates; the SDK's does not
+    except (ValueError, RecursionError):
+        return line
+    marked = _mark_surrogates(message)
+    # Escaped surrogate pairs only (an emoji) are whole characters once parsed: nothing to mark.
+    return line if marked == message else json.dumps(marked, ensure_ascii=False)
+
+
+def _mark_surrogates(value: object) -> object:
+    """`value` (parsed JSON, at most TRIM_DEPTH levels once cut) with each lone surrogate in its
+    strings and keys replaced by LONE_SURROGATE."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(LONE_SURROGATE, value)
+    if isinstance(value, dict):
+        return {_SURROGATE.sub(LONE_SURROGATE, k): _mark_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_surrogates(v) for v in value]
+    return value
+
+
+def _cut_deep(line: str) -> str:
+    """`line` with every container nested more than TRIM_DEPTH levels deep replaced by a string.
+    A scan of the text, not a parse: it does not recurse, at any depth."""
     if line.count("{") + line.count("[") <= TRIM_DEPTH:
         return line
     out: list[str] = []

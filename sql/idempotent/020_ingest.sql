@@ -75,8 +75,11 @@ $$;
 COMMENT ON FUNCTION pgmem.turn_hashes(text, text, integer[]) IS
 'Stored content hashes of the given turns of one thread (pgmem.stored_turn_hashes of that thread): the client skips (and never embeds) turns whose hash is unchanged.';
 
+-- Before 0040 it returned neither metadata (a rebuild stored every turn again without it) nor the
+-- content hash (a rebuild replaces a turn only while it is the one it read).
+DROP FUNCTION IF EXISTS pgmem.pending_turns(text, timestamptz);
 CREATE OR REPLACE FUNCTION pgmem.pending_turns(scope text, stored_before timestamptz)
-RETURNS TABLE (thread_id text, turn_index integer, turn_time timestamptz, messages jsonb)
+RETURNS TABLE (thread_id text, turn_index integer, turn_time timestamptz, messages jsonb, metadata jsonb, content_hash bytea)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
@@ -88,16 +91,19 @@ BEGIN
     -- Read under row-level security like every read: the scope must be this transaction's.
     PERFORM pgmem.check_scope(pending_turns.scope);
     RETURN QUERY
-    SELECT t.thread_id, t.turn_index, t.turn_time, t.messages FROM pgmem.turn t
+    SELECT t.thread_id, t.turn_index, t.turn_time, t.messages, t.metadata, t.content_hash FROM pgmem.turn t
      WHERE t.scope_id = pending_turns.scope AND t.ingested_at < stored_before
      ORDER BY t.thread_id, t.turn_index;
 END
 $$;
 COMMENT ON FUNCTION pgmem.pending_turns(text, timestamptz) IS
-'Turns of a scope stored before a moment (a rebuild''s start): what a resumable rebuild still has to redo. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'Turns of a scope stored before a moment (a rebuild''s start), with their metadata and content hash: what a resumable rebuild still has to redo (it replaces each only while its hash is this one: put_turns'' replace_hashes). The scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- Before metadata was added (issue 15): dropped so a call cannot skip the metadata checks.
 DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector);
+-- Before replace_hashes (0040, a rebuild's condition): dropped so a named call stays unambiguous.
+DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector, jsonb);
+DROP FUNCTION IF EXISTS pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector[], jsonb[]);
 
 -- The rules of one turn, once: the first thing wrong with it as (SQLSTATE, message, hint), or no
 -- row. put_turn raises it; put_turns reports it for that turn and stores the others.
@@ -123,6 +129,12 @@ BEGIN
             'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'::text, NULL::text;
     ELSIF turn_index < 0 THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: turn_index must be >= 0, got %s', turn_index), NULL::text;
+    ELSIF length(thread) NOT BETWEEN 1 AND 200 THEN  -- the thread table's check, as one line (not a 23514)
+        RETURN QUERY SELECT '22023'::text, format('put_turn: thread must be 1 to 200 characters, got %s', length(thread)),
+            NULL::text;
+    ELSIF jsonb_typeof(messages) <> 'array' THEN
+        RETURN QUERY SELECT '22023'::text, format('put_turn: messages must be a JSON array of chat messages, got a JSON %s',
+                                                  jsonb_typeof(messages)), NULL::text;
     ELSIF jsonb_typeof(meta) <> 'object' THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: metadata must be a JSON object, got a JSON %s', jsonb_typeof(meta)),
             'For example {"channel": "voice", "project": "atlas"}; {} (or NULL) for none.'::text;
@@ -163,7 +175,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_turns(
     reembed boolean DEFAULT false,
     force boolean DEFAULT false,
     contexts vector[] DEFAULT NULL,
-    metadata jsonb[] DEFAULT NULL
+    metadata jsonb[] DEFAULT NULL,
+    replace_hashes bytea[] DEFAULT NULL
 ) RETURNS TABLE (turn_no integer, status text, pieces integer, error_code text, error text, error_hint text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -176,23 +189,28 @@ DECLARE
     ok integer[] := '{}';      -- the turns that broke no rule, in input order
     meta jsonb[];
     ctxs vector[];
-    stat text[];               -- per turn: failed, inserted, replaced, unchanged (NULL: not yet stored)
+    stat text[];               -- per turn: failed, inserted, replaced, unchanged, skipped (NULL: not yet stored)
+    rh bytea[];                -- per turn: replace only the stored turn of this hash (NULL: any, or insert)
     key integer;
     i integer;
     p record;
     thr text[];
-    got integer;
+    thr_all text[];
+    locked text[];
 BEGIN
     IF scope IS NULL OR model_id IS NULL THEN
         RAISE EXCEPTION 'put_turns: scope and model_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turns.scope), true);
+    -- Subscripted below from 1: an array with other bounds (or dimensions) is read as its elements.
+    piece_counts := ARRAY(SELECT c.n FROM unnest(piece_counts) AS c(n));
     IF coalesce(array_length(turn_indexes, 1), 0) <> n_turns OR coalesce(array_length(turn_times, 1), 0) <> n_turns
        OR coalesce(array_length(messages, 1), 0) <> n_turns OR coalesce(array_length(content_hashes, 1), 0) <> n_turns
        OR coalesce(array_length(piece_counts, 1), 0) <> n_turns
        OR (contexts IS NOT NULL AND coalesce(array_length(contexts, 1), 0) <> n_turns)
-       OR (put_turns.metadata IS NOT NULL AND coalesce(array_length(put_turns.metadata, 1), 0) <> n_turns) THEN
-        RAISE EXCEPTION 'put_turns: the turn arrays (threads, turn_indexes, turn_times, messages, content_hashes, piece_counts and the optional contexts, metadata) must have the same length (% threads)', n_turns
+       OR (put_turns.metadata IS NOT NULL AND coalesce(array_length(put_turns.metadata, 1), 0) <> n_turns)
+       OR (replace_hashes IS NOT NULL AND coalesce(array_length(replace_hashes, 1), 0) <> n_turns) THEN
+        RAISE EXCEPTION 'put_turns: the turn arrays (threads, turn_indexes, turn_times, messages, content_hashes, piece_counts and the optional contexts, metadata, replace_hashes) must have the same length (% threads)', n_turns
             USING ERRCODE = '22023';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(piece_counts) AS c(n) WHERE c.n IS NULL OR c.n < 0)
@@ -212,6 +230,7 @@ BEGIN
     meta := coalesce(put_turns.metadata, array_fill(NULL::jsonb, ARRAY[n_turns]));
     ctxs := coalesce(contexts, array_fill(NULL::vector, ARRAY[n_turns]));
     stat := array_fill(NULL::text, ARRAY[n_turns]);
+    rh := coalesce(replace_hashes, array_fill(NULL::bytea, ARRAY[n_turns]));
     -- Each turn against the rules of one turn (pgmem._turn_problem, the same as put_turn's), its
     -- context computed on the way (the given one, or the unit mean of its pieces), in one pass.
     FOR p IN
@@ -243,30 +262,41 @@ BEGIN
     -- Lock order (docs/architecture.md), as put_turn: the scope (SHARE, in bind_scope_model), then
     -- the threads (KEY SHARE), then the turns, then their pieces; each set in key order, so two
     -- batches over the same threads and turns take their locks in the same order. A thread
-    -- forgotten while this waited is created again (the turns land after the forget).
-    thr := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat) AS t(th, st) WHERE t.st IS NULL ORDER BY 1);
+    -- forgotten while this waited is created again (the turns land after the forget), except for
+    -- a turn to replace only as it was read (replace_hashes, a rebuild's): its thread is locked
+    -- if it is there, never created, and a turn whose thread is gone is skipped (0040: a rebuild
+    -- brought back turns forgotten while it embedded).
+    thr := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat, rh) AS t(th, st, h) WHERE t.st IS NULL AND t.h IS NULL ORDER BY 1);
+    thr_all := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat) AS t(th, st) WHERE t.st IS NULL ORDER BY 1);
     LOOP
         INSERT INTO pgmem.thread AS th (scope_id, thread_id)
         SELECT put_turns.scope, t.id FROM unnest(thr) AS t(id) ORDER BY t.id
         ON CONFLICT (scope_id, thread_id) DO NOTHING;
-        SELECT count(*) INTO got FROM (
-            SELECT 1 FROM pgmem.thread th
-             WHERE th.scope_id = put_turns.scope AND th.thread_id = ANY (thr)
-             ORDER BY th.thread_id FOR KEY SHARE) l;
-        EXIT WHEN got = cardinality(thr);
+        locked := ARRAY(SELECT l.id FROM (
+            SELECT th.thread_id AS id FROM pgmem.thread th
+             WHERE th.scope_id = put_turns.scope AND th.thread_id = ANY (thr_all)
+             ORDER BY th.thread_id FOR KEY SHARE) l);
+        EXIT WHEN thr <@ locked;
+    END LOOP;
+    FOR i IN 1 .. n_turns LOOP
+        IF stat[i] IS NULL AND rh[i] IS NOT NULL AND NOT threads[i] = ANY (locked) THEN
+            stat[i] := 'skipped';
+        END IF;
     END LOOP;
 
     -- Then the turns: new ones inserted at once (a concurrent writer of the same new turn waits on
     -- its key and finds it stored), stored ones locked FOR UPDATE; one gone meanwhile is tried again.
+    -- A turn to replace only as read is never inserted: one gone, or stored with another hash
+    -- (written again since it was read), is skipped.
     LOOP
         FOR p IN
             WITH ins AS (
                 INSERT INTO pgmem.turn AS t (scope_id, thread_id, turn_index, turn_time, messages, content_hash, context,
                                              blend_weight, model_key, metadata)
                 SELECT put_turns.scope, u.th, u.ti, u.tm, u.msg, u.h, u.ctx, weight, key, coalesce(u.md, '{}'::jsonb)
-                  FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat)
-                       AS u(th, ti, tm, msg, h, ctx, md, st)
-                 WHERE u.st IS NULL
+                  FROM unnest(threads, turn_indexes, turn_times, put_turns.messages, content_hashes, ctxs, meta, stat, rh)
+                       AS u(th, ti, tm, msg, h, ctx, md, st, rh)
+                 WHERE u.st IS NULL AND u.rh IS NULL
                  ORDER BY u.th, u.ti
                 ON CONFLICT (scope_id, thread_id, turn_index) DO NOTHING
                 RETURNING t.thread_id, t.turn_index)
@@ -276,14 +306,20 @@ BEGIN
             stat[p.i] := 'inserted';
         END LOOP;
         FOR p IN
-            SELECT u.i::integer AS i, t.content_hash = u.h AND NOT coalesce(force, false) AS same
-              FROM unnest(threads, turn_indexes, content_hashes, stat) WITH ORDINALITY AS u(th, ti, h, st, i)
+            SELECT u.i::integer AS i, t.content_hash = u.h AND NOT coalesce(force, false) AS same,
+                   u.rh IS NOT NULL AND t.content_hash IS DISTINCT FROM u.rh AS moved
+              FROM unnest(threads, turn_indexes, content_hashes, stat, rh) WITH ORDINALITY AS u(th, ti, h, st, rh, i)
               JOIN pgmem.turn t ON t.scope_id = put_turns.scope AND t.thread_id = u.th AND t.turn_index = u.ti
              WHERE u.st IS NULL
              ORDER BY t.thread_id, t.turn_index
                FOR UPDATE OF t
         LOOP
-            stat[p.i] := CASE WHEN p.same THEN 'unchanged' ELSE 'replaced' END;
+            stat[p.i] := CASE WHEN p.moved THEN 'skipped' WHEN p.same THEN 'unchanged' ELSE 'replaced' END;
+        END LOOP;
+        FOR i IN 1 .. n_turns LOOP
+            IF stat[i] IS NULL AND rh[i] IS NOT NULL THEN
+                stat[i] := 'skipped';
+            END IF;
         END LOOP;
         EXIT WHEN array_position(stat, NULL) IS NULL;
     END LOOP;
@@ -325,14 +361,14 @@ BEGIN
      ORDER BY pc.j;
 
     FOR i IN SELECT unnest(ok) LOOP
-        turn_no := i; status := stat[i]; pieces := CASE WHEN stat[i] = 'unchanged' THEN 0 ELSE piece_counts[i] END;
+        turn_no := i; status := stat[i]; pieces := CASE WHEN stat[i] IN ('unchanged', 'skipped') THEN 0 ELSE piece_counts[i] END;
         error_code := NULL; error := NULL; error_hint := NULL;
         RETURN NEXT;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector[], jsonb[]) IS
-'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
+COMMENT ON FUNCTION pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector[], jsonb[], bytea[]) IS
+'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. replace_hashes[i] (a rebuild''s, NULL: none) writes turn i only over a stored turn of that content hash: a turn gone or written again since it was read is skipped (status skipped, its thread never created). A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,
@@ -351,7 +387,8 @@ CREATE OR REPLACE FUNCTION pgmem.put_turn(
     reembed boolean DEFAULT false,
     force boolean DEFAULT false,
     context vector DEFAULT NULL,
-    metadata jsonb DEFAULT '{}'
+    metadata jsonb DEFAULT '{}',
+    replace_hash bytea DEFAULT NULL
 ) RETURNS pgmem.put_result
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -374,7 +411,8 @@ BEGIN
     SELECT * INTO r FROM pgmem.put_turns(put_turn.scope, put_turn.model_id, ARRAY[put_turn.thread], ARRAY[put_turn.turn_index],
                                          ARRAY[put_turn.turn_time], ARRAY[put_turn.messages], ARRAY[put_turn.content_hash],
                                          ARRAY[n], unit_kinds, source_indexes, labels, bodies, vectors,
-                                         weight, reembed, force, ARRAY[put_turn.context], ARRAY[put_turn.metadata]);
+                                         weight, reembed, force, ARRAY[put_turn.context], ARRAY[put_turn.metadata],
+                                         ARRAY[put_turn.replace_hash]);
     IF r.error_hint IS NOT NULL THEN
         RAISE EXCEPTION '%', r.error USING ERRCODE = r.error_code, HINT = r.error_hint;
     ELSIF r.error_code IS NOT NULL THEN
@@ -383,8 +421,8 @@ BEGIN
     RETURN ROW(r.status, r.pieces)::pgmem.put_result;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector, jsonb) IS
-'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild) except new metadata; changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL. metadata: a JSON object of at most 4,096 bytes (22023 otherwise; NULL is {}), stored on the turn and filtered on by memory_recall(metadata_filter => ...). The one write pipeline: pgmem.put_turns with one turn, raising the error it reports (the rules are pgmem._turn_problem''s).';
+COMMENT ON FUNCTION pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector, jsonb, bytea) IS
+'Store one sealed turn and its pieces atomically: unchanged hash = no write (unless force, used by rebuild) except new metadata; changed = pieces replaced. Computes the turn context (unit mean of the piece vectors, or the given context vector) and each piece''s blended search vector in SQL. metadata: a JSON object of at most 4,096 bytes (22023 otherwise; NULL is {}), stored on the turn and filtered on by memory_recall(metadata_filter => ...). replace_hash (a rebuild''s): write only over the stored turn of that content hash, else status skipped. The one write pipeline: pgmem.put_turns with one turn, raising the error it reports (the rules are pgmem._turn_problem''s).';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend(scope text, weight double precision DEFAULT 0.8, thread text DEFAULT NULL)
 RETURNS bigint
@@ -402,10 +440,20 @@ BEGIN
     IF weight IS NULL OR weight < 0 OR weight > 1 OR weight = 'NaN'::double precision THEN
         RAISE EXCEPTION 'reblend: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pgmem.scope s WHERE s.scope_id = reblend.scope) THEN
+    -- Lock order (docs/architecture.md, 0040): the scope row FOR SHARE, as writers hold it, so a
+    -- model change (reembed_flip, FOR NO KEY UPDATE) commits first or waits, and the vectors and
+    -- contexts below are read after it, all of one model (updating pieces while a flip was in
+    -- flight blended its new raw vectors with the old model's contexts); then the turns FOR
+    -- UPDATE in key order, then their pieces, as every writer of a turn takes them (pieces first
+    -- waited for a turn a writer held while it waited for a piece: a deadlock).
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = reblend.scope FOR SHARE;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'reblend: scope % has no memory stored', reblend.scope USING ERRCODE = '42704',
             HINT = 'Check the scope name: scopes are created by their first stored turn.';
     END IF;
+    PERFORM 1 FROM pgmem.turn t
+      WHERE t.scope_id = reblend.scope AND (reblend.thread IS NULL OR t.thread_id = reblend.thread)
+      ORDER BY t.thread_id, t.turn_index FOR UPDATE;
     UPDATE pgmem.piece p SET embedding = pgmem.blend(p.raw_embedding, t.context, weight)
       FROM pgmem.turn t
      WHERE p.scope_id = reblend.scope AND p.kind = 'memory'
@@ -449,6 +497,8 @@ AS $$
 DECLARE
     n integer := coalesce(array_length(vectors, 1), 0);
     key integer;
+    thr text[];
+    got integer;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -471,6 +521,25 @@ BEGIN
             (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE bodies[u.i] IS NULL OR bodies[u.i] = '')
             USING ERRCODE = '22023';
     END IF;
+    thr := ARRAY(SELECT DISTINCT t.id FROM unnest(thread_ids) AS t(id) WHERE t.id IS NOT NULL ORDER BY 1);
+    IF EXISTS (SELECT 1 FROM unnest(thr) AS t(id) WHERE length(t.id) NOT BETWEEN 1 AND 200) THEN
+        RAISE EXCEPTION 'add_facts: a thread id must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- Lock order (docs/architecture.md, 0040): the facts' threads, inserted and held FOR KEY
+    -- SHARE in key order as put_turns holds its turns' threads, before the facts. A forget of a
+    -- thread (FOR UPDATE) then either finishes first and the facts land after it, under the
+    -- thread again, or waits and deletes them with the thread; before, a fact added while the
+    -- forget ran outlived it.
+    LOOP
+        INSERT INTO pgmem.thread AS th (scope_id, thread_id)
+        SELECT add_facts.scope, t.id FROM unnest(thr) AS t(id) ORDER BY t.id
+        ON CONFLICT (scope_id, thread_id) DO NOTHING;
+        SELECT count(*) INTO got FROM (
+            SELECT 1 FROM pgmem.thread th
+             WHERE th.scope_id = add_facts.scope AND th.thread_id = ANY (thr)
+             ORDER BY th.thread_id FOR KEY SHARE) l;
+        EXIT WHEN got = cardinality(thr);
+    END LOOP;
     -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
     -- or repeated in this call, is skipped; only the ids of new rows come back.
     RETURN QUERY

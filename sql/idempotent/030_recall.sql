@@ -1606,7 +1606,16 @@ BEGIN
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
                                     metadata_filter => metadata_filter, time_from => time_from, time_to => time_to,
                                     since => since, until => until, recency => coalesce(recency, 0));
-    -- Lock what the results name, documents then threads (sorted: one order for every writer),
+    -- The scope row first (0040), inserted, then held FOR KEY SHARE, as every writer takes it: a
+    -- log written while the scope is forgotten waits for forget_scope and lands after it, under a
+    -- scope row again (stats lists it, a forget or retention removes it); before, it stayed
+    -- behind with no scope row, holding the message.
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (log_recall.scope) ON CONFLICT (scope_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = log_recall.scope FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
+    -- Then what the results name, documents then threads (sorted: one order for every writer),
     -- then drop hits forgotten since the recall ran (pgmem._drop_gone_hits).
     PERFORM 1 FROM pgmem.document d
      WHERE d.scope_id = log_recall.scope

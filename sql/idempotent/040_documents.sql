@@ -214,6 +214,11 @@ BEGIN
     IF weight IS NULL OR weight < 0 OR weight > 1 THEN
         RAISE EXCEPTION 'reblend_documents: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
     END IF;
+    -- Lock order (0040), as reblend: the scope row FOR SHARE (a model change commits first or
+    -- waits, so raw vectors and chunk contexts are read of one model), then the documents FOR
+    -- UPDATE in key order, as put_document and forget_document take them before their units.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = reblend_documents.scope FOR SHARE;
+    PERFORM 1 FROM pgmem.document d WHERE d.scope_id = reblend_documents.scope ORDER BY d.document_id FOR UPDATE;
     WITH ctx AS (
         SELECT p.chunk_id, pgmem.unit_mean(array_agg(p.raw_embedding)) AS c FROM pgmem.piece p
          WHERE p.scope_id = reblend_documents.scope AND p.kind = 'document' GROUP BY p.chunk_id

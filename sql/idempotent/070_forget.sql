@@ -67,15 +67,27 @@ $$;
 COMMENT ON FUNCTION pgmem._forget_logs(text, text, integer, bigint[], bigint[], text) IS
 'Internal to the forget functions: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane), the thread (and turn_index, when given) or the document_id, and, when a whole thread is forgotten, the recalls filtered to it, under the scope''s recall-log lock (pgmem._recall_log_lock). Returns the rows deleted.';
 
+-- The advisory lock of a scope's store directory entries (0039): every put_item holds it shared
+-- to its commit; a delete of the scope's last item takes it exclusively, without waiting.
+CREATE OR REPLACE FUNCTION pgmem._store_directory_lock(scope text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT (x'70676d64'::bigint << 32) | (hashtext(scope)::bigint & x'ffffffff'::bigint)
+$$;
+COMMENT ON FUNCTION pgmem._store_directory_lock(text) IS
+'The advisory lock of a scope''s LangGraph store directory entries: put_item holds it shared to its commit; pgmem._drop_empty_namespace takes it exclusively if it can at once.';
+
 -- A namespace leaves the LangGraph store's directories (pgmem.store_namespace) with its scope's
 -- last item (0039). An item a put_item is writing right now is not visible here, and that put found
 -- the directory row already there and wrote none: deleting the row would hide its item from every
--- listing, search and sweep. Every put_item holds the scope row FOR KEY SHARE to its commit, so the
--- row goes only when no other transaction holds the scope row: FOR UPDATE SKIP LOCKED (it never
--- waits, so it adds no step to the lock order), then no item is left, read after that lock with a
--- fresh snapshot (READ COMMITTED; under a stricter isolation the row stays). A row left here (a
--- writer of the scope was in flight) goes with the next delete or expiry sweep that finds the
--- namespace empty. A put that comes later waits for this lock and writes the row again.
+-- listing, search and sweep. Every put_item holds the scope's directory lock shared to its commit,
+-- so the row goes only when this takes it exclusively at once (pg_try_advisory_xact_lock: it never
+-- waits, so it adds no wait to the lock order) and no item is left, read after that with a fresh
+-- snapshot (READ COMMITTED; under a stricter isolation the row stays). A put that comes later
+-- waits for the lock and writes the row again. A row left here (a put was in flight, and rolled
+-- back) goes with the next delete or expiry sweep that finds the namespace empty.
 CREATE OR REPLACE FUNCTION pgmem._drop_empty_namespace(scope text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -87,8 +99,8 @@ BEGIN
        OR EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _drop_empty_namespace.scope) THEN
         RETURN false;
     END IF;
-    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _drop_empty_namespace.scope FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _drop_empty_namespace.scope) THEN
+    IF NOT pg_try_advisory_xact_lock(pgmem._store_directory_lock(_drop_empty_namespace.scope))
+       OR EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _drop_empty_namespace.scope) THEN
         RETURN false;
     END IF;
     DELETE FROM pgmem.store_namespace ns WHERE ns.scope_name = _drop_empty_namespace.scope;
@@ -96,7 +108,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._drop_empty_namespace(text) IS
-'Internal to delete_item, the forget functions and expire_items: delete the scope''s LangGraph store directory entries when it holds no item and no other transaction holds its scope row (FOR UPDATE SKIP LOCKED, so an item being put now keeps its namespace listed). Returns whether entries went.';
+'Internal to delete_item, the forget functions and expire_items: delete the scope''s LangGraph store directory entries when it holds no item and no put_item is in flight in it (the scope''s directory lock, pgmem._store_directory_lock, taken exclusively without waiting; an item being put now keeps its namespace listed). Returns whether entries went.';
 
 -- The LangGraph store's items whose searchable turn is in the thread being forgotten: the item
 -- row holds the same text (its value), so it goes too, and the namespace leaves the store's

@@ -48,8 +48,15 @@ BEGIN
         DELETE FROM pgmem.retention rt WHERE rt.scope_id = set_retention.scope;
         RETURN r;  -- all NULL: the scope keeps everything
     END IF;
-    -- A setting may come before the scope's first turn: the scope row is created here then.
-    INSERT INTO pgmem.scope AS s (scope_id) VALUES (set_retention.scope) ON CONFLICT (scope_id) DO NOTHING;
+    -- A setting may come before the scope's first turn: the scope row is created here then. Insert
+    -- first, then lock (0040): a scope being forgotten (forget_scope holds its row FOR UPDATE and
+    -- deletes it last) is waited for and created again, so the setting lands after the forget
+    -- instead of failing on the foreign key (23503).
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (set_retention.scope) ON CONFLICT (scope_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = set_retention.scope FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
     INSERT INTO pgmem.retention AS rt (scope_id, keep_days, keep_turns, log_keep_days, log_keep_rows)
     VALUES (set_retention.scope, set_retention.keep_days, set_retention.keep_turns,
             set_retention.log_keep_days, set_retention.log_keep_rows)

@@ -111,6 +111,11 @@ BEGIN
         PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = put_item.scope FOR KEY SHARE;
         EXIT WHEN FOUND;
     END LOOP;
+    -- Then the scope's store directory lock, shared (0039), held to the commit: a delete of the
+    -- namespace's last committed item leaves its directory entry while this put is in flight
+    -- (pgmem._drop_empty_namespace), and one that removed it first is waited for, so the entry
+    -- is written again below.
+    PERFORM pg_advisory_xact_lock_shared(pgmem._store_directory_lock(put_item.scope));
     -- Then the item row: inserted, or, when it exists, locked and replaced. Two puts of a new
     -- key both try the insert; the second does nothing (any unique index: the key's or the
     -- thread's) and locks the first's row once it commits, so neither fails on a unique index.
