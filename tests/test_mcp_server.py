@@ -396,6 +396,15 @@ def _raw_calls() -> list[tuple[str, str]]:
         (call(14, '{"name": "recall", "arguments": {"query": "dogs \\ud83d\\udc36"}}'), "Biscuit"),  # a pair
         (call(15, '{"name": "forget", "arguments": {}}'), "forget: missing argument 'thread'"),
         (call(16, '{"name": "remember", "arguments": {}}'), "or note (a string), one of them"),
+        # A key given twice: the SDK's parser kept the last silently.
+        (call(17, '{"name": "remember", "arguments": {"note": "a", "note": "b"}}'), "give the key 'note' twice"),
+        (
+            call(
+                18,
+                '{"name": "remember", "arguments": {"messages": [{"role": "user", "content": "a", "content": "b"}]}}',
+            ),
+            "give the key 'content' twice",
+        ),
     ]
 
 

@@ -444,6 +444,8 @@ def check_arguments(
     them anyway), and a lone surrogate escape on the wire (guard_line marks it). A string
     argument is also read as the JSON it may hold, as the SDK's pre-parse reads it."""
     names = list(known)
+    if DUPLICATE_KEY in arguments:
+        raise ToolError(f"{tool}: the arguments give the key {str(arguments[DUPLICATE_KEY])!r:.60} twice")
     unknown = [str(k) for k in arguments if k not in names]
     if unknown:
         raise ToolError(f"{tool}: unknown argument {unknown[0]!r:.60}; its arguments are {', '.join(names) or 'none'}")
@@ -592,6 +594,9 @@ TOO_DEEP = '"pgmem: cut, nested too deeply"'
 #: the request is never answered. A Unicode noncharacter, "for internal use"; check_arguments
 #: refuses it as the lone surrogate it stands for (one line, as for a lone surrogate in-process).
 LONE_SURROGATE = "\ufdd0"
+#: A tool call whose arguments give a key twice (the SDK's parser keeps the last, silently) gets
+#: this member added, naming the key; check_arguments refuses it in one line.
+DUPLICATE_KEY = "\ufdd0duplicate"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: A whole JSON string (skipped in one step), a bracket, or a quote that opens no whole string.
@@ -604,15 +609,46 @@ def guard_line(line: str) -> str:
     string (`_cut_deep`), and every escaped lone surrogate by LONE_SURROGATE. A line that is not
     JSON passes unchanged (the SDK refuses it)."""
     line = _cut_deep(line)
-    if not _SURROGATE_ESCAPE.search(line):
+    if not _SURROGATE_ESCAPE.search(line) and '"arguments"' not in line:
         return line
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                repeated.append(k)
+            out[k] = v
+        return out
+
     try:
-        message = json.loads(line)  # Python's parser reads lone surrogates; the SDK's does not
+        # Python's parser reads lone surrogates (the SDK's refuses the line) and reports keys
+        # given twice (the SDK's keeps the last).
+        message = json.loads(line, object_pairs_hook=pairs)
     except (ValueError, RecursionError):
         return line
     marked = _mark_surrogates(message)
+    params = marked.get("params") if isinstance(marked, dict) else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    twice = [k for k in repeated if isinstance(arguments, dict) and _holds_key(arguments, k)]
+    if twice and isinstance(arguments, dict):
+        arguments[DUPLICATE_KEY] = twice[0]
     # Escaped surrogate pairs only (an emoji) are whole characters once parsed: nothing to mark.
-    return line if marked == message else json.dumps(marked, ensure_ascii=False)
+    return line if marked == message and not twice else json.dumps(marked, ensure_ascii=False)
+
+
+def _holds_key(value: object, key: str) -> bool:
+    """Whether `key` is a key of an object anywhere in `value` (parsed JSON, shallow once cut)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if key in v:
+                return True
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _mark_surrogates(value: object) -> object:
