@@ -624,3 +624,50 @@ def test_a_refused_batch_is_one_error_and_nothing_on_stderr(
     assert "pipeline" not in err and "Traceback" not in err, err[-2000:]
     # Without a logging handler (a plain script) a warning goes to stderr: none is logged.
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_listing_pages_of_items_put_in_one_batch_never_repeat(hstore: PgmemStore) -> None:
+    """Items put in one batch share their updated_at. Pages of a listing used to repeat the first
+    of them (the merge re-sorted tied keys descending, against each namespace's ascending order):
+    limit 1 at offsets 0, 1, 2 gave a, a, a. Now the pages are a, b, c, in the full listing's order,
+    across namespaces too."""
+    hstore.batch([PutOp(("pages", "n1"), k, {"v": k}) for k in "abc"] + [PutOp(("pages", "n2"), "d", {"v": "d"})])
+    whole = [(i.namespace, i.key) for i in hstore.search(("pages",), limit=10)]
+    assert sorted(whole) == [
+        (("pages", "n1"), "a"),
+        (("pages", "n1"), "b"),
+        (("pages", "n1"), "c"),
+        (("pages", "n2"), "d"),
+    ]
+    pages = [[(i.namespace, i.key) for i in hstore.search(("pages",), limit=1, offset=o)] for o in range(4)]
+    assert [p[0] for p in pages] == whole
+    assert [(i.namespace, i.key) for i in hstore.search(("pages",), limit=2, offset=1)] == whole[1:3]
+
+
+def test_a_star_in_a_search_prefix_is_a_label_not_a_wildcard(hstore: PgmemStore) -> None:
+    """list_namespaces reads "*" as any label (LangGraph's match conditions); a search's prefix is
+    literal, as in PostgresStore: an app that builds ("users", uid) from a user's id of "*" must
+    not search every user's items."""
+    hstore.put(("users", "alice"), "k", {"text": "alice's"})
+    hstore.put(("users", "bob"), "k", {"text": "bob's"})
+    assert hstore.search(("users", "*")) == []
+    assert hstore.search(("*",)) == []
+    hstore.put(("users", "*"), "k", {"text": "a user called star"})
+    assert [i.namespace for i in hstore.search(("users", "*"))] == [("users", "*")]
+    assert len(hstore.list_namespaces(prefix=("users", "*"))) == 3  # the wildcard where LangGraph has one
+
+
+def test_ttl_config_omit_expired_and_an_empty_match_condition(conn: Conn) -> None:
+    """LangGraph's TTLConfig key omit_expired is accepted when True (what pgmem always does) and
+    refused in one line when False; an empty match-condition path matches every namespace, as
+    PostgresStore skips it."""
+    from langgraph.store.base import ListNamespacesOp, MatchCondition
+
+    from pgmem.errors import ConfigError
+
+    store = PgmemStore(conn, embedder=HashEmbedder(), ttl={"default_ttl": 60, "omit_expired": True})
+    store.put(("ttl", "a"), "k", {"text": "x"})
+    with pytest.raises(ConfigError, match="omit_expired"):
+        PgmemStore(conn, embedder=HashEmbedder(), ttl={"omit_expired": False})
+    (listed,) = store.batch([ListNamespacesOp(match_conditions=(MatchCondition("prefix", ()),))])
+    assert isinstance(listed, list) and ("ttl", "a") in listed

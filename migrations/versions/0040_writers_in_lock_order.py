@@ -20,9 +20,14 @@ Found by a red-team pass of concurrent writers (each is a test in tests/test_loc
   it is gone: during a forget_scope, set_retention failed on its foreign key (23503), and a
   log row could stay behind with no scope row.
 
+And from a differential test of PgmemStore against LangGraph's PostgresStore:
+store_namespaces takes literal (a search's namespace prefix: "*" is a label there, not
+list_namespaces' wildcard, which let a prefix built from a user id of "*" search every user's
+items).
+
 Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 030_recall.sql,
-040_documents.sql, 075_retention.sql; put_turn, put_turns and pending_turns are dropped and
-created again with their new signatures).
+040_documents.sql, 075_retention.sql, 080_store.sql; put_turn, put_turns, pending_turns and
+store_namespaces are dropped and created again with their new signatures).
 
 Revision ID: 0040
 Revises: 0039

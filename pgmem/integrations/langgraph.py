@@ -632,9 +632,11 @@ class _StoreLogic:
 
     def _namespaces_under(self, prefix: tuple[str, ...]) -> Call[list[tuple[str, ...]]]:
         limit = self.max_search_namespaces
+        # The prefix is literal: a label "*" is that label, not list_namespaces' wildcard (a
+        # namespace built from a user's id of "*" would otherwise search every user's).
         rows = yield Query(
             None,
-            "SELECT pgmem.store_namespaces(%s, prefix => %s, lim => %s)",
+            "SELECT pgmem.store_namespaces(%s, prefix => %s, lim => %s, literal => true)",
             (self.directory, list(prefix) or None, limit + 1),
         )
         found = [tuple(str(x) for x in r[0]) for r in rows]
@@ -744,7 +746,11 @@ class _StoreLogic:
                 scope, "SELECT * FROM pgmem.store_list(%s, %s::jsonb, %s, 0)", (scope, flt, offset + limit)
             )
             rows.extend(_row(r) for r in found)
-        rows.sort(key=lambda r: (r.updated_at, r.namespace, r.key), reverse=True)
+        # Newest first, ties by namespace and key ascending, as each namespace's rows come
+        # (pgmem.store_list): a reverse sort put tied keys descending, and the page taken from
+        # each namespace's first offset + limit rows then repeated one item on every page.
+        rows.sort(key=lambda r: (r.namespace, r.key))
+        rows.sort(key=lambda r: r.updated_at, reverse=True)
         return [
             SearchItem(r.namespace, r.key, r.value, r.created_at, r.updated_at) for r in rows[offset : offset + limit]
         ]
@@ -753,6 +759,8 @@ class _StoreLogic:
         prefix: list[str] | None = None
         suffix: list[str] | None = None
         for cond in op.match_conditions or ():
+            if not tuple(cond.path):
+                continue  # an empty path matches every namespace (PostgresStore skips it too)
             path = list(check_namespace(tuple(cond.path), what="match condition path"))
             if cond.match_type == "prefix" and prefix is None:
                 prefix = path
@@ -1469,11 +1477,13 @@ def _check_ttl_config(ttl: object) -> dict[str, Any]:
         raise ConfigError(
             f"ttl must be a dict (default_ttl, refresh_on_read, sweep_interval_minutes), got {type(ttl).__name__}"
         )
-    unknown = sorted(str(k) for k in ttl if k not in ("default_ttl", "refresh_on_read", "sweep_interval_minutes"))
+    known = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired")
+    unknown = sorted(str(k) for k in ttl if k not in known)
     if unknown:
-        raise ConfigError(
-            f"ttl: unknown setting {unknown[0]!r:.40}; known: default_ttl, refresh_on_read, sweep_interval_minutes"
-        )
+        raise ConfigError(f"ttl: unknown setting {unknown[0]!r:.40}; known: {', '.join(known)}")
+    # LangGraph's TTLConfig key: pgmem never returns an expired item, which is omit_expired=True.
+    if ttl.get("omit_expired", True) is not True:
+        raise ConfigError("ttl omit_expired: pgmem never returns an expired item; only True (the default) is supported")
     try:
         check_ttl(ttl.get("default_ttl"), "ttl default_ttl")
         check_ttl(ttl.get("sweep_interval_minutes"), "ttl sweep_interval_minutes")

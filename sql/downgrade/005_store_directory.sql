@@ -1,6 +1,7 @@
 -- Undo 005: the namespace directory leaves row-level security and directories. A namespace
 -- listed in several directories keeps one row.
 DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);
+DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer, boolean);  -- 0040's
 DROP FUNCTION IF EXISTS pgmem.check_store_directory(text, boolean);
 DROP POLICY IF EXISTS directory_read ON pgmem.store_namespace;
 DROP POLICY IF EXISTS directory_insert ON pgmem.store_namespace;

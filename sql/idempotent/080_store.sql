@@ -203,13 +203,16 @@ $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
 'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). Returns whether the item existed; deleting a missing item is not an error.';
 
+-- Before literal (0040): dropped so a named call stays unambiguous.
+DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);
 CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
     directory text,
     prefix text[] DEFAULT NULL,
     suffix text[] DEFAULT NULL,
     max_depth integer DEFAULT NULL,
     lim integer DEFAULT 100,
-    off integer DEFAULT 0
+    off integer DEFAULT 0,
+    literal boolean DEFAULT false
 ) RETURNS SETOF text[]
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
@@ -219,16 +222,16 @@ AS $$
      WHERE n.directory = pgmem.check_store_directory(store_namespaces.directory)
        AND (prefix IS NULL OR (cardinality(n.namespace) >= cardinality(prefix) AND NOT EXISTS (
                 SELECT 1 FROM unnest(prefix) WITH ORDINALITY AS p(label, i)
-                 WHERE p.label <> '*' AND n.namespace[p.i] IS DISTINCT FROM p.label)))
+                 WHERE (p.label <> '*' OR literal) AND n.namespace[p.i] IS DISTINCT FROM p.label)))
        AND (suffix IS NULL OR (cardinality(n.namespace) >= cardinality(suffix) AND NOT EXISTS (
                 SELECT 1 FROM unnest(suffix) WITH ORDINALITY AS s(label, i)
-                 WHERE s.label <> '*'
+                 WHERE (s.label <> '*' OR literal)
                    AND n.namespace[cardinality(n.namespace) - cardinality(suffix) + s.i::integer] IS DISTINCT FROM s.label)))
      ORDER BY ns
      LIMIT lim OFFSET greatest(off, 0)
 $$;
-COMMENT ON FUNCTION pgmem.store_namespaces(text, text[], text[], integer, integer, integer) IS
-'Namespaces of one directory of the LangGraph store that hold items (pgmem.store_namespace), directory being the transaction''s pgmem.store_directory (42501 otherwise, pgmem.check_store_directory), matching a prefix and/or a suffix (a * label matches any label), cut to max_depth labels, distinct and sorted; lim NULL returns all.';
+COMMENT ON FUNCTION pgmem.store_namespaces(text, text[], text[], integer, integer, integer, boolean) IS
+'Namespaces of one directory of the LangGraph store that hold items (pgmem.store_namespace), directory being the transaction''s pgmem.store_directory (42501 otherwise, pgmem.check_store_directory), matching a prefix and/or a suffix (a * label matches any label, unless literal: a search''s prefix is taken as written), cut to max_depth labels, distinct and sorted label by label; lim NULL returns all.';
 
 -- Row-level security of the namespace directory (ENABLE and FORCE: 005_store_directory.sql).
 -- A row is visible to a transaction that asked for its directory, or that is inside the
