@@ -35,6 +35,7 @@ from pgmem.calls import (
     Finished,
     Query,
     advance,
+    check_usable,
     lost_race,
     one_round_trip,
     register_types,
@@ -79,6 +80,7 @@ async def run(db: AsyncDb, call: Call[T]) -> T:
 
 
 async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
+    check_usable(conn)
     reply: object = None
     error: psycopg.Error | None = None
     # Each step in its own transaction, or all inside the caller's (see _execute).

@@ -33,7 +33,7 @@ from psycopg.sql import Composed
 from psycopg.types import TypeInfo
 
 from pgmem.embedders.base import Embedder, FloatArray, Side, embed_side
-from pgmem.errors import database_error, is_refusal
+from pgmem.errors import DatabaseError, database_error, is_refusal
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -149,7 +149,20 @@ def advance(call: Call[T], reply: object, error: psycopg.Error | None) -> Step |
         raise
 
 
+def check_usable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """A connection whose transaction an earlier statement aborted runs nothing until it is
+    rolled back: one line saying so (25P02), before pgmem's savepoint fails on it and psycopg
+    logs the failed rollback of that savepoint to stderr."""
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        raise DatabaseError(
+            "the connection's transaction is aborted by an earlier statement: roll it back "
+            "(conn.rollback()) before calling pgmem",
+            sqlstate="25P02",
+        )
+
+
 def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
+    check_usable(conn)
     reply: object = None
     error: psycopg.Error | None = None
     # Each step in its own transaction, or all inside the caller's (see _execute).

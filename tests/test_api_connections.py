@@ -7,6 +7,7 @@ with the same assertions; the timings are printed side by side (measured, not as
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -435,3 +436,39 @@ def test_an_async_call_is_one_round_trip_too(app_url: str, tmp_path: Path) -> No
             return _round_trips(trace), len(hits.groups[0].hits)
 
     assert asyncio.run(main()) == (1, 1)
+
+
+def test_a_transaction_the_caller_broke_is_one_line_and_nothing_on_stderr(
+    app_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An earlier statement of the caller aborted its transaction: a pgmem call on that
+    connection (sync, async, the LangGraph store) says so in one line (25P02) before it runs
+    anything. Before, its savepoint failed with psycopg's InFailedSqlTransaction and psycopg
+    logged the failed rollback of the savepoint ("error ignored in rollback ... does not exist")."""
+    from pgmem.integrations.langgraph import PgmemStore
+
+    emb = HashEmbedder()
+    with psycopg.connect(app_url) as conn:  # not autocommit: the caller's transaction
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute("SELECT 1 / 0")
+        for call in (
+            lambda: pgmem.recall(conn, "s", "hello", emb),
+            lambda: pgmem.ingest_turns(conn, [make_turn("s", "t", 0, "hello")], emb),
+            lambda: PgmemStore(conn, embedder=emb).get(("ns",), "k"),
+        ):
+            with pytest.raises(DatabaseError) as err:
+                call()
+            assert err.value.sqlstate == "25P02" and "roll it back" in str(err.value)
+        conn.rollback()
+        assert pgmem.recall(conn, "s", "hello", emb).groups  # usable again
+
+    async def main() -> str | None:
+        async with await psycopg.AsyncConnection.connect(app_url) as aconn:
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                await aconn.execute("SELECT 1 / 0")
+            with pytest.raises(DatabaseError) as err:
+                await pgmem.aio.recall(aconn, "s", "hello", emb)
+            return err.value.sqlstate
+
+    assert asyncio.run(main()) == "25P02"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

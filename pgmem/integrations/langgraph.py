@@ -113,6 +113,7 @@ from pgmem.calls import (  # noqa: E402
     Finished,
     Query,
     advance,
+    check_usable,
     lost_race,
     one_round_trip,
     register_types,
@@ -1238,6 +1239,7 @@ class PgmemStore(_StoreLogic, BaseStore):
         while True:
             try:
                 with self._connection() as conn:
+                    check_usable(conn)
                     if _in_pipeline(conn):
                         infos = type_infos(conn)  # before the pipeline: fetching them waits
                         with _pipelined(conn):
@@ -1401,6 +1403,7 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         while True:
             try:
                 async with self._connection() as conn:
+                    check_usable(conn)
                     if _in_pipeline(conn):
                         infos = await aio.type_infos(conn)  # before the pipeline: fetching them waits
                         async with _apipelined(conn):
