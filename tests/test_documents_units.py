@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from pgmem.documents.chunking import chunk_markdown, document_title
 from pgmem.documents.store import Document, prepare
 from pgmem.documents.units import chunk_shape, derive_units, slug_of
 from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
 
 DOC = """# Deploying a Service
 
@@ -97,3 +102,52 @@ def test_slugs_and_hash_follow_the_resolved_targets() -> None:
     resolved = prepare(doc, {"e": "E page"}, None)
     assert unresolved.content_hash != resolved.content_hash
     assert prepare(doc, {"e": "E page"}, None).content_hash == resolved.content_hash
+
+
+def test_markdown_that_used_to_cost_quadratic_time_or_units() -> None:
+    """Three inputs whose cost grew with the square of their size: a link unit held its whole
+    line when the line had no sentence end (1,000 links on one line: 19,020 pieces, now about one a
+    link); an ATX heading followed by a long run of spaces (the heading pattern backtracked);
+    and lines split on form feeds, NEL and U+2028, which made a "# ..." after one a heading
+    (Markdown ends lines at \\n, \\r\\n and \\r only, and a file with CR line ends has its headings)."""
+    from pgmem.documents.chunking import chunk_markdown, heading_of, split_lines
+    from pgmem.documents.store import Document, prepare
+    from pgmem.documents.units import LINK_CONTEXT_CHARS
+    from tests.security_helpers import HashEmbedder
+
+    text = "# Links\n\n" + " ".join(f"word{i} [[t{i}]]" for i in range(1000)) + "\n"
+    pieces = prepare(Document("links.md", text), {}, HashEmbedder()).pieces
+    links = [p for p in pieces if p.unit.kind == "transclusion"]
+    assert len(links) == 1000 and len(pieces) < 1100
+    assert max(len(p.body) for p in links) <= 2 * LINK_CONTEXT_CHARS + 40
+    cr = chunk_markdown("# A\r\rsee [[b]] here\r# B\rmore\r")
+    assert [c.heading_path for c in cr] == [("A",), ("B",)]
+    assert heading_of("# a" + " " * 40_000 + "b") == (1, "a" + " " * 40_000 + "b")
+    cases: dict[str, tuple[int, str] | None] = {
+        "# foo #": (1, "foo"),
+        "# foo#": (1, "foo#"),
+        "#": (1, ""),
+        "# #": (1, ""),
+        "#5 bolt": None,
+        "   ### bar ###  ": (3, "bar"),
+        "####### seven": None,
+        "#\tx": (1, "x"),
+        "## a ## b": (2, "a ## b"),
+    }
+    assert {line: heading_of(line) for line in cases} == cases
+    assert [line.text for line in split_lines("a\x0c# b\r\nc\u2028d\re")] == ["a\x0c# b", "c\u2028d", "e"]
+    assert [c.heading_path for c in chunk_markdown("prose\x0c# fake\n\nmore\u2028# fake\n# Real\n")] == [(), ("Real",)]
+
+
+def test_read_documents_strips_a_byte_order_mark_and_reports_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    from pgmem.documents.chunking import chunk_markdown, document_title
+    from pgmem.documents.store import read_documents
+
+    (tmp_path / "bom.md").write_bytes(b"\xef\xbb\xbf# Runbook\n\nSteps.\n\n## Deploy\n\nRun it.\n")
+    (tmp_path / "latin1.md").write_bytes("# Caf\xe9\n".encode("latin-1"))
+    failed: list[tuple[str, str]] = []
+    docs = read_documents([tmp_path], failed=failed)
+    assert [d.id for d in docs] == ["bom.md"] and document_title(chunk_markdown(docs[0].text), "bom.md") == "Runbook"
+    assert [(i, "not UTF-8" in e) for i, e in failed] == [("latin1.md", True)]
+    with pytest.raises(InputError, match=r"latin1\.md is not UTF-8"):
+        read_documents([tmp_path])

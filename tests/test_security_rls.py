@@ -398,8 +398,13 @@ def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> 
         "CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;",
     ):
         assert expected in out
-    assert "PASSWORD" not in out.replace("-- then: ALTER ROLE svc_app PASSWORD '...'", "")
-    for bad in ("x;drop:app", "svc:admin", "pgmem_app:app", "nocolon"):
+    assert "PASSWORD" not in out.replace("""-- then: ALTER ROLE "svc_app" PASSWORD '...'""", "")
+    # The hint quotes the name as the script does (Bob unquoted is bob; user is a reserved word).
+    assert main(["roles", "create", "--print", "--login", "Bob:app:B_PW", "--login", "user:reader:U_PW"]) == 0
+    out = capsys.readouterr().out
+    assert """ALTER ROLE "Bob" PASSWORD""" in out and """ALTER ROLE "user" PASSWORD""" in out
+    # "$" matched before a final newline: "bob\n" was a login name, and its hint broke the script.
+    for bad in ("x;drop:app", "svc:admin", "pgmem_app:app", "nocolon", "bob\n:app", "bob:app:PW\n"):
         assert main(["roles", "create", "--print", "--login", bad]) == 2
         assert "error" in capsys.readouterr().err
 
@@ -551,3 +556,25 @@ def test_ann_index_path_never_crosses_scopes(app_conn: Conn, admin_conn: Conn) -
         r = recall_vectors(app_conn, a, ["q"] * len(queries), stacked, x=10, floor=-1.0, mode=mode)
         ids = {h.piece_id for g in r.groups for h in g.hits}
         assert ids and ids <= pieces[a], mode
+
+
+def test_roles_show_warns_of_a_login_member_that_bypasses_row_level_security(
+    admin_conn: Conn, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The groups are NOLOGIN and never connect; their login members do. A SUPERUSER (or
+    BYPASSRLS) member of pgmem_app reads every scope, and `roles show` used to list it without a
+    word. An unprintable member name is shown escaped (a terminal escape code printed raw)."""
+    from pgmem.cli import main
+
+    admin_conn.execute('DROP ROLE IF EXISTS pgmem_test_su_member, "pgmem_test_odd\x1b[2J"')
+    admin_conn.execute("CREATE ROLE pgmem_test_su_member LOGIN SUPERUSER")
+    admin_conn.execute('CREATE ROLE "pgmem_test_odd\x1b[2J" LOGIN')
+    try:
+        admin_conn.execute('GRANT pgmem_app TO pgmem_test_su_member, "pgmem_test_odd\x1b[2J"')
+        monkeypatch.setenv("DATABASE_URL", db_url)
+        assert main(["roles", "show"]) == 0
+        (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("pgmem_app:")]
+        assert "unsafe members (SUPERUSER or BYPASSRLS): pgmem_test_su_member" in line
+        assert "\x1b" not in line and "'pgmem_test_odd\\x1b[2J'" in line
+    finally:
+        admin_conn.execute('DROP ROLE IF EXISTS pgmem_test_su_member, "pgmem_test_odd\x1b[2J"')

@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _add(args: argparse.Namespace) -> int:
     from pgmem.documents.store import add_documents, read_documents
 
-    docs = read_documents(args.paths)
+    unreadable: list[tuple[str, str]] = []  # reported with the documents the database refused
+    docs = read_documents(args.paths, failed=unreadable)
     with open_conn() as conn:
         emb = embedder_for(conn)
         report = add_documents(
@@ -62,6 +63,7 @@ def _add(args: argparse.Namespace) -> int:
             force=args.force,
             progress=Progress("docs add", "units"),
         )
+    report.failed[:0] = unreadable
     if args.json:
         print(json.dumps(report.as_dict()))
     else:

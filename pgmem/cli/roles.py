@@ -26,8 +26,9 @@ from pgmem.errors import ConfigError
 
 GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
 _SAFE_ATTRS = "NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION"
-_LOGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Matched whole (fullmatch): "$" also matches before a final newline ("bob\n" got through).
+_LOGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,14 @@ class Login:
         if len(parts) not in (2, 3):
             raise ConfigError(f"--login takes NAME:ROLE[:PASSWORD_ENV], got {spec!r}")
         name, group = parts[0], parts[1]
-        if not _LOGIN_NAME.match(name):
+        if not _LOGIN_NAME.fullmatch(name):
             raise ConfigError(f"login name {name!r}: use letters, digits and underscores (at most 63)")
         if group not in GROUPS:
             raise ConfigError(f"login {name}: role must be one of {sorted(GROUPS)}, got {group!r}")
         if name in GROUPS.values():
             raise ConfigError(f"{name} is a group role; choose another login name")
         password_env = parts[2] if len(parts) == 3 and parts[2] else None
-        if password_env is not None and not _ENV_NAME.match(password_env):
+        if password_env is not None and not _ENV_NAME.fullmatch(password_env):
             raise ConfigError(f"login {name}: {password_env!r} is not an environment variable name")
         return cls(name, group, password_env)
 
@@ -133,7 +134,9 @@ def _create(args: argparse.Namespace) -> int:
         print(script.replace('"<database>"', "<database>"), end="")
         for x in logins:
             if x.password_env:
-                print(f"-- then: ALTER ROLE {x.name} PASSWORD '...';  (from ${x.password_env})")
+                # Quoted as the script quotes it: Bob unquoted is bob, and user is a reserved word.
+                name = sql.Identifier(x.name).as_string(None)
+                print(f"-- then: ALTER ROLE {name} PASSWORD '...';  (from ${x.password_env})")
         return 0
     passwords: dict[str, str] = {}
     for x in logins:
@@ -177,7 +180,9 @@ def _show(args: argparse.Namespace) -> int:
     with _connect() as conn:
         rows = conn.execute(
             """SELECT r.rolname, r.rolcanlogin, r.rolsuper, r.rolbypassrls,
-                      coalesce(array_agg(m.rolname ORDER BY m.rolname) FILTER (WHERE m.rolname IS NOT NULL), '{}')
+                      coalesce(array_agg(m.rolname ORDER BY m.rolname) FILTER (WHERE m.rolname IS NOT NULL), '{}'),
+                      coalesce(array_agg(m.rolname ORDER BY m.rolname)
+                               FILTER (WHERE m.rolsuper OR m.rolbypassrls), '{}')
                  FROM pg_catalog.pg_roles r
                  LEFT JOIN pg_catalog.pg_auth_members am ON am.roleid = r.oid
                  LEFT JOIN pg_catalog.pg_roles m ON m.oid = am.member
@@ -188,8 +193,19 @@ def _show(args: argparse.Namespace) -> int:
     if not rows:
         print("no pgmem roles here: run `pgmem roles create` as a DBA")
         return 3
-    for name, login, superuser, bypass, members in rows:
+    for name, login, superuser, bypass, members, unsafe in rows:
         flags = [f for f, on in (("LOGIN", login), ("SUPERUSER", superuser), ("BYPASSRLS", bypass)) if on]
         warn = "  <- unsafe: row-level security does not apply" if superuser or bypass else ""
-        print(f"{name}: {' '.join(flags) or 'NOLOGIN'}; members: {', '.join(map(str, members)) or '-'}{warn}")  # type: ignore[call-overload]
+        # A login member is what connects: one that is SUPERUSER or BYPASSRLS bypasses row-level
+        # security whatever the group is. Names printed as repr when not plain (no escape codes).
+        if unsafe:
+            warn += f"  <- unsafe members (SUPERUSER or BYPASSRLS): {', '.join(map(_shown, unsafe))}"  # type: ignore[call-overload]
+        print(f"{name}: {' '.join(flags) or 'NOLOGIN'}; members: {', '.join(map(_shown, members)) or '-'}{warn}")  # type: ignore[call-overload]
     return 0
+
+
+def _shown(name: object) -> str:
+    """A role name as one printable word: repr when it holds anything unprintable (a newline, a
+    terminal escape code)."""
+    text = str(name)
+    return text if text.isprintable() else repr(text)

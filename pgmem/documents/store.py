@@ -91,16 +91,27 @@ class DocumentReport:
         }
 
 
-def read_documents(paths: Iterable[Path]) -> list[Document]:
+def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | None = None) -> list[Document]:
     """Markdown files named directly (id = the path as given) or found under folders
-    (id = the path relative to that folder), in a stable order."""
+    (id = the path relative to that folder), in a stable order. A file that is not UTF-8 text
+    raises an InputError; with `failed`, it is appended there as (id, reason) and the others
+    are read (as add_documents reports a document it cannot store)."""
     docs: list[Document] = []
+
+    def read(doc_id: str, file: Path) -> None:
+        try:
+            docs.append(Document(doc_id, _read(file)))
+        except InputError as exc:
+            if failed is None:
+                raise
+            failed.append((doc_id, str(exc)))
+
     for path in paths:
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN_SUFFIXES)
-            docs.extend(Document(f.relative_to(path).as_posix(), _read(f)) for f in files)
+            for f in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN_SUFFIXES):
+                read(f.relative_to(path).as_posix(), f)
         elif path.is_file():
-            docs.append(Document(path.as_posix(), _read(path)))
+            read(path.as_posix(), path)
         else:
             raise InputError(f"no such file or folder: {path}")
     return docs
@@ -108,7 +119,8 @@ def read_documents(paths: Iterable[Path]) -> list[Document]:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte order mark is no text (it hid the first heading: "\ufeff# Title").
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 text: {exc}") from None
 
