@@ -107,7 +107,7 @@ def blocks(chunk: Chunk) -> list[Block]:
 
 #: How much of a link's line its transclusion unit reads on each side of the link: a long line
 #: with no sentence end was the "sentence" of every link on it, and each link's unit copied it
-#: (1,000 links on one 21 KB line: 19,020 pieces to embed, 11.4 s; 2,000: 78,040). A line ends at
+#: (1,000 links on one 21 KB line: 15,016 pieces to embed, docs/bench/markdown-linear-0040.txt). A line ends at
 #: \n or \r (a file with CR line ends was one line). At 500 no unit of the development documents
 #: changed (the Ray docs and the handbook, 457 documents).
 LINK_CONTEXT_CHARS = 500
