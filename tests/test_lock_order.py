@@ -346,6 +346,29 @@ def test_retention_locks_its_threads_before_forgetting_so_a_forget_of_one_does_n
     assert turns_of(admin_conn, scope, "a") == [1] and turns_of(admin_conn, scope, "b") == [2]
 
 
+def _retention_held_before_y2(
+    admin: Conn, scope: str, keeper: Session, forgetter: Session, forget: Callable[[Conn], Forgotten]
+) -> tuple[Any, Any]:
+    """apply_retention (as keeper) held by a superuser's row lock on turn y2/0's piece, after it
+    forgot what comes before it; `forget` started (as forgetter) meanwhile, and seen waiting; then
+    the lock goes. Both outcomes: retention's (scope, turns, facts) rows, and the forget's."""
+    try:
+        with admin.transaction():
+            admin.execute(
+                "SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'y2' AND turn_index = 0 FOR KEY SHARE",
+                (scope,),
+            )
+            expire = keeper.start(
+                lambda c: c.execute("SELECT scope_id, turns, facts FROM pgmem.apply_retention()").fetchall()
+            )
+            assert waits_for_lock(admin, expire, keeper.pid)  # what came before y2 gone, waiting for its piece
+            forgot = forgetter.start(forget)
+            assert waits_for_lock(admin, forgot, forgetter.pid)  # for retention
+        return outcome(expire), outcome(forgot)
+    finally:
+        keeper.close()
+
+
 def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock(
     conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
 ) -> None:
@@ -377,22 +400,15 @@ def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock
             )
         conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 1)", (scope,))
     deadlocks_before = churn.deadlocks(admin_conn)
-    forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
-    try:
-        with admin_conn.transaction():
-            admin_conn.execute(
-                "SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'y2' AND turn_index = 0 FOR KEY SHARE",
-                (scope,),
-            )
-            expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
-            assert waits_for_lock(admin_conn, expire, keeper.pid)  # y's turn gone, waiting for y2's piece
-            forgot = forgetter.start(lambda c: forget_thread(c, scope, "x"))
-            assert waits_for_lock(admin_conn, forgot, forgetter.pid)  # for retention's recall-log lock
-        expired, forgotten = outcome(expire), outcome(forgot)
-    finally:
-        keeper.close()
+    expired, forgotten = _retention_held_before_y2(
+        admin_conn,
+        scope,
+        Session(role_url(db_url, RETENTION_LOGIN)),
+        sessions(),
+        lambda c: forget_thread(c, scope, "x"),
+    )
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
-    assert (scope, 2) in expired
+    assert (scope, 2, 0) in expired
     assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
     assert (forgotten.turns, forgotten.recall_logs) == (1, 0)
     assert churn.deadlocks(admin_conn) == deadlocks_before
@@ -417,22 +433,15 @@ def test_retention_and_a_forget_of_a_fact_of_an_expiring_turn_do_not_deadlock(
     with scoped(conn, scope):
         conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 1)", (scope,))
     deadlocks_before = churn.deadlocks(admin_conn)
-    forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
-    try:
-        with admin_conn.transaction():
-            admin_conn.execute(
-                "SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'y2' AND turn_index = 0 FOR KEY SHARE",
-                (scope,),
-            )
-            expire = keeper.start(lambda c: c.execute("SELECT scope_id, facts FROM pgmem.apply_retention()").fetchall())
-            assert waits_for_lock(admin_conn, expire, keeper.pid)
-            forgot = forgetter.start(lambda c: forget_fact(c, scope, fact_id))
-            assert waits_for_lock(admin_conn, forgot, forgetter.pid)  # for retention's lock on y2
-        expired, forgotten = outcome(expire), outcome(forgot)
-    finally:
-        keeper.close()
+    expired, forgotten = _retention_held_before_y2(
+        admin_conn,
+        scope,
+        Session(role_url(db_url, RETENTION_LOGIN)),
+        sessions(),
+        lambda c: forget_fact(c, scope, fact_id),
+    )
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
-    assert (scope, 1) in expired  # retention took the fact with its turn
+    assert (scope, 2, 1) in expired  # retention took the fact with its turn
     assert isinstance(forgotten, Forgotten) and forgotten.facts == 0, f"the forget: {forgotten!r}"
     assert churn.deadlocks(admin_conn) == deadlocks_before
 
