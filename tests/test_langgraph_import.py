@@ -350,3 +350,41 @@ def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore
             [sys.executable, "-m", "pgmem", "store", "import", *args], env=env, cwd=REPO, capture_output=True, text=True
         )
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+
+
+def test_a_null_value_a_null_column_and_a_naive_time_in_the_source(source_url: str, store: PgmemStore) -> None:
+    """A source row whose value is JSON null used to become PutOp(value=None), a delete: the item
+    pgmem held went, counted as imported. A NULL value, prefix or key raised AttributeError and
+    stopped the import; a source table whose updated_at has no time zone raised TypeError when
+    compared with pgmem's. Now each such row is reported as failed, the rest imported, and a
+    naive time is read as UTC."""
+    store.put(("users", "alice"), "profile", {"name": "Alice"})
+    later = "now() + interval '1 hour'"
+    odd = "(prefix text, key text, value jsonb, created_at {t} DEFAULT now(), updated_at {t} DEFAULT now(),"
+    odd += " expires_at {t}, ttl_minutes float)"
+    with psycopg.connect(source_url, autocommit=True) as c:
+        c.execute(
+            f"INSERT INTO store (prefix, key, value, updated_at) VALUES ('users.alice', 'profile', 'null', {later})"
+        )
+        c.execute("INSERT INTO store (prefix, key, value) VALUES ('users.carol', 'k', '{\"ok\": true}')")
+        c.execute("CREATE TABLE store_nulls " + odd.format(t="timestamptz"))
+        c.execute(
+            "INSERT INTO store_nulls (prefix, key, value) VALUES ('users.bob', 'k', NULL), (NULL, 'k', '{}'),"
+            " ('users.dan', NULL, '{}'), ('users.erin', 'k', '{\"ok\": 1}')"
+        )
+        c.execute("CREATE TABLE store_naive " + odd.format(t="timestamp"))
+        c.execute(
+            "INSERT INTO store_naive (prefix, key, value, updated_at)"
+            " VALUES ('users.alice', 'profile', '{\"name\": \"v3\"}', '2000-01-01')"
+        )
+    report = import_postgres_store(source_url, store)
+    assert report.imported == len(ITEMS) + 1 and store.get(("users", "carol"), "k") is not None
+    (failed,) = report.failed
+    assert failed[:2] == (("users", "alice"), "profile") and "value must be a JSON object, got null" in failed[2]
+    item = store.get(("users", "alice"), "profile")
+    assert item is not None and item.value == {"name": "Alice"}  # not deleted
+    nulls = import_postgres_store(source_url, store, table="store_nulls")
+    assert nulls.imported == 1 and store.get(("users", "erin"), "k") is not None
+    assert sorted(error.split(" is NULL")[0] for _, _, error in nulls.failed) == ["key", "namespace", "value"]
+    naive = import_postgres_store(source_url, store, table="store_naive")
+    assert (naive.kept, naive.failed) == (1, [])  # pgmem's is newer than 2000-01-01 UTC

@@ -91,3 +91,22 @@ def test_whitespace_is_normalised_inside_sentences() -> None:
 def test_budget_too_small_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 4"):
         pack_text("x", 3)
+
+
+def test_a_long_unbroken_word_is_cut_without_reading_past_the_byte_budget() -> None:
+    """A word longer than the budget (a base64 blob, a long URL) is cut into the longest prefixes
+    that fit. The search used to count and tokenize prefixes of the whole rest of the word, so
+    piecing one took time in the square of its length; now no prefix longer than the byte
+    budget is tokenized, and the cuts are the same as the search's over every length."""
+    seen: list[int] = []
+
+    def count(texts: list[str]) -> list[int]:
+        seen.extend(len(t) for t in texts)
+        return [len(t) // 3 + 1 for t in texts]
+
+    word = "QUJD" * 25_000  # 100,000 characters, no space
+    pieces = pack_text(word, 1200, max_tokens=300, count_tokens=count)
+    assert "".join(pieces) == word and all(utf8_len(p) <= 1200 for p in pieces)
+    # The whole word is counted once or twice (does it fit whole?), never a long prefix per cut.
+    assert sum(1 for n in seen if n > 1200) <= 2, sorted(seen)[-5:]
+    assert [len(p) for p in pieces[:3]] == [899, 899, 899]  # the longest prefixes within 300 tokens

@@ -36,7 +36,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,9 @@ class ImportReport:
 
 @dataclass(frozen=True)
 class _Row:
-    prefix: str | bytes
-    key: str | bytes
-    value: str | bytes
+    prefix: str | bytes | None
+    key: str | bytes | None
+    value: str | bytes | None
     updated_at: datetime | None
     ttl_minutes: float | None
     expired: bool
@@ -335,10 +335,20 @@ def _decode(r: _Row) -> _Item:
         value = json.loads(text)
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise InputError(f"value is not JSON Python can read: {exc}") from None
-    return _Item(tuple(prefix.split(".")), key, value, r.updated_at, r.ttl_minutes)
+    # A store item is a JSON object. JSON null must not reach the store: PutOp(value=None) is a
+    # delete, and it deleted the item pgmem held, counted as imported.
+    if not isinstance(value, dict):
+        raise InputError(f"value must be a JSON object, got {'null' if value is None else type(value).__name__}")
+    # A source column without a time zone (timestamp) is read as UTC, to compare with pgmem's.
+    updated = r.updated_at
+    if updated is not None and updated.tzinfo is None:
+        updated = updated.replace(tzinfo=UTC)
+    return _Item(tuple(prefix.split(".")), key, value, updated, r.ttl_minutes)
 
 
-def _str(x: str | bytes, what: str) -> str:
+def _str(x: str | bytes | None, what: str) -> str:
+    if x is None:
+        raise InputError(f"{what} is NULL")
     if isinstance(x, str):
         return x
     try:
@@ -347,7 +357,9 @@ def _str(x: str | bytes, what: str) -> str:
         raise InputError(f"{what} is not valid UTF-8 (byte {exc.start}: {x[exc.start : exc.start + 4]!r})") from None
 
 
-def _shown(prefix: str | bytes) -> tuple[str, ...] | str:
+def _shown(prefix: str | bytes | None) -> tuple[str, ...] | str:
+    if prefix is None:
+        return "NULL"
     if isinstance(prefix, bytes):
         return repr(prefix)[:200]
     return tuple(prefix.split("."))
