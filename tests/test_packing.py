@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -100,7 +102,7 @@ def test_a_long_unbroken_word_is_cut_without_reading_past_the_byte_budget() -> N
     budget is tokenized, and the cuts are the same as the search's over every length."""
     seen: list[int] = []
 
-    def count(texts: list[str]) -> list[int]:
+    def count(texts: Sequence[str]) -> list[int]:
         seen.extend(len(t) for t in texts)
         return [len(t) // 3 + 1 for t in texts]
 
