@@ -1031,3 +1031,37 @@ def test_set_retention_and_a_logged_recall_during_forget_scope_land_after_it(
     assert count(admin_conn, "SELECT count(*) FROM pgmem.retention WHERE scope_id = %s", (scope,)) == 1
     assert count(admin_conn, "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)) == 1
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
+
+
+def test_a_fact_plane_log_keeps_no_hit_of_a_forgotten_fact(conn: Conn, admin_conn: Conn) -> None:
+    """log_recall dropped the hits of forgotten turns and documents but kept a forgotten fact's
+    (its body), and forget_fact of a fact already gone skipped the log rows naming it. Now the
+    hit is dropped when the log is written, and a forget_fact of the id removes any row that
+    still names it."""
+    scope = f"locks-factlog-{uuid.uuid4().hex[:8]}"
+    (fact_id,) = add_facts(conn, scope, [Fact("the locker code is 4417")], EMB)
+    assert forget_fact(conn, scope, fact_id).facts == 1
+    hits = json.dumps([{"hits": [{"fact_id": fact_id, "body": "the locker code is 4417"}]}])
+    with scoped(conn, scope):
+        conn.execute(
+            "SELECT pgmem.log_recall(%s, 'fact', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.3, NULL, 'vector',"
+            " %s::jsonb)",
+            (scope, vec("q"), hits),
+        )
+    logged = admin_conn.execute("SELECT results::text FROM pgmem.recall_log WHERE scope_id = %s", (scope,)).fetchall()
+    assert len(logged) == 1 and "4417" not in str(logged[0][0])
+    admin_conn.execute(  # a row written around the check (as a superuser can): the forget still finds it
+        "INSERT INTO pgmem.recall_log (scope_id, plane, message, part_texts, part_vectors, x, floor, mode, results)"
+        " SELECT scope_id, plane, message, part_texts, part_vectors, x, floor, mode, %s::jsonb"
+        " FROM pgmem.recall_log WHERE scope_id = %s",
+        (hits, scope),
+    )
+    assert forget_fact(conn, scope, fact_id).recall_logs == 1
+    assert (
+        count(
+            admin_conn,
+            "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s AND results::text LIKE %s",
+            (scope, "%4417%"),
+        )
+        == 0
+    )

@@ -16,6 +16,9 @@ Found by a red-team pass of concurrent writers (each is a test in tests/test_loc
   else skipped (its thread never created again).
 - add_facts took no lock on the facts' threads: a fact added while its thread was forgotten
   outlived the forget. It now holds them FOR KEY SHARE (inserted first), as put_turns does.
+- A fact-plane recall log kept a forgotten fact's hit (its body), and forget_fact of a fact
+  already gone skipped the log rows naming it: log_recall now locks the facts it names and drops
+  a forgotten one's hit, and forget_fact always clears the rows naming its id.
 - set_retention and log_recall insert the scope row, then hold it FOR KEY SHARE, looping while
   it is gone: during a forget_scope, set_retention failed on its foreign key (23503), and a
   log row could stay behind with no scope row.

@@ -1556,7 +1556,12 @@ BEGIN
                                 OR (plane = 'document' AND a.e ? 'document_id'
                                     AND NOT EXISTS (SELECT 1 FROM pgmem.document d
                                                      WHERE d.scope_id = _drop_gone_hits.scope
-                                                       AND d.document_id = a.e ->> 'document_id'))))),
+                                                       AND d.document_id = a.e ->> 'document_id'))
+                                -- 0040: a forgotten fact's hit (its body) was kept.
+                                OR (plane = 'fact' AND jsonb_typeof(a.e -> 'fact_id') = 'number'
+                                    AND NOT EXISTS (SELECT 1 FROM pgmem.fact f
+                                                     WHERE f.scope_id = _drop_gone_hits.scope
+                                                       AND f.fact_id = (a.e ->> 'fact_id')::numeric))))),
                         '[]'::jsonb);
     ELSIF jsonb_typeof(v) = 'object' THEN
         RETURN coalesce((SELECT jsonb_object_agg(o.k, pgmem._drop_gone_hits(scope, plane, o.e)) FROM jsonb_each(v) AS o(k, e)),
@@ -1566,7 +1571,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
-'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane) or document (document plane) is no longer stored in the scope.';
+'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane) is no longer stored in the scope.';
 
 -- Before the time arguments.
 DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEMA@.vector[], integer, double precision, text, text, jsonb, jsonb);
@@ -1628,6 +1633,13 @@ BEGIN
             OR th.thread_id IN (SELECT o.v ->> 'thread_id' FROM jsonb_path_query(results, 'strict $.**') AS o(v)
                                  WHERE jsonb_typeof(o.v) = 'object' AND o.v ? 'thread_id'))
      ORDER BY th.thread_id FOR KEY SHARE;
+    -- The facts a fact-plane log names, after their threads (the lock order): a forget_fact in
+    -- flight is waited for, and its fact's hit dropped below.
+    PERFORM 1 FROM pgmem.fact f
+     WHERE plane = 'fact' AND f.scope_id = log_recall.scope
+       AND f.fact_id IN (SELECT (o.v ->> 'fact_id')::numeric FROM jsonb_path_query(results, 'strict $.**') AS o(v)
+                          WHERE jsonb_typeof(o.v) = 'object' AND jsonb_typeof(o.v -> 'fact_id') = 'number')
+     ORDER BY f.fact_id FOR KEY SHARE;
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
                                        metadata_filter, time_from, time_to, recency, since, until)
