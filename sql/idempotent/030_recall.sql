@@ -1558,7 +1558,7 @@ BEGIN
                                                      WHERE d.scope_id = _drop_gone_hits.scope
                                                        AND d.document_id = a.e ->> 'document_id'))
                                 -- 0040: a forgotten fact's hit (its body) was kept.
-                                OR (plane = 'fact' AND jsonb_typeof(a.e -> 'fact_id') = 'number'
+                                OR (plane = 'fact' AND a.e ? 'fact_id' AND jsonb_typeof(a.e -> 'fact_id') = 'number'
                                     AND NOT EXISTS (SELECT 1 FROM pgmem.fact f
                                                      WHERE f.scope_id = _drop_gone_hits.scope
                                                        AND f.fact_id = (a.e ->> 'fact_id')::numeric))))),
