@@ -12,7 +12,17 @@ from pgmem.blend import DEFAULT_WEIGHT
 from pgmem.calls import Call, Embed, Query, sync
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
-from pgmem.recall import DEFAULT_FACT_FLOOR, DEFAULT_X, Group, Hit, Recall, blend_query, check_target, query_inputs
+from pgmem.recall import (
+    DEFAULT_FACT_FLOOR,
+    DEFAULT_X,
+    Group,
+    Hit,
+    Recall,
+    blend_query,
+    check_message_args,
+    check_target,
+    query_inputs,
+)
 from pgmem.splitting import SplitRules
 from pgmem.text import check_int, check_name, check_number, check_text, json_loads_once
 
@@ -128,9 +138,7 @@ def fact_recall_call(
     the model the scope's facts were stored with (ModelMismatchError)."""
     x = check_int(x, "x", 1, 1000)
     floor = check_number(floor, "floor (a raw cosine)", -1, 1)
-    weight = check_number(weight, "weight", 0, 1)
-    if not isinstance(rules, SplitRules):
-        raise InputError(f"rules must be a SplitRules, got {type(rules).__name__}")
+    weight = check_message_args(weight, rules)
     check_target(scope, thread)
     parts, inputs = query_inputs(message, rules=rules)
     q = blend_query(parts, (yield Embed(embedder, inputs, "query")), weight)

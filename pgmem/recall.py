@@ -202,6 +202,14 @@ def _check(x: object, floor: object, mode: object) -> tuple[int, float | None]:
     return check_int(x, "x", 1, 1000), None if floor is None else check_number(floor, "floor (a raw cosine)", -1, 1)
 
 
+def check_message_args(weight: object, rules: object) -> float:
+    """The blend weight (in [0, 1], as a float) and split rules of a search by message, else an
+    InputError; recall and fact recall share them."""
+    if not isinstance(rules, SplitRules):
+        raise InputError(f"rules must be a SplitRules, got {type(rules).__name__}")
+    return check_number(weight, "weight", 0, 1)
+
+
 def recall_vectors_call(
     scope: str,
     part_texts: Sequence[str],
@@ -387,9 +395,7 @@ def recall_call(
     `[dates]` extra) unless `time_from` / `time_to` are given; `since` / `until` keep only
     turns inside them (`recall_vectors_call`)."""
     x, floor = _check(x, floor, mode)
-    weight = check_number(weight, "weight", 0, 1)
-    if not isinstance(rules, SplitRules):
-        raise InputError(f"rules must be a SplitRules, got {type(rules).__name__}")
+    weight = check_message_args(weight, rules)
     check_target(scope, thread)
     _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)
