@@ -480,7 +480,11 @@ BEGIN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     END IF;
     IF cached THEN
-        SELECT h.sample INTO stored_sample FROM pgmem.word_fold_head h
+        -- Detoasted once here: the sample is stored out of line, and a variable holding the
+        -- stored value holds a pointer to it, which every lookup below detoasted again (its
+        -- whole 50 kB for each word: about 1 ms of a 3.5 ms call on a 2,000-piece scope).
+        -- '{}' || sample returns the sample itself, read in full.
+        SELECT '{}'::jsonb || h.sample INTO stored_sample FROM pgmem.word_fold_head h
          WHERE h.scope_id = _word_postings.scope AND h.kind = _word_postings.kind;
     END IF;
     -- The searched set's size, counted up to 100,000 pieces (so a word in at most 10,000 pieces

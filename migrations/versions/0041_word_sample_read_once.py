@@ -1,0 +1,21 @@
+"""The word side reads its stored sample once a call.
+
+pgmem._word_postings read the fold head's sample (a JSON object of about 2,300 lexemes, 50 kB,
+stored out of line) into a variable, and PL/pgSQL keeps a stored value as a pointer: each of the
+message's words looked up in it (two lookups a word) detoasted the whole 50 kB again (1,404
+buffer reads for the 95 words of an 8-part message). It is now detoasted once, when read. The
+same words and pieces; 8-part hybrid recall on a 2,000-piece scope 0.91 of the time
+(docs/bench/recall-ab-0041.txt).
+
+Only re-runnable definitions change (sql/idempotent/030_recall.sql).
+
+Revision ID: 0041
+Revises: 0040
+Create Date: 2026-12-06
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0041"
+down_revision = "0040"
+upgrade, downgrade = functions_only(revision)
