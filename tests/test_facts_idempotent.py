@@ -189,3 +189,25 @@ def test_sql_add_facts_names_an_empty_body(app_conn: Conn) -> None:
             "SELECT * FROM pgmem.add_facts('e', 'test:hash', %s, %s::vector[])",
             (["ok", ""], [hash_vector("a"), hash_vector("b")]),
         )
+
+
+@pytest.mark.parametrize(
+    ("bodies", "turns", "words"),
+    [
+        (["ok", " \t\n\u00a0"], [1, 2], r"bodies\[2\] is empty \(or only whitespace\)"),
+        (["ok", "also ok"], [0, -3], r"turn_indexes\[2\] must be >= 0, got -3"),
+    ],
+)
+def test_sql_add_facts_keeps_python_rules(app_conn: Conn, bodies: list[str], turns: list[int], words: str) -> None:
+    """SQL holds the rules Python's check_fact applies: a blank body or a negative turn index is
+    one 22023 naming the entry, and nothing of the call is stored."""
+    from tests.security_helpers import hash_vector
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=words), scoped(app_conn, "e2"):
+        app_conn.execute(
+            "SELECT * FROM pgmem.add_facts('e2', 'test:hash', %s, %s::vector[], %s, %s)",
+            (bodies, [hash_vector("a"), hash_vector("b")], ["t", "t"], turns),
+        )
+    app_conn.rollback()
+    with scoped(app_conn, "e2"):
+        assert app_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)

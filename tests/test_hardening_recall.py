@@ -178,6 +178,21 @@ def test_log_recall_stores_only_what_a_recall_accepts(
         assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (1,)
 
 
+@pytest.mark.parametrize("results", ["5", '"hits"', "null", "true"])
+def test_log_recall_refuses_results_that_are_no_groups(store: Conn, results: str) -> None:
+    """A logged recall's results are its groups (an array) or an object: a JSON scalar is one
+    22023 line, and no row is written."""
+    _refused(
+        store,
+        "SELECT pgmem.log_recall(%s, %s, 'm', %s, %s::vector[], %s, %s, NULL, %s, %s::jsonb)",
+        (SCOPE, *LOG_OK, results),
+        "22023",
+        "results must be a JSON array (the recall's groups) or object, got a JSON",
+    )
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
+
+
 def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
     many = [hash_vector(f"q{i}") for i in range(65)]
     for helper in ("_memory_candidates", "_fact_candidates"):

@@ -1,4 +1,4 @@
-"""The word side reads its stored sample once a call.
+"""The word side reads its stored sample once a call; SQL holds two more of the facts' and the log's rules.
 
 pgmem._word_postings read the fold head's sample (a JSON object of about 2,300 lexemes, 50 kB,
 stored out of line) into a variable, and PL/pgSQL keeps a stored value as a pointer: each of the
@@ -7,7 +7,11 @@ buffer reads for the 95 words of an 8-part message). It is now detoasted once, w
 same words and pieces; 8-part hybrid recall on a 2,000-piece scope 0.91 of the time
 (docs/bench/recall-ab-0041.txt).
 
-Only re-runnable definitions change (sql/idempotent/030_recall.sql).
+And two rules SQL did not hold (found by a red-team pass): add_facts stored a body of only
+whitespace and a negative turn index, which Python's check_fact refuses; log_recall stored a
+JSON scalar as a recall's results. Each is now a 22023 naming the entry.
+
+Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 030_recall.sql).
 
 Revision ID: 0041
 Revises: 0040

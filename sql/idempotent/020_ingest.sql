@@ -516,9 +516,22 @@ BEGIN
     END IF;
     PERFORM pgmem.check_vectors(vectors, 'fact.embedding', 'vectors');
     key := pgmem.bind_scope_model(scope, model_id, vector_dims(vectors[1]), 'fact', false);
-    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE bodies[u.i] IS NULL OR bodies[u.i] = '') THEN
-        RAISE EXCEPTION 'add_facts: bodies[%] is empty',
-            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE bodies[u.i] IS NULL OR bodies[u.i] = '')
+    -- The rules Python's check_fact applies too: a body with some text (a character that is not
+    -- whitespace as Python's str.isspace has it, whatever the database's locale), a turn index of
+    -- 0 or more.
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i)
+                WHERE bodies[u.i] IS NULL
+                   OR bodies[u.i] !~ '[^\t\n\v\f\r \x1c-\x1f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]') THEN
+        RAISE EXCEPTION 'add_facts: bodies[%] is empty (or only whitespace)',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i)
+              WHERE bodies[u.i] IS NULL
+                 OR bodies[u.i] !~ '[^\t\n\v\f\r \x1c-\x1f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]')
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(turn_indexes) AS t(ti) WHERE t.ti < 0) THEN
+        RAISE EXCEPTION 'add_facts: turn_indexes[%] must be >= 0, got %',
+            (SELECT min(t.i) FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i) WHERE t.ti < 0),
+            (SELECT t.ti FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i) WHERE t.ti < 0 ORDER BY t.i LIMIT 1)
             USING ERRCODE = '22023';
     END IF;
     thr := ARRAY(SELECT DISTINCT t.id FROM unnest(thread_ids) AS t(id) WHERE t.id IS NOT NULL ORDER BY 1);
@@ -554,4 +567,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text and a turn index be 0 or more (22023 naming the entry). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';

@@ -1603,6 +1603,11 @@ BEGIN
     IF results IS NULL THEN
         RAISE EXCEPTION 'results must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- What a recall returns: its groups (an array; pgmem.recall logs one), or an object.
+    IF jsonb_typeof(results) NOT IN ('array', 'object') THEN
+        RAISE EXCEPTION 'results must be a JSON array (the recall''s groups) or object, got a JSON %', jsonb_typeof(results)
+            USING ERRCODE = '22023';
+    END IF;
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
@@ -1657,7 +1662,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object.';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
