@@ -142,3 +142,30 @@ def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_direct
             assert _store(app, "elsewhere").list_namespaces() == []
             item = _store(app).search(("users",))
             assert [(i.key, i.value) for i in item] == [("k", {"v": 1})]
+
+
+def test_the_reader_login_gets_lists_and_searches_through_the_store(
+    tenants: tuple[PgmemStore, PgmemStore], conn: Conn, reader_conn: Conn, admin_conn: Conn
+) -> None:
+    """A read-only login (pgmem_reader: a dashboard, someone debugging) reads through the store
+    with LangGraph's defaults: a get or search refreshes TTLs by default, which is a write, and
+    items without a TTL need none. An item with a TTL is refreshed only by a login that may write:
+    the reader gets it unchanged, with no error."""
+    reader = _store(reader_conn, "tenant-a")
+    item = reader.get(("t", "a"), "k")
+    assert item is not None and item.value == {"text": "alpha keeps the blue notebook"}
+    assert {i.key for i in reader.search(("t", "a"))} == {"k", "n"}
+    assert "k" in {i.key for i in reader.search(("t", "a"), query="who keeps the blue notebook?")}
+    assert reader.list_namespaces() == [("t", "a"), ("t", "a", "notes")]
+    writer = PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0, directory="tenant-a", ttl={"default_ttl": 60})
+    writer.put(("t", "a"), "ttl", {"text": "alpha's short-lived note"})
+    expires = admin_conn.execute("SELECT expires_at FROM pgmem.store_item WHERE item_key = 'ttl'").fetchone()
+    assert expires is not None and expires[0] is not None
+    got = reader.get(("t", "a"), "ttl")
+    assert got is not None and got.value == {"text": "alpha's short-lived note"}
+    assert {i.key for i in reader.search(("t", "a"))} == {"k", "n", "ttl"}
+    assert admin_conn.execute("SELECT expires_at FROM pgmem.store_item WHERE item_key = 'ttl'").fetchone() == expires
+    # The same read by the writer moves the expiry.
+    writer.get(("t", "a"), "ttl")
+    moved = admin_conn.execute("SELECT expires_at FROM pgmem.store_item WHERE item_key = 'ttl'").fetchone()
+    assert moved is not None and moved[0] > expires[0]  # type: ignore[operator]

@@ -552,6 +552,9 @@ class _StoreLogic:
     ) -> None:
         self._ttl = _check_ttl_config(ttl)
         self.ttl_config = dict(self._ttl) if ttl is not None else None
+        # Whether the login may move expiries (pgmem.refresh_items): read once, on the first
+        # read that would; a read-only login (pgmem_reader) reads without refreshing.
+        self._may_refresh: bool | None = None
         try:
             check_text(directory, "directory")
         except InputError as exc:
@@ -626,7 +629,7 @@ class _StoreLogic:
         row = yield Query(scope, "SELECT * FROM pgmem.store_get(%s, %s)", (scope, op.key), one=True)
         if row is None:
             return None
-        if self._refresh(op.refresh_ttl):
+        if self._refresh(op.refresh_ttl) and (yield from self._login_may_refresh()):
             yield Query(scope, "SELECT pgmem.refresh_items(%s, %s)", (scope, [op.key]), wait=False)
         r = _row(row)
         return Item(value=r.value, key=r.key, namespace=r.namespace, created_at=r.created_at, updated_at=r.updated_at)
@@ -791,8 +794,21 @@ class _StoreLogic:
             return bool(self._ttl.get("refresh_on_read", True))
         return bool(refresh_ttl)
 
+    def _login_may_refresh(self) -> Call[bool]:
+        """Whether the store's login may move expiries: a refresh on read is a write, and a
+        read-only login (a member of pgmem_reader: a dashboard, someone debugging) reads without
+        one instead of failing with 42501 (as PostgresStore does for a login without UPDATE)."""
+        if self._may_refresh is None:
+            row = yield Query(
+                None,
+                "SELECT pg_catalog.has_function_privilege('pgmem.refresh_items(text, text[])', 'EXECUTE')",
+                one=True,
+            )
+            self._may_refresh = bool(row and row[0])
+        return self._may_refresh
+
     def _refresh_found(self, found: Sequence[Item], refresh_ttl: bool | None) -> Call[None]:
-        if not found or not self._refresh(refresh_ttl):
+        if not found or not self._refresh(refresh_ttl) or not (yield from self._login_may_refresh()):
             return
         by_scope: dict[str, list[str]] = {}
         for it in found:
