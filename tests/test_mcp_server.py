@@ -5,12 +5,13 @@ database as the app login, and the local model embeds (retrieval quality is part
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -408,14 +409,56 @@ def _raw_calls() -> list[tuple[str, str]]:
     ]
 
 
-def test_raw_stdio_nan_and_deep_nesting_are_answered_never_left_hanging(
-    db_url: str, app_url: str, tmp_path: Path
-) -> None:
-    """Lines no SDK client would send (NaN tokens, params._meta 300 and 5,000 levels deep, a
-    deep member beside params), written to the server's stdin: each is answered within the
-    deadline, and the server's stderr has no traceback."""
-    import queue
-    import threading
+class _RawServer:
+    """`pgmem mcp` as a subprocess, its stdin written line by line as raw bytes (what no SDK
+    client would send), its stdout read by a thread; every wait is bounded by one deadline."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], deadline: float) -> None:
+        import queue
+        import threading
+
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc, self.deadline = proc, deadline
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self.lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def send(self, message: str | bytes) -> None:
+        assert self.proc.stdin is not None
+        data = message.encode("utf-8") if isinstance(message, str) else message
+        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.flush()
+
+    def until(self, rid: int) -> list[dict[str, Any]]:
+        """Every message written to stdout up to and including the answer to request `rid`."""
+        import queue
+        import time
+
+        out: list[dict[str, Any]] = []
+        while True:
+            remaining = self.deadline - time.monotonic()
+            assert remaining > 0, f"request {rid} was left unanswered"
+            try:
+                message = json.loads(self.lines.get(timeout=remaining))
+            except queue.Empty:
+                raise AssertionError(f"request {rid} was left unanswered") from None
+            out.append(dict(message))
+            if message.get("id") == rid and ("result" in message or "error" in message):
+                return out
+
+    def answer(self, rid: int) -> dict[str, Any]:
+        return self.until(rid)[-1]
+
+
+@contextlib.contextmanager
+def _raw_server(db_url: str, tmp_path: Path, seconds: float = 120) -> Iterator[_RawServer]:
+    """A server of scope `s` (thread `home`), initialised; at the end its stderr must hold no
+    traceback and no error."""
     import time
 
     from mcp_types.version import LATEST_HANDSHAKE_VERSION
@@ -430,57 +473,20 @@ def test_raw_stdio_nan_and_deep_nesting_are_answered_never_left_hanging(
             stderr=stderr,
             env=env,
             cwd=str(REPO),
-            text=True,
         )
-    assert proc.stdin is not None and proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    stdout = proc.stdout
-
-    def pump() -> None:
-        for line in stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + 120
-
-    def send(message: str) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(message + "\n")
-        proc.stdin.flush()
-
-    def answer(rid: int) -> dict[str, Any]:
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"request {rid} was left unanswered"
-            try:
-                message = json.loads(lines.get(timeout=remaining))
-            except queue.Empty:
-                raise AssertionError(f"request {rid} was left unanswered") from None
-            if message.get("id") == rid:
-                return dict(message)
-
+    raw = _RawServer(proc, time.monotonic() + seconds)
     try:
         init = {
             "protocolVersion": LATEST_HANDSHAKE_VERSION,
             "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"},
         }
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
-        assert answer(1)["result"]["serverInfo"]["name"] == "pgmem"
-        send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-        note = {"name": "remember", "arguments": {"messages": DOGS}}
-        send(json.dumps({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": note}))
-        assert not answer(100)["result"].get("isError")
-        for rid, (line, expected) in enumerate(_raw_calls(), start=2):
-            send(line)
-            got = answer(rid)
-            text = json.dumps(got)
-            assert expected in text, (rid, text[:500])
-            if expected in ("Biscuit",):
-                assert not got["result"].get("isError"), text[:500]
-            else:
-                assert got["result"]["isError"] and "Traceback" not in text, text[:500]
+        raw.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        assert raw.answer(1)["result"]["serverInfo"]["name"] == "pgmem"
+        raw.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        yield raw
     finally:
+        assert proc.stdin is not None
         proc.stdin.close()
         try:
             proc.wait(timeout=30)
@@ -489,6 +495,106 @@ def test_raw_stdio_nan_and_deep_nesting_are_answered_never_left_hanging(
             proc.wait()
     log = stderr_path.read_text()
     assert "Traceback" not in log and "Error" not in log, log[-3000:]
+
+
+def test_raw_stdio_nan_and_deep_nesting_are_answered_never_left_hanging(
+    db_url: str, app_url: str, tmp_path: Path
+) -> None:
+    """Lines no SDK client would send (NaN tokens, params._meta 300 and 5,000 levels deep, a
+    deep member beside params), written to the server's stdin: each is answered within the
+    deadline, and the server's stderr has no traceback."""
+    with _raw_server(db_url, tmp_path) as raw:
+        note = {"name": "remember", "arguments": {"messages": DOGS}}
+        raw.send(json.dumps({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": note}))
+        assert not raw.answer(100)["result"].get("isError")
+        for rid, (line, expected) in enumerate(_raw_calls(), start=2):
+            raw.send(line)
+            got = raw.answer(rid)
+            text = json.dumps(got)
+            assert expected in text, (rid, text[:500])
+            if expected in ("Biscuit",):
+                assert not got["result"].get("isError"), text[:500]
+            else:
+                assert got["result"]["isError"] and "Traceback" not in text, text[:500]
+
+
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+
+#: Lines that are not one JSON-RPC request, as raw bytes, and the one error each gets
+#: (code, id, part of the message), or None: JSON-RPC answers no notification and no response.
+NOT_A_REQUEST: list[tuple[bytes, tuple[int, int | None, str] | None]] = [
+    (b'{"jsonrpc": "2.0", "id": 1, "method": ', (PARSE_ERROR, None, "EOF while parsing a value")),
+    (b"hello", (PARSE_ERROR, None, "expected value at line 1 column 1")),
+    (b"\xff\xfe\xfd not UTF-8", (PARSE_ERROR, None, "not UTF-8 (byte 0xFF at offset 0)")),
+    (b'{"jsonrpc": "2.0", "id": 2, "method": "ping"\xc3}', (PARSE_ERROR, None, "not UTF-8 (byte 0xC3 at offset 44)")),
+    (b"{}", (INVALID_REQUEST, None, '"jsonrpc" must be "2.0"')),
+    (b"[]", (INVALID_REQUEST, None, "an empty batch")),
+    (b'[{"jsonrpc": "2.0", "id": 3, "method": "ping"}]', (INVALID_REQUEST, None, "a batch (a JSON array)")),
+    (b"[{garbage " * 1_000_000, (PARSE_ERROR, None, "Parse error")),  # 10 MB
+    (b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\x00', (PARSE_ERROR, None, "trailing characters")),
+    (b'{"jsonrpc": "2.0", "id": 5, "method": "pi\x00ng"}', (PARSE_ERROR, None, "control character")),
+    (b"\x00", (PARSE_ERROR, None, "expected value")),
+    (b'"hello"', (INVALID_REQUEST, None, "got a string")),
+    (b"42", (INVALID_REQUEST, None, "got a number")),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": 5}', (INVALID_REQUEST, 7, '"method" must be a string')),
+    (b'{"jsonrpc": "1.0", "id": 8, "method": "ping"}', (INVALID_REQUEST, 8, '"jsonrpc" must be "2.0"')),
+    # A request whose id is no MCP id: the SDK took it for a notification and never answered.
+    (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', (INVALID_REQUEST, None, '"id" must be')),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', (INVALID_REQUEST, None, '"id" must be')),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', (INVALID_REQUEST, None, '"id" must be')),
+    (b'{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": [1]}', (INVALID_PARAMS, 9, "object")),
+    (b"", None),
+    (b"   \t", None),
+    (b'{"jsonrpc": "2.0", "method": "notifications/no_such_thing"}', None),
+    (b'{"jsonrpc": "2.0", "method": "notifications/no_such_thing", "params": [1]}', None),
+    (b'{"jsonrpc": "2.0", "id": 10, "result": 5}', None),  # a malformed response: never answered
+]
+
+
+def test_lines_that_are_not_one_request_get_one_error_each_and_the_server_keeps_serving(
+    db_url: str, app_url: str, tmp_path: Path
+) -> None:
+    """JSON-RPC 2.0: a line that is not JSON gets one -32700 error with id null, JSON that is not
+    one request object one -32600 (its id when it has one), a notification nothing. Each line is
+    followed by a ping, which must be answered, and which shows what the line got before it."""
+    got: list[tuple[bytes, list[dict[str, Any]]]] = []
+    with _raw_server(db_url, tmp_path) as raw:
+        for n, (line, _) in enumerate(NOT_A_REQUEST):
+            raw.send(line)
+            raw.send(json.dumps({"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"}))
+            *before, pong = raw.until(1000 + n)
+            assert pong == {"jsonrpc": "2.0", "id": 1000 + n, "result": {}}, pong
+            got.append((line, before))
+        raw.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2000,
+                    "method": "tools/call",
+                    "params": {"name": "recall", "arguments": {"query": "What are my dogs called?"}},
+                }
+            )
+        )
+        assert not raw.answer(2000)["result"].get("isError")
+    wrong = [(line[:60], before, expected) for (line, before), (_, expected) in zip(got, NOT_A_REQUEST, strict=True)]
+    wrong = [w for w in wrong if not _one_error(w[1], w[2])]
+    assert not wrong, f"{len(wrong)} of {len(NOT_A_REQUEST)} lines not answered as JSON-RPC says: {wrong}"
+
+
+def _one_error(before: list[dict[str, Any]], expected: tuple[int, int | None, str] | None) -> bool:
+    """Whether what a line got is what it should: nothing, or exactly one error response (id,
+    code and a one-line message holding the expected words)."""
+    if expected is None or len(before) != 1:
+        return expected is None and before == []
+    code, rid, part = expected
+    error, message = before[0], str(before[0].get("error", {}).get("message"))
+    return (
+        set(error) == {"jsonrpc", "id", "error"}
+        and (error["jsonrpc"], error["id"], error["error"]["code"]) == ("2.0", rid, code)
+        and part in message
+        and "\n" not in message
+        and len(message) < 200
+    )
 
 
 def test_the_guard_cuts_only_what_is_too_deep() -> None:

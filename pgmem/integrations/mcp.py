@@ -10,7 +10,9 @@ Every tool argument is checked here and a bad one is a tool error of one line (t
 keeps serving); the SDK's own argument validation accepts any JSON value, so its multi-line
 messages never reach the client. Before a tool runs, an argument it does not have and NaN or
 Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
-line, anything nested too deeply for its parser is cut (`guard_line`)."""
+line, anything nested too deeply for its parser is cut (`guard_line`), and a line that is not one
+JSON-RPC message gets the one error JSON-RPC 2.0 prescribes (`screen_line`): the SDK drops such a
+line unanswered."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, Protocol, TypeVar, cast
 
 from pgmem.extras import require
 
@@ -32,11 +34,22 @@ require("mcp", "mcp", "pgmem mcp")
 
 import anyio  # noqa: E402
 import psycopg  # noqa: E402
+import pydantic_core  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp.server.stdio import stdio_server  # noqa: E402
-from mcp.types import ToolAnnotations  # noqa: E402
-from pydantic import WithJsonSchema  # noqa: E402
+from mcp.shared.message import SessionMessage  # noqa: E402
+from mcp.types import (  # noqa: E402
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError, WithJsonSchema  # noqa: E402
 
 from pgmem.db import check_model, connect, scoped  # noqa: E402
 from pgmem.documents.store import search_documents  # noqa: E402
@@ -607,7 +620,7 @@ def guard_line(line: str) -> str:
     """One incoming JSON-RPC line as the SDK can parse and answer it (a tool call then gets its
     one-line error): every container nested more than TRIM_DEPTH levels deep replaced by a
     string (`_cut_deep`), and every escaped lone surrogate by LONE_SURROGATE. A line that is not
-    JSON passes unchanged (the SDK refuses it)."""
+    JSON passes unchanged (screen_line answers it)."""
     line = _cut_deep(line)
     if not _SURROGATE_ESCAPE.search(line) and '"arguments"' not in line:
         return line
@@ -691,21 +704,121 @@ def _cut_deep(line: str) -> str:
     return "".join(out)
 
 
+#: A byte that is not UTF-8, as the stdin decoder (errors="surrogateescape") hands it over.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
+    """One line read from stdin (decoded with surrogateescape) as (the line the SDK is to parse,
+    or None; the error response it gets instead, or None). The SDK drops a line it cannot read
+    as one JSON-RPC message without a word, and takes a request whose id is not a string or an
+    integer for a notification: the client waits for an answer that never comes. JSON-RPC 2.0
+    answers a line that is not JSON with -32700 and id null, and JSON that is not a request
+    object with -32600 (id null unless it has a usable one); it never answers a notification
+    or a response, and a blank line is no message at all."""
+    if not raw.strip():
+        return None, None
+    bad = _ESCAPED_BYTE.search(raw)
+    # Bytes that are not UTF-8 read as U+FFFD, as the SDK's own stdin reads them; a line that
+    # is JSON with them is served as before.
+    line = guard_line(raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if bad else raw)
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            if bad:
+                at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
+                reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
+            else:
+                reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
+            return None, _error_reply(None, PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
+        return None, _invalid_reply(pydantic_core.from_json(line))
+    if isinstance(message, JSONRPCNotification) and '"id"' in line:
+        # A notification has no id member at all (JSON-RPC 2.0, 4.1); the SDK's model ignores one.
+        value = pydantic_core.from_json(line)
+        if isinstance(value, dict) and "id" in value:
+            return None, _invalid_reply(value)
+    return line, None
+
+
+def _invalid_reply(value: object) -> JSONRPCError | None:
+    """The error for JSON that is not one JSON-RPC 2.0 message as MCP takes it, or None when
+    JSON-RPC gives it no answer: a notification, or a response (to a request never sent)."""
+    if isinstance(value, list):
+        what = "a batch (a JSON array)" if value else "an empty batch"
+        return _error_reply(None, INVALID_REQUEST, f"Invalid Request: {what}; send one JSON-RPC message a line")
+    if not isinstance(value, dict):
+        kind = _JSON_TYPES.get(type(value), "a number")
+        return _error_reply(None, INVALID_REQUEST, f"Invalid Request: a JSON-RPC message is an object, got {kind}")
+    rid = value.get("id")
+    usable = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    method, params = value.get("method"), value.get("params")
+    if "method" not in value and ("result" in value or "error" in value):
+        return None
+    if value.get("jsonrpc") != "2.0":
+        reason = '"jsonrpc" must be "2.0"'
+    elif not isinstance(method, str):
+        reason = '"method" must be a string'
+    elif "id" in value and not usable:
+        reason = f'"id" must be a string or an integer, got {_JSON_TYPES.get(type(rid), "a number")}'
+    elif isinstance(params, list):
+        # By-position parameters: a JSON-RPC request, but no MCP method takes them.
+        if "id" not in value:
+            return None
+        return _error_reply(rid, INVALID_PARAMS, 'Invalid params: "params" must be an object')
+    elif params is not None and not isinstance(params, dict):
+        reason = '"params" must be an object'
+    else:
+        reason = "not a JSON-RPC 2.0 request"
+    return _error_reply(rid if usable else None, INVALID_REQUEST, f"Invalid Request: {reason}")
+
+
+def _error_reply(rid: object, code: int, message: str) -> JSONRPCError:
+    log.info("answered a line that is not one JSON-RPC request: %s", message)
+    try:
+        return JSONRPCError(jsonrpc="2.0", id=cast(Any, rid), error=ErrorData(code=code, message=message))
+    except ValidationError:  # an id the SDK cannot echo (an integer beyond its range)
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+
+
+class _Replies(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
 class _GuardedLines:
-    """stdin as the SDK's stdio transport reads it (`async for line in ...`), through guard_line."""
+    """stdin as the SDK's stdio transport reads it (`async for line in ...`), through
+    screen_line: a line that is not one JSON-RPC message is answered on the transport's own
+    write stream (its one writer to stdout, so frames never interleave) and not passed on."""
 
     def __init__(self, inner: anyio.AsyncFile[str]) -> None:
         self.inner = inner
+        self.replies: _Replies | None = None
+        self.attached = anyio.Event()
+
+    def attach(self, replies: _Replies) -> None:
+        self.replies = replies
+        self.attached.set()
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self.inner:
-            yield guard_line(line)
+        async for raw in self.inner:
+            line, reply = screen_line(raw)
+            if reply is not None:
+                await self.attached.wait()
+                assert self.replies is not None
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await self.replies.send(SessionMessage(reply))
+            if line is not None:
+                yield line
 
 
 async def _run_stdio(server: MCPServer) -> None:
-    stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
-    guarded = cast("anyio.AsyncFile[str]", _GuardedLines(stdin))
-    async with stdio_server(stdin=guarded) as (read_stream, write_stream):
+    # surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line).
+    stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+    guarded = _GuardedLines(stdin)
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str]", guarded)) as (read_stream, write_stream):
+        guarded.attach(write_stream)
         # MCPServer.run_stdio_async, with the guarded stdin (the SDK takes no other hook for it).
         low = server._lowlevel_server
         await low.run(read_stream, write_stream, low.create_initialization_options())
