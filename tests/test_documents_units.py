@@ -151,3 +151,72 @@ def test_read_documents_strips_a_byte_order_mark_and_reports_a_file_that_is_not_
     assert [(i, "not UTF-8" in e) for i, e in failed] == [("latin1.md", True)]
     with pytest.raises(InputError, match=r"latin1\.md is not UTF-8"):
         read_documents([tmp_path])
+
+
+#: Markdown with `#` lines inside HTML blocks (CommonMark 0.31.2, 4.6), and the heading paths
+#: its chunks get: no line of an HTML block is a heading, and the block ends where the spec
+#: says (types 1 to 5 at the line holding their end marker, blank lines included; 6 and 7
+#: before the next blank line).
+HTML_BLOCKS: list[tuple[str, list[tuple[str, ...]]]] = [
+    # 6: a block tag name; ends before a blank line.
+    ("# A\n\n<div>\n# not a heading\n</div>\n\n# B\n", [("A",), ("B",)]),
+    ("# A\ntext\n<DIV class='note'>\n## not\n\n## B\n", [("A",), ("A", "B")]),  # interrupts a paragraph
+    ("<details>\n<summary>Show</summary>\n# not\n</details>\n\n# B\n", [(), ("B",)]),
+    ("</table>\n# not\n\n# B\n", [(), ("B",)]),
+    # 1: pre, script, style, textarea (any case); blank lines do not end it, any of the four
+    # closing tags does, and the line holding it is the block's last.
+    ("# A\n\n<pre>\n# not\n\n# still not\n</pre>\n# B\n", [("A",), ("B",)]),
+    ("<script type='module'>\n\n# not\n</SCRIPT>\n# B\n", [(), ("B",)]),
+    ("<style>\n# not\n\n</pre>\n# B\n", [(), ("B",)]),
+    ("<textarea>\n# not\n</textarea># not either\n# B\n", [(), ("B",)]),
+    ("<pre>x</pre>\n# B\n", [(), ("B",)]),  # ends on its first line
+    ("<prefix>\n# not: type 7, up to the blank line\n\n# B\n", [(), ("B",)]),
+    # 2 to 5: comment, processing instruction, declaration, CDATA.
+    ("# A\n<!-- a comment\n\n# not\n-->\n# B\n", [("A",), ("B",)]),
+    ("<!-- one line -->\n# B\n", [(), ("B",)]),
+    ("<?php\n# not\n?>\n# B\n", [(), ("B",)]),
+    ("<!DOCTYPE html>\n# B\n", [(), ("B",)]),
+    ("<![CDATA[\n# not\n]]>\n# B\n", [(), ("B",)]),
+    ("# A\n<!-- never closed\n\n# not\n# nor this\n", [("A",)]),
+    # 7: a complete tag alone on its line, and not after paragraph text.
+    ('# A\n\n<span class="x" data-y>\n# not\n\n# B\n', [("A",), ("B",)]),
+    ("# A\n<img src='a.png' />\n# not\n", [("A",)]),
+    ("# A\ntext\n<span>\n# B\n", [("A",), ("B",)]),  # it cannot interrupt a paragraph
+    ("# A\n\n<span>text\n# B\n", [("A",), ("B",)]),  # not alone on its line
+    ("# A\n\n<a href='x'\n# B\n", [("A",), ("B",)]),  # not complete
+    ("# A\n\n<https://example.com>\n# B\n", [("A",), ("B",)]),  # an autolink
+    # Not HTML blocks: indented four spaces, or inside a fence; and a fence inside an HTML
+    # block is HTML (it used to open a fence that swallowed the rest of the document).
+    ("# A\n\n    <div>\n# B\n", [("A",), ("B",)]),
+    ("# A\n```\n<!--\n```\n# B\n", [("A",), ("B",)]),
+    ("# A\n<div>\n```\n</div>\n\n# B\n", [("A",), ("B",)]),
+]
+
+
+@pytest.mark.parametrize(("text", "paths"), HTML_BLOCKS)
+def test_lines_inside_html_blocks_are_never_headings(text: str, paths: list[tuple[str, ...]]) -> None:
+    assert [c.heading_path for c in chunk_markdown(text)] == paths
+
+
+def test_an_html_block_is_prose_in_units_and_opens_no_list_or_code() -> None:
+    chunk = chunk_markdown("# A\n\n<div>\n- a\n- b\n```\n</div>\n\n- c\n")[0]
+    units = derive_units(chunk, title="t", resolve=_titles)
+    assert [(u.kind, chunk.body[u.span_start : u.span_end]) for u in units] == [
+        ("heading", "# A"),
+        ("prose", "<div>\n- a\n- b\n```\n</div>"),
+        ("list", "- c"),
+    ]
+
+
+def test_html_blocks_are_found_in_linear_time() -> None:
+    """Tags that a backtracking pattern would take the square of their length for: every
+    attribute and every run of spaces is read once."""
+    from pgmem.documents.chunking import html_block_start
+
+    many = "<a" + " b='c'" * 50_000 + ">"
+    assert html_block_start(many) == 7 and html_block_start(many + " x") == 0
+    assert html_block_start("<a" + " " * 40_000 + "b" + " " * 40_000 + "/>" + " " * 40_000) == 7
+    assert html_block_start("<a b='" + "x" * 100_000) == 0  # a quote never closed
+    assert html_block_start("<a" + " b" * 50_000 + " =") == 0
+    text = "# A\n\n" + "<span>\n" * 20_000 + "\n# B\n" + "<!--" * 20_000 + "\n# C\n"
+    assert [c.heading_path for c in chunk_markdown(text)] == [("A",), ("B",)]

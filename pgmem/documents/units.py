@@ -1,7 +1,7 @@
 """Derived search units of a chunk (seed 004).
 
 From a chunk: its heading path, each prose run (consecutive prose paragraphs between
-other blocks; tables and quotes count as prose), each fenced code block with its
+other blocks; tables, quotes and HTML blocks count as prose), each fenced code block with its
 language, each list, and each transclusion (`[[target]]` or `![[target]]`, outside
 code), resolved to the target document's title when that document exists. A chunk of
 homogeneous prose (one prose run, nothing else) stays one unit; a heading-only chunk is
@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgmem.documents.chunking import Chunk, fence_closes, fence_open, split_lines
+from pgmem.documents.chunking import CODE, FENCE_OPEN, TEXT, Chunk, fence_open, line_kinds, split_lines
 
 UNIT_KINDS = ("heading", "prose", "code", "list", "transclusion", "chunk")
 MODES = ("units", "chunk")
@@ -60,6 +60,9 @@ def blocks(chunk: Chunk) -> list[Block]:
     lines = split_lines(chunk.body)
     if chunk.heading_end > 0:
         lines = lines[1:]  # the heading line itself
+    # As chunk_markdown reads them (a chunk starts where nothing is open): in an HTML block no
+    # line opens a fence or a list.
+    kinds = line_kinds(lines)
     i = 0
     cur: tuple[str, int, int] | None = None  # kind, start, end of the open prose/list block
 
@@ -72,12 +75,12 @@ def blocks(chunk: Chunk) -> list[Block]:
     while i < len(lines):
         line = lines[i]
         text = line.text
-        opened = fence_open(text)
+        opened = fence_open(text) if kinds[i] == FENCE_OPEN else None
         if opened is not None:
             close()
-            marker, lang = opened
+            lang = opened[1]
             j = i + 1
-            while j < len(lines) and not fence_closes(lines[j].text, marker):
+            while j < len(lines) and kinds[j] == CODE:
                 j += 1
             last = lines[min(j, len(lines) - 1)]
             inner = "\n".join(ln.text for ln in lines[i + 1 : j])
@@ -87,7 +90,7 @@ def blocks(chunk: Chunk) -> list[Block]:
         if not text.strip():
             i += 1
             continue
-        if _LIST_ITEM.match(text):
+        if kinds[i] == TEXT and _LIST_ITEM.match(text):
             if cur is None or cur[0] != "list":
                 close()
                 cur = ("list", line.start, line.end)
