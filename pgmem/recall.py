@@ -210,6 +210,80 @@ def check_message_args(weight: object, rules: object) -> float:
     return check_number(weight, "weight", 0, 1)
 
 
+@dataclass(frozen=True)
+class RecallStatement:
+    """One `pgmem.memory_recall` call as SQL and its parameters, every argument checked: the
+    statement `recall_vectors_call` runs, and the one the LangGraph store reads its items
+    beside. `filter_json` and `times` are what a log and an empty answer's reason repeat."""
+
+    sql: str
+    params: tuple[object, ...]
+    vectors: list[F32]
+    x: int
+    floor: float | None
+    filter_json: str | None
+    times: dict[str, object]
+
+
+#: The columns of a hit, in the order `recall_vectors_call` reads them.
+HIT_COLUMNS = "part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank"
+
+
+def recall_statement(
+    scope: str,
+    part_texts: Sequence[str],
+    part_vectors: F32,
+    *,
+    x: int = DEFAULT_X,
+    floor: float | None = None,
+    thread: str | None = None,
+    mode: str = DEFAULT_MODE,
+    message: str = "",
+    model_id: str | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
+    time_from: datetime | None = None,
+    time_to: datetime | None = None,
+    recency: float | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> RecallStatement:
+    """The `pgmem.memory_recall` call of `recall_vectors_call`'s arguments (InputError, one
+    line, for a bad one: SQL checks the rest)."""
+    x, floor = _check(x, floor, mode)
+    times = _time_args(time_from=time_from, time_to=time_to, since=since, until=until)
+    if recency is not None:  # its range is SQL's rule (check_recall_args)
+        if isinstance(recency, bool) or not isinstance(recency, numbers.Real):
+            raise InputError(f"recency must be a number, got {type(recency).__name__}")
+        times["recency"] = float(recency)
+    check_target(scope, thread)
+    for i, t in enumerate(part_texts):
+        check_text(t, f"part_texts[{i}]")
+    check_text(message, "message")
+    part_vectors = _vector_rows(part_vectors)
+    filter_json = _filter_json(metadata_filter)
+    # The filter and the time arguments are named only when given, so the call also runs on
+    # schemas without them.
+    filter_arg = ", metadata_filter => %s::jsonb" if filter_json is not None else ""
+    filter_arg += "".join(f", {k} => %s" for k in times)
+    sql = f"""SELECT {HIT_COLUMNS}
+              FROM pgmem.memory_recall(scope => %s, part_vectors => %b::vector[], part_texts => %s,
+                                       x => %s, floor => %s, thread => %s, mode => %s, model_id => %s{filter_arg})"""
+    vectors = list(part_vectors)
+    params = (
+        scope,
+        vectors,
+        list(part_texts),
+        x,
+        floor,
+        thread,
+        mode,
+        model_id,
+        *([filter_json] if filter_json is not None else []),
+        *times.values(),
+    )
+    return RecallStatement(sql, params, vectors, x, floor, filter_json, times)
+
+
 def recall_vectors_call(
     scope: str,
     part_texts: Sequence[str],
@@ -237,41 +311,14 @@ def recall_vectors_call(
     open) whose pieces rank higher, nothing dropped; `since` / `until`: the same bounds as a
     filter, only turns inside them. `recency`: the cosine band within which the most recent
     turn ranks first (None: SQL's default). SQL checks them (InputError, one line)."""
-    x, floor = _check(x, floor, mode)
-    times = _time_args(time_from=time_from, time_to=time_to, since=since, until=until)
-    if recency is not None:  # its range is SQL's rule (check_recall_args)
-        if isinstance(recency, bool) or not isinstance(recency, numbers.Real):
-            raise InputError(f"recency must be a number, got {type(recency).__name__}")
-        times["recency"] = float(recency)
-    check_target(scope, thread)
-    for i, t in enumerate(part_texts):
-        check_text(t, f"part_texts[{i}]")
-    check_text(message, "message")
-    part_vectors = _vector_rows(part_vectors)
-    filter_json = _filter_json(metadata_filter)
+    st = recall_statement(
+        scope, part_texts, part_vectors, x=x, floor=floor, thread=thread, mode=mode, message=message,
+        model_id=model_id, metadata_filter=metadata_filter, time_from=time_from, time_to=time_to,
+        recency=recency, since=since, until=until,
+    )  # fmt: skip
+    x, floor, filter_json, times = st.x, st.floor, st.filter_json, st.times
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
-    # The filter and the time arguments are named only when given, so the call also runs on
-    # schemas without them.
-    filter_arg = ", metadata_filter => %s::jsonb" if filter_json is not None else ""
-    filter_arg += "".join(f", {k} => %s" for k in times)
-    rows = yield Query(
-        scope,
-        f"""SELECT part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank
-              FROM pgmem.memory_recall(scope => %s, part_vectors => %b::vector[], part_texts => %s,
-                                       x => %s, floor => %s, thread => %s, mode => %s, model_id => %s{filter_arg})""",
-        (
-            scope,
-            list(part_vectors),
-            list(part_texts),
-            x,
-            floor,
-            thread,
-            mode,
-            model_id,
-            *([filter_json] if filter_json is not None else []),
-            *times.values(),
-        ),
-    )
+    rows = yield Query(scope, st.sql, st.params)
     for r in rows:
         groups[int(r[0]) - 1].hits.append(
             Hit(
@@ -306,7 +353,7 @@ def recall_vectors_call(
                 scope,
                 message,
                 list(part_texts),
-                list(part_vectors),
+                st.vectors,
                 x,
                 floor,
                 thread,

@@ -179,6 +179,30 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
     assert [i.key for i in found] == ["m3"] and found[0].created_at == hstore.get(ns, "m3").created_at  # type: ignore[union-attr]
 
 
+def test_a_search_by_query_waits_once_a_namespace(conn: Conn, tmp_path: Path) -> None:
+    """A search with a query through pieces waits for the namespaces under its prefix, then once
+    a namespace (the recall and the items of its hits are one statement), then its COMMIT:
+    3 waits for one namespace, 4 for two, counted on the wire. Before, the items were a second
+    statement a namespace: 4 waits for one namespace, 6 for two."""
+    found_all = PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0)
+    none_above = PgmemStore(conn, embedder=HashEmbedder(), floor=0.99)
+    found_all.put(("waits", "a"), "z", {"text": "the zeppelin charter is booked for spring"})
+    found_all.put(("waits", "b"), "i", {"text": "the invoice is overdue"})
+    found_all.search(("waits",), query="warm the connection")
+    trace = tmp_path / "libpq.trace"
+    waits = []
+    with trace.open("w") as f:
+        conn.pgconn.trace(f.fileno())
+        try:
+            for store, prefix in ((found_all, ("waits", "a")), (none_above, ("waits", "a")), (found_all, ("waits",))):
+                before = sent(trace, "Sync", "Flush", "Query")
+                hits = store.search(prefix, query="zeppelin charter")
+                waits.append((len(hits), sent(trace, "Sync", "Flush", "Query") - before))
+        finally:
+            conn.pgconn.untrace()
+    assert waits == [(1, 3), (0, 3), (2, 4)]
+
+
 def test_a_statement_the_server_refuses_mid_batch_rolls_back_the_batch(
     hstore: PgmemStore, conn: Conn, admin_conn: Conn, app_url: str
 ) -> None:

@@ -140,7 +140,7 @@ from pgmem.recall import (  # noqa: E402
     MODES,
     blended_query_call,
     query_inputs,
-    recall_vectors_call,
+    recall_statement,
 )
 from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
 from pgmem.turns import MAX_DEPTH, Turn, parse_time  # noqa: E402
@@ -705,32 +705,30 @@ class _StoreLogic:
         items: dict[tuple[str, str], _ItemRow] = {}
         for ns in namespaces:
             scope = namespace_scope(ns)
-            rec = yield from recall_vectors_call(
+            st = recall_statement(
                 scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
                 message=op.query, model_id=self.embedder.model_id,
                 since=times.get("since"), until=times.get("until"),
             )  # fmt: skip
-            threads = sorted({h.thread_id for g in rec.groups for h in g.hits if h.thread_id})
-            if not threads:
-                continue
+            # The recall and the items its hits are (each item is one thread) in one statement:
+            # one round trip a namespace, and no second one for an empty answer's reason.
             rows = yield Query(
                 scope,
-                """SELECT namespace, item_key, value, created_at, updated_at, thread_id FROM pgmem.store_item
-                    WHERE scope_id = %s AND thread_id = ANY(%s)
-                      AND (expires_at IS NULL OR expires_at > now())
-                      AND pgmem.store_filter_match(value, %s::jsonb)""",
-                (scope, threads, flt),
+                f"""SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, i.thread_id, r.rank, r.cosine
+                      FROM ({st.sql}) r
+                      JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
+                     WHERE (i.expires_at IS NULL OR i.expires_at > now())
+                       AND pgmem.store_filter_match(i.value, %s::jsonb)""",
+                (*st.params, scope, flt),
             )
             for row in rows:
-                items[(scope, str(row[5]))] = _row(row)
-            # An item's place: its best hit by rank in its part's group, then cosine (the rule the
-            # evaluation ranks by, pgmem.lab.evaluation.ranking). Sorting by cosine alone threw
-            # away hybrid's word ranking (`pgmem eval langgraph`, docs/langgraph.md).
-            for g in rec.groups:
-                for h in g.hits:
-                    ident = (scope, h.thread_id or "")
-                    if ident in items:
-                        best[ident] = min((h.rank, -h.cosine), best.get(ident, (h.rank, -h.cosine)))
+                # An item's place: its best hit by rank in its part's group, then cosine (the rule
+                # the evaluation ranks by, pgmem.lab.evaluation.ranking). Sorting by cosine alone
+                # threw away hybrid's word ranking (`pgmem eval langgraph`, docs/langgraph.md).
+                ident = (scope, str(row[5]))
+                items[ident] = _row(row[:6])
+                place = (int(str(row[6])), -float(str(row[7])))
+                best[ident] = min(place, best.get(ident, place))
         order = sorted(best, key=lambda ident: (best[ident], items[ident].namespace, items[ident].key))
         # score: the reciprocal of that rank (1 for some part's first hit), so results are sorted
         # by score; PostgresStore has no score here (without an `embed` it ignores the query).
