@@ -7,7 +7,7 @@ import hashlib
 import json
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -147,11 +147,16 @@ def fake_vector(text: str, dims: int) -> list[float]:
     return [float(x) for x in v / np.linalg.norm(v)]
 
 
+#: Writes a whole answer itself, given the request handler and the request's JSON body.
+Writer = Callable[[BaseHTTPRequestHandler, dict[str, object]], None]
+
+
 class Script:
-    """What the server answers next: a list of (status, headers, body-or-None)."""
+    """What the server answers next: a list of (status, headers, body-or-None), or of a
+    `Writer` for answers a status and a body cannot describe (a slow drip, a reset)."""
 
     def __init__(self) -> None:
-        self.queue: list[tuple[int, dict[str, str], bytes | None]] = []
+        self.queue: list[tuple[int, dict[str, str], bytes | None] | Writer] = []
         self.requests: list[dict[str, object]] = []
         self.auth: list[str] = []
 
@@ -168,10 +173,11 @@ def endpoint() -> Iterator[tuple[str, Script]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.requests.append(body)
             script.auth.append(self.headers.get("Authorization", ""))
-            if script.queue:
-                status, headers, payload = script.queue.pop(0)
-            else:
-                status, headers, payload = 200, {}, None
+            answer = script.queue.pop(0) if script.queue else (200, {}, None)
+            if callable(answer):
+                answer(self, body)
+                return
+            status, headers, payload = answer
             if payload is None and status == 200:
                 dims = int(body.get("dimensions") or 8)
                 data = [

@@ -102,10 +102,7 @@ class OpenAIEmbedder:
                     resp = self._client.embeddings.create(model=self._model, input=batch, dimensions=self._dims)
                 else:
                     resp = self._client.embeddings.create(model=self._model, input=batch)
-                rows = sorted(resp.data, key=lambda d: d.index)
-                vectors = np.array([r.embedding for r in rows], dtype=np.float32)
-                if vectors.ndim != 2:
-                    raise EmbeddingError(f"malformed embeddings response from {self.model_id}")
+                vectors = _in_input_order(resp.data, len(batch))
                 return check_vectors(vectors, count=len(batch), dims=self._dims, source=self.model_id)
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -117,8 +114,17 @@ class OpenAIEmbedder:
                 last = EmbeddingError(f"{self.model_id}: HTTP {status}")
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 last = EmbeddingError(f"{self.model_id}: {type(exc).__name__}")
-            except (EmbeddingError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                # Wrong count or dimension, NaN, or a body that is not an embeddings response.
+            except (
+                EmbeddingError,
+                ValueError,
+                TypeError,
+                KeyError,
+                AttributeError,
+                RecursionError,
+                OverflowError,
+            ) as exc:
+                # Wrong count or dimension, NaN, or a body that is not an embeddings response
+                # (JSON nested too deep to parse; an integer the SDK cannot make a float).
                 last = EmbeddingError(f"{self.model_id}: unusable response: {exc}")
             except openai.APIResponseValidationError as exc:
                 last = EmbeddingError(f"{self.model_id}: malformed response: {type(exc).__name__}")
@@ -129,6 +135,28 @@ class OpenAIEmbedder:
             log.warning("%s; retry %d in %.2fs", last, attempt, wait)
             self._sleep(wait)
         raise EmbeddingError(f"{last} (gave up after {self._max_attempts} attempts)")
+
+
+def _in_input_order(data: object, count: int) -> FloatArray:
+    """The response's vectors in input order. Each item's `index` must be an int naming one
+    input, every input exactly once, and each embedding a flat list of numbers: sorting by a
+    duplicated, missing or string index would hand one input's vector to another."""
+    if not isinstance(data, list):
+        raise EmbeddingError(f"'data' is a {type(data).__name__}, not a list")
+    by_index: dict[int, object] = {}
+    for item in data:
+        index = getattr(item, "index", None)
+        if type(index) is not int or not 0 <= index < count or index in by_index:
+            raise EmbeddingError(f"an index must be an int in 0..{count - 1}, once each; got {repr(index)[:40]}")
+        by_index[index] = getattr(item, "embedding", None)
+    if len(by_index) != count:
+        raise EmbeddingError(f"expected {count} embeddings, got {len(by_index)}")
+    rows = [np.asarray(by_index[i]) for i in range(count)]
+    if any(r.ndim != 1 or r.dtype.kind not in "iuf" for r in rows):
+        raise EmbeddingError("an embedding is not a list of numbers")
+    if len({len(r) for r in rows}) > 1:
+        raise EmbeddingError(f"embeddings of different lengths: {sorted({len(r) for r in rows})[:5]}")
+    return np.array(rows, dtype=np.float32)
 
 
 def _retry_after(value: str | None) -> float:

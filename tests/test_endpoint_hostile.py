@@ -1,0 +1,121 @@
+"""A hostile OpenAI-compatible endpoint: answers that look like embeddings but are not, waits
+it asks for that never end, bodies that never end. Each is one `EmbeddingError` (never
+another exception, never a hang), and an ingest that meets one stores nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from pgmem.embedders.openai_compat import OpenAIEmbedder
+from pgmem.errors import EmbeddingError
+from pgmem.ingest import ingest_turns
+from tests.security_helpers import DIMS, Conn, make_turn
+from tests.test_embedders import Script, endpoint, fake_vector
+
+__all__ = ["endpoint"]
+
+Endpoint = tuple[str, Script]
+
+
+def embedder(url: str, sleeps: list[float], *, dims: int = 4, **kw: object) -> OpenAIEmbedder:
+    return OpenAIEmbedder(
+        dimensions=dims,
+        api_key="sk-test-SECRET123",
+        base_url=url,
+        sleep=sleeps.append,
+        max_attempts=2,
+        timeout=2.0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def response(items: Sequence[Mapping[str, object]]) -> bytes:
+    return json.dumps({"object": "list", "data": items, "model": "m", "usage": {}}).encode()
+
+
+def indexed(indexes: list[object], dims: int = 4) -> bytes:
+    return response(
+        [{"object": "embedding", "index": i, "embedding": fake_vector(str(n), dims)} for n, i in enumerate(indexes)]
+    )
+
+
+def with_values(first: object) -> bytes:
+    return response([{"index": 0, "embedding": first}, {"index": 1, "embedding": [0.5, 0.5, 0.5, 0.5]}])
+
+
+BAD_SHAPES = {
+    "index twice": indexed([0, 0]),
+    "index missing": indexed([0, 2]),
+    "index a string": indexed(["1", "0"]),
+    "index a bool": indexed([True, False]),
+    "index negative": indexed([-1, 0]),
+    "embedding of strings": with_values(["0.5", "0.1", "0.2", "0.3"]),
+    "an integer beyond float": b'{"data": [{"index": 0, "embedding": [1' + b"0" * 400 + b", 1, 2, 3]}, "
+    b'{"index": 1, "embedding": [1, 2, 3, 4]}]}',
+    "JSON nested 100,000 deep": b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("body", BAD_SHAPES.values(), ids=BAD_SHAPES.keys())
+def test_a_response_that_is_not_one_embedding_per_input_is_refused(endpoint: Endpoint, body: bytes) -> None:
+    # Before: indexes twice, missing, strings or bools were sorted into place and their
+    # vectors returned for the wrong inputs; a huge integer raised OverflowError and deep
+    # JSON RecursionError, a traceback out of `pgmem ingest`.
+    url, script = endpoint
+    script.queue = [(200, {}, body)] * 2
+    sleeps: list[float] = []
+    with pytest.raises(EmbeddingError, match="unusable response") as err:
+        embedder(url, sleeps).embed(["a", "b"])
+    assert "gave up after 2 attempts" in str(err.value)
+    assert len(script.requests) == 2
+
+
+def test_string_indexes_past_ten_are_refused_not_sorted_as_text(endpoint: Endpoint) -> None:
+    url, script = endpoint
+    script.queue = [(200, {}, indexed([str(i) for i in range(12)]))] * 2
+    with pytest.raises(EmbeddingError, match="index"):
+        embedder(url, []).embed([str(i) for i in range(12)])
+
+
+def test_items_out_of_order_are_put_back_in_input_order(endpoint: Endpoint) -> None:
+    url, script = endpoint
+    items = [{"index": i, "embedding": fake_vector(str(i), 4)} for i in (2, 0, 1)]
+    script.queue = [(200, {}, response(items))]
+    out = embedder(url, []).embed(["x", "y", "z"])
+    for i in range(3):
+        assert float(out[i] @ fake_vector(str(i), 4)) > 0.9999
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
+def test_an_ingest_that_meets_a_duplicated_index_stores_nothing(
+    app_conn: Conn, admin_conn: Conn, endpoint: Endpoint
+) -> None:
+    url, script = endpoint
+
+    def duplicated(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+        texts = body["input"]
+        assert isinstance(texts, list)
+        items = [{"index": i, "embedding": fake_vector(str(t), DIMS)} for i, t in enumerate(texts)]
+        items[-1]["index"] = 0
+        send(handler, 200, response(items))
+
+    turns = [make_turn("s", "t", i, f"turn {i} about the export and the dogs") for i in range(3)]
+    script.queue = [duplicated] * 2
+    with pytest.raises(EmbeddingError, match="unusable response"):
+        ingest_turns(app_conn, turns, embedder(url, [], dims=DIMS))
+    assert len(script.requests) == 2
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
