@@ -119,3 +119,25 @@ def test_an_ingest_that_meets_a_duplicated_index_stores_nothing(
     assert len(script.requests) == 2
     assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("value", ["86400", "inf", "1e400", "Wed, 21 Oct 2099 07:28:00 GMT"])
+def test_a_retry_after_past_a_minute_fails_at_once(endpoint: Endpoint, value: str) -> None:
+    # Before: the client slept what the server asked: a day, 74 years, or (inf)
+    # OverflowError out of time.sleep.
+    url, script = endpoint
+    script.queue = [(429, {"Retry-After": value}, None), (503, {"Retry-After": value}, None)]
+    sleeps: list[float] = []
+    with pytest.raises(EmbeddingError, match=r"HTTP 429 asking to wait .* over 60 s; not retried"):
+        embedder(url, sleeps).embed(["a"])
+    assert len(script.requests) == 1 and sleeps == []
+
+
+@pytest.mark.parametrize("value", ["-5", "soon", "nan", "", "60"])
+def test_a_retry_after_that_is_no_wait_or_a_minute_is_retried(endpoint: Endpoint, value: str) -> None:
+    url, script = endpoint
+    script.queue = [(503, {"Retry-After": value}, None)]
+    sleeps: list[float] = []
+    assert embedder(url, sleeps).embed(["a"]).shape == (1, 4)
+    assert len(script.requests) == 2 and len(sleeps) == 1
+    assert 0 < sleeps[0] <= 60

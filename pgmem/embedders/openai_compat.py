@@ -2,8 +2,8 @@
 
 Requests are sized before sending; 429, 5xx, timeouts, dropped connections and
 malformed or short responses are retried with exponential backoff that never waits
-less than the server's `Retry-After`; any other refusal (400, 401, 403, 404...) fails
-at once. The API key never appears in an error message."""
+less than the server's `Retry-After` (one over a minute fails at once); any other refusal
+(400, 401, 403, 404...) fails at once. The API key never appears in an error message."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 #: text-embedding-3 reads at most 8,192 tokens per input.
 OPENAI_MAX_TOKENS = 8191
+#: The longest `Retry-After` waited for (the OpenAI SDK's own limit); a longer one fails at once.
+MAX_RETRY_AFTER = 60.0
 
 
 class OpenAIEmbedder:
@@ -111,6 +113,12 @@ class OpenAIEmbedder:
                         f"{self.model_id}: request refused with HTTP {status} ({_safe_message(exc)}); not retried"
                     ) from None
                 retry_after = _retry_after(exc.response.headers.get("retry-after"))
+                if retry_after > MAX_RETRY_AFTER:
+                    # Waiting less would break the server's rule; waiting longer is a hang.
+                    raise EmbeddingError(
+                        f"{self.model_id}: HTTP {status} asking to wait {retry_after:.0f} s "
+                        f"(Retry-After), over {MAX_RETRY_AFTER:.0f} s; not retried"
+                    ) from None
                 last = EmbeddingError(f"{self.model_id}: HTTP {status}")
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 last = EmbeddingError(f"{self.model_id}: {type(exc).__name__}")
