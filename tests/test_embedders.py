@@ -159,6 +159,7 @@ class Script:
         self.queue: list[tuple[int, dict[str, str], bytes | None] | Writer] = []
         self.requests: list[dict[str, object]] = []
         self.auth: list[str] = []
+        self.encodings: list[str] = []  # Accept-Encoding of each request
 
 
 @pytest.fixture
@@ -173,6 +174,7 @@ def endpoint() -> Iterator[tuple[str, Script]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.requests.append(body)
             script.auth.append(self.headers.get("Authorization", ""))
+            script.encodings.append(self.headers.get("Accept-Encoding", ""))
             answer = script.queue.pop(0) if script.queue else (200, {}, None)
             if callable(answer):
                 answer(self, body)

@@ -4,7 +4,10 @@ another exception, never a hang), and an ingest that meets one stores nothing.""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
+import time
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 
@@ -14,21 +17,21 @@ from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import EmbeddingError
 from pgmem.ingest import ingest_turns
 from tests.security_helpers import DIMS, Conn, make_turn
-from tests.test_embedders import Script, endpoint, fake_vector
+from tests.test_embedders import Script, Writer, endpoint, fake_vector
 
 __all__ = ["endpoint"]
 
 Endpoint = tuple[str, Script]
 
 
-def embedder(url: str, sleeps: list[float], *, dims: int = 4, **kw: object) -> OpenAIEmbedder:
+def embedder(url: str, sleeps: list[float], *, dims: int = 4, timeout: float = 2.0, **kw: object) -> OpenAIEmbedder:
     return OpenAIEmbedder(
         dimensions=dims,
         api_key="sk-test-SECRET123",
         base_url=url,
         sleep=sleeps.append,
         max_attempts=2,
-        timeout=2.0,
+        timeout=timeout,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -141,3 +144,63 @@ def test_a_retry_after_that_is_no_wait_or_a_minute_is_retried(endpoint: Endpoint
     assert embedder(url, sleeps).embed(["a"]).shape == (1, 4)
     assert len(script.requests) == 2 and len(sleeps) == 1
     assert 0 < sleeps[0] <= 60
+
+
+def drip(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+    """Headers at once, then a body of a byte every 0.1 s (each read well inside the timeout)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", "100000")
+    handler.end_headers()
+    with contextlib.suppress(OSError):
+        for _ in range(100_000):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.1)
+
+
+def endless(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+    """A chunked body that never ends, as fast as the client reads it."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    chunk = b" " * 65536
+    with contextlib.suppress(OSError):
+        while True:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+def huge(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+    """A 200 MB body of valid JSON: whitespace, then a real answer."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(200 * 2**20 + len(indexed([0]))))
+    handler.end_headers()
+    with contextlib.suppress(OSError):
+        for _ in range(200):
+            handler.wfile.write(b" " * 2**20)
+        handler.wfile.write(indexed([0]))
+
+
+def gzip_bomb(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+    """Gzip sent although identity was asked for: 64 KB that would inflate to 64 MB."""
+    payload = gzip.compress(b" " * 64 * 2**20 + indexed([0]), compresslevel=1)
+    send(handler, 200, payload, {"Content-Encoding": "gzip"})
+
+
+@pytest.mark.parametrize("answer", [drip, endless, huge, gzip_bomb], ids=lambda f: f.__name__)
+def test_a_body_too_slow_too_big_or_compressed_is_cut_off(endpoint: Endpoint, answer: Writer) -> None:
+    # Before: httpx's timeout is per read, so the drip (a byte each 0.1 s, timeout 1 s) and
+    # the endless body hung pgmem for good, the endless one growing in memory; a 200 MB or
+    # inflating body was read whole.
+    url, script = endpoint
+    script.queue = [answer, answer]
+    started = time.monotonic()
+    with pytest.raises(
+        EmbeddingError, match=r"unusable response: the response (took over 1 s|is over \d+ bytes|is gzip)"
+    ):
+        embedder(url, [], timeout=1.0).embed(["a"])
+    assert time.monotonic() - started < 15
+    assert len(script.requests) == 2
+    assert script.encodings[0] == "identity"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,17 @@ class OpenAIEmbedder:
             raise ConfigError("OPENAI_API_KEY is not set (needed when PGMEM_EMBEDDER=openai)")
         if dimensions <= 0:
             raise ConfigError(f"dimensions must be positive, got {dimensions}")
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        self._timeout = timeout
+        self._max_response_bytes = max_inputs * (dimensions * 32 + 256) + 65_536  # floats as JSON text
+        self._client = openai.OpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            # A compressed body could inflate past any limit counted on the wire.
+            default_headers={"Accept-Encoding": "identity"},
+            http_client=openai.DefaultHttpxClient(event_hooks={"response": [self._bound_body]}),
+        )
         self._model = model
         self._dims = dimensions
         self._max_inputs = max_inputs
@@ -91,6 +102,20 @@ class OpenAIEmbedder:
         for start, end in request_batches(texts, max_inputs=self._max_inputs, max_bytes=self._max_bytes):
             out[start:end] = self._request(list(texts[start:end]))
         return out
+
+    def _bound_body(self, response: Any) -> None:
+        """httpx's timeout is per read: a body dripped a byte at a time, or one that never
+        ends, would be read for ever. Every body (errors' too) must arrive within `timeout`
+        of its headers and within the size of the largest real answer, uncompressed."""
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise EmbeddingError(f"the response is {encoding[:20]}-encoded though identity was asked for")
+        response.stream = _bounded(
+            response.stream,
+            deadline=time.monotonic() + self._timeout,
+            timeout=self._timeout,
+            max_bytes=self._max_response_bytes,
+        )
 
     def _request(self, batch: list[str]) -> FloatArray:
         import openai
@@ -143,6 +168,31 @@ class OpenAIEmbedder:
             log.warning("%s; retry %d in %.2fs", last, attempt, wait)
             self._sleep(wait)
         raise EmbeddingError(f"{last} (gave up after {self._max_attempts} attempts)")
+
+
+def _bounded(stream: Any, *, deadline: float, timeout: float, max_bytes: int) -> Any:
+    """`stream`, a response body of httpx (or the SDK's httpx2), cut off with an
+    `EmbeddingError` past `deadline` or `max_bytes`."""
+    # The client reads only a stream of its own library's SyncByteStream class.
+    base = next((c for c in type(stream).__mro__ if c.__name__ == "SyncByteStream"), None)
+    if base is None:
+        return stream
+
+    class Bounded(base):  # type: ignore[misc,valid-type]
+        def __iter__(self) -> Iterator[bytes]:
+            size = 0
+            for chunk in stream:
+                size += len(chunk)
+                if size > max_bytes:
+                    raise EmbeddingError(f"the response is over {max_bytes} bytes")
+                if time.monotonic() > deadline:
+                    raise EmbeddingError(f"the response took over {timeout:g} s")
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    return Bounded()
 
 
 def _in_input_order(data: object, count: int) -> FloatArray:
