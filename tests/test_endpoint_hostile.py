@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from pgmem.embedders.openai_compat import OpenAIEmbedder
-from pgmem.errors import EmbeddingError
+from pgmem.errors import ConfigError, EmbeddingError
 from pgmem.ingest import ingest_turns
 from tests.security_helpers import DIMS, Conn, make_turn
 from tests.test_embedders import Script, Writer, endpoint, fake_vector
@@ -204,3 +204,32 @@ def test_a_body_too_slow_too_big_or_compressed_is_cut_off(endpoint: Endpoint, an
     assert time.monotonic() - started < 15
     assert len(script.requests) == 2
     assert script.encodings[0] == "identity"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://user:hunter2@h/v1", "user:hunter2@127.0.0.1:8080/v1", "file:///etc/passwd", "http://user:hunter2@/v1"],
+)
+def test_a_base_url_that_is_not_http_is_a_config_error_without_its_credentials(url: str) -> None:
+    # Before: every request failed as "APIConnectionError", retried for ~50 s.
+    with pytest.raises(ConfigError, match=r"OPENAI_BASE_URL must be an http\(s\) URL with a host") as err:
+        OpenAIEmbedder(dimensions=4, api_key="sk-test", base_url=url)
+    assert "hunter2" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["sk-SECRET\nX-Evil: 1", "sk-SECRET\r", "sk-SECRETé", "sk-SECRET\x00"])
+def test_a_key_that_cannot_be_a_header_is_a_config_error_without_the_key(key: str) -> None:
+    # Before: "APIConnectionError" (a line break) or "unusable response: 'ascii' codec can't
+    # encode..." (non-ASCII), retried for ~50 s.
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY contains a character") as err:
+        OpenAIEmbedder(dimensions=4, api_key=key, base_url="http://127.0.0.1:9/v1")
+    assert "SECRET" not in str(err.value)
+
+
+def test_credentials_in_a_base_url_never_reach_an_error(endpoint: Endpoint) -> None:
+    url, script = endpoint
+    with_creds = url.replace("http://", "http://user:hunter2@")
+    script.queue = [(500, {}, None)] * 2
+    with pytest.raises(EmbeddingError) as err:
+        embedder(with_creds, []).embed(["a"])
+    assert "hunter2" not in str(err.value) and "hunter2" not in repr(err.value)

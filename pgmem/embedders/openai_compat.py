@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -58,6 +59,11 @@ class OpenAIEmbedder:
             raise ConfigError("OPENAI_API_KEY is not set (needed when PGMEM_EMBEDDER=openai)")
         if dimensions <= 0:
             raise ConfigError(f"dimensions must be positive, got {dimensions}")
+        # Neither is ever printed: the key is a secret, and a URL may carry a password.
+        if any(not " " <= c <= "~" for c in api_key):
+            raise ConfigError("OPENAI_API_KEY contains a character an HTTP header cannot carry (a line break?)")
+        if base_url is not None:
+            _check_base_url(base_url)
         self._timeout = timeout
         self._max_response_bytes = max_inputs * (dimensions * 32 + 256) + 65_536  # floats as JSON text
         self._client = openai.OpenAI(
@@ -168,6 +174,20 @@ class OpenAIEmbedder:
             log.warning("%s; retry %d in %.2fs", last, attempt, wait)
             self._sleep(wait)
         raise EmbeddingError(f"{last} (gave up after {self._max_attempts} attempts)")
+
+
+def _check_base_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port out of range, a broken IPv6 literal
+        ok = False
+    if not ok:
+        scheme = url.partition("://")[0] if "://" in url else ""
+        raise ConfigError(
+            f"OPENAI_BASE_URL must be an http(s) URL with a host, such as https://api.openai.com/v1; "
+            f"got {f'a {scheme[:20]!r} URL' if scheme else 'one without a scheme'}"
+        )
 
 
 def _bounded(stream: Any, *, deadline: float, timeout: float, max_bytes: int) -> Any:
