@@ -1036,6 +1036,15 @@ def _in_pipeline(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -
     )
 
 
+def _still_open(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a store call's transaction is still open after its pipeline ended: it is then
+    rolled back. A connection that was lost, or that psycopg closed because a second
+    interruption (Ctrl-C, a task cancelled again) came while it cancelled the query, has no
+    transaction left (the server rolled it back): rolling it back raised "the connection is
+    closed", which replaced the interruption on its way out."""
+    return conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
 @contextmanager
 def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """A store call's transaction in pipeline mode: BEGIN goes with the settings and the first
@@ -1060,7 +1069,7 @@ def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
                     raise
                 control.execute("COMMIT")
         finally:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            if _still_open(conn):
                 conn.rollback()
 
 
@@ -1081,7 +1090,7 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
                     raise
                 await control.execute("COMMIT")
         finally:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            if _still_open(conn):
                 await conn.rollback()
 
 

@@ -1,0 +1,121 @@
+"""pgmem's calls interrupted as production services interrupt them: an asyncio task cancelled
+(once, as `asyncio.wait_for` does, or again and again while it cleans up, as a task group or
+anyio's cancel scopes do), a Ctrl-C raised from inside an embedder, a backend terminated.
+
+Each test orders the interruption with a lock, not a sleep: a trigger on the table the call
+writes takes an advisory lock a superuser connection holds, so the call is blocked in the
+server when the test interrupts it. The bar: the interruption the caller asked for propagates
+(never swallowed, never replaced by another error), nothing of the call is stored, and the next
+call works (on a new connection when the old one is closed)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.store.base import PutOp
+from psycopg import sql
+
+from pgmem.db import connect
+from pgmem.embedders.base import FloatArray
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder
+
+#: The advisory lock the blocking trigger waits for.
+LOCK = 4242
+NS = ("users", "u1")
+
+
+@pytest.fixture
+def blocking(admin_conn: Conn) -> Iterator[Conn]:
+    """A trigger that makes every insert into pgmem.piece and pgmem.store_item wait for advisory
+    lock LOCK, held by the returned superuser connection until the test ends."""
+    admin_conn.execute(
+        "CREATE FUNCTION pgmem.test_block() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END$$"
+    )
+    for table in ("piece", "store_item"):
+        admin_conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER test_block BEFORE INSERT ON pgmem.{} FOR EACH ROW EXECUTE FUNCTION pgmem.test_block()"
+            ).format(sql.Identifier(table))
+        )
+    admin_conn.execute("SELECT pg_advisory_lock(%s)", (LOCK,))
+    yield admin_conn
+    admin_conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+async def until_blocked(admin: Conn) -> None:
+    """Return once the app login's backend waits for a lock (polled in pg_stat_activity: the
+    call cannot finish before the test releases the lock, so this orders, it does not race)."""
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'"
+    while not count(admin, waiting, (APP_LOGIN,)):
+        await asyncio.sleep(0.005)
+
+
+async def cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` at every turn of the loop until it ends, as a task group or an anyio cancel
+    scope does while the task cleans up."""
+    while not task.done():
+        task.cancel()
+        await asyncio.sleep(0)
+
+
+def count(admin: Conn, query: str, params: Sequence[object] = ()) -> int:
+    row = admin.execute(query, params).fetchone()
+    return int(str(row[0])) if row else 0
+
+
+def stored_items(admin: Conn) -> int:
+    return count(admin, "SELECT count(*) FROM pgmem.store_item")
+
+
+def test_async_store_cancelled_during_cleanup_raises_cancelled(app_url: str, blocking: Conn) -> None:
+    """A batch cancelled again while it rolls back: psycopg closes the connection (its state is
+    unknown), and the store's own rollback of the closed connection replaced the cancellation
+    with `DatabaseError: the connection is closed`. The cancellation propagates."""
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            store = AsyncPgmemStore(aconn, embedder=HashEmbedder())
+            task = asyncio.ensure_future(store.abatch([PutOp(NS, "k", {"text": "the dog hates baths"})]))
+            await until_blocked(blocking)
+            await cancel_until_done(task)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    blocking.execute("SELECT pg_advisory_unlock_all()")
+    assert stored_items(blocking) == 0
+
+
+class InterruptedEmbedder(HashEmbedder):
+    """An embedder during whose call the connection is lost (the backend terminated), and then
+    Ctrl-C is pressed: KeyboardInterrupt out of embed()."""
+
+    def __init__(self, admin: Conn) -> None:
+        super().__init__()
+        self.admin = admin
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        self.admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (APP_LOGIN,))
+        raise KeyboardInterrupt
+
+
+def test_store_keyboard_interrupt_on_a_lost_connection_propagates(app_url: str, admin_conn: Conn) -> None:
+    """Ctrl-C in the embedder of a store batch whose connection was lost meanwhile: the store's
+    rollback of the dead connection replaced the KeyboardInterrupt with a DatabaseError. It
+    propagates, and nothing is stored."""
+    conn = connect(app_url)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            PgmemStore(conn, embedder=InterruptedEmbedder(admin_conn)).put(NS, "k", {"text": "the dog hates baths"})
+    finally:
+        conn.close()
+    assert stored_items(admin_conn) == 0
+    with connect(app_url) as fresh:
+        PgmemStore(fresh, embedder=HashEmbedder()).put(NS, "k", {"text": "the dog hates baths"})
+    assert stored_items(admin_conn) == 1
