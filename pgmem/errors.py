@@ -82,6 +82,14 @@ class ConflictError(DatabaseError):
     the caller's, or when every attempt lost."""
 
 
+class CanceledError(DatabaseError):
+    """The server canceled the statement before it finished: `statement_timeout` or
+    `pg_cancel_backend` (57014), `lock_timeout` while another transaction held a lock the
+    statement needed (55P03). The statement's transaction (or, inside the caller's transaction,
+    its savepoint) was rolled back whole, and the connection is usable; running the call again
+    is safe (what an ingest stored before, one transaction per turn, stays stored)."""
+
+
 class NotFoundError(DatabaseError):
     """What the call names does not exist (42704, P0002): an unknown scope, say."""
 
@@ -89,12 +97,17 @@ class NotFoundError(DatabaseError):
 #: SQLSTATE classes of a refusal of the caller's request, as opposed to a failure of the
 #: connection or the server (08, 40, 53, 57, XX), which stay the driver's exceptions.
 REFUSAL_CLASSES = frozenset({"22", "23", "42", "54", "P0"})
+#: A statement the server canceled on a connection that stays usable (CanceledError): a timeout
+#: or pg_cancel_backend is not a failure of the connection, unlike the rest of class 57
+#: (pg_terminate_backend, a shutdown: 57P01-57P03, the connection gone).
+CANCELED_STATES = frozenset({"57014", "55P03"})
 
 
 def is_refusal(exc: Exception) -> bool:
-    """Whether a driver exception is the database refusing the request (see REFUSAL_CLASSES)."""
+    """Whether a driver exception is the database refusing the request (see REFUSAL_CLASSES),
+    or canceling it (CANCELED_STATES): either becomes a PgmemError."""
     state = getattr(exc, "sqlstate", None) or ""
-    return state[:2] in REFUSAL_CLASSES
+    return state[:2] in REFUSAL_CLASSES or state in CANCELED_STATES
 
 
 def database_error(exc: Exception) -> DatabaseError:
@@ -109,6 +122,8 @@ def database_error(exc: Exception) -> DatabaseError:
         cls = NotFoundError
     elif state in ("40P01", "40001"):
         cls = ConflictError
+    elif state in CANCELED_STATES:
+        cls = CanceledError
     elif state[:2] in ("22", "23", "54"):
         cls = ArgumentError
     else:

@@ -11,6 +11,7 @@ call works (on a new connection when the old one is closed)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,14 +20,18 @@ import pytest
 from langgraph.store.base import PutOp
 from psycopg import sql
 
+import pgmem
+import pgmem.aio
 from pgmem.db import connect
 from pgmem.embedders.base import FloatArray
+from pgmem.errors import CanceledError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, make_turn
 
 #: The advisory lock the blocking trigger waits for.
 LOCK = 4242
 NS = ("users", "u1")
+EMB = HashEmbedder()
 
 
 @pytest.fixture
@@ -119,3 +124,63 @@ def test_store_keyboard_interrupt_on_a_lost_connection_propagates(app_url: str, 
     with connect(app_url) as fresh:
         PgmemStore(fresh, embedder=HashEmbedder()).put(NS, "k", {"text": "the dog hates baths"})
     assert stored_items(admin_conn) == 1
+
+
+def stored_turns(admin: Conn) -> int:
+    return count(admin, "SELECT count(*) FROM pgmem.turn")
+
+
+TURNS = [make_turn("s", "t", i, f"turn {i}: the freezer log is exported at two") for i in range(2)]
+
+
+def _one_line_cancel(exc: BaseException, sqlstate: str) -> None:
+    assert isinstance(exc, CanceledError) and exc.sqlstate == sqlstate
+    assert "\n" not in str(exc) and exc.__cause__ is None and exc.__suppress_context__
+
+
+@pytest.mark.parametrize("setting", ["statement_timeout", "lock_timeout"])
+def test_a_server_timeout_is_one_pgmem_error(
+    app_url: str, blocking: Conn, setting: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """statement_timeout (57014) or lock_timeout (55P03) during an ingest: psycopg's QueryCanceled
+    / LockNotAvailable came through raw, its message some thirty lines of pgmem's SQL (CONTEXT).
+    It is a CanceledError of one line with the SQLSTATE, as the LangGraph store's; nothing of the
+    turn is stored, and the connection (autocommit, or the caller's open transaction) works for
+    the next call."""
+    sqlstate = "57014" if setting == "statement_timeout" else "55P03"
+    for autocommit in (True, False):
+        conn = connect(app_url, autocommit=autocommit)
+        try:
+            conn.execute(sql.SQL("SET {} = '50ms'").format(sql.Identifier(setting)))
+            with pytest.raises(CanceledError) as err:
+                pgmem.ingest_turns(conn, TURNS, EMB)
+            _one_line_cancel(err.value, sqlstate)
+            expected = psycopg.pq.TransactionStatus.IDLE if autocommit else psycopg.pq.TransactionStatus.INTRANS
+            assert conn.info.transaction_status == expected
+            assert pgmem.recall(conn, "s", "freezer log", EMB).nothing_searched
+            if autocommit:
+                with pytest.raises(CanceledError) as err:
+                    PgmemStore(conn, embedder=EMB).put(NS, "k", {"text": "the dog hates baths"})
+                _one_line_cancel(err.value, sqlstate)
+        finally:
+            conn.close()
+    assert stored_turns(blocking) == 0 and stored_items(blocking) == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_pg_cancel_backend_of_an_async_call_is_one_pgmem_error(app_url: str, blocking: Conn) -> None:
+    """pg_cancel_backend of an async bulk ingest's backend: one CanceledError (57014), nothing
+    stored, the connection usable."""
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            task = asyncio.ensure_future(pgmem.aio.ingest_turns(aconn, TURNS, EMB, bulk=True))
+            await until_blocked(blocking)
+            blocking.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE usename = %s", (APP_LOGIN,))
+            with pytest.raises(CanceledError) as err:
+                await task
+            _one_line_cancel(err.value, "57014")
+            assert (await pgmem.aio.recall(aconn, "s", "freezer log", EMB)).nothing_searched
+
+    asyncio.run(main())
+    assert stored_turns(blocking) == 0
