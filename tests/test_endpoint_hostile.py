@@ -208,7 +208,13 @@ def test_a_body_too_slow_too_big_or_compressed_is_cut_off(endpoint: Endpoint, an
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://user:hunter2@h/v1", "user:hunter2@127.0.0.1:8080/v1", "file:///etc/passwd", "http://user:hunter2@/v1"],
+    [
+        "ftp://user:hunter2@h/v1",
+        "user:hunter2@127.0.0.1:8080/v1",
+        "file:///etc/passwd",
+        "http://user:hunter2@/v1",
+        "user:hunter2://h/v1",
+    ],
 )
 def test_a_base_url_that_is_not_http_is_a_config_error_without_its_credentials(url: str) -> None:
     # Before: every request failed as "APIConnectionError", retried for ~50 s.

@@ -183,10 +183,13 @@ def _check_base_url(url: str) -> None:
     except ValueError:  # a port out of range, a broken IPv6 literal
         ok = False
     if not ok:
-        scheme = url.partition("://")[0] if "://" in url else ""
+        # Named only when it is a known scheme: what stands before "://" may be a user name
+        # and password ("user:pass://...").
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        known = scheme in ("ftp", "ftps", "file", "ws", "wss", "postgres", "postgresql", "unix")
         raise ConfigError(
             f"OPENAI_BASE_URL must be an http(s) URL with a host, such as https://api.openai.com/v1; "
-            f"got {f'a {scheme[:20]!r} URL' if scheme else 'one without a scheme'}"
+            f"got {f'a {scheme} URL' if known else 'one with another scheme' if scheme else 'one without a scheme'}"
         )
 
 
