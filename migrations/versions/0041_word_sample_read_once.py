@@ -5,7 +5,10 @@ stored out of line) into a variable, and PL/pgSQL keeps a stored value as a poin
 message's words looked up in it (two lookups a word) detoasted the whole 50 kB again (1,404
 buffer reads for the 95 words of an 8-part message). It is now detoasted once, when read. The
 same words and pieces; 8-part hybrid recall on a 2,000-piece scope 0.91 of the time
-(docs/bench/recall-ab-0041.txt).
+(docs/bench/recall-ab-0041.txt). And the stored word lists it reads directly (a thread's, the
+fold's tail, the sample when counted) are unnested in the select list instead of in FROM: the
+same rows, 8-part hybrid in a 300-piece thread of a 100,000-piece scope 0.88-0.89 of the time
+(docs/bench/recall-ab-0041-unnest.txt).
 
 And two rules SQL did not hold (found by a red-team pass): add_facts stored a body of only
 whitespace and a negative turn index, which Python's check_fact refuses; log_recall stored a
