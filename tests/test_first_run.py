@@ -1,0 +1,101 @@
+"""The first minutes: the embedded server's data folder in odd states, and connection settings.
+Each answers in one line with a non-zero exit status, never a traceback, a hang or a secret,
+and what is stored is never lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def run(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {"PGMEM_HOME": str(home), "PATH": "/usr/bin:/bin", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "pgmem", *args], env=full, capture_output=True, text=True, timeout=60)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode != 0, r
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pgmem: error: "), r.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    h.chmod(0o755)  # the server runs as pgserver when we are root
+    return h
+
+
+def started_with_a_row(home: Path) -> None:
+    r = run(home, "db", "start")
+    assert r.returncode == 0, r.stderr
+    r = run(home, "db", "psql", "-Atc", "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
+    assert r.returncode == 0, r.stderr
+
+
+def still_has_the_row(home: Path) -> None:
+    r = run(home, "db", "psql", "-Atc", "SELECT x FROM kept")
+    assert r.stdout.strip() == "7", r.stderr
+
+
+@pytest.mark.parametrize("content", ["live-not-postgres", "", "garbage\n", "partial"])
+def test_a_stale_postmaster_pid_is_no_running_server(home: Path, content: str) -> None:
+    """A postmaster.pid left by a crash: its pid reused by another process, empty, garbled or
+    cut short. The server is stopped; stop signals nobody, start starts it, the data is kept."""
+    started_with_a_row(home)
+    assert run(home, "db", "stop").returncode == 0
+    pidfile = home / "pgdata" / "postmaster.pid"
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        if content == "live-not-postgres":
+            content = f"{bystander.pid}\n{home / 'pgdata'}\n1733450000\n5432\n{home / 'pgdata'}\n\n  5432001 0\nready\n"
+        elif content == "partial":
+            content = f"{bystander.pid}\n{home / 'pgdata'}\n"
+        pidfile.write_text(content)
+        st = run(home, "db", "status")
+        assert st.returncode == 3 and st.stdout.startswith("stopped"), (st.stdout, st.stderr)
+        stop = run(home, "db", "stop")
+        assert stop.returncode == 0 and stop.stdout.startswith("no server running"), (stop.stdout, stop.stderr)
+        assert bystander.poll() is None, "pgmem db stop signalled a process that is not its server"
+        r = run(home, "db", "start")
+        assert r.returncode == 0, r.stderr
+        still_has_the_row(home)
+    finally:
+        bystander.kill()
+        bystander.wait()
+        run(home, "db", "stop")
+
+
+def test_db_psql_with_the_server_stopped_is_one_line(home: Path) -> None:
+    one_line_error(run(home, "db", "psql", "-c", "SELECT 1"))
+
+
+def test_pgmem_home_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "home"
+    f.write_text("not a folder")
+    line = one_line_error(run(f, "db", "start"))
+    assert str(f) in line
+    assert f.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("version", [True, False])
+def test_a_half_initialised_data_folder_is_one_line_and_kept(home: Path, version: bool) -> None:
+    """initdb killed midway: with or without PG_VERSION, the folder is named and left alone."""
+    pgdata = home / "pgdata"
+    (pgdata / "base").mkdir(parents=True)
+    (pgdata / "base" / "mine").write_text("keep")
+    if version:
+        (pgdata / "PG_VERSION").write_text("18\n")
+    line = one_line_error(run(home, "db", "start"))
+    assert str(pgdata) in line
+    assert (pgdata / "base" / "mine").read_text() == "keep"
+    assert (pgdata / "PG_VERSION").exists() == version
