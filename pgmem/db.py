@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -20,6 +21,35 @@ def database_url(settings: Settings | None = None) -> str:
     from pgmem import server
 
     return server.start(settings.pgdata)
+
+
+_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*:)([^@/]*)@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
+_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
+
+
+def _passwords(url: str) -> re.Pattern[str]:
+    return _QUERY_PASSWORD if _URI_PASSWORD.match(url) or "://" in url else _KV_PASSWORD
+
+
+def redact(url: str) -> str:
+    """The connection string with its password (URI or key=value form) replaced by ***."""
+    return _passwords(url).sub(r"\1***", _URI_PASSWORD.sub(r"\1***@", url))
+
+
+def redact_secrets(text: str, url: str | None) -> str:
+    """`text` without the password of `url`, as written and percent-decoded (libpq quotes a
+    connection string it cannot parse, and the token of a percent-escape it cannot decode)."""
+    if not url:
+        return text
+    found = [m.group(2) for m in (_URI_PASSWORD.match(url),) if m]
+    found += [m.group(2).strip("'") for m in _passwords(url).finditer(url)]
+    text = text.replace(url, redact(url))
+    for secret in found:
+        for form in {secret, unquote(secret)}:
+            if len(form) >= 2:
+                text = text.replace(form, "***")
+    return text
 
 
 def with_database(url: str, dbname: str) -> str:

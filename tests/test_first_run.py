@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 Conn = psycopg.Connection[tuple[object, ...]]
+SECRET = "S3cretPW"
 
 
 def run(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -99,3 +100,24 @@ def test_a_half_initialised_data_folder_is_one_line_and_kept(home: Path, version
     assert str(pgdata) in line
     assert (pgdata / "base" / "mine").read_text() == "keep"
     assert (pgdata / "PG_VERSION").exists() == version
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u:{SECRET}@[::1/db",  # libpq echoes a URI it cannot parse
+        f"postgresql://u:{SECRET}%zz@localhost/db",  # and a percent-escape it cannot decode
+        f"host=/nowhere password={SECRET}%zz dbname=x",
+        f"postgresql://[::1/db?password={SECRET}&sslmode=require",
+    ],
+)
+def test_a_password_in_database_url_is_never_printed(home: Path, url: str) -> None:
+    for args in (("db", "url"), ("migrate",), ("stats",), ("db", "psql", "-c", "SELECT 1"), ("roles", "show")):
+        r = run(home, *args, env={"DATABASE_URL": url})
+        assert SECRET not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_db_url_prints_the_url_without_its_password(home: Path) -> None:
+    r = run(home, "db", "url", env={"DATABASE_URL": f"postgresql://u:{SECRET}@db.example:6432/mem?sslmode=require"})
+    assert r.returncode == 0 and r.stdout.strip() == "postgresql://u:***@db.example:6432/mem?sslmode=require"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -86,16 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except PgmemError as exc:
-        print(f"pgmem: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except psycopg.Error as exc:
         # The server's refusal (bad argument, unknown scope, privilege) in one line, never a
         # traceback; the SQLSTATE says which.
-        print(f"pgmem: error: {DatabaseError.from_driver(exc)}", file=sys.stderr)
+        _error(str(DatabaseError.from_driver(exc)))
         return 2
     except KeyboardInterrupt:
         print("pgmem: interrupted", file=sys.stderr)
         return 130
+
+
+def _error(message: str) -> None:
+    """One line on stderr, without the password of DATABASE_URL: libpq quotes a URL it cannot
+    parse whole, and a percent-escape it cannot decode."""
+    from pgmem.db import redact_secrets
+
+    print(f"pgmem: error: {redact_secrets(message, os.environ.get('DATABASE_URL'))}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ import argparse
 import os
 import sys
 
+from psycopg.conninfo import conninfo_to_dict
+
 from pgmem import server
 from pgmem.cli.common import server_url, settings
+from pgmem.db import redact
 from pgmem.errors import ServerError
 
 
@@ -66,7 +69,9 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _url(args: argparse.Namespace) -> int:
-    print(server_url(settings()))
+    # DATABASE_URL is printed without its password: the command is for showing where pgmem
+    # connects, and its output lands in terminals and logs.
+    print(redact(server_url(settings())))
     return 0
 
 
@@ -77,6 +82,9 @@ def _psql(args: argparse.Namespace) -> int:
 def run_psql(psql_args: list[str]) -> int:
     """Replace this process with the bundled psql, connected to the pgmem database."""
     url = server_url(settings())
+    # psql would print a connection string it cannot parse, password and all: parse it here,
+    # where the error is printed without it.
+    conninfo_to_dict(url)
     psql = server.bin_dir() / "psql"
     if not psql.exists():
         raise ServerError(f"bundled psql not found at {psql}")
