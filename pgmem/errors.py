@@ -59,12 +59,28 @@ class DatabaseError(PgmemError):
         diag = getattr(exc, "diag", None)
         primary = getattr(diag, "message_primary", None)
         message = primary or " ".join(str(exc).split()) or type(exc).__name__
-        return cls(message, sqlstate=getattr(exc, "sqlstate", None), hint=getattr(diag, "message_hint", None))
+        state = getattr(exc, "sqlstate", None)
+        hint = getattr(diag, "message_hint", None)
+        if _schema_missing(state, message):
+            hint = hint or MIGRATE_HINT
+        return cls(message, sqlstate=state, hint=hint)
 
 
 class ArgumentError(DatabaseError, InputError):
     """The database refused an argument (SQLSTATE class 22, 23 or 54: out of range, wrong
     dimension, NaN, too large, a duplicate)."""
+
+
+class SchemaMissingError(DatabaseError, SchemaError):
+    """The database has no schema pgmem (3F000), or a pgmem function or table this pgmem calls
+    (42883, 42P01: an older schema); the hint says to run `pgmem migrate`."""
+
+
+MIGRATE_HINT = "the pgmem schema is not installed here, or is older than this pgmem: run `pgmem migrate`"
+
+
+def _schema_missing(state: str | None, message: str) -> bool:
+    return state == "3F000" or (state in ("42883", "42P01") and "pgmem." in message)
 
 
 class ScopeError(DatabaseError):
@@ -96,7 +112,7 @@ class NotFoundError(DatabaseError):
 
 #: SQLSTATE classes of a refusal of the caller's request, as opposed to a failure of the
 #: connection or the server (08, 40, 53, 57, XX), which stay the driver's exceptions.
-REFUSAL_CLASSES = frozenset({"22", "23", "42", "54", "P0"})
+REFUSAL_CLASSES = frozenset({"22", "23", "3F", "42", "54", "P0"})
 #: A statement the server canceled on a connection that stays usable (CanceledError): a timeout
 #: or pg_cancel_backend is not a failure of the connection, unlike the rest of class 57
 #: (pg_terminate_backend, a shutdown: 57P01-57P03, the connection gone).
@@ -114,8 +130,10 @@ def database_error(exc: Exception) -> DatabaseError:
     """The PgmemError for a refusal, keeping its SQLSTATE and hint."""
     state = getattr(exc, "sqlstate", None) or ""
     err = DatabaseError.from_driver(exc)
-    if state == "42501":
-        cls: type[DatabaseError] = ScopeError
+    if _schema_missing(state, str(err)):
+        cls: type[DatabaseError] = SchemaMissingError
+    elif state == "42501":
+        cls = ScopeError
     elif state == "22000" and " from model " in str(err):
         cls = ModelRefusedError
     elif state in ("42704", "P0002"):

@@ -11,6 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.conftest import scratch_database
+
 Conn = psycopg.Connection[tuple[object, ...]]
 SECRET = "S3cretPW"
 
@@ -121,3 +123,18 @@ def test_a_password_in_database_url_is_never_printed(home: Path, url: str) -> No
 def test_db_url_prints_the_url_without_its_password(home: Path) -> None:
     r = run(home, "db", "url", env={"DATABASE_URL": f"postgresql://u:{SECRET}@db.example:6432/mem?sslmode=require"})
     assert r.returncode == 0 and r.stdout.strip() == "postgresql://u:***@db.example:6432/mem?sslmode=require"
+
+
+def test_an_unmigrated_database_says_run_pgmem_migrate(home: Path, admin_conn: Conn) -> None:
+    with scratch_database(admin_conn, "unmigrated") as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE EXTENSION vector")
+        for args in (("stats",), ("reblend", "--scope", "s", "--weight", "0.5")):
+            line = one_line_error(run(home, *args, env={"DATABASE_URL": url}))
+            assert "run `pgmem migrate`" in line, line
+        with psycopg.connect(url, autocommit=True) as c:
+            from pgmem import stats
+            from pgmem.errors import SchemaError
+
+            with pytest.raises(SchemaError, match="run `pgmem migrate`"):
+                stats(c)
