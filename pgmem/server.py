@@ -232,8 +232,9 @@ def _ensure_database(base_url: str, name: str) -> None:
     with psycopg.connect(base_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
-            # another process may create it first
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+            # Another process may create it first: 42P04 when its CREATE committed before, 23505
+            # (pg_database's unique name index) when both ran at once.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 

@@ -4,6 +4,7 @@ and what is stored is never lost."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,33 @@ def test_an_unmigrated_database_says_run_pgmem_migrate(home: Path, admin_conn: C
 
             with pytest.raises(SchemaError, match="run `pgmem migrate`"):
                 stats(c)
+
+
+def test_the_pgmem_database_created_by_two_starts_at_once_is_no_error(db_url: str, admin_conn: Conn) -> None:
+    """Two first starts at once both find no `pgmem` database and both create it: the second
+    CREATE DATABASE fails with 42P04 (the first committed) or 23505 (both inserted at once into
+    pg_database's unique name index). Either means the database is there, not an error."""
+    import threading
+
+    from pgmem.server import _ensure_database
+
+    failures: list[BaseException] = []
+    for round_no in range(8):
+        name = f"pgmem_race_{os.getpid()}_{round_no}"
+        barrier = threading.Barrier(4)
+
+        def create(name: str = name, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                _ensure_database(db_url, name)
+            except BaseException as exc:  # collected, asserted below
+                failures.append(exc)
+
+        workers = [threading.Thread(target=create) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert admin_conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone() == (1,)
+        admin_conn.execute(f'DROP DATABASE "{name}"')
+    assert failures == []
