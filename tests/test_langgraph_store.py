@@ -138,6 +138,10 @@ def test_put_get_update_delete(hstore: PgmemStore) -> None:
     assert hstore.batch([GetOp(ns, "a"), GetOp(("nobody",), "x")]) == [None, None]
 
 
+#: Five words no piece label (which holds a time, "3:26 AM") holds.
+WORDS = ("apples", "bicycles", "canoes", "dolphins", "elephants")
+
+
 def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: Conn, tmp_path: Path) -> None:
     """A put (or a batch of puts and deletes) is one transaction, its writes'; a batch that also
     reads opens a second one for its reads first. On the store's autocommit connection each is
@@ -160,7 +164,7 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
                 lambda: hstore.batch([PutOp(ns, "b", {"text": "two"}), PutOp(ns, "a", None)]),
                 lambda: hstore.delete(ns, "b"),
                 lambda: hstore.batch([GetOp(ns, "c"), PutOp(ns, "c", {"text": "three"})]),
-                lambda: hstore.batch([PutOp(ns, f"m{i}", {"text": f"memory number {i}"}) for i in range(5)]),
+                lambda: hstore.batch([PutOp(ns, f"m{i}", {"text": f"memory of {w}"}) for i, w in enumerate(WORDS)]),
             ):
                 before = sent(trace, "Sync", "Flush", "Query")
                 syncs = sent(trace, "Sync")
@@ -175,7 +179,9 @@ def test_a_batch_without_reads_opens_one_transaction(hstore: PgmemStore, conn: C
     assert hstore.get(ns, "a") is None and hstore.get(ns, "b") is None
     item = hstore.get(ns, "c")
     assert item is not None and item.value == {"text": "three"}
-    found = hstore.search(ns, query="memory number 3", limit=1)
+    # A word, not a number: a piece's label holds its time ("3:26 AM"), so in the 3 o'clock hour
+    # "3" was in every piece and no longer singled m3 out.
+    found = hstore.search(ns, query="memory of dolphins", limit=1)
     assert [i.key for i in found] == ["m3"] and found[0].created_at == hstore.get(ns, "m3").created_at  # type: ignore[union-attr]
 
 
