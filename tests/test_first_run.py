@@ -5,8 +5,10 @@ and what is stored is never lost."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -169,3 +171,30 @@ def test_the_pgmem_database_created_by_two_starts_at_once_is_no_error(db_url: st
         assert admin_conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone() == (1,)
         admin_conn.execute(f'DROP DATABASE "{name}"')
     assert failures == []
+
+
+def test_a_pgmem_home_with_a_space_starts_and_stops() -> None:
+    """macOS's default data path has a space ("Application Support"). The library hands the
+    socket folder to postgres through pg_ctl's shell unquoted: the server never started from
+    such a path (one line since the first-run fixes, but a failure). Its socket now lives in a
+    folder named by a hash of the data folder, and the data stays where PGMEM_HOME says."""
+    # Short enough for the socket to fit in the data folder (pytest's tmp_path is too long: the
+    # library then puts the socket elsewhere, and the space never reaches the shell).
+    top = Path(tempfile.mkdtemp(prefix="pgmem sp-"))
+    home = top / "App Support"
+    home.mkdir()
+    for folder in (home, top):
+        folder.chmod(0o755)  # the server runs as pgserver when we are root
+    try:
+        started_with_a_row(home)
+        r = run(home, "db", "status")
+        assert r.returncode == 0 and r.stdout.startswith("running"), r.stdout + r.stderr
+        assert (home / "pgdata" / "PG_VERSION").exists()
+        assert run(home, "db", "stop").returncode == 0
+        assert run(home, "db", "status").stdout.startswith("stopped")
+        again = run(home, "db", "start")
+        assert again.returncode == 0, again.stderr
+        still_has_the_row(home)
+    finally:
+        run(home, "db", "stop")
+        shutil.rmtree(top, ignore_errors=True)

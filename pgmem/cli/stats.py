@@ -61,8 +61,8 @@ def _stats(args: argparse.Namespace) -> int:
         rows = stats(conn, args.scope)
     if not rows:
         # The same status with --json (no line on stdout), so a script sees the miss either way.
-        where = f"scope {args.scope!r}" if args.scope else "any scope"
-        print(f"pgmem: no rows: this login sees no {where} (docs/operations.md, Monitoring)", file=sys.stderr)
+        where = f"the scope {args.scope!r}" if args.scope else "any scope"
+        print(f"pgmem: no rows: this login does not see {where} (docs/operations.md, Monitoring)", file=sys.stderr)
         return 1
     if args.json:
         for r in rows:
