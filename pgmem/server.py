@@ -119,9 +119,20 @@ def start(pgdata: Path) -> str:
     return _socket_url(Path(_socket_dir(pgdata)), DATABASE)
 
 
+#: What pg_ctl's shell still reads inside the double quotes it puts around the data folder and
+#: its log: a path holding one of them would run a command (`$(...)`) or break the quoting.
+_SHELL_IN_QUOTES = ("$", "`", '"', "\\", "\n")
+
+
 def _check_folder(pgdata: Path, *, fresh: bool) -> None:
     """Refuse, in one line, a data folder that is neither new (empty) nor initialised (initdb
-    interrupted midway): pgmem never deletes or re-initialises one."""
+    interrupted midway): pgmem never deletes or re-initialises one; and one whose path pg_ctl's
+    shell would read."""
+    if any(c in str(pgdata) for c in _SHELL_IN_QUOTES):
+        raise ServerError(
+            f"{str(pgdata)!r} holds $, `, \", \\ or a line break, which pg_ctl's shell reads even in quotes: "
+            "point PGMEM_HOME at another path"
+        )
     if pgdata.exists() and not pgdata.is_dir():
         raise ServerError(f"{pgdata} is not a folder: point PGMEM_HOME elsewhere")
     if fresh and pgdata.exists() and any(pgdata.iterdir()):

@@ -198,3 +198,15 @@ def test_a_pgmem_home_with_a_space_starts_and_stops() -> None:
     finally:
         run(home, "db", "stop")
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", ["x$(touch MARK)y", "x`touch MARK`y", 'quo"te', "back\\slash"])
+def test_a_pgmem_home_pg_ctls_shell_would_read_is_refused(tmp_path: Path, name: str) -> None:
+    """pg_ctl puts the data folder and its log in double quotes for its shell, where `$(...)`,
+    backquotes, a quote or a backslash still act: such a PGMEM_HOME ran a command as the
+    server's user (and the start failed). It is one line, before anything is created."""
+    tmp_path.chmod(0o777)  # so that a command run as the server's user could write MARK here
+    home = tmp_path / name.replace("MARK", str(tmp_path / "MARK"))
+    line = one_line_error(run(home, "db", "start"))
+    assert "pg_ctl's shell" in line
+    assert not (tmp_path / "MARK").exists() and not (home / "pgdata").exists()
