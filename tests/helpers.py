@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,14 @@ def sent(trace: Path, *messages: str) -> int:
     fields = [line.split("\t") for line in trace.read_text().splitlines()]
     out = [f[3].split(" ")[0].strip() for f in fields if len(f) > 3 and f[1] == "F"]
     return sum(1 for i, m in enumerate(out) if m in messages and not (m == "Flush" and i and out[i - 1] == "Sync"))
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+    """One JSON answer of a test's HTTP endpoint: the status, the payload, extra headers."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.end_headers()
+    handler.wfile.write(payload)

@@ -16,6 +16,7 @@ import pytest
 from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import ConfigError, EmbeddingError
 from pgmem.ingest import ingest_turns
+from tests.helpers import send
 from tests.security_helpers import DIMS, Conn, make_turn
 from tests.test_embedders import Script, Writer, endpoint, fake_vector
 
@@ -91,16 +92,6 @@ def test_items_out_of_order_are_put_back_in_input_order(endpoint: Endpoint) -> N
     out = embedder(url, []).embed(["x", "y", "z"])
     for i in range(3):
         assert float(out[i] @ fake_vector(str(i), 4)) > 0.9999
-
-
-def send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(payload)))
-    for k, v in (headers or {}).items():
-        handler.send_header(k, v)
-    handler.end_headers()
-    handler.wfile.write(payload)
 
 
 def test_an_ingest_that_meets_a_duplicated_index_stores_nothing(

@@ -27,6 +27,7 @@ from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import EmbeddingError
 from pgmem.ingest import ingest_turns
 from pgmem.pieces import turn_pieces
+from tests.helpers import send
 from tests.security_helpers import DIMS, Conn, app_conn, hash_vector, make_turn, sentence
 
 __all__ = ["app_conn"]
@@ -96,13 +97,7 @@ def endpoint() -> Iterator[Endpoint]:
             pass
 
         def answer(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
+            send(self, status, payload, headers)
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
