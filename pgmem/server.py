@@ -217,10 +217,10 @@ def write_memory_settings(pgdata: Path) -> bool:
 
 
 def _socket_dir(pgdata: Path) -> str:
-    lines = _pidfile_lines(pgdata)
-    if _running_pid(pgdata) is None or not lines[4].strip():
+    running = _running(pgdata)
+    if running is None:
         raise ServerError(f"no running server found in {pgdata}")
-    return lines[4].strip()
+    return running[1]
 
 
 def _pidfile_lines(pgdata: Path) -> list[str]:
@@ -247,14 +247,15 @@ def _serves(pid: int, pgdata: Path) -> bool:
         return False
 
 
-def _running_pid(pgdata: Path) -> int | None:
-    """The postmaster's pid when postmaster.pid names a running server of this folder; None for
-    no file, an empty, garbled or cut-short one, or a pid that is not this folder's postgres."""
+def _running(pgdata: Path) -> tuple[int, str] | None:
+    """The postmaster's pid and socket folder when postmaster.pid names a running server of this
+    folder; None for no file, an empty, garbled or cut-short one, or a pid that is not this
+    folder's postgres."""
     lines = _pidfile_lines(pgdata)
-    if len(lines) < 8 or not lines[0].strip().isdigit() or lines[7].strip() != "ready":
+    if len(lines) < 8 or not lines[0].strip().isdigit() or lines[7].strip() != "ready" or not lines[4].strip():
         return None
     pid = int(lines[0])
-    return pid if _serves(pid, pgdata) else None
+    return (pid, lines[4].strip()) if _serves(pid, pgdata) else None
 
 
 def _forget_stale_pidfile(pgdata: Path) -> None:
@@ -263,7 +264,7 @@ def _forget_stale_pidfile(pgdata: Path) -> None:
     start over an empty file."""
     import psutil
 
-    if not (pgdata / "postmaster.pid").exists() or _running_pid(pgdata) is not None:
+    if not (pgdata / "postmaster.pid").exists() or _running(pgdata) is not None:
         return
     if any(_serves(p.pid, pgdata) for p in psutil.process_iter()):
         return  # a server starting or stopping here, or its orphaned backends: postgres decides
@@ -289,10 +290,11 @@ def status(pgdata: Path) -> ServerStatus:
     if not (pgdata / "PG_VERSION").exists():
         return ServerStatus(False, None, pgdata, None)
     _pgserver()
-    pid = _running_pid(pgdata)
-    if pid is None:
+    running = _running(pgdata)
+    if running is None:
         return ServerStatus(False, None, pgdata, None)
-    return ServerStatus(True, pid, pgdata, _socket_url(Path(_socket_dir(pgdata)), DATABASE))
+    pid, socket_dir = running
+    return ServerStatus(True, pid, pgdata, _socket_url(Path(socket_dir), DATABASE))
 
 
 def stop(pgdata: Path, *, timeout: float = 60.0) -> bool:
