@@ -15,11 +15,11 @@ import pytest
 from pgmem import forget_document, forget_fact, forget_scope, forget_thread, forget_turn
 from pgmem.db import scoped
 from pgmem.documents.store import Document, add_documents, remove_document
-from pgmem.errors import DatabaseError, InputError
+from pgmem.errors import DatabaseError, InputError, ScopeError
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
 from pgmem.recall import embed_query, recall, recall_vectors
-from tests.security_helpers import HashEmbedder, hash_vector, make_turn
+from tests.security_helpers import READER_LOGIN, HashEmbedder, connect_as, hash_vector, make_turn
 
 Conn = psycopg.Connection[tuple[object, ...]]
 SECRET = "my locker code is ZEBRA and the spare key hides under the blue flowerpot"
@@ -266,11 +266,23 @@ def test_hostile_forget_arguments_are_input_errors(conn: Conn, admin_conn: Conn,
     assert _rows(admin_conn) == before
 
 
-def test_database_refusal_is_a_pgmem_error(conn: Conn) -> None:
-    # A role without pgmem_app membership cannot run them; here: a NULL from SQL, not Python.
+def test_database_refusal_is_a_pgmem_error(conn: Conn, admin_conn: Conn, db_url: str) -> None:
+    # A NULL from SQL, not Python: the function's own refusal.
     with pytest.raises(psycopg.errors.NullValueNotAllowed), scoped(conn, "s"):
         conn.execute("SELECT * FROM pgmem.forget_turn('s', NULL, 1)")
-    assert issubclass(DatabaseError, Exception)
+    # A role without pgmem_app membership cannot run them: through the Python API, the
+    # database's refusal is a PgmemError keeping its SQLSTATE, and nothing is removed.
+    _store(conn)
+    before = _rows(admin_conn)
+    reader = connect_as(db_url, READER_LOGIN)
+    try:
+        with pytest.raises(ScopeError) as err:
+            forget_turn(reader, "s", "t", 1)
+    finally:
+        reader.close()
+    assert isinstance(err.value, DatabaseError) and err.value.sqlstate == "42501", err.value
+    assert "forget_turn" in str(err.value)
+    assert _rows(admin_conn) == before
 
 
 def _cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
