@@ -163,10 +163,15 @@ def test_the_window_helper_checks_its_own_arguments(store: Conn, embedder: Embed
         )
     with scoped(store, "s"):
         rows = store.execute(
-            "SELECT piece_id FROM pgmem._window_candidates('s', ARRAY[%s]::vector[], 5, 't1', %s, %s)",
+            """SELECT c.piece_id, p.thread_id, p.turn_index
+                 FROM pgmem._window_candidates('s', ARRAY[%s]::vector[], 5, 't1', %s, %s) c
+                 JOIN pgmem.piece p USING (piece_id)""",
             (v, at("03-01"), at("04-01")),
         ).fetchall()
-    assert rows  # turn 1's pieces only
+        march = store.execute("SELECT piece_id FROM pgmem.piece WHERE thread_id = 't1' AND turn_index = 1").fetchall()
+    # k (5) is more than the thread's pieces (4): the window and the thread alone keep turn 2 out.
+    assert {(r[1], r[2]) for r in rows} == {("t1", 1)}
+    assert {r[0] for r in rows} == {r[0] for r in march} and len(rows) == len(march) == 2
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="x must be between 1 and 1000"), scoped(store, "s"):
         store.execute("SELECT * FROM pgmem._window_candidates('s', ARRAY[%s]::vector[], 5000)", (v,))
 
