@@ -176,8 +176,15 @@ def test_scope_bound_to_its_model(conn: Conn, embedder: Embedder) -> None:
     ingest_turns(conn, [sample_turn(1)], embedder)
     with pytest.raises(psycopg.errors.DataException, match="refusing model other-model"), scoped(conn, "s1"):
         conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384)")
+    refusal = "SELECT pgmem.model_refusal('s1', %s, 384)"
     with scoped(conn, "s1"):
-        assert conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384, 'piece', true)").fetchone()
+        assert conn.execute(refusal, (embedder.model_id,)).fetchone() == (None,)
+        key = conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384, 'piece', true)").fetchone()
+    # With reembed the scope is rebound: the other model is its model now, and the first refused.
+    with scoped(conn, "s1"):
+        assert conn.execute(refusal, ("other-model",)).fetchone() == (None,)
+        assert "refusing model " + embedder.model_id in str(conn.execute(refusal, (embedder.model_id,)).fetchone())
+        assert conn.execute("SELECT pgmem.bind_scope_model('s1', 'other-model', 384)").fetchone() == key
 
 
 def test_invalid_turn_input_names_the_field() -> None:
