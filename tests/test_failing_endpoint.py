@@ -211,11 +211,10 @@ def test_401_fails_at_once_and_the_key_appears_nowhere(
     sleeps: list[float] = []
     emb = make_embedder(endpoint, sleeps)
     turns = [make_turn("s", "t", i, f"turn {i}") for i in range(5)]
-    started = time.monotonic()
     with pytest.raises(EmbeddingError) as err:
         ingest_turns(app_conn, turns, emb)
-    assert time.monotonic() - started < 5
-    assert len(endpoint.log) == 1 and sleeps == []  # at once: one request, no retry
+    # At once: one request, no wait (every wait goes through `sleeps`), no retry.
+    assert len(endpoint.log) == 1 and sleeps == []
     assert endpoint.auth == [f"Bearer {KEY}"]  # the key was sent (so it could have leaked)
     assert "401" in str(err.value)
     texts = [
