@@ -60,20 +60,23 @@ def test_word_statistics_count_only_their_own_kind(conn: Conn, embedder: Embedde
 
 
 @pytest.mark.parametrize(
-    ("sql", "args", "message"),
+    ("sql", "args", "message", "sqlstate"),
     [
         ("SELECT * FROM pgmem.document_search('docs', ARRAY[%s::vector], ARRAY['q'], mode => 'words')", 1,
-         "mode must be vector or hybrid"),
+         "mode must be vector or hybrid", "22023"),
         ("SELECT * FROM pgmem.document_search('docs', ARRAY[%s::vector], NULL, mode => 'hybrid')", 1,
-         "hybrid mode needs part_texts"),
-        ("SELECT * FROM pgmem.document_search('docs', ARRAY[%s::vector], ARRAY['q'], rrf_k => -1)", 1, "rrf_k"),
-        ("SELECT * FROM pgmem.distinctive_words('docs', 'q', kind => 'fact')", 0, "kind must be memory or document"),
+         "hybrid mode needs part_texts", "22004"),
+        ("SELECT * FROM pgmem.document_search('docs', ARRAY[%s::vector], ARRAY['q'], rrf_k => -1)", 1,
+         "rrf_k must be between 0 and 10000", "22023"),
+        ("SELECT * FROM pgmem.distinctive_words('docs', 'q', kind => 'fact')", 0, "kind must be memory or document",
+         "22023"),
     ],
 )  # fmt: skip
-def test_bad_arguments_are_one_clear_error(conn: Conn, sql: str, args: int, message: str) -> None:
+def test_bad_arguments_are_one_clear_error(conn: Conn, sql: str, args: int, message: str, sqlstate: str) -> None:
     vec = "[" + ",".join(["0.1"] * 384) + "]"
-    with scoped(conn, "docs"), pytest.raises(psycopg.Error, match=message):
+    with scoped(conn, "docs"), pytest.raises(psycopg.Error, match=message) as err:
         conn.execute(sql, (vec,) * args)
+    assert err.value.sqlstate == sqlstate and "\n" not in str(err.value.diag.message_primary)
 
 
 def test_a_bad_word_weight_setting_is_refused(conn: Conn, embedder: Embedder) -> None:
