@@ -343,7 +343,11 @@ def test_own_scope_writes_work_as_app(app_conn: Conn) -> None:
             (SCOPES[0], [hash_vector("p")], json.dumps([])),
             binary=True,
         ).fetchone()
-        assert logged is not None
+        assert logged is not None and isinstance(logged[0], int), logged
+        stored = app_conn.execute(
+            "SELECT scope_id, plane, message FROM pgmem.recall_log WHERE recall_id = %s", (logged[0],)
+        ).fetchall()
+        assert stored == [(SCOPES[0], "memory", "m")]
 
 
 def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(admin_conn: Conn) -> None:
