@@ -216,6 +216,16 @@ def test_python_passes_bad_values_to_sql_and_gets_one_line(
 
 
 def test_senseless_message_dates_mean_no_window(store: Conn, embedder: Embedder) -> None:
+    def logged_window(message: str, when: datetime) -> tuple[object, ...] | None:
+        r = recall(store, "s", message, embedder, thread="t1", floor=-1, message_time=when, log=True)
+        with scoped(store, "s"):
+            return store.execute(
+                "SELECT time_from, time_to FROM pgmem.recall_log WHERE recall_id = %s", (r.recall_id,)
+            ).fetchone()
+
+    # A readable date is a window, and the log shows it ...
+    sensible = logged_window("Where did we go hiking two weeks ago?", datetime(2026, 5, 25, 9, 0, tzinfo=UTC))
+    assert sensible is not None and sensible[0] is not None and sensible[1] is not None
     far = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
     for message, when in [
         ("Where did we go hiking in the year 99999?", datetime(2026, 5, 25, tzinfo=UTC)),
@@ -224,6 +234,8 @@ def test_senseless_message_dates_mean_no_window(store: Conn, embedder: Embedder)
     ]:
         plain = turns(recall(store, "s", message, embedder, thread="t1", floor=-1))
         assert turns(recall(store, "s", message, embedder, thread="t1", floor=-1, message_time=when)) == plain
+        # ... a senseless one is none at all (a window outside every turn would rank the same).
+        assert logged_window(message, when) == (None, None), (message, when)
 
 
 def test_aware_times_in_any_zone_are_the_same_instant(store: Conn, embedder: Embedder) -> None:
