@@ -139,13 +139,19 @@ def test_forgotten_turn_is_gone_from_the_ann_index_path(conn: Conn, admin_conn: 
     with scoped(conn, "s"):
         row = conn.execute("SELECT pgmem.scope_ann_index('piece', 's')").fetchone()
     assert row is not None and row[0] is not None  # recall goes through the scope's HNSW index
-    forget_turn(conn, "s", "t", 1)
-    with scoped(conn, "s"):
-        rows = conn.execute(
-            "SELECT turn_index, thread_id FROM pgmem.memory_recall('s', %s::vector[], x => 100, floor => -1)",
-            ([hash_vector(SECRET)],),
-        ).fetchall()
-    assert rows and ("t", 1) not in {(r[1], r[0]) for r in rows}
+
+    def found() -> set[tuple[str, int]]:
+        with scoped(conn, "s"):
+            rows = conn.execute(
+                "SELECT turn_index, thread_id FROM pgmem.memory_recall('s', %s::vector[], x => 100, floor => -1)",
+                ([hash_vector(SECRET)],),
+            ).fetchall()
+        return {(str(r[1]), int(str(r[0]))) for r in rows}
+
+    assert ("t", 1) in found()  # the index path finds the turn before it is forgotten ...
+    assert forget_turn(conn, "s", "t", 1).turns == 1
+    after = found()
+    assert after and ("t", 1) not in after  # ... and never after
 
 
 def test_forget_thread_and_the_last_turn_of_a_thread(conn: Conn, admin_conn: Conn) -> None:
