@@ -764,6 +764,7 @@ def test_concurrent_store_batches_through_a_pool_end_in_the_last_write_of_each_k
     writes: dict[tuple[tuple[str, ...], str], list[tuple[str | None, float, float]]] = {k: [] for k in keys}
     errors: list[str] = []
     lock = threading.Lock()
+    spans: list[tuple[int, float, float]] = []  # (worker, start, end) of each batch that ran
 
     def client(w: int, store: PgmemStore) -> None:
         rng = random.Random(w)
@@ -783,6 +784,7 @@ def test_concurrent_store_batches_through_a_pool_end_in_the_last_write_of_each_k
                 continue
             ended = time.monotonic()
             with lock:
+                spans.append((w, started, ended))
                 for op in ops:
                     if isinstance(op, PutOp):
                         value = None if op.value is None else str(op.value["text"])
@@ -798,6 +800,8 @@ def test_concurrent_store_batches_through_a_pool_end_in_the_last_write_of_each_k
         assert not any(t.is_alive() for t in workers), "a batch hung"
         assert errors == []
         final = {k: store.get(*k) for k in keys}
+    # The batches of different workers ran at the same time (else nothing here raced).
+    assert any(a[0] != b[0] and a[1] < b[2] and b[1] < a[2] for a in spans for b in spans), "no two workers overlapped"
 
     for k, done in writes.items():
         assert done, f"{k} was never written: the workload is too small"
