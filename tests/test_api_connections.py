@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,6 @@ from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, m
 
 EMB = HashEmbedder()
 DOC = Document("guide.md", "# Guide\n\nThe freezer log is exported every night at two.\n")
-TIMINGS: dict[str, float] = {}
 
 
 def _hits(result: pgmem.Recall) -> set[tuple[str | None, int | None]]:
@@ -78,13 +75,6 @@ async def _async_scenario(db: Any, scope: str) -> dict[str, Any]:
     return out
 
 
-def _timed(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    out = fn()
-    TIMINGS[name] = time.perf_counter() - t0
-    return out
-
-
 @pytest.fixture
 def app_url(db_url: str, conn: Conn) -> str:
     return role_url(db_url, APP_LOGIN)
@@ -98,7 +88,7 @@ def test_sync_api_on_any_connection(app_url: str, kind: str) -> None:
     scope = f"sync-{kind}"
     if kind == "pool":
         with ConnectionPool(app_url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool:
-            out = _timed(f"sync {kind}", lambda: _sync_scenario(pool, scope))
+            out = _sync_scenario(pool, scope)
         _check_scenario(out, scope)
         return
     conn = psycopg.connect(
@@ -108,7 +98,7 @@ def test_sync_api_on_any_connection(app_url: str, kind: str) -> None:
         adapters_before = conn.adapters.types.get("vector")
         if kind == "open_transaction":
             conn.execute("SELECT 1")  # the caller's transaction is open: pgmem works in savepoints
-        out = _timed(f"sync {kind}", lambda: _sync_scenario(conn, scope))
+        out = _sync_scenario(conn, scope)
         _check_scenario(out, scope)
         # The caller's connection is as it was: no adapters added, its row factory, no scope left.
         assert conn.adapters.types.get("vector") is adapters_before is None
@@ -134,23 +124,16 @@ def test_async_api_on_any_connection(app_url: str, kind: str) -> None:
             async with AsyncConnectionPool(
                 app_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
             ) as pool:
-                return await _async_timed(f"async {kind}", lambda: _async_scenario(pool, scope))
+                return await _async_scenario(pool, scope)
         conn = await psycopg.AsyncConnection.connect(
             app_url, autocommit=True, row_factory=dict_row if kind == "dict_row" else None
         )
         async with conn:
-            out = await _async_timed(f"async {kind}", lambda: _async_scenario(conn, scope))
+            out = await _async_scenario(conn, scope)
             assert conn.adapters.types.get("vector") is None
         return out
 
     _check_scenario(asyncio.run(main()), scope)
-
-
-async def _async_timed(name: str, fn: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    out = await fn()
-    TIMINGS[name] = time.perf_counter() - t0
-    return out
 
 
 def test_refusals_are_pgmem_errors_that_keep_their_sqlstate(app_url: str) -> None:
@@ -204,18 +187,6 @@ def _write_other_scope() -> Call[object]:
 def test_wrong_kind_of_database_handle_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="Connection or ConnectionPool"):
         pgmem.recall("not a connection", "s", "q", EMB)  # type: ignore[arg-type]
-
-
-def test_print_timings_side_by_side() -> None:
-    """Runs last in this module: the scenario's wall time per kind (this machine is shared:
-    read the figures as a side-by-side of one run, not as a benchmark)."""
-    if not TIMINGS:
-        pytest.skip("no scenario ran")
-    width = max(len(k) for k in TIMINGS)
-    print("\nscenario wall time (ingest 3 turns, recall, facts, documents, forget, recall):")
-    for name in (*(f"sync {k}" for k in SYNC_KINDS), *(f"async {k}" for k in ASYNC_KINDS)):
-        if name in TIMINGS:
-            print(f"  {name:<{width}}  {TIMINGS[name] * 1000:8.1f} ms")
 
 
 def test_metadata_from_jsonl_and_python_filters_recall(app_url: str, tmp_path: Any) -> None:

@@ -184,15 +184,13 @@ def gzip_bomb(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
 def test_a_body_too_slow_too_big_or_compressed_is_cut_off(endpoint: Endpoint, answer: Writer) -> None:
     # Before: httpx's timeout is per read, so the drip (a byte each 0.1 s, timeout 1 s) and
     # the endless body hung pgmem for good, the endless one growing in memory; a 200 MB or
-    # inflating body was read whole.
+    # inflating body was read whole. The message says which bound cut it off.
     url, script = endpoint
     script.queue = [answer, answer]
-    started = time.monotonic()
     with pytest.raises(
         EmbeddingError, match=r"unusable response: the response (took over 1 s|is over \d+ bytes|is gzip)"
     ):
         embedder(url, [], timeout=1.0).embed(["a"])
-    assert time.monotonic() - started < 15
     assert len(script.requests) == 2
     assert script.encodings[0] == "identity"
 
