@@ -57,10 +57,11 @@ class DatabaseError(PgmemError):
     def from_driver(cls, exc: Exception) -> DatabaseError:
         """One line from a driver exception (psycopg's `diag` when it has one)."""
         diag = getattr(exc, "diag", None)
-        primary = getattr(diag, "message_primary", None)
+        # A server's message or hint may run over lines (btree's 54000 hint does): one line.
+        primary = " ".join((getattr(diag, "message_primary", None) or "").split())
         message = primary or " ".join(str(exc).split()) or type(exc).__name__
         state = getattr(exc, "sqlstate", None)
-        hint = getattr(diag, "message_hint", None)
+        hint = " ".join((getattr(diag, "message_hint", None) or "").split()) or None
         if _schema_missing(state, message):
             hint = hint or MIGRATE_HINT
         return cls(message, sqlstate=state, hint=hint)

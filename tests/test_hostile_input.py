@@ -513,3 +513,17 @@ def test_a_cli_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("pgmem") and ": error: " in err and "--help)" in err
+
+
+def test_a_server_message_or_hint_over_lines_is_one_line(app_conn: Conn) -> None:
+    """btree's 54000 refusal carries a two-line hint, which the CLI and every report printed on
+    two lines; a refusal is one line whatever the server's text."""
+    from pgmem.errors import DatabaseError
+
+    with pytest.raises(psycopg.Error) as refused:
+        app_conn.execute(
+            "DO $$ BEGIN RAISE EXCEPTION E'first\\n  second' USING ERRCODE = '54000', HINT = E'one.\\nTwo.'; END $$"
+        )
+    app_conn.rollback()
+    err = DatabaseError.from_driver(refused.value)
+    assert str(err) == "first second (SQLSTATE 54000); hint: one. Two."
