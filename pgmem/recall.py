@@ -19,7 +19,7 @@ from pgmem.dates import message_window
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
-from pgmem.text import check_int, check_json_text, check_name, check_number, check_text
+from pgmem.text import as_float, check_int, check_json_text, check_name, check_number, check_text
 
 #: Whole-message cap (seed 000): 8,000 bytes, keeping the end. Each part's embedding input is
 #: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
@@ -254,7 +254,7 @@ def recall_statement(
     if recency is not None:  # its range is SQL's rule (check_recall_args)
         if isinstance(recency, bool) or not isinstance(recency, numbers.Real):
             raise InputError(f"recency must be a number, got {type(recency).__name__}")
-        times["recency"] = float(recency)
+        times["recency"] = as_float(recency)
     check_target(scope, thread)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")

@@ -6,6 +6,7 @@ first, with an `InputError` naming the field and the offset."""
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import re
 from collections.abc import Mapping
@@ -43,10 +44,19 @@ def check_number(value: object, what: str, lo: float, hi: float) -> float:
     InputError naming `what` (a bool, a string, None or NaN is no number here)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{what} must be a number between {lo:g} and {hi:g}, got {type(value).__name__}")
-    v = float(value)
+    v = as_float(value)
     if not lo <= v <= hi:
         raise InputError(f"{what} must be between {lo:g} and {hi:g}, got {v:g}")
     return v
+
+
+def as_float(value: float | numbers.Real) -> float:
+    """A real number as a float; one too large for a float (an integer of 309 digits or more)
+    is infinite, so a range check refuses it instead of float() raising OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return -math.inf if value < 0 else math.inf
 
 
 def check_int(value: object, what: str, lo: int, hi: int) -> int:

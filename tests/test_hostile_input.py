@@ -419,6 +419,13 @@ def test_wrong_types_to_the_python_api_are_one_line_input_errors(app_conn: Conn)
         ("weight", lambda: recall(app_conn, "s", "something", emb, weight="a")),  # type: ignore[arg-type]
         ("rules must be a SplitRules", lambda: recall(app_conn, "s", "something", emb, rules=None)),  # type: ignore[arg-type]
         ("recency", lambda: recall(app_conn, "s", "something", emb, recency="0.1")),  # type: ignore[arg-type]
+        # An integer too large for a float is a number out of range, not an OverflowError.
+        ("floor", lambda: recall(app_conn, "s", "something", emb, floor=10**400)),
+        ("floor", lambda: recall(app_conn, "s", "something", emb, floor=-(10**400))),
+        ("weight must be between 0 and 1", lambda: recall(app_conn, "s", "something", emb, weight=10**400)),
+        ("recency is a cosine band", lambda: recall(app_conn, "s", "something", emb, recency=10**400)),
+        ("floor", lambda: fact_recall(app_conn, "s", "something", emb, floor=10**400)),
+        ("weight must be between 0 and 1", lambda: fact_recall(app_conn, "s", "something", emb, weight=10**400)),
         ("turns must be a list of Turn", lambda: ingest_turns(app_conn, None, emb)),  # type: ignore[arg-type]
         ("turns\\[0\\] must be a Turn", lambda: ingest_turns(app_conn, [None], emb)),  # type: ignore[list-item]
         ("weight", lambda: ingest_turns(app_conn, [], emb, weight="a")),  # type: ignore[arg-type]

@@ -193,6 +193,7 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("recall", {"query": "fine", "x": "5"}, "x must be"),
     ("recall", {"query": "fine", "x": 0}, "x must be"),
     ("recall", {"query": "fine", "floor": "NaN"}, "floor"),
+    ("recall", {"query": "fine", "floor": 10**400}, "floor must be a raw cosine"),
     ("recall", {"query": "fine", "thread": ["a"]}, "thread"),
     ("recall", {"query": {"nested": {"deeper": [1, 2]}}}, "query must be a string"),
     ("search_documents", {"query": None}, "query must be a string"),

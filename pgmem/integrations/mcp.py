@@ -58,7 +58,7 @@ from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import recall  # noqa: E402
-from pgmem.text import check_name, check_text  # noqa: E402
+from pgmem.text import as_float, check_name, check_text  # noqa: E402
 from pgmem.turns import MAX_DEPTH, parse_time, turn_from_dict  # noqa: E402
 
 log = logging.getLogger("pgmem.mcp")
@@ -431,7 +431,7 @@ def _floor(value: object) -> float | None:
     """A caller's floor, or None: the model's (pgmem.model_settings)."""
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not -1.0 <= float(value) <= 1.0:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not -1.0 <= as_float(value) <= 1.0:
         raise ToolError(f"floor must be a raw cosine between -1 and 1, got {value!r:.40}")
     return float(value)
 
