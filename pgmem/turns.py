@@ -61,12 +61,12 @@ def parse_time(value: object, where: str) -> datetime | None:
         try:
             t = datetime.fromtimestamp(value, tz=UTC)
         except (OverflowError, ValueError, OSError):
-            raise InputError(f"{where}: time {value!r} is not a valid epoch time in seconds") from None
+            raise InputError(f"{where}: time {value!r:.80} is not a valid epoch time in seconds") from None
     elif isinstance(value, str):
         try:
             t = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise InputError(f"{where}: time {value!r} is not ISO 8601") from None
+            raise InputError(f"{where}: time {value!r:.80} is not ISO 8601") from None
     else:
         raise InputError(f"{where}: time must be an ISO 8601 string or epoch seconds, got {type(value).__name__}")
     return t if t.tzinfo else t.replace(tzinfo=UTC)
