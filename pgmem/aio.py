@@ -38,6 +38,7 @@ from pgmem.calls import (
     check_usable,
     lost_race,
     one_round_trip,
+    pool_lease,
     register_types,
     retry_delay,
 )
@@ -73,9 +74,14 @@ async def run(db: AsyncDb, call: Call[T]) -> T:
     """Drive `call` on an async connection (used as it is) or pool (one connection for the call)."""
     if isinstance(db, psycopg.AsyncConnection):
         return await _drive(db, call)
-    if not hasattr(db, "connection"):
-        raise TypeError(f"expected a psycopg AsyncConnection or AsyncConnectionPool, got {type(db).__name__}")
-    async with db.connection() as conn:
+    lease = pool_lease(db)
+    if not hasattr(lease, "__aenter__"):
+        other = isinstance(db, psycopg.Connection) or hasattr(lease, "__enter__")
+        raise TypeError(
+            f"expected a psycopg AsyncConnection or AsyncConnectionPool, got {type(db).__name__}"
+            + (": a sync one goes to the sync API (pgmem.recall, ...)" if other else "")
+        )
+    async with lease as conn:
         return await _drive(conn, call)
 
 

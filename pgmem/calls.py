@@ -123,10 +123,24 @@ def run(db: Db, call: Call[T]) -> T:
     """Drive `call` on a connection (used as it is) or a pool (one connection for the call)."""
     if isinstance(db, psycopg.Connection):
         return _drive(db, call)
-    if not hasattr(db, "connection"):
-        raise TypeError(f"expected a psycopg Connection or ConnectionPool, got {type(db).__name__}")
-    with db.connection() as conn:
+    lease = pool_lease(db)
+    if not hasattr(lease, "__enter__"):
+        other = isinstance(db, psycopg.AsyncConnection) or hasattr(lease, "__aenter__")
+        raise TypeError(
+            f"expected a psycopg Connection or ConnectionPool, got {type(db).__name__}"
+            + (": an async one goes to pgmem.aio" if other else "")
+        )
+    with lease as conn:
         return _drive(conn, call)
+
+
+def pool_lease(db: object) -> Any:
+    """`db.connection()` of a pool, sync or async (not entered), or None for anything else:
+    the drivers check which kind it is before using it."""
+    if isinstance(db, psycopg.Connection | psycopg.AsyncConnection):
+        return None
+    connection = getattr(db, "connection", None)
+    return connection() if callable(connection) else None
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,30 @@ def test_wrong_kind_of_database_handle_is_a_type_error() -> None:
         pgmem.recall("not a connection", "s", "q", EMB)  # type: ignore[arg-type]
 
 
+def test_a_handle_of_the_other_api_is_a_type_error_naming_the_right_one(app_url: str) -> None:
+    """A sync connection or pool given to pgmem.aio (or an async one to the sync API) is the
+    same TypeError as any other wrong handle, naming the API that takes it; not psycopg's
+    "'Connection' object is not callable" from inside the driver."""
+
+    async def main() -> list[str]:
+        errors = []
+        with psycopg.connect(app_url, autocommit=True) as sync_conn, ConnectionPool(app_url) as sync_pool:
+            for db in (sync_conn, sync_pool):
+                with pytest.raises(TypeError, match="AsyncConnection or AsyncConnectionPool") as err:
+                    await pgmem.aio.recall(db, "s", "q", EMB)
+                errors.append(str(err.value))
+        async_conn = await psycopg.AsyncConnection.connect(app_url, autocommit=True)
+        async with async_conn, AsyncConnectionPool(app_url, open=False) as async_pool:
+            for handle in (async_conn, async_pool):
+                with pytest.raises(TypeError, match="Connection or ConnectionPool") as err:
+                    pgmem.recall(handle, "s", "q", EMB)  # type: ignore[arg-type]
+                errors.append(str(err.value))
+        return errors
+
+    errors = asyncio.run(main())
+    assert all("pgmem.aio" in e for e in errors[2:]) and all("sync API" in e for e in errors[:2]), errors
+
+
 def test_metadata_from_jsonl_and_python_filters_recall(app_url: str, tmp_path: Any) -> None:
     """Turns carry a metadata object (JSONL "metadata", Turn.metadata); recall's
     metadata_filter keeps the turns whose metadata contains it, sync and async alike."""
