@@ -256,6 +256,33 @@ def test_rebuild_as_the_app_role_rebuilds_its_scope_only(app_conn: Conn, tmp_pat
         app_conn.execute("SELECT * FROM pgmem.pending_turns('other', now())")
 
 
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:00-14:00", "infinity"])
+def test_a_turn_time_python_cannot_read_back_is_a_failed_turn(app_conn: Conn, tmp_path: Path, when: str) -> None:
+    """pgmem reads stored turn times back as Python datetimes (rebuild, the MCP thread list):
+    years 1 to 9999 in UTC. A time Python accepts whose UTC instant is outside them (midnight of
+    year 1 at +14:00 is 1 BC in UTC), or an infinite one from SQL, is refused by SQL's turn rules
+    (a failed turn naming turn_time); stored, it made every later rebuild of the scope fail with
+    psycopg's "timestamp too small"."""
+    emb = HashEmbedder()
+    assert ingest_turns(app_conn, [make_turn("r", "t", 0, "turn 0")], emb).inserted == 1
+    if when == "infinity":
+        with scoped(app_conn, "r"), pytest.raises(psycopg.errors.InvalidParameterValue, match="turn_time"):
+            app_conn.execute(
+                """SELECT pgmem.put_turn(scope => 'r', thread => 't', turn_index => 1, turn_time => 'infinity',
+                       messages => '[]', content_hash => '\\x01', model_id => %s, unit_kinds => ARRAY['user'],
+                       source_indexes => ARRAY[0], labels => ARRAY['[Turn 1]'], bodies => ARRAY['x'],
+                       vectors => ARRAY[%s::vector])""",
+                (emb.model_id, emb.embed(["x"])[0]),
+            )
+    else:
+        messages = [{"role": "user", "content": "turn 1"}]
+        bad = turn_from_dict({"scope": "r", "thread": "t", "turn": 1, "time": when, "messages": messages})
+        report = ingest_turns(app_conn, [bad], emb)
+        assert report.inserted == 0 and len(report.failed) == 1 and "turn_time" in report.failed[0][1], report
+    res = rebuild(app_conn, emb, tmp_path / "state.json", scope="r")
+    assert res.turns == 1 and not res.report.failed
+
+
 # 8. The CLI: one line, exit 2 ---------------------------------------------------------------------
 
 

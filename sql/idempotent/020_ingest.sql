@@ -107,6 +107,8 @@ DROP FUNCTION IF EXISTS pgmem.put_turns(text, text, text[], integer[], timestamp
 
 -- The rules of one turn, once: the first thing wrong with it as (SQLSTATE, message, hint), or no
 -- row. put_turn raises it; put_turns reports it for that turn and stores the others.
+-- Before the turn time was one of them.
+DROP FUNCTION IF EXISTS pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, @VECTOR_SCHEMA@.vector[], @VECTOR_SCHEMA@.vector);
 CREATE OR REPLACE FUNCTION pgmem._turn_problem(
     thread text,
     turn_index integer,
@@ -115,7 +117,8 @@ CREATE OR REPLACE FUNCTION pgmem._turn_problem(
     metadata jsonb,
     weight double precision,
     vectors vector[],
-    context vector DEFAULT NULL
+    context vector DEFAULT NULL,
+    turn_time timestamptz DEFAULT NULL
 ) RETURNS TABLE (code text, message text, hint text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
@@ -129,6 +132,13 @@ BEGIN
             'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'::text, NULL::text;
     ELSIF turn_index < 0 THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: turn_index must be >= 0, got %s', turn_index), NULL::text;
+    -- A stored turn time is read back as a Python datetime (rebuild, the MCP thread list): years
+    -- 1 to 9999 in UTC, finite. Outside them a stored turn would make every read of it fail.
+    ELSIF turn_time IS NOT NULL AND (NOT isfinite(turn_time) OR turn_time < '0001-01-01 00:00:00+00'::timestamptz
+                                     OR turn_time >= '9999-12-31 00:00:00+00'::timestamptz + interval '1 day') THEN
+        RETURN QUERY SELECT '22023'::text,
+            format('put_turn: turn_time must be a finite time from year 1 to 9999 in UTC, got %s', turn_time),
+            'Leave turn_time NULL for a turn without a time.'::text;
     ELSIF length(thread) NOT BETWEEN 1 AND 200 THEN  -- the thread table's check, as one line (not a 23514)
         RETURN QUERY SELECT '22023'::text, format('put_turn: thread must be 1 to 200 characters, got %s', length(thread)),
             NULL::text;
@@ -154,8 +164,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, vector[], vector) IS
-'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, metadata not a JSON object or over 4,096 bytes, weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
+COMMENT ON FUNCTION pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, vector[], vector, timestamptz) IS
+'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, turn_time infinite or outside years 1 to 9999 in UTC (what Python reads back), metadata not a JSON object or over 4,096 bytes, weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turns(
     scope text,
@@ -239,9 +249,10 @@ BEGIN
               FROM unnest(vectors, piece_turn) WITH ORDINALITY AS u(v, tno, j) GROUP BY u.tno)
         SELECT t.i::integer AS i, pr.code, pr.message, pr.hint,
                CASE WHEN pr.code IS NULL THEN coalesce(l2_normalize(t.ctx), pgmem.unit_mean(per.vs)) END AS ctx
-          FROM unnest(threads, turn_indexes, put_turns.messages, content_hashes, meta, ctxs) WITH ORDINALITY AS t(th, ti, msg, h, md, ctx, i)
+          FROM unnest(threads, turn_indexes, put_turns.messages, content_hashes, meta, ctxs, turn_times)
+               WITH ORDINALITY AS t(th, ti, msg, h, md, ctx, tm, i)
           LEFT JOIN per ON per.tno = t.i
-          LEFT JOIN LATERAL pgmem._turn_problem(t.th, t.ti, t.msg, t.h, t.md, weight, per.vs, t.ctx) pr ON true
+          LEFT JOIN LATERAL pgmem._turn_problem(t.th, t.ti, t.msg, t.h, t.md, weight, per.vs, t.ctx, t.tm) pr ON true
          ORDER BY t.i
     LOOP
         IF p.code IS NULL THEN
