@@ -10,6 +10,9 @@ decides which of them count and how wide a window each one opens:
   centred on that point (two weeks ago: the week around the day 14 days back);
 - "since" / "after" a date: from the start of its period to the message's time.
 
+Days, months and years are the message time's zone's (the sender's calendar: "yesterday" asked
+at 20:00 in New York is New York's yesterday); the window is returned in UTC.
+
 Several expressions give the window that spans them all. "since the move", "before the
 wedding" name an event, not a date: the message's time cannot date the event (only the
 memory can), so they open no window; the event's own words still search for it. A caller
@@ -57,16 +60,13 @@ class Window:
 
 def message_window(message: str, message_time: datetime | None) -> Window | None:
     """The time window `message`'s date expressions name, relative to `message_time` (an aware
-    datetime; a naive one is read as UTC), or None: no expression, none readable, no message
-    time, or a window that makes no sense."""
+    datetime; a naive one is read as UTC) and in its zone's calendar (the sender's days), or
+    None: no expression, none readable, no message time, or a window that makes no sense."""
     if message_time is None or not isinstance(message, str) or not message.strip():
         return None
-    if message_time.tzinfo is None:
-        message_time = message_time.replace(tzinfo=UTC)
-    try:
-        base = message_time.astimezone(UTC).replace(tzinfo=None)
-    except (OverflowError, ValueError):
-        return None
+    zone = message_time.tzinfo or UTC
+    # The sender's wall-clock time: "yesterday" and "in March" are days of their calendar.
+    base = message_time.replace(tzinfo=None)
     text = message[:MAX_CHARS]
     windows = [w for w in (_window(text, m, base) for m in _matches(text, base)) if w is not None]
     if not windows:
@@ -74,7 +74,11 @@ def message_window(message: str, message_time: datetime | None) -> Window | None
     start, end = min(w.start for w in windows), max(w.end for w in windows)
     if not start < end or start > base:
         return None
-    return Window(start.replace(tzinfo=UTC), end.replace(tzinfo=UTC))
+    try:
+        start, end = start.replace(tzinfo=zone).astimezone(UTC), end.replace(tzinfo=zone).astimezone(UTC)
+    except (OverflowError, ValueError):  # a day past year 9999 or before year 1 in UTC
+        return None
+    return Window(start, end) if start < end else None
 
 
 def _settings(base: datetime) -> dict[str, Any]:

@@ -4,6 +4,7 @@ what cannot be read or makes no sense is no window, never an error."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -45,11 +46,26 @@ def test_since_runs_to_the_message_time() -> None:
 
 
 def test_the_window_follows_the_message_time_and_its_zone() -> None:
+    """The days are the sender's: a message time in a zone names that zone's calendar."""
     tokyo = timezone(timedelta(hours=9))
-    # 01:00 on May 29 in Tokyo is 16:00 on May 28 in UTC: yesterday is the 27th in UTC.
+    # 01:00 on May 29 in Tokyo (16:00 on May 28 in UTC): yesterday is Tokyo's May 28.
     assert message_window("yesterday", datetime(2023, 5, 29, 1, 0, tzinfo=tokyo)) == Window(
-        day(2023, 5, 27), day(2023, 5, 28)
+        datetime(2023, 5, 28, tzinfo=tokyo), datetime(2023, 5, 29, tzinfo=tokyo)
     )
+    # 20:00 on May 28 in New York (00:00 on May 29 in UTC): today is New York's May 28, yesterday
+    # its May 27, across the zone's daylight-saving offset.
+    ny = ZoneInfo("America/New_York")
+    asked = datetime(2023, 5, 28, 20, 0, tzinfo=ny)
+    assert message_window("What did I do today?", asked) == Window(
+        datetime(2023, 5, 28, tzinfo=ny), datetime(2023, 5, 29, tzinfo=ny)
+    )
+    assert message_window("What did I do yesterday?", asked) == Window(
+        datetime(2023, 5, 27, tzinfo=ny), datetime(2023, 5, 28, tzinfo=ny)
+    )
+    # A day that starts in winter time and ends in summer time is 23 hours long.
+    w = message_window("yesterday", datetime(2023, 3, 13, 9, 0, tzinfo=ny))
+    assert w == Window(datetime(2023, 3, 12, tzinfo=ny), datetime(2023, 3, 13, tzinfo=ny))
+    assert w.end - w.start == timedelta(hours=23)
     # A naive message time is read as UTC.
     assert message_window("yesterday", datetime(2023, 5, 28, 12, 0)) == Window(day(2023, 5, 27), day(2023, 5, 28))
 
