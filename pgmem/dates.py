@@ -61,8 +61,9 @@ class Window:
 def message_window(message: str, message_time: datetime | None) -> Window | None:
     """The time window `message`'s date expressions name, relative to `message_time` (an aware
     datetime; a naive one is read as UTC) and in its zone's calendar (the sender's days), or
-    None: no expression, none readable, no message time, or a window that makes no sense."""
-    if message_time is None or not isinstance(message, str) or not message.strip():
+    None: no expression, none readable, no message time (or one that is not a datetime), or a
+    window that makes no sense."""
+    if not isinstance(message_time, datetime) or not isinstance(message, str) or not message.strip():
         return None
     zone = message_time.tzinfo or UTC
     # The sender's wall-clock time: "yesterday" and "in March" are days of their calendar.

@@ -3,7 +3,7 @@ what cannot be read or makes no sense is no window, never an error."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -82,6 +82,10 @@ def test_the_window_follows_the_message_time_and_its_zone() -> None:
         ("What will I do next year?", ASKED),  # wholly after the message
         ("", ASKED),
         ("   \n", ASKED),
+        # Not a datetime: a date, an ISO string, epoch seconds (recall refuses them, one line).
+        ("What did I buy yesterday?", date(2023, 5, 28)),
+        ("What did I buy yesterday?", "2023-05-28T19:47:00Z"),
+        ("What did I buy yesterday?", 1685303220),
     ],
 )
 def test_senseless_or_unreadable_dates_are_no_window(message: str, asked: datetime | None) -> None:
