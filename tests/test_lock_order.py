@@ -347,11 +347,18 @@ def test_retention_locks_its_threads_before_forgetting_so_a_forget_of_one_does_n
 
 
 def _retention_held_before_y2(
-    admin: Conn, scope: str, keeper: Session, forgetter: Session, forget: Callable[[Conn], Forgotten]
+    admin: Conn,
+    scope: str,
+    keeper: Session,
+    forgetter: Session,
+    forget: Callable[[Conn], Forgotten],
+    *,
+    forget_waits: bool = True,
 ) -> tuple[Any, Any]:
     """apply_retention (as keeper) held by a superuser's row lock on turn y2/0's piece, after it
-    forgot what comes before it; `forget` started (as forgetter) meanwhile, and seen waiting; then
-    the lock goes. Both outcomes: retention's (scope, turns, facts) rows, and the forget's."""
+    forgot what comes before it; `forget` started (as forgetter) meanwhile, and seen waiting for
+    retention (with forget_waits) or finished; then the lock goes. Both outcomes: retention's
+    (scope, turns, facts) rows, and the forget's."""
     try:
         with admin.transaction():
             admin.execute(
@@ -363,7 +370,10 @@ def _retention_held_before_y2(
             )
             assert waits_for_lock(admin, expire, keeper.pid)  # what came before y2 gone, waiting for its piece
             forgot = forgetter.start(forget)
-            assert waits_for_lock(admin, forgot, forgetter.pid)  # for retention
+            if forget_waits:
+                assert waits_for_lock(admin, forgot, forgetter.pid)  # for retention
+            else:
+                forgot.exception(timeout=STEP_SECONDS)  # finished, not waiting for retention
         return outcome(expire), outcome(forgot)
     finally:
         keeper.close()
@@ -373,12 +383,13 @@ def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock
     conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
 ) -> None:
     """Retention expires turn 0 of threads y and y2; a forget of thread x runs meanwhile. Two
-    recall-log rows each name x and one of y, y2 (the one naming y2 older). Retention deletes the
-    row naming y with y's turn; a superuser's row lock on a piece of y2 then holds it before y2's
-    turn. The forget of x used to delete the row naming y2 and wait for the one retention had
-    deleted, while retention, let go, waited for the forget's row: a deadlock, one side rolled
-    back. Now the forget waits for retention's recall-log lock before it deletes any log row, and
-    both finish: retention deletes both rows, the forget none."""
+    recall-log rows each name x and one of y, y2 (the one naming y2 older). A superuser's row lock
+    on a piece of y2 holds retention after y's turn, before y2's. Retention used to delete the row
+    naming y with y's turn; the forget of x then deleted the row naming y2 and waited for the one
+    retention had deleted, while retention, let go, waited for the forget's row: a deadlock, one
+    side rolled back. Retention now deletes its log rows in one step after all its turns (the
+    recall log read once a scope), so it holds no log row (nor the scope's recall-log lock) while
+    it waits: the forget of x does not wait, deletes both rows, and retention finishes after it."""
     churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
     scope = f"locks-logs-{uuid.uuid4().hex[:8]}"
     turns = [make_turn(scope, th, i, f"{th} turn {i} about the ferry") for th, n in (("x", 1), ("y", 2), ("y2", 2))
@@ -406,11 +417,12 @@ def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock
         Session(role_url(db_url, RETENTION_LOGIN)),
         sessions(),
         lambda c: forget_thread(c, scope, "x"),
+        forget_waits=False,
     )
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
     assert (scope, 2, 0) in expired
     assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
-    assert (forgotten.turns, forgotten.recall_logs) == (1, 0)
+    assert (forgotten.turns, forgotten.recall_logs) == (1, 2)
     assert churn.deadlocks(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)) == 0
     assert [turns_of(admin_conn, scope, th) for th in ("x", "y", "y2")] == [[], [1], [1]]

@@ -155,6 +155,93 @@ $$;
 COMMENT ON FUNCTION pgmem._lock_thread(text, text) IS
 'Internal to the forget functions: lock a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget.';
 
+-- A turn's rows without the recall-log step: forget_turn is this and then pgmem._forget_logs;
+-- apply_retention calls it for each expired turn and reads the recall log once a scope
+-- (pgmem._forget_turns_logs), instead of once a turn.
+CREATE OR REPLACE FUNCTION pgmem._forget_turn_rows(scope text, thread text, turn_index integer,
+                                                   OUT threads integer, OUT turns integer,
+                                                   OUT piece_ids bigint[], OUT fact_ids bigint[])
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    threads := 0;
+    -- The thread first (pgmem._lock_thread). A put_turn of this thread holds a key share lock
+    -- on it, so this waits for that writer to commit, and the statements below (each with a
+    -- fresh snapshot) see its turn: the thread is kept. A writer that starts after this lock
+    -- waits for it and then stores its turn after the forget.
+    PERFORM pgmem._lock_thread(_forget_turn_rows.scope, _forget_turn_rows.thread);
+    -- Then the turn: a concurrent put_turn of the same turn waits, then finds it gone.
+    PERFORM 1 FROM pgmem.turn t
+      WHERE t.scope_id = _forget_turn_rows.scope AND t.thread_id = _forget_turn_rows.thread
+        AND t.turn_index = _forget_turn_rows.turn_index
+        FOR UPDATE;
+    WITH d AS (
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = _forget_turn_rows.scope AND p.kind = 'memory'
+           AND p.thread_id = _forget_turn_rows.thread AND p.turn_index = _forget_turn_rows.turn_index
+        RETURNING p.piece_id)
+    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
+    WITH d AS (
+        DELETE FROM pgmem.fact f
+         WHERE f.scope_id = _forget_turn_rows.scope AND f.thread_id = _forget_turn_rows.thread
+           AND f.turn_index = _forget_turn_rows.turn_index
+        RETURNING f.fact_id)
+    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    DELETE FROM pgmem.turn t
+     WHERE t.scope_id = _forget_turn_rows.scope AND t.thread_id = _forget_turn_rows.thread
+       AND t.turn_index = _forget_turn_rows.turn_index;
+    GET DIAGNOSTICS turns = ROW_COUNT;
+    IF _forget_turn_rows.turn_index = 0 THEN  -- a store item is its thread's turn 0
+        PERFORM pgmem._forget_items(_forget_turn_rows.scope, _forget_turn_rows.thread);
+    END IF;
+    -- A thread left without turns or facts goes too: its name is the caller's data.
+    IF turns > 0 THEN
+        DELETE FROM pgmem.thread th
+         WHERE th.scope_id = _forget_turn_rows.scope AND th.thread_id = _forget_turn_rows.thread
+           AND NOT EXISTS (SELECT 1 FROM pgmem.turn t WHERE t.scope_id = th.scope_id AND t.thread_id = th.thread_id)
+           AND NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = th.scope_id AND f.thread_id = th.thread_id);
+        GET DIAGNOSTICS threads = ROW_COUNT;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_turn_rows(text, text, integer) IS
+'Internal to forget_turn and apply_retention: forget one turn''s rows (the thread''s store items and thread row locked first; the turn, its pieces, the facts tied to it, the store item whose turn it is, the thread row when nothing of it remains), but not the recall-log rows that returned them. Returns the threads and turns deleted and the ids of the pieces and facts deleted.';
+
+-- The recall-log step of forgetting many turns of a scope at once (apply_retention): the rows
+-- whose results name one of the pieces, facts (fact plane) or (thread, turn) pairs, in one
+-- read of the log; each set is hashed, so the cost is the log's size plus the sets'.
+CREATE OR REPLACE FUNCTION pgmem._forget_turns_logs(scope text, threads text[], turn_indexes integer[],
+                                                    piece_ids bigint[], fact_ids bigint[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    -- The last step of every forget (the lock order): the scope's recall-log lock first.
+    PERFORM pg_advisory_xact_lock(pgmem._recall_log_lock(_forget_turns_logs.scope));
+    DELETE FROM pgmem.recall_log l
+     WHERE l.scope_id = _forget_turns_logs.scope
+       AND EXISTS (
+            SELECT 1 FROM jsonb_path_query(l.results, 'strict $.**') AS o(v)
+             WHERE jsonb_typeof(o.v) = 'object'
+               AND ((o.v -> 'piece_id') IN (SELECT to_jsonb(u.i) FROM unnest(_forget_turns_logs.piece_ids) AS u(i))
+                    OR (l.plane = 'fact'
+                        AND (o.v -> 'fact_id') IN (SELECT to_jsonb(u.i) FROM unnest(_forget_turns_logs.fact_ids) AS u(i)))
+                    OR (o.v ->> 'thread_id', o.v -> 'turn_index') IN (
+                           SELECT u.t, to_jsonb(u.n)
+                             FROM unnest(_forget_turns_logs.threads, _forget_turns_logs.turn_indexes) AS u(t, n))));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_turns_logs(text, text[], integer[], bigint[], bigint[]) IS
+'Internal to apply_retention: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane) or a (thread, turn_index) pair of threads and turn_indexes, in one read of the log, under the scope''s recall-log lock (pgmem._recall_log_lock), as pgmem._forget_logs does for one turn. Returns the rows deleted.';
+
 CREATE OR REPLACE FUNCTION pgmem.forget_turn(scope text, thread text, turn_index integer)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -162,51 +249,16 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    piece_ids bigint[];
-    fact_ids bigint[];
-    n_turns integer;
-    n_threads integer := 0;
+    r record;
 BEGIN
     IF scope IS NULL OR thread IS NULL OR turn_index IS NULL THEN
         RAISE EXCEPTION 'forget_turn: scope, thread and turn_index must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
-    -- The thread first (pgmem._lock_thread). A put_turn of this thread holds a key share lock
-    -- on it, so this waits for that writer to commit, and the statements below (each with a
-    -- fresh snapshot) see its turn: the thread is kept. A writer that starts after this lock
-    -- waits for it and then stores its turn after the forget.
-    PERFORM pgmem._lock_thread(forget_turn.scope, forget_turn.thread);
-    -- Then the turn: a concurrent put_turn of the same turn waits, then finds it gone.
-    PERFORM 1 FROM pgmem.turn t
-      WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index
-        FOR UPDATE;
-    WITH d AS (
-        DELETE FROM pgmem.piece p
-         WHERE p.scope_id = forget_turn.scope AND p.kind = 'memory'
-           AND p.thread_id = forget_turn.thread AND p.turn_index = forget_turn.turn_index
-        RETURNING p.piece_id)
-    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
-    WITH d AS (
-        DELETE FROM pgmem.fact f
-         WHERE f.scope_id = forget_turn.scope AND f.thread_id = forget_turn.thread AND f.turn_index = forget_turn.turn_index
-        RETURNING f.fact_id)
-    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
-    DELETE FROM pgmem.turn t
-     WHERE t.scope_id = forget_turn.scope AND t.thread_id = forget_turn.thread AND t.turn_index = forget_turn.turn_index;
-    GET DIAGNOSTICS n_turns = ROW_COUNT;
-    IF forget_turn.turn_index = 0 THEN  -- a store item is its thread's turn 0
-        PERFORM pgmem._forget_items(forget_turn.scope, forget_turn.thread);
-    END IF;
-    -- A thread left without turns or facts goes too: its name is the caller's data.
-    IF n_turns > 0 THEN
-        DELETE FROM pgmem.thread th
-         WHERE th.scope_id = forget_turn.scope AND th.thread_id = forget_turn.thread
-           AND NOT EXISTS (SELECT 1 FROM pgmem.turn t WHERE t.scope_id = th.scope_id AND t.thread_id = th.thread_id)
-           AND NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = th.scope_id AND f.thread_id = th.thread_id);
-        GET DIAGNOSTICS n_threads = ROW_COUNT;
-    END IF;
-    RETURN QUERY SELECT n_threads, n_turns, cardinality(piece_ids), cardinality(fact_ids), 0,
-                        pgmem._forget_logs(forget_turn.scope, forget_turn.thread, forget_turn.turn_index, piece_ids, fact_ids);
+    SELECT * INTO r FROM pgmem._forget_turn_rows(forget_turn.scope, forget_turn.thread, forget_turn.turn_index);
+    RETURN QUERY SELECT r.threads, r.turns, cardinality(r.piece_ids), cardinality(r.fact_ids), 0,
+                        pgmem._forget_logs(forget_turn.scope, forget_turn.thread, forget_turn.turn_index,
+                                           r.piece_ids, r.fact_ids);
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
