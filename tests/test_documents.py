@@ -111,6 +111,27 @@ def test_transclusion_resolves_to_the_target_title(conn: Conn, embedder: Embedde
     assert row is not None and str(row[0]).endswith("→ Garden Care")
 
 
+def test_a_document_given_twice_in_a_batch_is_stored_once_and_resolves_as_stored(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """The first of two documents with one id is stored and the second reported; a link to that
+    id must resolve to the stored document's title. The refused copy's title was the one links
+    resolved to (the last of the batch won), so a unit said "→ Garden Plans" of a document whose
+    stored title is "Garden Care"."""
+    batch = [
+        Document("garden.md", GARDEN),
+        Document("kitchen.md", KITCHEN),
+        Document("garden.md", "# Garden Plans\n\nx"),
+    ]
+    report = add_documents(conn, "s", batch, embedder)
+    assert (report.inserted, report.failed) == (2, [("garden.md", "document garden.md is given twice")])
+    with scoped(conn, "s"):
+        title = conn.execute("SELECT title FROM pgmem.document WHERE document_id = 'garden.md'").fetchone()
+        link = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion'").fetchone()
+    assert title == ("Garden Care",)
+    assert link is not None and str(link[0]).endswith("→ Garden Care"), link
+
+
 def test_re_adding_unchanged_writes_nothing_and_a_change_replaces_in_one_go(conn: Conn, embedder: Embedder) -> None:
     counting = CountingEmbedder(embedder)
     add_documents(conn, "s", _docs(), counting)

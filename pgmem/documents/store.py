@@ -230,8 +230,12 @@ def add_documents_call(
             continue
         all_docs.append(d)
     titles = yield from stored_titles_call(scope)
+    # Links resolve to what is stored: of two documents with one id, the first (the second is
+    # refused below), not the last.
+    titled: set[str] = set()
     for d in all_docs:
-        if d.text.strip():
+        if d.text.strip() and d.id not in titled:
+            titled.add(d.id)
             titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
     existing: dict[str, bytes] = {}
     if not force:
