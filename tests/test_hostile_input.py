@@ -454,10 +454,16 @@ def test_wrong_types_to_the_python_api_are_one_line_input_errors(app_conn: Conn)
 
 
 def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: Conn) -> None:
-    """A document whose id or text Postgres cannot store (a lone surrogate, a NUL, no string)
-    is reported with its reason, and the good documents of the same call are stored."""
+    """A document whose id or text Postgres cannot store (a lone surrogate, a NUL, no string,
+    an id of 1,000 characters that is too long for the id's index: 4,000 bytes of UTF-8) is
+    reported with its reason, and the good documents of the same call are stored. The long id
+    raised out of add_documents (54000, index row size), so none after it was stored."""
+    import random
+
     from pgmem.documents.store import add_documents
 
+    rng = random.Random(7)  # characters of four UTF-8 bytes that do not compress
+    wide = "".join(chr(0x20000 + rng.randrange(0xA6DF)) for _ in range(1000))
     good = [Document("a.md", "# Alpha\n\nThe ferry leaves at nine."), Document("b.md", "# Beta\n\nThe bus is late.")]
     bad = [
         Document("bad.md", "# h\n\nx\udcffy"),
@@ -465,13 +471,15 @@ def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: C
         Document(None, "# h\n\nxy"),  # type: ignore[arg-type]
         Document("five.md", 5),  # type: ignore[arg-type]
         Document("nul.md", "# h\n\nx\x00y"),
+        Document(wide, "# h\n\nxy"),
     ]
     report = add_documents(app_conn, "docs", [good[0], *bad, good[1]], HashEmbedder())
     assert report.inserted == 2, report
     reasons = dict(report.failed)
-    assert set(reasons) == {"bad.md", "bad\x00.md", "None", "five.md", "nul.md"}, reasons
+    assert set(reasons) == {"bad.md", "bad\x00.md", "None", "five.md", "nul.md", wide}, reasons
     assert "lone surrogate" in reasons["bad.md"] and "NUL" in reasons["nul.md"] and "offset 6" in reasons["nul.md"]
     assert "must be a string" in reasons["five.md"]
+    assert reasons[wide].startswith("54000: index row size"), reasons[wide]
     stored = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = 'docs' ORDER BY 1").fetchall()
     assert stored == [("a.md",), ("b.md",)]
 

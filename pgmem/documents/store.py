@@ -346,7 +346,9 @@ def _put(
             ),
             one=True,
         )
-    except (psycopg.DataError, psycopg.IntegrityError) as exc:  # this document's data, not the connection
+    # This document's data, not the connection: a value the rules let through that a table or
+    # index refused (54000: an id of 1,000 wide characters is too long for the id's index).
+    except (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded) as exc:
         report.failed.append((prep.document.id, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
     status, n = str(row[0]), int(row[1])
