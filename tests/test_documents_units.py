@@ -95,6 +95,20 @@ def test_unit_over_budget_is_packed_into_pieces_sharing_its_span(embedder: Embed
     assert "step_119" in joined and "step_0 " in joined  # nothing dropped
 
 
+def test_an_empty_heading_is_no_title_and_labels_no_unit_empty() -> None:
+    """A heading with no text ("#" alone on a line) was the document's title, an empty one: a
+    link to the document then read "→ (no such document)", and a heading-only chunk under it
+    was embedded as the empty string (which an OpenAI endpoint refuses, failing the batch).
+    Such a document is titled by its id, as one without headings is, and labels its units so."""
+    prep = prepare(Document("notes/blank.md", "#\n\nText under an empty heading.\n\n#\n"), {}, None)
+    assert prep.title == "notes/blank.md"
+    assert all(p.embed_text.strip() for p in prep.pieces), [p.embed_text for p in prep.pieces]
+    assert document_title(chunk_markdown("# \n\nx\n\n# Real\n"), "d.md") == "Real"
+    titles = {slug_of("notes/blank.md"): document_title(chunk_markdown("#\n\nText."), "notes/blank.md")}
+    link = prepare(Document("b.md", "# B\n\nSee ![[blank]] first."), titles, None)
+    assert [p.body for p in link.pieces if p.unit.kind == "transclusion"] == ["See ![[blank]] first. → notes/blank.md"]
+
+
 def test_slugs_and_hash_follow_the_resolved_targets() -> None:
     assert slug_of("guides/Rollback-Procedure.md") == "rollback-procedure"
     doc = Document("d.md", "# D\n\nsee [[e]]\n\n```sql\nselect 1;\n```\n")

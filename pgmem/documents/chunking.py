@@ -307,8 +307,9 @@ def chunk_markdown(text: str) -> list[Chunk]:
 
 
 def document_title(chunks: list[Chunk], default: str) -> str:
-    """The first heading, or `default` (the document id) when there is none."""
+    """The first top-level heading with text, or `default` (the document id) when there is none
+    (an empty heading, "#" alone, titled links "→ (no such document)")."""
     for c in chunks:
-        if c.heading_path:
+        if c.heading_path and c.heading_path[0].strip():
             return c.heading_path[0]
     return default

@@ -28,8 +28,9 @@ from pgmem.recall import blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
 from pgmem.text import check_int, check_name, check_number, check_text
 
-#: Bumped whenever chunking or unit derivation changes what a document's units are.
-UNITS_VERSION = 1
+#: Bumped whenever chunking or unit derivation changes what a document's units are (2: a
+#: heading without text no longer titles the document nor labels its units).
+UNITS_VERSION = 2
 #: Units are blended 80/20 with their chunk context (unit mean of the chunk's units), like
 #: memory pieces with their turn: on both development sets this measured as good as or
 #: slightly better than unblended units overall (docs/documents.md). pgmem.reblend_documents

@@ -50,8 +50,10 @@ class Unit:
 
 
 def heading_label(chunk: Chunk, default: str) -> str:
-    """Title > Section > Subsection, or `default` (the document title) for text before any heading."""
-    return " > ".join(chunk.heading_path) if chunk.heading_path else default
+    """Title > Section > Subsection, or `default` (the document title) for text before any heading
+    and under headings without text (a heading-only chunk would be embedded as the empty string)."""
+    label = " > ".join(chunk.heading_path)
+    return label if label.strip() else default
 
 
 def blocks(chunk: Chunk) -> list[Block]:
