@@ -319,6 +319,24 @@ def test_cli(conn: Conn, db_url: str, app_url: str, embedder: Embedder) -> None:
     assert '"flipped": true' in done.stdout and "ETA" in done.stderr
 
 
+def test_cli_all_goes_past_scopes_without_pieces(conn: Conn, db_url: str, embedder: Embedder) -> None:
+    """`--all` goes through every scope, and a scope can exist without a piece: one with only a
+    retention setting, or only facts. reembed refuses such a scope by name ("holds no memory",
+    which catches a typo in --scope), and --all stopped there with exit 2: the scopes after it
+    (in name order) kept the old model. They are skipped, each with one line."""
+    from pgmem.facts import Fact, add_facts
+
+    ingest_turns(conn, turns(n=3), embedder)
+    with conn.transaction(), scoped(conn, "a-setting"):
+        conn.execute("SELECT pgmem.set_retention('a-setting', keep_days => 30)")
+    add_facts(conn, "b-facts", [Fact("The ferry leaves at nine.")], embedder)
+    done = cli(db_url, "--to", "e5", "--all", "--json")
+    assert done.returncode == 0, done.stderr
+    assert '"flipped": true' in done.stdout and "Traceback" not in done.stderr
+    skipped = [line for line in done.stderr.splitlines() if "skipped" in line]
+    assert len(skipped) == 2 and "'a-setting'" in skipped[0] and "'b-facts'" in skipped[1], done.stderr
+
+
 def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
     conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder
 ) -> None:

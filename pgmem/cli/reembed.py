@@ -9,7 +9,7 @@ import sys
 
 from pgmem.cli.common import embedder_for, open_conn, settings
 from pgmem.config import Settings
-from pgmem.errors import ConfigError
+from pgmem.errors import ConfigError, InputError
 from pgmem.text import check_name
 
 #: What --to accepts: the local models by name, or an OpenAI-compatible model.
@@ -87,7 +87,15 @@ def _reembed(args: argparse.Namespace) -> int:
             return 2
         failed = 0
         for scope in scopes:
-            res = reembed(conn, scope, emb, flip=not args.no_flip, progress=_Progress(scope))
+            try:
+                res = reembed(conn, scope, emb, flip=not args.no_flip, progress=_Progress(scope))
+            except InputError as exc:
+                if args.scope is not None:
+                    raise
+                # --all lists every scope, also those without a piece (only facts, or only a
+                # retention setting), which reembed refuses by name: the others still move.
+                print(f"scope {scope!r}: skipped: {exc}", file=sys.stderr)
+                continue
             if args.json:
                 print(json.dumps(res.as_dict()))
             elif res.flipped:
