@@ -105,6 +105,9 @@ def reembed_call(
     model until that transaction commits, and the new one from then on; writers of the scope
     wait for the flip only. Resumable: a second run embeds only what the first did not stage."""
     check_name(scope, "scope")
+    # The target's id goes into the model registry (1 to 200 characters, pgmem.embedding_model):
+    # refused here, before a page is embedded for a model the registry cannot hold.
+    check_name(embedder.model_id, "the new embedder's model_id")
     if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= 10000:
         raise InputError(f"page must be an integer between 1 and 10000, got {page!r:.40}")
     if not isinstance(document_weight, (int, float)) or not 0.0 <= document_weight <= 1.0:

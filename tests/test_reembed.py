@@ -271,6 +271,22 @@ def test_hostile_arguments_are_one_clear_error(
         reembed(conn, scope, Counting(e5), **kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("model_id", ["", "m" * 201, "bad\x00model", "bad\udc80model"])
+def test_a_model_id_that_cannot_be_stored_is_refused_before_anything_is_embedded(
+    conn: Conn, embedder: Embedder, e5: Embedder, model_id: str
+) -> None:
+    """The model id names the target of the change. One the registry cannot hold (empty, over
+    200 characters: pgmem.embedding_model's check) failed at the first stage_vectors, after a
+    page was embedded; one Postgres cannot store (NUL, a lone surrogate) escaped as psycopg's
+    DataError or a UnicodeEncodeError, not a PgmemError."""
+    ingest_turns(conn, turns(n=1), embedder)
+    target = Counting(e5)
+    target.model_id = model_id
+    with pytest.raises(InputError, match="model_id"):
+        reembed(conn, SCOPE, target)
+    assert target.texts == 0
+
+
 def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> None:
     ingest_turns(conn, turns(n=1), embedder)
     v = Embed(embedder, ["x"]).vectors()[0]
