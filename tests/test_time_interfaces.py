@@ -162,3 +162,21 @@ def test_store_search_takes_since_and_until_in_its_filter(conn: Conn, embedder: 
     with pytest.raises(InputError, match="bound a search with a query"):
         store.search(("u",), filter={"$since": middle})
     assert {i.key for i in store.search(("u",), query=q)} == {"heron", "seals"}
+
+
+def test_cli_now_is_this_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dates are read as days of the message time's zone: 'now' at a terminal is the terminal's
+    zone (it was UTC, so 'yesterday' typed in a New York evening read New York's today)."""
+    from zoneinfo import ZoneInfo
+
+    from pgmem.cli.memory import _time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        now = _time("now", "--message-time")
+        assert now is not None
+        assert now.utcoffset() == datetime.now(ZoneInfo("America/New_York")).utcoffset()
+    finally:
+        monkeypatch.undo()
+        time.tzset()

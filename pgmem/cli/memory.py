@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument(
         "--message-time",
         metavar="TIME",
-        help="when the message was sent (ISO 8601 or 'now'): its dates ('last Tuesday') then rank turns "
-        "of that time first (the [dates] extra)",
+        help="when the message was sent (ISO 8601, or 'now' in this machine's zone): its dates "
+        "('last Tuesday') then rank turns of that time first (the [dates] extra)",
     )
     r.add_argument("--log", action="store_true", help="log the request for explain/replay in psql")
     r.add_argument(
@@ -181,11 +181,12 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _time(text: str | None, what: str) -> datetime | None:
-    """An ISO 8601 time (a bare date is its midnight; no zone: UTC), or 'now'."""
+    """An ISO 8601 time (a bare date is its midnight; no zone: UTC), or 'now' in this machine's
+    zone (a message's dates are read as days of its time's zone: the terminal's calendar)."""
     if text is None:
         return None
     if text.strip().lower() == "now":
-        return datetime.now(UTC)
+        return datetime.now().astimezone()
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -313,7 +313,8 @@ class Memory:
         th = None if thread is None else check_name(thread, "thread")
         n = _x(x)
         fl = _floor(floor)
-        # The query is asked now: its dates ("yesterday", "last week") rank the turns of then first.
+        # The query is asked now: its dates ("yesterday", "last week") rank the turns of then first,
+        # read as days of this machine's zone (the user's, for a server on stdio).
         result = recall(
             self.conn(),
             self.scope,
@@ -322,7 +323,7 @@ class Memory:
             x=n,
             floor=fl,
             thread=th,
-            message_time=datetime.now(UTC),
+            message_time=datetime.now().astimezone(),
             since=parse_time(since, "since"),
             until=parse_time(until, "until"),
         )
