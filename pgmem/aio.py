@@ -33,6 +33,7 @@ from pgmem.calls import (
     Call,
     Embed,
     Finished,
+    Local,
     Query,
     advance,
     check_usable,
@@ -96,8 +97,8 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
         if isinstance(step, Finished):
             return step.value
         reply, error = None, None
-        if isinstance(step, Embed):
-            reply = await embed_step(step)
+        if isinstance(step, Local):
+            reply = await local_step(step)
             continue
         try:
             reply = await _execute(conn, step, own)
@@ -108,14 +109,15 @@ async def _drive(conn: psycopg.AsyncConnection[Any], call: Call[T]) -> T:
             error = exc
 
 
-async def embed_step(step: Embed) -> object:
-    """Run an Embed step without blocking the loop: an embedder with its own coroutine
-    (`aembed`: the LangGraph store's LangChain embeddings) is awaited; any other runs in a
+async def local_step(step: Local) -> object:
+    """Run an Embed or Work step without blocking the loop: an embedder with its own coroutine
+    (`aembed`: the LangGraph store's LangChain embeddings) is awaited; anything else runs in a
     worker thread."""
-    aembed = getattr(step.embedder, "aembed", None)
-    if aembed is not None and step.side == "passage":
-        return await aembed(step.texts)
-    return await asyncio.to_thread(step.vectors)
+    if isinstance(step, Embed):
+        aembed = getattr(step.embedder, "aembed", None)
+        if aembed is not None and step.side == "passage":
+            return await aembed(step.texts)
+    return await asyncio.to_thread(step.run)
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> object:
@@ -202,7 +204,6 @@ __all__ = [
     "add_documents",
     "add_facts",
     "asynchronous",
-    "embed_step",
     "fact_recall",
     "forget_document",
     "forget_fact",
@@ -210,6 +211,7 @@ __all__ = [
     "forget_thread",
     "forget_turn",
     "ingest_turns",
+    "local_step",
     "recall",
     "recall_vectors",
     "reembed",

@@ -1,8 +1,9 @@
 """One implementation of every library call, for any psycopg 3 connection, sync or async.
 
 A call is written once, as a generator that does no I/O itself: it yields `Query` steps (one
-statement in its own scoped transaction) and `Embed` steps (one embedding request) and is
-sent each step's result. `run` drives a call on a `psycopg.Connection` or a
+statement in its own scoped transaction), `Embed` steps (one embedding request) and `Work`
+steps (local work that may take long, such as reading a message's dates) and is sent each
+step's result. `run` drives a call on a `psycopg.Connection` or a
 `psycopg_pool.ConnectionPool`; `pgmem.aio.run` drives the same call on an `AsyncConnection`
 or `AsyncConnectionPool`. So the SQL, the validation and the result handling exist once.
 
@@ -89,12 +90,27 @@ class Embed:
     texts: Sequence[str] = field(default_factory=list)
     side: Side = "passage"
 
-    def vectors(self) -> FloatArray:
-        """Run the step: both drivers call this."""
+    def run(self) -> FloatArray:
+        """Run the step: the drivers call this (the async ones in a worker thread)."""
         return embed_side(self.embedder, self.texts, self.side)
 
 
-Step = Query | Embed
+@dataclass(frozen=True)
+class Work:
+    """Work of a call done here, not in the database, that may take long (reading a message's
+    dates: up to seconds for a long text dense with them); the reply is `fn()`. The async
+    drivers run it in a worker thread, as they run an `Embed`, so the event loop is never
+    blocked by it."""
+
+    fn: Callable[[], object]
+
+    def run(self) -> object:
+        return self.fn()
+
+
+#: What a driver runs here rather than in the database.
+Local = Embed | Work
+Step = Query | Embed | Work
 Call = Generator[Step, Any, T]
 
 
@@ -186,8 +202,8 @@ def _drive(conn: psycopg.Connection[Any], call: Call[T]) -> T:
         if isinstance(step, Finished):
             return step.value
         reply, error = None, None
-        if isinstance(step, Embed):
-            reply = step.vectors()
+        if isinstance(step, Local):
+            reply = step.run()
             continue
         try:
             reply = _execute(conn, step, own)

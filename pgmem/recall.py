@@ -5,6 +5,7 @@ group per part."""
 
 from __future__ import annotations
 
+import functools
 import json
 import numbers
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,7 @@ from datetime import datetime
 import numpy as np
 
 from pgmem.blend import DEFAULT_WEIGHT, F32, blend
-from pgmem.calls import Call, Embed, Query, sync
+from pgmem.calls import Call, Embed, Query, Work, sync
 from pgmem.dates import message_window
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
@@ -447,7 +448,8 @@ def recall_call(
     _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)
     if message_time is not None and time_from is None and time_to is None:
-        window = message_window(message, message_time)
+        # Read off the event loop under pgmem.aio: a long text dense with dates takes seconds.
+        window = yield Work(functools.partial(message_window, message, message_time))
         if window is not None:
             time_from, time_to = window.start, window.end
     vectors = yield Embed(embedder, inputs, "query")

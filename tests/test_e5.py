@@ -48,8 +48,8 @@ def test_query_side_differs_from_passage_side(e5: E5Embedder) -> None:
     assert np.array_equal(embed_side(e5, [text], "query")[0], q)
     assert np.array_equal(embed_side(e5, [text])[0], p)
     # the Embed step carries its side; a symmetric model ignores it
-    assert np.array_equal(Embed(e5, [text], "query").vectors()[0], q)
-    assert np.array_equal(Embed(e5, [text]).vectors()[0], p)
+    assert np.array_equal(Embed(e5, [text], "query").run()[0], q)
+    assert np.array_equal(Embed(e5, [text]).run()[0], p)
 
 
 def test_symmetric_embedder_has_no_query_side(embedder: Embedder) -> None:

@@ -289,7 +289,7 @@ def test_a_model_id_that_cannot_be_stored_is_refused_before_anything_is_embedded
 
 def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> None:
     ingest_turns(conn, turns(n=1), embedder)
-    v = Embed(embedder, ["x"]).vectors()[0]
+    v = Embed(embedder, ["x"]).run()[0]
     cases = [
         ("SELECT pgmem.stage_vectors(%s, 'm', ARRAY[1, 2]::bigint[], ARRAY[%s]::vector[])", (SCOPE, v), "22023"),
         (

@@ -309,3 +309,40 @@ def test_a_named_time_keeps_its_first_hit_under_the_floor(store: Conn, embedder:
             hiking(time_from=at("03-01"), time_to=at("04-01"))
     finally:
         store.execute("RESET pgmem.window_head")
+
+
+def test_the_async_api_reads_dates_off_the_event_loop(
+    store: Conn, app_url: str, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a message's dates can take seconds for a long text dense with them: pgmem.aio
+    reads them in a worker thread (a Work step), as it embeds, never on the event loop; the
+    sync API reads them where it runs. The same window either way."""
+    import asyncio
+    import importlib
+
+    import pgmem.aio
+    from pgmem.dates import message_window
+
+    on_loop: list[bool] = []
+
+    def watched(message: str, when: datetime) -> object:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return message_window(message, when)
+
+    monkeypatch.setattr(importlib.import_module("pgmem.recall"), "message_window", watched)
+    when = datetime(2026, 5, 25, 9, 0, tzinfo=UTC)
+    q = "Where did we go hiking in March?"
+    sync_turns = turns(recall(store, "s", q, embedder, thread="t1", floor=-1, message_time=when))
+
+    async def main() -> list[int]:
+        db = await psycopg.AsyncConnection.connect(app_url, autocommit=True)
+        async with db:
+            r = await pgmem.aio.recall(db, "s", q, embedder, thread="t1", floor=-1, message_time=when)
+        return turns(r)
+
+    assert asyncio.run(main()) == sync_turns
+    assert on_loop == [False, False]

@@ -111,6 +111,7 @@ from pgmem.calls import (  # noqa: E402
     Call,
     Embed,
     Finished,
+    Local,
     Query,
     advance,
     check_usable,
@@ -1110,8 +1111,8 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeIn
             step = advance(call, reply, None)
             if isinstance(step, Finished):
                 return step.value
-            if isinstance(step, Embed):
-                reply = step.vectors()
+            if isinstance(step, Local):
+                reply = step.run()
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
@@ -1138,8 +1139,8 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], call: Call[T], infos:
             step = advance(call, reply, None)
             if isinstance(step, Finished):
                 return step.value
-            if isinstance(step, Embed):
-                reply = await aio.embed_step(step)
+            if isinstance(step, Local):
+                reply = await aio.local_step(step)
                 continue
             try:
                 if step.scope is not None and step.scope != scope:
