@@ -241,11 +241,12 @@ def _groups(
     return groups, int(str(scans[0] or 0)) - int(str(before[0] or 0))
 
 
-def _matching(admin: Conn, project: str) -> set[int]:
+def _matching(admin: Conn, flt: dict[str, object]) -> set[int]:
+    """The pieces of the turns whose metadata contains flt (the ground truth, as the DBA)."""
     rows = admin.execute(
         """SELECT p.piece_id FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index)
             WHERE p.scope_id = %s AND t.metadata @> %s::jsonb""",
-        (SCOPE, json.dumps({"project": project})),
+        (SCOPE, json.dumps(flt)),
     ).fetchall()
     return {int(str(r[0])) for r in rows}
 
@@ -260,7 +261,7 @@ def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin
             _cluster(np.random.default_rng(98), 4, CENTRES["zephyr"]),
         ]
     )
-    atlas, zephyr = _matching(admin_conn, "atlas"), _matching(admin_conn, "zephyr")
+    atlas, zephyr = _matching(admin_conn, {"project": "atlas"}), _matching(admin_conn, {"project": "zephyr"})
     assert (len(atlas), len(zephyr)) == (6000, 2000)
 
     # Unfiltered: the index path (sanity check of the fixture).
@@ -286,8 +287,10 @@ def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin
     assert got == exact and all(len(g) == 10 and set(g) <= zephyr for g in got)
 
     # A filter matching one turn (200 pieces) and one matching nothing.
+    turn5 = _matching(admin_conn, {"turn": 5})
+    assert len(turn5) == 200
     got, _ = _groups(conn, queries, {"turn": 5})
-    assert all(len(g) == 10 for g in got)
+    assert all(len(g) == 10 and set(g) <= turn5 for g in got)
     got, _ = _groups(conn, queries, {"project": "nobody"})
     assert got == [[]] * 8
 
