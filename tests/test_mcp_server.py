@@ -226,22 +226,31 @@ def test_hostile_tool_inputs_are_one_line_tool_errors(
     assert stored == [("home", 0)]
 
 
-def test_lone_surrogate_from_the_wire_is_a_tool_error(db_url: str, app_url: str, tmp_path: Path) -> None:
-    """JSON can carry an escaped lone surrogate ("\\udcff"); Postgres text cannot store it."""
+def test_lone_surrogate_from_the_wire_is_a_tool_error(
+    db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    """JSON can carry an escaped lone surrogate ("\\udcff"); Postgres text cannot store it. Each
+    call is refused before it writes: nothing is stored, and the turn already stored in the thread
+    the calls name is neither replaced nor forgotten."""
     from pgmem.config import Settings
     from pgmem.embedders import from_settings
     from pgmem.integrations.mcp import Memory, build_server
 
     memory = Memory(app_url, "s", from_settings(Settings.from_env({"PGMEM_HOME": str(tmp_path)})))
+    kept = "the spare key is under the blue pot"
 
     async def main() -> list[str]:
         async with Client(build_server(memory)) as client:
+            assert _data(await client.call_tool("remember", {"note": kept, "thread": "home"}))["turn_index"] == 0
             out = []
             calls: list[tuple[str, dict[str, Any]]] = [
                 ("remember", {"note": "bad \udcff byte"}),
-                ("remember", {"messages": [{"role": "user", "content": "x\ud800"}]}),
+                ("remember", {"note": "bad \udcff byte", "thread": "home", "turn_index": 0}),
+                ("remember", {"messages": [{"role": "user", "content": "x\ud800"}], "thread": "home"}),
+                ("remember", {"note": "ok", "thread": "home\udcff"}),
                 ("recall", {"query": "lone \udcff"}),
-                ("forget", {"thread": "t\udcff"}),
+                ("forget", {"thread": "home\udcff"}),
+                ("forget", {"thread": "home\udcff", "turn_index": 0}),
             ]
             for tool, args in calls:
                 out.append(_error(await client.call_tool(tool, args)))
@@ -249,6 +258,8 @@ def test_lone_surrogate_from_the_wire_is_a_tool_error(db_url: str, app_url: str,
 
     errors = asyncio.run(main())
     assert all("lone surrogate" in e for e in errors), errors
+    stored = admin_conn.execute("SELECT thread_id, turn_index, messages FROM pgmem.turn").fetchall()
+    assert stored == [("home", 0, [{"role": "user", "content": kept}])]
 
 
 def test_document_search_tool(db_url: str, app_url: str, tmp_path: Path) -> None:
