@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -66,3 +69,30 @@ def send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, headers: 
         handler.send_header(k, v)
     handler.end_headers()
     handler.wfile.write(payload)
+
+
+class InFlight:
+    """Records, from inside a concurrency test's workers, which calls ran at the same time: a
+    test whose workers ran one after another proves nothing, so it asserts they met. Each worker
+    wraps the call that must race in `with flight("write"):` (a kind per sort of call); then
+    `flight.most` is the most calls ever in flight at once, and `flight.met` holds each pair of
+    kinds, sorted, seen in flight together (("write", "write"): two writes at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._now: Counter[str] = Counter()
+        self.most = 0
+        self.met: set[tuple[str, str]] = set()
+
+    @contextlib.contextmanager
+    def __call__(self, kind: str = "call") -> Iterator[None]:
+        with self._lock:
+            self._now[kind] += 1
+            self.most = max(self.most, sum(self._now.values()))
+            # Two calls overlap exactly when one starts while the other runs: seen here.
+            self.met |= {(min(k, kind), max(k, kind)) for k, n in self._now.items() if n > (k == kind)}
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._now[kind] -= 1

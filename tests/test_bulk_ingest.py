@@ -20,6 +20,7 @@ from pgmem.embedders.base import Embedder
 from pgmem.ingest import ingest_turns
 from pgmem.turns import Turn, turn_from_dict
 from tests.conftest import TEST_DIMS
+from tests.helpers import InFlight
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -268,21 +269,14 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
     pieces."""
     turns = _turns("conc", 30)
     errors: list[BaseException] = []
-    in_flight = [0, 0]  # ingest calls running now, the most ever at once
-    flight = threading.Lock()
+    flight = InFlight()  # ingest calls in flight
 
     def run(part: list[Turn], bulk: bool) -> None:
         try:
             with connect(app_url) as c:
                 for _ in range(2):
-                    with flight:
-                        in_flight[0] += 1
-                        in_flight[1] = max(in_flight)
-                    try:
+                    with flight():
                         rep = ingest_turns(c, part, embedder, bulk=bulk, force=True, group_pieces=16)
-                    finally:
-                        with flight:
-                            in_flight[0] -= 1
                     assert not rep.failed, rep.failed
         except BaseException as exc:
             errors.append(exc)
@@ -305,7 +299,7 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
     for w in workers:
         w.join()
     assert not errors, errors
-    assert in_flight[1] >= 2, "the writers never wrote at the same time"
+    assert flight.most >= 2, "the writers never wrote at the same time"
     with connect(db_url) as admin:
         per_turn = admin.execute(
             "SELECT t.thread_id, t.turn_index, count(p.*), count(DISTINCT (p.source_index, p.seq))"

@@ -14,6 +14,7 @@ import pytest
 from pgmem.ingest import ingest_turns
 from pgmem.pieces import turn_pieces
 from pgmem.turns import Turn
+from tests.helpers import InFlight
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, connect_as, hash_vector, make_turn
 
 __all__ = ["app_conn"]
@@ -42,8 +43,7 @@ def test_writers_and_readers(app_conn: Conn, db_url: str, admin_conn: Conn, writ
     errors: list[str] = []
     done = threading.Event()
     reads: Counter[str] = Counter()
-    in_flight = [0, 0]  # batches being written now, the most ever at once
-    flight = threading.Lock()
+    flight = InFlight()  # ingest calls in flight
 
     def writer(w: int) -> None:
         rng = np.random.default_rng(w)
@@ -52,14 +52,8 @@ def test_writers_and_readers(app_conn: Conn, db_url: str, admin_conn: Conn, writ
         c = connect_as(db_url, APP_LOGIN)
         try:
             for start in range(0, len(order), 10):
-                with flight:
-                    in_flight[0] += 1
-                    in_flight[1] = max(in_flight)
-                try:
+                with flight():
                     report = ingest_turns(c, order[start : start + 10], emb)
-                finally:
-                    with flight:
-                        in_flight[0] -= 1
                 if report.failed:
                     errors.append(f"writer {w}: {report.failed}")
         except Exception as exc:  # a deadlock or anything else would land here
@@ -109,7 +103,7 @@ def test_writers_and_readers(app_conn: Conn, db_url: str, admin_conn: Conn, writ
     assert errors == []
     # The properties below mean something only if the threads met: writers wrote at the same
     # time, and readers read a half-written scope (not only the empty or the finished one).
-    assert in_flight[1] >= 2, "the writers never wrote at the same time"
+    assert flight.most >= 2, "the writers never wrote at the same time"
     assert reads["mid-write"] > 0, f"no recall ran while the turns were being written: {reads}"
 
     # Exactly one copy of each turn, each whole, each piece once, all from one version.
@@ -126,6 +120,6 @@ def test_writers_and_readers(app_conn: Conn, db_url: str, admin_conn: Conn, writ
     ).fetchall()
     assert mixed == []
     print(
-        f"{writers} writers ({in_flight[1]} at once): {reads['recalls']} concurrent recalls "
+        f"{writers} writers ({flight.most} at once): {reads['recalls']} concurrent recalls "
         f"({reads['mid-write']} mid-write), all whole; {N_TURNS} turns, one copy each"
     )

@@ -19,6 +19,7 @@ from pgmem.ingest import content_hash, ingest_turns
 from pgmem.rebuild import rebuild
 from pgmem.recall import recall
 from pgmem.turns import Turn, read_jsonl, turn_from_dict
+from tests.helpers import InFlight
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, make_turn, role_url
 
 __all__ = ["app_conn"]
@@ -69,22 +70,15 @@ def test_concurrent_writers_of_one_turn_leave_a_hash_that_matches_the_messages(d
     emb = HashEmbedder()
     url = role_url(db_url, APP_LOGIN)
     errors: list[BaseException] = []
-    in_flight = [0, 0]  # ingest calls running now, the most ever at once
-    flight = threading.Lock()
+    flight = InFlight()  # ingest calls in flight
 
     def writer(w: int) -> None:
         try:
             with connect(url) as c:
                 for round_ in range(6):
                     versions = [make_turn("s", "t", 0, f"writer {w} round {round_} version {v}") for v in range(2)]
-                    with flight:
-                        in_flight[0] += 1
-                        in_flight[1] = max(in_flight)
-                    try:
+                    with flight():
                         ingest_turns(c, [*versions, make_turn("s", "t", 1, f"w{w} r{round_}")], emb)
-                    finally:
-                        with flight:
-                            in_flight[0] -= 1
         except BaseException as exc:
             errors.append(exc)
 
@@ -94,7 +88,7 @@ def test_concurrent_writers_of_one_turn_leave_a_hash_that_matches_the_messages(d
     for t in threads:
         t.join()
     assert not errors
-    assert in_flight[1] >= 2, "the writers never wrote at the same time: nothing raced"
+    assert flight.most >= 2, "the writers never wrote at the same time: nothing raced"
     stored = _stored(app_conn, "s")
     assert set(stored) == {("t", 0), ("t", 1)}
     for messages, stored_hash in stored.values():
