@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -31,7 +31,7 @@ from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
 from pgmem.errors import ConfigError, EmbeddingError, ModelMismatchError, PgmemError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, namespace_scope
-from tests.helpers import sent
+from tests.helpers import InFlight, sent
 from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -506,13 +506,18 @@ def test_a_dict_row_connection_works_as_postgres_store_s_does(app_url: str) -> N
         assert [i.key for i in store.search(("rows",), query="dict rows")] == ["k"]
 
 
-def _four_clients(client: Callable[[int], None]) -> None:
-    """Run client(0..3) on four threads at once; none may raise."""
+def _four_clients(store: PgmemStore, batches: Callable[[int], Iterable[list[Any]]]) -> None:
+    """Clients 0..3 on four threads at once, each sending store.batch(b) for b in batches(c);
+    none may raise, and batches of two clients must have run at the same time (else nothing
+    raced)."""
     errors: list[BaseException] = []
+    flight = InFlight()  # batches in flight
 
     def run(c: int) -> None:
         try:
-            client(c)
+            for batch in batches(c):
+                with flight():
+                    store.batch(batch)
         except BaseException as exc:
             errors.append(exc)
 
@@ -522,6 +527,7 @@ def _four_clients(client: Callable[[int], None]) -> None:
     for t in threads:
         t.join(timeout=600)
     assert not errors, errors[:3]
+    assert flight.most >= 2, "no two clients' batches ran at the same time"
 
 
 def _client_ops(client: int, n: int) -> list[list[Any]]:
@@ -549,12 +555,7 @@ def _check_load(store_items: list[Any]) -> None:
 def test_concurrent_batches_through_a_pool_do_not_deadlock(app_url: str) -> None:
     """4 clients x 2,000 ops, each batch in one transaction, the same keys in every client."""
     with sync_store(app_url, "pool") as store:
-
-        def client(c: int) -> None:
-            for batch in _client_ops(c, 2000):
-                store.batch(batch)
-
-        _four_clients(client)
+        _four_clients(store, lambda c: _client_ops(c, 2000))
         items = store.search(("load",), limit=1000)
         assert items and len({(i.namespace, i.key) for i in items}) == len(items)
         _check_load(items)
@@ -565,12 +566,15 @@ def test_concurrent_batches_through_a_pool_do_not_deadlock(app_url: str) -> None
 def test_concurrent_async_clients_through_a_pool_do_not_deadlock(app_url: str) -> None:
     async def main() -> None:
         async with async_store(app_url, "pool") as store:
+            flight = InFlight()  # batches in flight
 
             async def client(c: int) -> None:
                 for batch in _client_ops(c, 2000):
-                    await store.abatch(batch)
+                    with flight():
+                        await store.abatch(batch)
 
             await asyncio.gather(*(client(c) for c in range(4)))
+            assert flight.most >= 2, "no two clients' batches ran at the same time"
             # single ops gathered by LangGraph's batching, as test_large_batches_async sends them
             coros = []
             for i in range(500):
@@ -611,12 +615,7 @@ def test_concurrent_batches_of_field_vectors_do_not_deadlock(app_url: str) -> No
     """The field-vector write path (put_item, then put_item_vectors) under 4 clients x 500 ops."""
     emb = WordEmbeddings()
     with sync_store(app_url, "pool", index=_vector_index(emb, "inner_product", fields=["text"])) as store:
-
-        def client(c: int) -> None:
-            for batch in _client_ops(c, 500):
-                store.batch(batch)
-
-        _four_clients(client)
+        _four_clients(store, lambda c: _client_ops(c, 500))
         items = store.search(("load",), limit=1000)
         _check_load(items)
         found = store.search(("load",), query="apples", limit=1000)
@@ -836,12 +835,12 @@ def test_concurrent_re_puts_of_the_same_keys_leave_one_set_of_vectors_per_item(a
     with sync_store(app_url, "pool", index=index) as store:
         store.batch([PutOp(ns, f"k{k}", value(k, 0)) for k in range(20)])
 
-        def client(c: int) -> None:
+        def batches(c: int) -> Iterator[list[Any]]:
             for round_ in range(25):
                 order = [(k * (c + 1) + round_) % 20 for k in range(20)]
-                store.batch([PutOp(ns, f"k{k}", value(k, 1 if (k + round_ + c) % 7 == 0 else 0)) for k in order])
+                yield [PutOp(ns, f"k{k}", value(k, 1 if (k + round_ + c) % 7 == 0 else 0)) for k in order]
 
-        _four_clients(client)
+        _four_clients(store, batches)
         rows = _vector_rows(app_url, ns)
         items = {i.key: i.value for i in store.search(ns, limit=100)}
         assert set(rows) == set(items) and len(items) == 20
