@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,7 @@ import pytest
 
 from pgmem.db import connect, scoped
 from tests.conftest import TEST_DIMS
+from tests.helpers import InFlight
 
 Conn = psycopg.Connection[tuple[object, ...]]
 F32 = npt.NDArray[np.float32]
@@ -205,13 +207,19 @@ def test_concurrent_writers_recall_forget_and_fold(app_url: str, db_url: str, in
     lock = threading.Lock()
     errors: list[BaseException] = []
     stop = threading.Event()
+    flight = InFlight()  # the writes, recalls, forgets and folds in flight
+    folded = threading.Event()  # a whole fold has run
 
     def writer(w: int) -> None:
         rng = np.random.default_rng(10 + w)
         with connect(app_url) as c, connect(db_url) as admin:
-            for i in range(12):
+            # 12 turns at least, and on until a fold has ended (it then ran beside the writes).
+            for i in range(100):
+                if i >= 12 and folded.is_set():
+                    break
                 turn = 1000 + w * 100 + i
-                _put_turn(c, turn, _unit(rng, 25))
+                with flight("write"):
+                    _put_turn(c, turn, _unit(rng, 25))
                 with lock:
                     written[turn] = _stored(admin, turn)
 
@@ -221,7 +229,8 @@ def test_concurrent_writers_recall_forget_and_fold(app_url: str, db_url: str, in
                 with lock:
                     picks = [(t, v) for t, v in written.items() if t not in forgotten][-4:]
                 for turn, (ids, vecs) in picks:
-                    got = _top1(c, vecs[:2])
+                    with flight("read"):
+                        got = _top1(c, vecs[:2])
                     with lock:
                         gone = turn in forgotten
                     if not gone:
@@ -235,16 +244,22 @@ def test_concurrent_writers_recall_forget_and_fold(app_url: str, db_url: str, in
                 for turn in todo:
                     with lock:
                         forgotten.add(turn)
-                    with scoped(c, SCOPE):
+                    with flight("forget"), scoped(c, SCOPE):
                         c.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', %s)", (SCOPE, turn))
 
     def folder() -> None:
         with connect(db_url) as admin:
-            for _ in range(2):
-                for (ddl,) in admin.execute(
+            while not stop.is_set():
+                steps = admin.execute(
                     "SELECT ddl FROM pgmem.scope_index_plan(2000, m => 16, ef_construction => 64, max_tail => 1)"
-                ).fetchall():
-                    admin.execute(str(ddl))
+                ).fetchall()
+                if not steps:  # no tail yet: the writers have not begun
+                    time.sleep(0.01)
+                    continue
+                for (ddl,) in steps:
+                    with flight("fold"):
+                        admin.execute(str(ddl))
+                folded.set()
 
     def run(fn: object, *args: object) -> threading.Thread:
         def body() -> None:
@@ -258,16 +273,19 @@ def test_concurrent_writers_recall_forget_and_fold(app_url: str, db_url: str, in
         t.start()
         return t
 
-    writers = [run(writer, w) for w in range(2)] + [run(folder)]
-    others = [run(reader), run(forgetter)]
+    writers = [run(writer, w) for w in range(2)]
+    others = [run(reader), run(forgetter), run(folder)]
     for t in writers:
         t.join()
     stop.set()
     for t in others:
         t.join()
     assert not errors, errors
+    # The threads met: two writers wrote at once, and a recall, a forget and a fold each ran
+    # while a write did (else the checks below hold for threads run one after another).
+    assert {("write", "write"), ("read", "write"), ("forget", "write"), ("fold", "write")} <= flight.met, flight.met
     with connect(db_url) as admin:
-        assert _through(admin) is not None
+        assert (_through(admin) or 0) > indexed  # the folds took written turns into the index
         left = {
             int(str(r[0]))
             for r in admin.execute("SELECT DISTINCT turn_index FROM pgmem.piece WHERE scope_id = %s", (SCOPE,))
