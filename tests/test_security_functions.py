@@ -137,9 +137,17 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, admin_conn: Con
     assert docs.inserted == 1, docs
     found = search_documents(app_conn, name, "some text", emb, floor=-1.0)
     assert found.groups and found.groups[0].hits
+    pieces = admin_conn.execute(
+        "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'memory'", (name,)
+    ).fetchone()
+    assert pieces != (0,)
     with scoped(app_conn, name):
-        assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() is not None
-        assert app_conn.execute("SELECT count(*) FROM pgmem.explain_logged_recall(%s, %s)", (name, hits.recall_id))
+        # The logged recall replays to the hits it gave; then every memory piece is reblended.
+        kept = app_conn.execute(
+            "SELECT piece_id FROM pgmem.explain_logged_recall(%s, %s) WHERE verdict = 'kept'", (name, hits.recall_id)
+        ).fetchall()
+        assert {int(str(r[0])) for r in kept} == {h.piece_id for g in hits.groups for h in g.hits}
+        assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() == pieces
     assert remove_document(app_conn, name, name)
     # Stored exactly as given, and every table is still there.
     assert admin_conn.execute("SELECT DISTINCT scope_id, thread_id FROM pgmem.turn").fetchall() == [(name, name)]
