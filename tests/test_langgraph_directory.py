@@ -83,9 +83,10 @@ def test_each_store_lists_and_prefix_searches_its_own_directory(tenants: tuple[P
     assert a.list_namespaces(prefix=("t",), max_depth=2) == [("t", "a")]
     assert b.list_namespaces() == [("t", "b")]
     assert {i.key for i in a.search(("t",))} == {"k", "n"}
-    assert {tuple(i.namespace) for i in a.search(("t",), query="who hides the red key?")} <= {
-        ("t", "a"),
-        ("t", "a", "notes"),
+    # A query searches every namespace of its own directory (floor -1: every item), none of B's.
+    assert {(tuple(i.namespace), i.key) for i in a.search(("t",), query="who hides the red key?")} == {
+        (("t", "a"), "k"),
+        (("t", "a", "notes"), "n"),
     }
     assert [tuple(i.namespace) for i in b.search(("t",), query="who hides the red key?")] == [("t", "b")]
     assert _store(a._conn).list_namespaces() == []  # the default directory lists neither
