@@ -149,6 +149,10 @@ def _populate(app: Conn) -> dict[str, dict[str, set[object]]]:
                 "piece": {r[0] for r in app.execute("SELECT piece_id FROM pgmem.piece").fetchall()},
                 "fact": {r[0] for r in app.execute("SELECT fact_id FROM pgmem.fact").fetchall()},
                 "recall": {r[0] for r in app.execute("SELECT recall_id FROM pgmem.recall_log").fetchall()},
+                "turn": {
+                    (r[0], r[1], r[2])
+                    for r in app.execute("SELECT thread_id, turn_index, content_hash FROM pgmem.turn").fetchall()
+                },
             }
         assert all(owned[scope].values()), f"scope {scope} should see its own rows"
     return owned
@@ -191,10 +195,11 @@ def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
         return [("piece", r[0]) for r in rows]
 
     def hashes(arg: str) -> list[tuple[str, object]]:
+        thread = f"thread-{rng.integers(3)}"
         rows = app_conn.execute(
-            "SELECT turn_index FROM pgmem.turn_hashes(%s, %s, %s)", (arg, f"thread-{rng.integers(3)}", list(range(24)))
+            "SELECT turn_index, content_hash FROM pgmem.turn_hashes(%s, %s, %s)", (arg, thread, list(range(24)))
         ).fetchall()
-        return [("turn", (arg, r[0])) for r in rows]
+        return [("turn", (thread, r[0], r[1])) for r in rows]
 
     def logged(arg: str) -> list[tuple[str, object]]:
         rid = int(rng.choice(sorted(int(str(x)) for s in SCOPES for x in owned[s]["recall"])))
@@ -219,8 +224,6 @@ def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
     def allowed(kind: str, value: object, scope: str) -> bool:
         if kind == "scope_id":
             return value == scope
-        if kind == "turn":
-            return isinstance(value, tuple) and value[0] == scope
         return value in owned[scope]["recall" if kind == "recall" else kind]
 
     for i in range(CALLS):
