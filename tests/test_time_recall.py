@@ -338,7 +338,7 @@ def test_the_async_api_reads_dates_off_the_event_loop(
     q = "Where did we go hiking in March?"
     sync_turns = turns(recall(store, "s", q, embedder, thread="t1", floor=-1, message_time=when))
 
-    async def main() -> list[int]:
+    async def main() -> list[int | None]:
         db = await psycopg.AsyncConnection.connect(app_url, autocommit=True)
         async with db:
             r = await pgmem.aio.recall(db, "s", q, embedder, thread="t1", floor=-1, message_time=when)
