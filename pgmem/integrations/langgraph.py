@@ -660,6 +660,13 @@ class _StoreLogic:
                              "a listing and field vectors have no turn times")  # fmt: skip
         namespaces = yield from self._namespaces_under(tuple(op.namespace_prefix))
         if not namespaces:
+            if times:
+                # No recall runs, but a bad window is refused all the same (SQL's rule).
+                yield Query(
+                    None,
+                    "SELECT pgmem.check_window(%s, %s, 'since', 'until')",
+                    (times.get("since"), times.get("until")),
+                )
             found: list[SearchItem] = []
         elif not op.query:
             found = yield from self._list_items(namespaces, flt, op.limit, op.offset)
