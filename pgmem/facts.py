@@ -55,6 +55,8 @@ def check_fact(fact: Fact, where: str) -> Fact:
     turn = fact.turn_index
     if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= _MAX_TURN):
         raise InputError(f"{where}: turn must be an integer from 0 to {_MAX_TURN}, got {turn!r:.80}")
+    if turn is not None and fact.thread is None:
+        raise InputError(f"{where}: turn {turn} needs its thread (a turn is a thread's)")
     if fact.section is not None:
         check_text(fact.section, f"{where}: section")
     return fact

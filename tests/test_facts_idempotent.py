@@ -107,6 +107,7 @@ BAD_LINES = {
     "turn not a number": (b'{"body": "x", "turn": "abc"}\n', "turn must be an integer"),
     "negative turn": (b'{"body": "x", "turn": -1}\n', "turn must be an integer"),
     "huge turn": (b'{"body": "x", "turn": ' + b"9" * 5000 + b"}\n", "not valid JSON"),
+    "turn without its thread": (b'{"body": "x", "turn": 3}\n', "turn 3 needs its thread"),
     "empty body": (b'{"body": "  "}\n', "body must be a non-empty string"),
     "no body": (b'{"text": "x"}\n', 'expected an object {"body"'),
     "thread not a string": (b'{"body": "x", "thread": 5}\n', "thread must be a non-empty string"),
@@ -149,6 +150,7 @@ def test_bad_fact_lines_are_one_clear_error(
         Fact("x", turn_index="abc"),  # type: ignore[arg-type]
         Fact("x", turn_index=True),
         Fact("x", turn_index=2**31),
+        Fact("x", turn_index=3),
         Fact("x", thread="t\x00"),
         Fact("x", section="\udc80"),
         Fact(""),
@@ -192,21 +194,26 @@ def test_sql_add_facts_names_an_empty_body(app_conn: Conn) -> None:
 
 
 @pytest.mark.parametrize(
-    ("bodies", "turns", "words"),
+    ("bodies", "threads", "turns", "words"),
     [
-        (["ok", " \t\n\u00a0"], [1, 2], r"bodies\[2\] is empty \(or only whitespace\)"),
-        (["ok", "also ok"], [0, -3], r"turn_indexes\[2\] must be >= 0, got -3"),
+        (["ok", " \t\n\u00a0"], ["t", "t"], [1, 2], r"bodies\[2\] is empty \(or only whitespace\)"),
+        (["ok", "also ok"], ["t", "t"], [0, -3], r"turn_indexes\[2\] must be >= 0, got -3"),
+        # A turn is a thread's: forget_turn could never reach a fact with a turn and no thread.
+        (["ok", "also ok"], ["t", None], [0, 4], r"turn_indexes\[2\] needs its thread"),
+        (["ok", "also ok"], None, [None, 4], r"turn_indexes\[2\] needs its thread"),
     ],
 )
-def test_sql_add_facts_keeps_python_rules(app_conn: Conn, bodies: list[str], turns: list[int], words: str) -> None:
-    """SQL holds the rules Python's check_fact applies: a blank body or a negative turn index is
-    one 22023 naming the entry, and nothing of the call is stored."""
+def test_sql_add_facts_keeps_python_rules(
+    app_conn: Conn, bodies: list[str], threads: list[str | None] | None, turns: list[int | None], words: str
+) -> None:
+    """SQL holds the rules Python's check_fact applies: a blank body, a negative turn index or a
+    turn index without its thread is one 22023 naming the entry, and nothing of the call is stored."""
     from tests.security_helpers import hash_vector
 
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=words), scoped(app_conn, "e2"):
         app_conn.execute(
             "SELECT * FROM pgmem.add_facts('e2', 'test:hash', %s, %s::vector[], %s, %s)",
-            (bodies, [hash_vector("a"), hash_vector("b")], ["t", "t"], turns),
+            (bodies, [hash_vector("a"), hash_vector("b")], threads, turns),
         )
     app_conn.rollback()
     with scoped(app_conn, "e2"):

@@ -545,6 +545,17 @@ BEGIN
             (SELECT t.ti FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i) WHERE t.ti < 0 ORDER BY t.i LIMIT 1)
             USING ERRCODE = '22023';
     END IF;
+    -- A turn is a thread's: a fact tied to a turn index without a thread could never be reached
+    -- by forget_turn (nor shown with its turn), only by forget_fact or forget_scope.
+    IF EXISTS (SELECT 1 FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i)
+                WHERE t.ti IS NOT NULL AND thread_ids[t.i] IS NULL) THEN
+        RAISE EXCEPTION 'add_facts: turn_indexes[%] needs its thread (thread_ids[%] is NULL): a turn is a thread''s',
+            (SELECT min(t.i) FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i)
+              WHERE t.ti IS NOT NULL AND thread_ids[t.i] IS NULL),
+            (SELECT min(t.i) FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i)
+              WHERE t.ti IS NOT NULL AND thread_ids[t.i] IS NULL)
+            USING ERRCODE = '22023';
+    END IF;
     thr := ARRAY(SELECT DISTINCT t.id FROM unnest(thread_ids) AS t(id) WHERE t.id IS NOT NULL ORDER BY 1);
     IF EXISTS (SELECT 1 FROM unnest(thr) AS t(id) WHERE length(t.id) NOT BETWEEN 1 AND 200) THEN
         RAISE EXCEPTION 'add_facts: a thread id must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -578,4 +589,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text and a turn index be 0 or more (22023 naming the entry). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, and a turn index be 0 or more and come with its thread (22023 naming the entry). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
