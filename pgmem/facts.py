@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,13 +53,14 @@ def check_fact(fact: Fact, where: str) -> Fact:
     if fact.thread is not None:
         check_name(fact.thread, f"{where}: thread")
     turn = fact.turn_index
-    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= _MAX_TURN):
-        raise InputError(f"{where}: turn must be an integer from 0 to {_MAX_TURN}, got {turn!r:.80}")
-    if turn is not None and fact.thread is None:
-        raise InputError(f"{where}: turn {turn} needs its thread (a turn is a thread's)")
+    if turn is not None:
+        # Any integer (numpy's included, as every other integer argument), stored as an int.
+        turn = check_int(turn, f"{where}: turn", 0, _MAX_TURN)
+        if fact.thread is None:
+            raise InputError(f"{where}: turn {turn} needs its thread (a turn is a thread's)")
     if fact.section is not None:
         check_text(fact.section, f"{where}: section")
-    return fact
+    return fact if turn is None else replace(fact, turn_index=turn)
 
 
 def fact_from_dict(obj: object, where: str) -> Fact:
@@ -100,8 +101,7 @@ def add_facts_call(scope: str, facts: Sequence[Fact], embedder: Embedder) -> Cal
     check_name(scope, "scope")
     if not isinstance(facts, list | tuple):
         raise InputError(f"facts must be a list of Fact, got {type(facts).__name__}")
-    for i, f in enumerate(facts):
-        check_fact(f, f"facts[{i}]")
+    facts = [check_fact(f, f"facts[{i}]") for i, f in enumerate(facts)]
     if not facts:
         return []
     vectors = yield Embed(embedder, [f.body for f in facts])

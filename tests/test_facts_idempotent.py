@@ -218,3 +218,14 @@ def test_sql_add_facts_keeps_python_rules(
     app_conn.rollback()
     with scoped(app_conn, "e2"):
         assert app_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
+
+
+def test_a_numpy_turn_index_is_an_integer_like_any_other(app_conn: Conn) -> None:
+    """Every integer argument takes numpy's integers (a turn index read from a DataFrame); a
+    fact's turn index was refused as "not an integer"."""
+    import numpy as np
+
+    fact = Fact("The user moved to Porto.", thread="t1", turn_index=np.int64(3))  # type: ignore[arg-type]
+    add_facts(app_conn, "np", [fact], HashEmbedder())
+    with scoped(app_conn, "np"):
+        assert app_conn.execute("SELECT thread_id, turn_index FROM pgmem.fact").fetchall() == [("t1", 3)]
