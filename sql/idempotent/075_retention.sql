@@ -6,7 +6,7 @@
 -- pgmem.get_retention. A DBA schedules pgmem.apply_retention() (docs/operations.md: pg_cron or
 -- cron + psql). It removes expired turns as pgmem.forget_turn does (pgmem._forget_turn_rows, the
 -- path of an explicit forget), so their pieces, the facts tied to them and the recall-log rows
--- that returned them go too (those in one read of the scope's log, pgmem._forget_turns_logs);
+-- that returned them go too (those in one read of the scope's log, pgmem._forget_logs);
 -- then it trims each scope's recall log to its age and row bounds.
 
 -- apply_retention must see every scope's setting: like index maintenance (060_indexes.sql), a
@@ -157,7 +157,7 @@ BEGIN
               INTO gone_threads, gone_turns
               FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e WHERE e.thread_id = ANY (doomed);
             -- Each turn's rows go as forget_turn removes them, and the recall-log rows that returned
-            -- any of them in one read of the log at the end (pgmem._forget_turns_logs): forget_turn
+            -- any of them in one read of the log at the end (pgmem._forget_logs): forget_turn
             -- read the whole log for each turn (turns times log rows: 2,000 turns and 3,200 rows,
             -- 42 s). The ids it needs are read first; the thread locks keep them as they are.
             gone_pieces := ARRAY(SELECT p.piece_id FROM unnest(gone_threads, gone_turns) AS g(thread_id, turn_index)
@@ -177,7 +177,7 @@ BEGIN
             END LOOP;
             IF cardinality(gone_threads) > 0 THEN
                 recall_logs := recall_logs
-                    + pgmem._forget_turns_logs(s.scope_id, gone_threads, gone_turns, gone_pieces, gone_facts);
+                    + pgmem._forget_logs(s.scope_id, gone_threads, gone_turns, gone_pieces, gone_facts);
             END IF;
         END IF;
         IF s.log_keep_days IS NOT NULL OR s.log_keep_rows IS NOT NULL THEN
