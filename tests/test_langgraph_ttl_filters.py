@@ -339,3 +339,55 @@ def test_field_vectors_in_sql_score_as_postgres_store_does(conn: Conn) -> None:
             conn.execute("SELECT * FROM pgmem.store_search(%s, '[0,1,1]', 'fake:3', 'hamming')", (scope,))
         with pytest.raises(psycopg.errors.DataException), conn.transaction():
             conn.execute("SELECT pgmem.put_item_vectors(%s, 'a', 'other', '{t}', ARRAY['[1,0,0]']::vector[])", (scope,))
+
+
+def test_the_sweep_reads_the_recall_log_once_a_scope(hstore: PgmemStore, conn: Conn, admin_conn: Conn) -> None:
+    """expire_items removed each expired item through delete_item, whose last step read the
+    scope's whole recall log: the sweep cost its items times the log's rows. The log is now read
+    once a scope, and the same rows go: those naming an expired item's piece, turn or thread."""
+    from pgmem.db import scoped
+    from tests.lifecycle_helpers import vec
+
+    ns = ("ttl", "big")
+    scope = namespace_scope(ns)
+    for i in range(30):
+        hstore.put(ns, f"k{i}", {"text": f"note number {i} about the sweep"})
+    with scoped(conn, scope):
+        piece = conn.execute(
+            "SELECT piece_id FROM pgmem.piece WHERE scope_id = %s AND thread_id = 'item:k2' LIMIT 1", (scope,)
+        ).fetchone()
+        assert piece is not None
+        named = [
+            (None, f'[{{"piece_id": {piece[0]}, "thread_id": "item:k2", "turn_index": 0}}]'),  # an expired item's hit
+            (None, '[{"thread_id": "item:k3", "turn_index": 0}]'),  # an expired item's turn
+            ("item:k4", "[]"),  # a recall filtered to an expired item's thread
+            (None, '[{"thread_id": "item:k25", "turn_index": 0}]'),  # a kept item: stays
+        ]
+        for thread, results in named + [(None, "[]")] * 40:
+            conn.execute(
+                "SELECT pgmem.log_recall(%s, 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, %s, 'vector',"
+                " %s::jsonb)",
+                (scope, vec("q"), thread, results),
+            )
+    for i in range(20):
+        _expire_now(admin_conn, ns, f"k{i}")
+    with admin_conn.transaction():
+        admin_conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        swept = admin_conn.execute("SELECT pgmem.expire_items(%s)", (scope,)).fetchone()
+        read = admin_conn.execute(
+            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+            " WHERE relid = 'pgmem.recall_log'::regclass"
+        ).fetchone()
+        left = admin_conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE results::text LIKE '%%item:k25%%') FROM pgmem.recall_log"
+            " WHERE scope_id = %s",
+            (scope,),
+        ).fetchone()
+        items = admin_conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE item_key = 'k25') FROM pgmem.store_item WHERE scope_id = %s",
+            (scope,),
+        ).fetchone()
+    assert swept == (20,)
+    assert left == (41, 1) and items == (10, 1)
+    # 44 log rows: read once (and once more by the delete), not once for each of the 20 items.
+    assert read is not None and int(str(read[0])) <= 4 * 44, read

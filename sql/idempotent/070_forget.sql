@@ -240,6 +240,38 @@ $$;
 COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
 'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget.';
 
+-- A thread's rows without the recall-log step: forget_thread is this and then pgmem._forget_logs;
+-- expire_items calls it (through pgmem._delete_item_rows) for each expired item and then
+-- pgmem._forget_logs once for them all.
+CREATE OR REPLACE FUNCTION pgmem._forget_thread_rows(scope text, thread text,
+                                                     OUT threads integer, OUT turns integer,
+                                                     OUT piece_ids bigint[], OUT fact_ids bigint[])
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    -- Waits for writers of the thread (see forget_turn): their turns are forgotten too.
+    PERFORM pgmem._lock_thread(_forget_thread_rows.scope, _forget_thread_rows.thread);
+    PERFORM pgmem._forget_items(_forget_thread_rows.scope, _forget_thread_rows.thread);
+    WITH d AS (
+        DELETE FROM pgmem.piece p
+         WHERE p.scope_id = _forget_thread_rows.scope AND p.kind = 'memory' AND p.thread_id = _forget_thread_rows.thread
+        RETURNING p.piece_id)
+    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
+    WITH d AS (
+        DELETE FROM pgmem.fact f WHERE f.scope_id = _forget_thread_rows.scope AND f.thread_id = _forget_thread_rows.thread
+        RETURNING f.fact_id)
+    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    DELETE FROM pgmem.turn t WHERE t.scope_id = _forget_thread_rows.scope AND t.thread_id = _forget_thread_rows.thread;
+    GET DIAGNOSTICS turns = ROW_COUNT;
+    DELETE FROM pgmem.thread th WHERE th.scope_id = _forget_thread_rows.scope AND th.thread_id = _forget_thread_rows.thread;
+    GET DIAGNOSTICS threads = ROW_COUNT;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_thread_rows(text, text) IS
+'Internal to forget_thread and expire_items: forget a whole thread''s rows (its store items and thread row locked first; the store items whose turn it holds, its turns and pieces, every fact tied to it, the thread row), but not the recall-log rows that returned them. Returns the threads and turns deleted and the ids of the pieces and facts deleted.';
+
 CREATE OR REPLACE FUNCTION pgmem.forget_thread(scope text, thread text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -247,34 +279,16 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    piece_ids bigint[];
-    fact_ids bigint[];
-    n_turns integer;
-    n_threads integer;
+    r record;
 BEGIN
     IF scope IS NULL OR thread IS NULL THEN
         RAISE EXCEPTION 'forget_thread: scope and thread must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_thread.scope), true);
-    -- Waits for writers of the thread (see forget_turn): their turns are forgotten too.
-    PERFORM pgmem._lock_thread(forget_thread.scope, forget_thread.thread);
-    PERFORM pgmem._forget_items(forget_thread.scope, forget_thread.thread);
-    WITH d AS (
-        DELETE FROM pgmem.piece p
-         WHERE p.scope_id = forget_thread.scope AND p.kind = 'memory' AND p.thread_id = forget_thread.thread
-        RETURNING p.piece_id)
-    SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
-    WITH d AS (
-        DELETE FROM pgmem.fact f WHERE f.scope_id = forget_thread.scope AND f.thread_id = forget_thread.thread
-        RETURNING f.fact_id)
-    SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
-    DELETE FROM pgmem.turn t WHERE t.scope_id = forget_thread.scope AND t.thread_id = forget_thread.thread;
-    GET DIAGNOSTICS n_turns = ROW_COUNT;
-    DELETE FROM pgmem.thread th WHERE th.scope_id = forget_thread.scope AND th.thread_id = forget_thread.thread;
-    GET DIAGNOSTICS n_threads = ROW_COUNT;
-    RETURN QUERY SELECT n_threads, n_turns, cardinality(piece_ids), cardinality(fact_ids), 0,
+    SELECT * INTO r FROM pgmem._forget_thread_rows(forget_thread.scope, forget_thread.thread);
+    RETURN QUERY SELECT r.threads, r.turns, cardinality(r.piece_ids), cardinality(r.fact_ids), 0,
                         pgmem._forget_logs(forget_thread.scope, ARRAY[forget_thread.thread], ARRAY[NULL::integer],
-                                           piece_ids, fact_ids);
+                                           r.piece_ids, r.fact_ids);
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_thread(text, text) IS

@@ -174,6 +174,30 @@ $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean) IS
 'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
 
+-- An item's rows without the recall-log step: delete_item is this and then pgmem._forget_logs of
+-- the item's thread; expire_items calls it for each expired item and reads the log once.
+CREATE OR REPLACE FUNCTION pgmem._delete_item_rows(scope text, item_key text,
+                                                   OUT existed boolean, OUT thread text,
+                                                   OUT piece_ids bigint[], OUT fact_ids bigint[])
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    DELETE FROM pgmem.store_item i WHERE i.scope_id = _delete_item_rows.scope AND i.item_key = _delete_item_rows.item_key
+    RETURNING i.thread_id INTO thread;
+    existed := FOUND;
+    piece_ids := '{}';
+    fact_ids := '{}';
+    IF thread IS NOT NULL THEN  -- its turn goes as a forget would take it (forget_thread)
+        SELECT r.piece_ids, r.fact_ids INTO piece_ids, fact_ids
+          FROM pgmem._forget_thread_rows(_delete_item_rows.scope, thread) r;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._delete_item_rows(text, text) IS
+'Internal to delete_item and expire_items: delete a store item of the scope and, when it was indexed, its thread''s rows (pgmem._forget_thread_rows), but not the recall-log rows that returned them. Returns whether the item existed, its thread, and the ids of the pieces and facts deleted.';
+
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -181,23 +205,20 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    old_thread text;
-    found_it boolean;
+    r record;
 BEGIN
     IF scope IS NULL OR item_key IS NULL THEN
         RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(delete_item.scope), true);
-    DELETE FROM pgmem.store_item i WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key
-    RETURNING i.thread_id INTO old_thread;
-    found_it := FOUND;
-    IF old_thread IS NOT NULL THEN  -- its turn goes as a forget would take it (forget_thread)
-        PERFORM pgmem.forget_thread(delete_item.scope, old_thread);
+    SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
+    IF r.thread IS NOT NULL THEN
+        PERFORM pgmem._forget_logs(delete_item.scope, ARRAY[r.thread], ARRAY[NULL::integer], r.piece_ids, r.fact_ids);
     END IF;
-    IF found_it THEN  -- the namespace leaves the directories with the last item (unless one is being put)
+    IF r.existed THEN  -- the namespace leaves the directories with the last item (unless one is being put)
         PERFORM pgmem._drop_empty_namespace(delete_item.scope);
     END IF;
-    RETURN found_it;
+    RETURN r.existed;
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS

@@ -329,6 +329,9 @@ AS $$
 DECLARE
     k text;
     keys text[];
+    doomed text[];
+    gone_pieces bigint[];
+    gone_facts bigint[];
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'expire_items: scope must not be NULL' USING ERRCODE = '22004';
@@ -345,11 +348,26 @@ BEGIN
          WHERE i.scope_id = expire_items.scope AND i.expires_at <= pg_catalog.now()
          ORDER BY i.item_key LIMIT max_items
            FOR UPDATE SKIP LOCKED);
-    -- Each goes as delete_item takes it: its field vectors, turn, pieces and the recall-log rows
-    -- that returned them, and the namespace's directory entry with its last item.
+    -- Then their threads, FOR UPDATE and sorted (as apply_retention takes a scope's expiring
+    -- threads), so that no writer adds to them: the ids of what goes are read once, here.
+    doomed := ARRAY(SELECT DISTINCT i.thread_id FROM pgmem.store_item i
+                     WHERE i.scope_id = expire_items.scope AND i.item_key = ANY (keys) AND i.thread_id IS NOT NULL
+                     ORDER BY 1);
+    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = expire_items.scope AND th.thread_id = ANY (doomed)
+      ORDER BY th.thread_id FOR UPDATE;
+    gone_pieces := ARRAY(SELECT p.piece_id FROM pgmem.piece p
+                          WHERE p.scope_id = expire_items.scope AND p.kind = 'memory' AND p.thread_id = ANY (doomed));
+    gone_facts := ARRAY(SELECT f.fact_id FROM pgmem.fact f
+                         WHERE f.scope_id = expire_items.scope AND f.thread_id = ANY (doomed));
+    -- Each goes as delete_item takes it (its field vectors, turn, pieces), and the recall-log rows
+    -- that returned any of them in one read of the log at the end: once an item, the sweep cost
+    -- its items times the scope's log rows (0044).
     FOREACH k IN ARRAY keys LOOP
-        PERFORM pgmem.delete_item(expire_items.scope, k);
+        PERFORM pgmem._delete_item_rows(expire_items.scope, k);
     END LOOP;
+    IF cardinality(doomed) > 0 THEN
+        PERFORM pgmem._forget_logs(expire_items.scope, doomed, '{}', gone_pieces, gone_facts);
+    END IF;
     -- A namespace left listed without items (its last delete met a writer in flight) goes now.
     PERFORM pgmem._drop_empty_namespace(expire_items.scope);
     RETURN cardinality(keys);
