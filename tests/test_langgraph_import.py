@@ -388,3 +388,27 @@ def test_a_null_value_a_null_column_and_a_naive_time_in_the_source(source_url: s
     assert sorted(error.split(" is NULL")[0] for _, _, error in nulls.failed) == ["key", "namespace", "value"]
     naive = import_postgres_store(source_url, store, table="store_naive")
     assert (naive.kept, naive.failed) == (1, [])  # pgmem's is newer than 2000-01-01 UTC
+
+
+_SECRET = "s3cr3t-pw"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"postgresql://u:{_SECRET}%zz@localhost/db",  # libpq quotes a percent-escape it cannot decode
+        f"postgresql://u:{_SECRET} x@localhost/db",  # and a token with spaces
+        f"host=/nowhere password={_SECRET}%zz dbname=x junk",
+        f"postgresql://u:{_SECRET}@[::1/db",
+    ],
+)
+def test_a_source_password_is_never_printed(source: str, store: PgmemStore, app_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot connect to the source") as caught:
+        import_postgres_store(source, store)
+    assert _SECRET not in str(caught.value) and "\n" not in str(caught.value)
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "cannot connect to the source" in done.stderr, done.stderr
+    assert _SECRET not in done.stdout + done.stderr

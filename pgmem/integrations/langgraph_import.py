@@ -49,6 +49,7 @@ from langgraph.store.base import GetOp, Item, PutOp  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.rows import tuple_row  # noqa: E402
 
+from pgmem.db import redact_secrets  # noqa: E402
 from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError  # noqa: E402
 from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
 from pgmem.text import unstorable  # noqa: E402
@@ -147,7 +148,9 @@ def _source_conn(source: Any) -> Iterator[psycopg.Connection[Any]]:
         try:
             conn = psycopg.connect(source, autocommit=True)
         except (psycopg.Error, UnicodeError) as exc:
-            raise ConfigError(f"cannot connect to the source: {' '.join(str(exc).split())[:300]}") from None
+            # libpq quotes the part of a conninfo it cannot parse: the password, at times.
+            shown = redact_secrets(" ".join(str(exc).split()), source)
+            raise ConfigError(f"cannot connect to the source: {shown[:300]}") from None
         with conn:
             yield conn
     elif isinstance(source, psycopg.Connection):
