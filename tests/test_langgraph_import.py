@@ -412,3 +412,25 @@ def test_a_source_password_is_never_printed(source: str, store: PgmemStore, app_
     )
     assert done.returncode == 2 and "cannot connect to the source" in done.stderr, done.stderr
     assert _SECRET not in done.stdout + done.stderr
+
+
+def test_a_source_column_of_another_type_is_one_line(source_url: str, store: PgmemStore) -> None:
+    """A table with PostgresStore's column names but other types (an integer prefix, a text
+    updated_at, a date, a text ttl_minutes) raised AttributeError or ValueError midway: now it
+    is refused before anything is read, naming the column and its type."""
+    shapes = [
+        ("prefix", "prefix int, key text, value jsonb, updated_at timestamptz"),
+        ("key", "prefix text, key text[], value jsonb, updated_at timestamptz"),
+        ("updated_at", "prefix text, key text, value jsonb, updated_at text"),
+        ("updated_at", "prefix text, key text, value jsonb, updated_at date"),
+        ("ttl_minutes", "prefix text, key text, value jsonb, updated_at timestamptz, ttl_minutes text"),
+        ("expires_at", "prefix text, key text, value jsonb, updated_at timestamptz, expires_at int"),
+    ]
+    for i, (_, shape) in enumerate(shapes):
+        _source_sql(source_url, f"CREATE TABLE odd_{i} ({shape})")
+        _source_sql(source_url, f"INSERT INTO odd_{i} VALUES ('1', '{{1}}', '{{\"x\": 1}}', '2020-01-01')")
+    for i, (column, _) in enumerate(shapes):
+        with pytest.raises(ConfigError, match=f"is not a PostgresStore table: column {column} is ") as caught:
+            import_postgres_store(source_url, store, table=f"odd_{i}")
+        assert "\n" not in str(caught.value)
+    assert store.list_namespaces() == []

@@ -184,8 +184,16 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
     """The table as an identifier, its schema-qualified name, and its columns."""
     with _reading(conn) as cur:
         row = cur.execute(
-            """SELECT n.nspname, c.relname, array(SELECT a.attname::text FROM pg_catalog.pg_attribute a
-                                                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+            """SELECT n.nspname, c.relname,
+                      array(SELECT a.attname::text FROM pg_catalog.pg_attribute a
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+                      array(SELECT pg_catalog.format_type(CASE t.typtype WHEN 'd' THEN t.typbasetype ELSE t.oid END,
+                                                          NULL)
+                              FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+                      array(SELECT t.typcategory::text
+                              FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
                  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                 WHERE c.oid = pg_catalog.to_regclass(%s)""",
             (table,),
@@ -194,12 +202,34 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
         raise ConfigError(
             f"the source has no table {table!r:.80} (PostgresStore's table is `store`; --table names another)"
         )
-    columns = {str(c.decode() if isinstance(c, bytes) else c) for c in row[2]}
-    missing = {"prefix", "key", "value", "updated_at"} - columns
+    types = {_text(c): (_text(t), _text(k)) for c, t, k in zip(row[2], row[3], row[4], strict=True)}
+    missing = {"prefix", "key", "value", "updated_at"} - set(types)
     if missing:
         raise ConfigError(f"table {table!r:.80} is not a PostgresStore table: no column {sorted(missing)[0]}")
+    # Read as Python takes them: another type (an integer prefix, a text time) failed midway.
+    for column, ok in _TYPES.items():
+        if column in types and not ok(*types[column]):
+            raise ConfigError(
+                f"table {table!r:.80} is not a PostgresStore table: column {column} is {types[column][0]!r:.80}"
+            )
+    columns = set(types)
     schema, name = _text(row[0]), _text(row[1])
     return sql.Identifier(schema, name), f"{schema}.{name}", columns
+
+
+def _timestamp(name: str, category: str) -> bool:
+    return name in ("timestamp with time zone", "timestamp without time zone")
+
+
+#: The type each column must have (format_type, pg_type.typcategory of its base type); the
+#: value is read as text and parsed as JSON, so any type will do for it.
+_TYPES: dict[str, Callable[[str, str], bool]] = {
+    "prefix": lambda name, category: category == "S",
+    "key": lambda name, category: category == "S",
+    "updated_at": _timestamp,
+    "expires_at": _timestamp,
+    "ttl_minutes": lambda name, category: category == "N",
+}
 
 
 def _text(x: object) -> str:
