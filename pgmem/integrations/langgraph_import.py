@@ -105,7 +105,9 @@ def import_postgres_store(
 
     `source` is a psycopg connection, a `psycopg_pool.ConnectionPool`, a conninfo string, or the
     PostgresStore itself (its connection is used); only SELECT on `table` is needed. `limit`
-    stops after that many items are read (a later run with the same `checkpoint` continues).
+    stops after that many items are read (a later run with the same `checkpoint` continues);
+    rows with a NULL prefix or key (not in PostgresStore's own table) are reported, all of them,
+    by the run that reaches the end.
     `progress` is called after every page with the report so far."""
     if not isinstance(table, str) or not table.strip() or unstorable(table):
         raise ConfigError(f"table must be a table name, got {table!r:.80}")
@@ -134,6 +136,8 @@ def import_postgres_store(
             if len(rows) < n:
                 report.complete = True
                 break
+        if report.complete:
+            _import_unkeyed(conn, relation, columns, store, report)
     if report.complete and checkpoint is not None:
         Path(checkpoint).unlink(missing_ok=True)
     return report
@@ -246,21 +250,48 @@ def _after(after: tuple[str | bytes, str | bytes] | None) -> tuple[sql.Composabl
     return sql.SQL("(prefix, key) > (%s, %s)"), after
 
 
+#: Rows a keyset cannot page over (a row comparison with NULL is NULL): a table that is not
+#: PostgresStore's own can hold them. They are read after the others, and fail.
+_UNKEYED = sql.SQL("(prefix IS NULL OR key IS NULL)")
+_KEYED = sql.SQL("prefix IS NOT NULL AND key IS NOT NULL")
+
+
 def _count(conn: psycopg.Connection[Any], relation: sql.Composable, after: Any) -> int:
     cond, params = _after(after)
+    query = sql.SQL("SELECT count(*) FILTER (WHERE {} OR {}) FROM {}").format(cond, _UNKEYED, relation)
     with _reading(conn) as cur:
-        row = cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(relation, cond), params).fetchone()
+        row = cur.execute(query, params).fetchone()
     return int(row[0]) if row else 0
 
 
-def _page(conn: psycopg.Connection[Any], relation: sql.Composable, columns: set[str], after: Any, n: int) -> list[_Row]:
+def _import_unkeyed(
+    conn: psycopg.Connection[Any], relation: sql.Composable, columns: set[str], store: PgmemStore, report: ImportReport
+) -> None:
+    """The rows with a NULL prefix or key, once the keyset pages are done: each is reported as
+    failed. All of them, whatever `limit` says: no checkpoint can say where among them a run
+    stopped, and none of them is written."""
+    with _reading(conn) as cur:
+        row = cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(relation, _UNKEYED)).fetchone()
+    if row and row[0]:
+        _import_page(store, _page(conn, relation, columns, None, int(row[0]), where=_UNKEYED), report)
+
+
+def _page(
+    conn: psycopg.Connection[Any],
+    relation: sql.Composable,
+    columns: set[str],
+    after: Any,
+    n: int,
+    *,
+    where: sql.Composable = _KEYED,
+) -> list[_Row]:
     ttl = sql.SQL("ttl_minutes" if "ttl_minutes" in columns else "NULL::int")
     expired = sql.SQL("coalesce(expires_at <= now(), false)" if "expires_at" in columns else "false")
     cond, params = _after(after)
     query = sql.SQL(
-        "SELECT prefix, key, value::text, updated_at, {ttl}, {expired} FROM {rel} WHERE {cond} "
+        "SELECT prefix, key, value::text, updated_at, {ttl}, {expired} FROM {rel} WHERE {where} AND {cond} "
         "ORDER BY prefix, key LIMIT {n}"
-    ).format(ttl=ttl, expired=expired, rel=relation, cond=cond, n=sql.Literal(n))
+    ).format(ttl=ttl, expired=expired, rel=relation, where=where, cond=cond, n=sql.Literal(n))
     with _reading(conn) as cur:
         rows = cur.execute(query, params).fetchall()
     return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5])) for r in rows]
