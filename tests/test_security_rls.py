@@ -416,6 +416,30 @@ def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> 
         assert "error" in capsys.readouterr().err
 
 
+def test_roles_create_refuses_text_postgres_cannot_take_in_one_line(
+    admin_conn: Conn, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A password variable or --vector-schema holding an undecodable byte (a lone surrogate in
+    Python) raised UnicodeEncodeError from psycopg: a traceback, after the roles were created and
+    before the password was set. Now one line naming the input, the password not shown, and
+    nothing created."""
+    from pgmem.cli import main
+
+    admin_conn.execute("DROP ROLE IF EXISTS pgmem_test_badpw")  # roles are the server's, not the database's
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("PGMEM_TEST_BAD_PW", "hunter2\udcffx")
+    for args in (
+        ["--login", "pgmem_test_badpw:app:PGMEM_TEST_BAD_PW"],
+        ["--vector-schema", "vec\udcff"],
+        ["--print", "--vector-schema", "vec\udcff"],
+    ):
+        assert main(["roles", "create", *args]) == 2, args
+        captured = capsys.readouterr()
+        assert captured.err.count("\n") == 1 and "hunter2" not in captured.err + captured.out, captured.err
+        assert "PGMEM_TEST_BAD_PW" in captured.err or "--vector-schema" in captured.err, captured.err
+    assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pgmem_test_badpw'").fetchone() is None
+
+
 def _rows_or_refused(conn: Conn, query: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
     """The rows of a read naming a scope that is not the transaction's: none, or refused
     (42501). In a savepoint, so that a refusal leaves the caller's transaction usable."""

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError
+from pgmem.text import check_text
 
 GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
 _SAFE_ATTRS = "NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION"
@@ -124,6 +125,8 @@ def _connect() -> psycopg.Connection[tuple[object, ...]]:
 def _create(args: argparse.Namespace) -> int:
     logins = [Login.parse(s) for s in args.login]
     vector_schema = args.vector_schema or os.environ.get("PGMEM_VECTOR_SCHEMA") or "public"
+    # An undecodable byte (a lone surrogate here) would fail in psycopg's encoder: a traceback.
+    check_text(vector_schema, "--vector-schema")
     if args.print:
         # Rendering needs no server: names are quoted by psycopg's rules for the default encoding.
         script = setup_sql(database="<database>", vector_schema=vector_schema, logins=logins).as_string(None)
@@ -144,7 +147,8 @@ def _create(args: argparse.Namespace) -> int:
             value = os.environ.get(x.password_env)
             if not value:
                 raise ConfigError(f"login {x.name}: environment variable {x.password_env} is not set")
-            passwords[x.name] = value
+            # Checked before anything is created; the message names the variable, not the value.
+            passwords[x.name] = check_text(value, f"the password in {x.password_env}")
     with _connect() as conn:
         database = conn.info.dbname
         conn.execute(setup_sql(database=database, vector_schema=vector_schema, logins=logins))
