@@ -94,7 +94,7 @@ def start(pgdata: Path) -> str:
     """Start the server in `pgdata` (initialising it on first use) or reuse a running one.
 
     Returns the URL of the `pgmem` database, creating that database if needed."""
-    pgdata = pgdata.expanduser().resolve()
+    pgdata = _resolved(pgdata)
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
         lock = (pgdata.parent / f".{pgdata.name}.start.lock").open("w")
@@ -285,8 +285,17 @@ def _ensure_database(base_url: str, name: str) -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def _resolved(pgdata: Path) -> Path:
+    """The data folder's real path; a ServerError for a symlink loop (Path.resolve raises
+    RuntimeError, which no caller expects)."""
+    try:
+        return pgdata.expanduser().resolve()
+    except RuntimeError:
+        raise ServerError(f"{pgdata} is a symlink loop: remove it, or point PGMEM_HOME elsewhere") from None
+
+
 def status(pgdata: Path) -> ServerStatus:
-    pgdata = pgdata.expanduser().resolve()
+    pgdata = _resolved(pgdata)
     if not (pgdata / "PG_VERSION").exists():
         return ServerStatus(False, None, pgdata, None)
     _pgserver()

@@ -107,6 +107,16 @@ def test_a_half_initialised_data_folder_is_one_line_and_kept(home: Path, version
     assert (pgdata / "PG_VERSION").exists() == version
 
 
+def test_a_data_folder_that_is_a_symlink_loop_is_one_line(home: Path) -> None:
+    """PGMEM_HOME/pgdata a symlink to itself (or a loop of them): Path.resolve raised
+    RuntimeError, a traceback from every command that looks for the server."""
+    (home / "pgdata").symlink_to(home / "pgdata")
+    for args in (("db", "status"), ("db", "stop"), ("db", "start"), ("db", "url"), ("stats",)):
+        line = one_line_error(run(home, *args))
+        assert str(home / "pgdata") in line and "symlink" in line, (args, line)
+    assert (home / "pgdata").is_symlink()
+
+
 @pytest.mark.parametrize(
     "url",
     [
