@@ -461,3 +461,23 @@ def test_rows_with_a_null_prefix_or_key_are_reported_whatever_the_page(
             break
     assert sum(reads) == 5 and not ckpt.exists()
     assert _pgmem_items(store) == {(("p1",), "k"): {"a": 1}, (("p3",), "k"): {"a": 3}}
+
+
+def test_a_checkpoint_of_another_source_database_is_refused(
+    source_url: str, admin_conn: Conn, db_url: str, store: PgmemStore, tmp_path: Path
+) -> None:
+    """The checkpoint named the table (public.store) but not its database: a run on another
+    PostgresStore's database given the same file started after the first one's last key and
+    skipped every item before it, reporting itself complete."""
+    ckpt = tmp_path / "import.ckpt"
+    first = import_postgres_store(source_url, store, limit=len(ITEMS) - 2, checkpoint=ckpt)
+    assert not first.complete and ckpt.exists()
+    for other in _source_db(admin_conn, db_url, "lgsrc2"):
+        with PostgresStore.from_conn_string(other) as lg:
+            lg.setup()
+            lg.put(("aaa",), "first", {"text": "Sorts before every item of the first source."})
+        with pytest.raises(ConfigError, match="another database"):
+            import_postgres_store(other, store, checkpoint=ckpt)
+        assert store.get(("aaa",), "first") is None
+    rest = import_postgres_store(source_url, store, checkpoint=ckpt)  # its own source continues
+    assert (rest.read, rest.imported, rest.complete) == (2, 2, True)

@@ -25,8 +25,9 @@ their documented order. Per item:
 `created_at` and `updated_at` are not carried over: `pgmem.put_item` stamps an item with the
 time it is written, so an imported item's times (and its turn's label) are the import's.
 
-`checkpoint` (a file) records the last (prefix, key) written, after every page: a run given the
-same file starts after it, and the file is removed when the import reaches the end. Without
+`checkpoint` (a file) records the last (prefix, key) written, after every page, with the source's
+table and database: a run given the same file starts after it (a run on another source refuses
+it), and the file is removed when the import reaches the end. Without
 one, a rerun reads every item again and writes only what differs."""
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def import_postgres_store(
     report = ImportReport()
     with _source_conn(source) as conn:
         relation, name, columns = _table(conn, table)
-        after = _read_checkpoint(checkpoint, name)
+        database = _database(conn) if checkpoint is not None else ""
+        after = _read_checkpoint(checkpoint, name, database)
         report.total = _count(conn, relation, after)
         while limit is None or report.read < limit:
             n = page_size if limit is None else min(page_size, limit - report.read)
@@ -130,7 +132,7 @@ def import_postgres_store(
                 break
             _import_page(store, rows, report)
             after = (rows[-1].prefix, rows[-1].key)
-            _write_checkpoint(checkpoint, name, after)
+            _write_checkpoint(checkpoint, name, database, after)
             if progress is not None:
                 progress(report)
             if len(rows) < n:
@@ -300,27 +302,50 @@ def _page(
 # -- the checkpoint -------------------------------------------------------------------------------
 
 
-def _read_checkpoint(path: str | Path | None, where: str) -> Any:
+def _database(conn: psycopg.Connection[Any]) -> str:
+    """The source database, for the checkpoint: its name and its cluster's system identifier
+    (the name alone is the same on many servers), or the name where pg_control_system() is
+    refused."""
+    try:
+        with _reading(conn) as cur:
+            row = cur.execute(
+                "SELECT current_database()::text || '@' || system_identifier::text FROM pg_catalog.pg_control_system()"
+            ).fetchone()
+    except DatabaseError:
+        with _reading(conn) as cur:
+            row = cur.execute("SELECT current_database()::text").fetchone()
+    return _text(row[0]) if row else ""
+
+
+def _read_checkpoint(path: str | Path | None, where: str, database: str) -> Any:
     if path is None or not Path(path).exists():
         return None
     try:
         saved = json.loads(Path(path).read_text(encoding="utf-8"))
         prefix, key = saved["after"]
         table, as_bytes = saved["table"], saved["bytes"]
+        saved_database = saved.get("database", database)  # absent from checkpoints written before it
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"checkpoint {str(path)!r:.200} is not an import checkpoint ({exc})") from None
     if table != where:
         raise ConfigError(f"checkpoint {str(path)!r:.200} is of table {table!r:.80}, not {where!r:.80}")
+    if saved_database != database:
+        # Its keys are another source's: continuing after them would skip this one's items.
+        raise ConfigError(
+            f"checkpoint {str(path)!r:.200} is of another database ({str(saved_database).split('@')[0]!r:.80}): "
+            "give this source its own --checkpoint file"
+        )
     if as_bytes:
         return (prefix.encode("utf-8", "surrogateescape"), key.encode("utf-8", "surrogateescape"))
     return (prefix, key)
 
 
-def _write_checkpoint(path: str | Path | None, where: str, after: tuple[Any, Any]) -> None:
+def _write_checkpoint(path: str | Path | None, where: str, database: str, after: tuple[Any, Any]) -> None:
     if path is None:
         return
     as_bytes = isinstance(after[0], bytes)
-    text = json.dumps({"table": where, "after": [_text(after[0]), _text(after[1])], "bytes": as_bytes})
+    saved = {"table": where, "database": database, "after": [_text(after[0]), _text(after[1])], "bytes": as_bytes}
+    text = json.dumps(saved)
     tmp = Path(f"{path}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
