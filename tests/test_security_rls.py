@@ -440,6 +440,42 @@ def test_roles_create_refuses_text_postgres_cannot_take_in_one_line(
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pgmem_test_badpw'").fetchone() is None
 
 
+def test_roles_create_refuses_an_existing_role_that_is_no_safe_login(
+    admin_conn: Conn, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--login NAME:ROLE` creates NAME only when it does not exist: an existing SUPERUSER (or
+    BYPASSRLS) role was made a member of pgmem_app without a word, and the application using it
+    reads every scope; an existing NOLOGIN role was reported as a login that cannot log in. Both
+    are refused in one line before anything is granted; an existing plain login is reused."""
+    from pgmem.cli import main
+
+    names = ("pgmem_test_su_login", "pgmem_test_bypass_login", "pgmem_test_nologin", "pgmem_test_plain_login")
+    admin_conn.execute(f"DROP ROLE IF EXISTS {', '.join(names)}")
+    admin_conn.execute("CREATE ROLE pgmem_test_su_login LOGIN SUPERUSER")
+    admin_conn.execute("CREATE ROLE pgmem_test_bypass_login LOGIN BYPASSRLS")
+    admin_conn.execute("CREATE ROLE pgmem_test_nologin NOLOGIN")
+    admin_conn.execute("CREATE ROLE pgmem_test_plain_login LOGIN")
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    try:
+        for name in names[:3]:
+            assert main(["roles", "create", "--login", f"{name}:app"]) == 2, name
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and name in err and "SUPERUSER, BYPASSRLS or NOLOGIN" in err, err
+        granted = admin_conn.execute(
+            "SELECT m.rolname FROM pg_auth_members am JOIN pg_roles m ON m.oid = am.member"
+            " WHERE am.roleid = 'pgmem_app'::regrole AND m.rolname = ANY(%s) ORDER BY 1",
+            (list(names),),
+        ).fetchall()
+        assert granted == []
+        assert main(["roles", "create", "--login", "pgmem_test_plain_login:app"]) == 0
+        assert main(["roles", "create", "--login", "pgmem_test_plain_login:app"]) == 0  # and again
+        assert admin_conn.execute("SELECT pg_has_role('pgmem_test_plain_login', 'pgmem_app', 'MEMBER')").fetchone() == (
+            True,
+        )
+    finally:
+        admin_conn.execute(f"DROP ROLE IF EXISTS {', '.join(names)}")
+
+
 def _rows_or_refused(conn: Conn, query: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
     """The rows of a read naming a scope that is not the transaction's: none, or refused
     (42501). In a savepoint, so that a refusal leaves the caller's transaction usable."""

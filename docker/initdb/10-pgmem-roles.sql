@@ -14,11 +14,26 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_reader') THEN
         CREATE ROLE "pgmem_reader" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
     END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator'
+               AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
+        RAISE EXCEPTION 'login %: the role exists already and is SUPERUSER, BYPASSRLS or NOLOGIN', 'pgmem_migrator'
+            USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator') THEN
         CREATE ROLE "pgmem_migrator" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
     END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service'
+               AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
+        RAISE EXCEPTION 'login %: the role exists already and is SUPERUSER, BYPASSRLS or NOLOGIN', 'pgmem_service'
+            USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service') THEN
         CREATE ROLE "pgmem_service" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug'
+               AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
+        RAISE EXCEPTION 'login %: the role exists already and is SUPERUSER, BYPASSRLS or NOLOGIN', 'pgmem_debug'
+            USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug') THEN
         CREATE ROLE "pgmem_debug" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;

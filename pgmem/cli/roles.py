@@ -68,7 +68,19 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
             "    END IF;\n"
         ).format(lit=sql.Literal(name), ident=sql.Identifier(name), login=sql.SQL("LOGIN" if login else "NOLOGIN"))
 
-    body = [create_role(g, False) for g in GROUPS.values()] + [create_role(x.name, True) for x in logins]
+    def reuse_login(name: str) -> sql.Composed:
+        # An existing login is reused as it is: refuse one that connects past row-level security,
+        # or cannot connect at all.
+        return sql.SQL(
+            "    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = {lit}\n"
+            "               AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN\n"
+            "        RAISE EXCEPTION 'login %: the role exists already and is SUPERUSER, BYPASSRLS or NOLOGIN', {lit}\n"
+            "            USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';\n"
+            "    END IF;\n"
+        ).format(lit=sql.Literal(name))
+
+    body = [create_role(g, False) for g in GROUPS.values()]
+    body += [part for x in logins for part in (reuse_login(x.name), create_role(x.name, True))]
     parts: list[sql.Composable] = [
         sql.SQL("-- pgmem roles: run once as a superuser (or a role with CREATEROLE); safe to re-run.\n"),
         sql.SQL("DO $pgmem_roles$\nBEGIN\n"),
