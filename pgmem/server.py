@@ -25,6 +25,7 @@ from typing import Any
 
 from pgmem.errors import ServerError
 from pgmem.extras import require
+from pgmem.text import unstorable
 
 DATABASE = "pgmem"
 
@@ -133,6 +134,9 @@ def _check_folder(pgdata: Path, *, fresh: bool) -> None:
             f"{str(pgdata)!r} holds $, `, \", \\ or a line break, which pg_ctl's shell reads even in quotes: "
             "point PGMEM_HOME at another path"
         )
+    if unstorable(str(pgdata)) is not None:
+        # initdb would run, and reading the server's output (which names the folder) would fail.
+        raise ServerError(f"{str(pgdata)!r} holds a byte that is not UTF-8: point PGMEM_HOME at another path")
     if pgdata.exists() and not pgdata.is_dir():
         raise ServerError(f"{pgdata} is not a folder: point PGMEM_HOME elsewhere")
     if fresh and pgdata.exists() and any(pgdata.iterdir()):

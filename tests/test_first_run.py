@@ -107,6 +107,18 @@ def test_a_half_initialised_data_folder_is_one_line_and_kept(home: Path, version
     assert (pgdata / "PG_VERSION").exists() == version
 
 
+def test_a_pgmem_home_that_is_not_utf8_is_refused_before_initdb(tmp_path: Path) -> None:
+    """A PGMEM_HOME holding a byte that is not UTF-8: initdb ran, then reading the server's
+    output failed ('utf-8' codec can't decode), so every start after failed the same way over a
+    folder initialised for nothing. Now refused before anything is created."""
+    home = tmp_path / os.fsdecode(b"home\xff")
+    home.mkdir()
+    home.chmod(0o755)
+    line = one_line_error(run(home, "db", "start"))
+    assert "UTF-8" in line and "PGMEM_HOME" in line, line
+    assert not (home / "pgdata").exists() or not any((home / "pgdata").iterdir())
+
+
 def test_a_data_folder_that_is_a_symlink_loop_is_one_line(home: Path) -> None:
     """PGMEM_HOME/pgdata a symlink to itself (or a loop of them): Path.resolve raised
     RuntimeError, a traceback from every command that looks for the server."""
