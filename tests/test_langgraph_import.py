@@ -481,3 +481,19 @@ def test_a_checkpoint_of_another_source_database_is_refused(
         assert store.get(("aaa",), "first") is None
     rest = import_postgres_store(source_url, store, checkpoint=ckpt)  # its own source continues
     assert (rest.read, rest.imported, rest.complete) == (2, 2, True)
+
+
+def test_arguments_of_another_type_are_config_errors(source_url: str, store: PgmemStore, tmp_path: Path) -> None:
+    """A checkpoint path holding NUL raised ValueError, one that is no path TypeError, a store
+    that is no PgmemStore AttributeError once the first page was read, and a progress that is no
+    callable TypeError after the first page was written."""
+    for kwargs in (
+        {"checkpoint": str(tmp_path / "a\x00b")},
+        {"checkpoint": 42},
+        {"progress": "print"},
+    ):
+        with pytest.raises(ConfigError):
+            import_postgres_store(source_url, store, **kwargs)
+    with pytest.raises(ConfigError, match="store must be a PgmemStore"):
+        import_postgres_store(source_url, None)  # type: ignore[arg-type]
+    assert store.list_namespaces() == []

@@ -116,8 +116,14 @@ def import_postgres_store(
         raise ConfigError(f"page_size must be an integer from 1 to 10000, got {page_size!r:.40}")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise ConfigError(f"limit must be a non-negative integer or None, got {limit!r:.40}")
+    if checkpoint is not None and (not isinstance(checkpoint, str | Path) or "\x00" in str(checkpoint)):
+        raise ConfigError(f"checkpoint must be a file path, got {checkpoint!r:.200}")
     if checkpoint is not None and not Path(checkpoint).resolve().parent.is_dir():
         raise ConfigError(f"the checkpoint's directory does not exist: {str(checkpoint)!r:.200}")
+    if progress is not None and not callable(progress):
+        raise ConfigError(f"progress must be a callable or None, got {type(progress).__name__}")
+    if not isinstance(store, PgmemStore):
+        raise ConfigError(f"store must be a PgmemStore, got {type(store).__name__}")
     report = ImportReport()
     with _source_conn(source) as conn:
         relation, name, columns = _table(conn, table)
