@@ -483,6 +483,23 @@ def test_a_checkpoint_of_another_source_database_is_refused(
     assert (rest.read, rest.imported, rest.complete) == (2, 2, True)
 
 
+def test_a_checkpoint_of_an_import_into_another_store_is_refused(
+    source_url: str, conn: Conn, embedder: Embedder, store: PgmemStore, tmp_path: Path
+) -> None:
+    """The checkpoint named the source but not the target: an import of the same source into
+    another store (another directory) given the same file started after the first import's last
+    key and skipped every item before it, reporting itself complete."""
+    ckpt = tmp_path / "import.ckpt"
+    first = import_postgres_store(source_url, store, limit=len(ITEMS) - 2, checkpoint=ckpt)
+    assert not first.complete and ckpt.exists()
+    other = PgmemStore(conn, embedder=embedder, directory="another")
+    with pytest.raises(ConfigError, match="into another store"):
+        import_postgres_store(source_url, other, checkpoint=ckpt)
+    assert other.list_namespaces() == []
+    rest = import_postgres_store(source_url, store, checkpoint=ckpt)  # the first store's continues
+    assert (rest.read, rest.imported, rest.complete) == (2, 2, True)
+
+
 def test_arguments_of_another_type_are_config_errors(source_url: str, store: PgmemStore, tmp_path: Path) -> None:
     """A checkpoint path holding NUL raised ValueError, one that is no path TypeError, a store
     that is no PgmemStore AttributeError once the first page was read, and a progress that is no

@@ -26,8 +26,9 @@ their documented order. Per item:
 time it is written, so an imported item's times (and its turn's label) are the import's.
 
 `checkpoint` (a file) records the last (prefix, key) written, after every page, with the source's
-table and database: a run given the same file starts after it (a run on another source refuses
-it), and the file is removed when the import reaches the end. Without
+table and database and the target's database and directory: a run given the same file starts
+after it (a run from another source or into another store refuses it), and the file is removed
+when the import reaches the end. Without
 one, a rerun reads every item again and writes only what differs."""
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def import_postgres_store(
     with _source_conn(source) as conn:
         relation, name, columns = _table(conn, table)
         database = _database(conn) if checkpoint is not None else ""
-        after = _read_checkpoint(checkpoint, name, database)
+        target = _target(store) if checkpoint is not None else ""
+        after = _read_checkpoint(checkpoint, name, database, target)
         report.total = _count(conn, relation, after)
         while limit is None or report.read < limit:
             n = page_size if limit is None else min(page_size, limit - report.read)
@@ -138,7 +140,7 @@ def import_postgres_store(
                 break
             _import_page(store, rows, report)
             after = (rows[-1].prefix, rows[-1].key)
-            _write_checkpoint(checkpoint, name, database, after)
+            _write_checkpoint(checkpoint, name, database, target, after)
             if progress is not None:
                 progress(report)
             if len(rows) < n:
@@ -323,7 +325,14 @@ def _database(conn: psycopg.Connection[Any]) -> str:
     return _text(row[0]) if row else ""
 
 
-def _read_checkpoint(path: str | Path | None, where: str, database: str) -> Any:
+def _target(store: PgmemStore) -> str:
+    """The store the items go into, for the checkpoint: its database (as `_database` names a
+    source) and its directory."""
+    with store._connection() as conn:
+        return f"{_database(conn)}/{store.directory}"
+
+
+def _read_checkpoint(path: str | Path | None, where: str, database: str, target: str) -> Any:
     if path is None or not Path(path).exists():
         return None
     try:
@@ -331,6 +340,7 @@ def _read_checkpoint(path: str | Path | None, where: str, database: str) -> Any:
         prefix, key = saved["after"]
         table, as_bytes = saved["table"], saved["bytes"]
         saved_database = saved.get("database", database)  # absent from checkpoints written before it
+        saved_target = saved.get("target", target)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"checkpoint {str(path)!r:.200} is not an import checkpoint ({exc})") from None
     if table != where:
@@ -341,16 +351,28 @@ def _read_checkpoint(path: str | Path | None, where: str, database: str) -> Any:
             f"checkpoint {str(path)!r:.200} is of another database ({str(saved_database).split('@')[0]!r:.80}): "
             "give this source its own --checkpoint file"
         )
+    if saved_target != target:
+        # Its keys were written into another store: continuing after them would skip this one's.
+        raise ConfigError(
+            f"checkpoint {str(path)!r:.200} is of an import into another store ({saved_target!r:.120}): "
+            "give this import its own --checkpoint file"
+        )
     if as_bytes:
         return (prefix.encode("utf-8", "surrogateescape"), key.encode("utf-8", "surrogateescape"))
     return (prefix, key)
 
 
-def _write_checkpoint(path: str | Path | None, where: str, database: str, after: tuple[Any, Any]) -> None:
+def _write_checkpoint(path: str | Path | None, where: str, database: str, target: str, after: tuple[Any, Any]) -> None:
     if path is None:
         return
     as_bytes = isinstance(after[0], bytes)
-    saved = {"table": where, "database": database, "after": [_text(after[0]), _text(after[1])], "bytes": as_bytes}
+    saved = {
+        "table": where,
+        "database": database,
+        "target": target,
+        "after": [_text(after[0]), _text(after[1])],
+        "bytes": as_bytes,
+    }
     text = json.dumps(saved)
     tmp = Path(f"{path}.tmp")
     try:
