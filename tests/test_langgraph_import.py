@@ -184,6 +184,72 @@ def test_a_newer_value_in_pgmem_is_kept_and_a_source_change_is_copied(source_url
     assert items[(("users", "u2"), "car")] == {"text": "Sold the Volvo; rides a bike now."}
 
 
+def test_an_application_put_between_the_imports_read_and_write_is_kept(
+    source_url: str, store: PgmemStore, app_url: str, embedder: Embedder
+) -> None:
+    """The application writes a key of the page after the import read it (absent, so the
+    import decided to write the source's copy) and before the import's write: the import keeps
+    the application's value and counts it kept (a lost update before put_item's
+    unless_newer_than)."""
+    read = store.batch
+    raced: list[str] = []
+
+    def batch_then_app_writes(ops: Any) -> Any:
+        out = read(ops)
+        if not raced and any((tuple(op.namespace), op.key) == (("users", "u1"), "pets") for op in ops):
+            with connect(app_url) as c:  # another connection: committed before the import writes
+                PgmemStore(c, embedder=embedder).put(("users", "u1"), "pets", {"text": "Luna swims in the lake now."})
+            raced.append("pets")
+        return out
+
+    store.batch = batch_then_app_writes  # type: ignore[method-assign]
+    report = import_postgres_store(source_url, store)
+    assert raced == ["pets"]
+    assert (report.imported, report.kept, report.failed) == (len(ITEMS) - 1, 1, [])
+    assert _pgmem_items(store)[(("users", "u1"), "pets")] == {"text": "Luna swims in the lake now."}
+    hits = store.search(("users", "u1"), query="Where does Luna swim?", limit=1)
+    assert [(h.key, h.value) for h in hits] == [("pets", {"text": "Luna swims in the lake now."})]
+
+
+def test_a_conditional_put_item_keeps_what_is_newer_and_writes_the_rest(conn: Conn, admin_conn: Conn) -> None:
+    """put_item's unless_newer_than in SQL, as the application login: an item updated after
+    the time is kept (written false, value unchanged); an older one, an absent one and an
+    expired one are written; NULL is an ordinary put."""
+
+    def put(key: str, value: str, since: str | None, ttl: float | None = None) -> bool:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+            conn.execute("SELECT set_config('pgmem.scope', pgmem.store_scope(%s), true)", (["cond"],))
+            row = conn.execute(
+                "SELECT written FROM pgmem.put_item(pgmem.store_scope(%s), %s, %s, jsonb_build_object('v', %s::text),"
+                " ttl_minutes => %s, unless_newer_than => %s::timestamptz)",
+                (["cond"], ["cond"], key, value, ttl, since),
+            ).fetchone()
+        assert row is not None
+        return bool(row[0])
+
+    def value(key: str) -> object:
+        row = admin_conn.execute(
+            "SELECT value->>'v' FROM pgmem.store_item WHERE scope_id = pgmem.store_scope(%s) AND item_key = %s",
+            (["cond"], key),
+        ).fetchone()
+        return row[0] if row else None
+
+    assert put("k", "first", None)
+    assert not put("k", "older", "2000-01-01") and value("k") == "first"
+    assert put("k", "newer", "2999-01-01") and value("k") == "newer"
+    assert put("absent", "new", "2000-01-01") and value("absent") == "new"
+    assert put("short", "lived", None, ttl=1)
+    assert not put("short", "kept", "2000-01-01") and value("short") == "lived"
+    admin_conn.execute(  # expired, not yet swept
+        "UPDATE pgmem.store_item SET expires_at = now() - interval '1 minute' "
+        "WHERE scope_id = pgmem.store_scope(%s) AND item_key = 'short'",
+        (["cond"],),
+    )
+    assert put("short", "again", "2000-01-01") and value("short") == "again"
+    assert put("k", "plain", None) and value("k") == "plain"
+
+
 #: Items a PostgresStore table can hold that PgmemStore cannot store: (prefix, key, value as
 #: JSON text, what the report says). Written by SQL, as another writer or an older version might.
 HOSTILE: list[tuple[str, str, str, str]] = [
@@ -273,7 +339,8 @@ def test_text_that_is_not_utf8_is_reported_and_resumes_over_bytes(
 
 def test_two_imports_and_a_writer_at_once_lose_nothing(source_url: str, app_url: str, embedder: Embedder) -> None:
     """Two imports of the same source and an application writing the same namespaces, each on
-    its own connection as the app login: every source item and every write is there after."""
+    its own connection as the app login: every source item and every write is there after, and
+    each item was written once."""
     errors: list[BaseException] = []
     reports: list[ImportReport] = []
     written: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {}
@@ -304,7 +371,10 @@ def test_two_imports_and_a_writer_at_once_lose_nothing(source_url: str, app_url:
         t.join(timeout=600)
     assert not errors, errors
     assert len(reports) == 2 and all(r.failed == [] and r.read == len(ITEMS) for r in reports)
-    assert all(r.imported + r.unchanged == len(ITEMS) for r in reports)
+    assert all(r.imported + r.unchanged + r.kept == len(ITEMS) for r in reports)
+    # Each item is written by one import: the other finds it unchanged, or, when it read the
+    # item before the first's write committed, keeps it (a conditional put, never a second write).
+    assert sum(r.imported for r in reports) == len(ITEMS)
     with connect(app_url) as c:
         items = _pgmem_items(PgmemStore(c, embedder=embedder))
     assert items == {(ns, k): v for ns, k, v in ITEMS} | written

@@ -841,8 +841,17 @@ class _StoreLogic:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _writes_call(self, puts: list[PutOp], *, skip_current: bool = True) -> Call[None]:
+    def _writes_call(
+        self,
+        puts: list[PutOp],
+        *,
+        skip_current: bool = True,
+        unless_newer: Mapping[tuple[str, str], datetime] | None = None,
+    ) -> Call[set[tuple[str, str]]]:
         """The batch's puts and deletes, in (scope, key) order, in the driver's one transaction.
+        `unless_newer` ((scope, key) -> time): those puts are conditional (put_item's
+        unless_newer_than, an import): an item updated after the time is kept, with no turn or
+        vectors written for the put; returns the (scope, key) of the puts so kept.
         Texts are embedded across the whole batch: a field embedder's in one request before any
         row is locked, leaving out (with `skip_current`) the items whose stored vectors are
         already those of their texts (pgmem.store_vectors_current: same paths, texts and model);
@@ -876,6 +885,7 @@ class _StoreLogic:
             vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
         # Items searched through their turns, by scope: (key, thread, messages).
         searched: dict[str, list[tuple[str, str, list[dict[str, Any]]]]] = {}
+        not_written: set[tuple[str, str]] = set()
         for op in puts:
             scope = namespace_scope(op.namespace)
             if op.value is None:
@@ -887,12 +897,13 @@ class _StoreLogic:
                 [] if fe is not None else item_messages(value, self.fields if op.index is None else (op.index or []))
             )
             thread = item_thread(op.key) if messages else None
-            yield Query(
+            since = unless_newer.get(ident) if unless_newer else None
+            written = yield Query(
                 scope,
-                """SELECT FROM pgmem.put_item(
+                """SELECT written FROM pgmem.put_item(
                        scope => %s, namespace => %s, item_key => %s, value => %s::jsonb, thread => %s,
                        ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s,
-                       keep_vectors => %s)""",
+                       keep_vectors => %s, unless_newer_than => %s)""",
                 (
                     scope,
                     list(op.namespace),
@@ -904,9 +915,14 @@ class _StoreLogic:
                     [p for p, _ in texts[ident]] if ident in texts else None,
                     hashes.get(ident),
                     ident in current or None,
+                    since,
                 ),
-                wait=False,
+                one=True,
+                wait=since is not None,  # only a conditional put's answer is read
             )
+            if since is not None and not (written and written[0]):
+                not_written.add(ident)
+                continue
             if ident in vectors:
                 yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
             if thread is not None:
@@ -926,14 +942,17 @@ class _StoreLogic:
             report = yield from ingest_turns_call(turns, self.embedder, bulk=True)
             if report.failed:
                 raise InputError("; ".join(err for _, err in report.failed[:3]))
+        return not_written
 
-    def _writes_calls(self, puts: list[PutOp]) -> Callable[[], Call[None]]:
+    def _writes_calls(
+        self, puts: list[PutOp], unless_newer: Mapping[tuple[str, str], datetime] | None = None
+    ) -> Callable[[], Call[set[tuple[str, str]]]]:
         """The batch's write call, a new one for each attempt: the first leaves out of the
         embedding request the items whose vectors it read as current; one run again (it lost a
         race: 40001 when such vectors changed, or a deadlock) embeds every text, so a put that
         changes them again meanwhile cannot make it lose that race again."""
         attempts = itertools.count()
-        return lambda: self._writes_call(puts, skip_current=next(attempts) == 0)
+        return lambda: self._writes_call(puts, skip_current=next(attempts) == 0, unless_newer=unless_newer)
 
     def _current_vectors(
         self,
@@ -1296,6 +1315,18 @@ class PgmemStore(_StoreLogic, BaseStore):
         if writes:
             self._run(self._writes_calls(writes))
         return results
+
+    def _put_unless_newer(self, puts: Sequence[tuple[PutOp, datetime | None]]) -> list[bool]:
+        """Puts in one transaction, as `batch` writes them, each one conditional on its time
+        (None: none): an item updated after it is kept (put_item's unless_newer_than, decided
+        under the item's lock, so a put committed since the caller read the item is never
+        overwritten). Whether each was written. For `import_postgres_store`: one op a key."""
+        ops, _, writes = self._plan([op for op, _ in puts])
+        if len(writes) != len(ops) or any(not isinstance(op, PutOp) or op.value is None for op in ops):
+            raise InputError("conditional puts take one put (not a delete) a key")
+        since = {(namespace_scope(op.namespace), op.key): t for op, t in puts if t is not None}
+        kept = self._run(self._writes_calls(writes, since))
+        return [(namespace_scope(op.namespace), op.key) not in kept for op, _ in puts]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore

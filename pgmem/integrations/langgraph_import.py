@@ -7,15 +7,17 @@ Python twin of `pgmem store import`.
 The source is read from PostgresStore's `store` table (prefix, key, value, created_at,
 updated_at, and ttl_minutes / expires_at where its migrations added them) in key order,
 `(prefix, key)`, a page at a time (keyset pagination on the table's primary key). Each page is
-written through the store's public `batch` (GetOp, then PutOp), so the import goes through
-PgmemStore's one write pipeline, embeds with the store's model and takes the store's locks in
-their documented order. Per item:
+read through the store's `batch` (GetOp) and written as `batch` writes (PutOp, each conditional
+on the source's time), so the import goes through PgmemStore's one write pipeline, embeds with
+the store's model and takes the store's locks in their documented order. Per item:
 
 - no item in pgmem: imported;
 - the same value in pgmem: unchanged (nothing written, nothing embedded), so a second run
   changes nothing and a rerun after a kill passes over what was done at the cost of a read;
 - another value in pgmem written after the source's `updated_at`: kept (the application wrote
-  it since); written before: replaced by the source's (the source changed since);
+  it since); written before: replaced by the source's (the source changed since). The put is
+  conditional and decided again under the item's lock (put_item's unless_newer_than), so an
+  application's put that commits between the import's read and its write is kept too;
 - expired in the source (`expires_at` passed): not copied; an item with a TTL keeps its
   `ttl_minutes`, counted from the import;
 - an item pgmem cannot store (an InputError: a namespace or key too long, a value too large,
@@ -405,7 +407,7 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
             items.append(_decode(r))
         except InputError as exc:
             report.failed.append((_shown(r.prefix), _text(r.key), str(exc)))
-    found = _each(store, [GetOp(it.namespace, it.key, refresh_ttl=False) for it in items])
+    found = _each(store.batch, [GetOp(it.namespace, it.key, refresh_ttl=False) for it in items])
     puts: list[tuple[_Item, PutOp]] = []
     for it, got in zip(items, found, strict=True):
         if isinstance(got, PgmemError):
@@ -416,29 +418,34 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
             report.kept += 1
         else:
             puts.append((it, PutOp(it.namespace, it.key, it.value, index=None, ttl=it.ttl)))
-    for (it, _), done in zip(puts, _each(store, [op for _, op in puts]), strict=True):
+    # Each put is conditional on the source's time, decided again under the item's lock: an
+    # application's put committed since the read above is kept, not overwritten.
+    written = _each(store._put_unless_newer, [(op, it.updated_at) for it, op in puts])
+    for (it, _), done in zip(puts, written, strict=True):
         if isinstance(done, PgmemError):
             report.failed.append((it.namespace, it.key, str(done)))
-        else:
+        elif done:
             report.imported += 1
+        else:
+            report.kept += 1
 
 
-def _each(store: PgmemStore, ops: list[Any]) -> list[Any]:
-    """`store.batch(ops)`; when the store refuses an input of the batch (InputError, before or
-    during its one transaction, so nothing of it was written), each op alone, so the refused
-    ones are named and the others go in. Any other error (the connection, the schema, the
-    model) stops the import."""
+def _each(run: Callable[[list[Any]], Sequence[Any]], ops: list[Any]) -> list[Any]:
+    """`run(ops)` (the store's batch, or its conditional puts); when the store refuses an
+    input of the batch (InputError, before or during its one transaction, so nothing of it
+    was written), each op alone, so the refused ones are named and the others go in. Any
+    other error (the connection, the schema, the model) stops the import."""
     if not ops:
         return []
     try:
-        return list(store.batch(ops))
+        return list(run(ops))
     except InputError as exc:
         if len(ops) == 1:
             return [exc]
     out: list[Any] = []
     for op in ops:
         try:
-            out.append(store.batch([op])[0])
+            out.append(run([op])[0])
         except InputError as exc:
             out.append(exc)
     return out

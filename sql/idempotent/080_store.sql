@@ -54,6 +54,8 @@ COMMENT ON FUNCTION pgmem.store_scope(text[]) IS
 
 -- 0038 added keep_vectors.
 DROP FUNCTION IF EXISTS pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[]);
+-- Before unless_newer_than and written (0045): dropped, as its arguments and result changed.
+DROP FUNCTION IF EXISTS pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean);
 CREATE OR REPLACE FUNCTION pgmem.put_item(
     scope text,
     namespace text[],
@@ -64,14 +66,17 @@ CREATE OR REPLACE FUNCTION pgmem.put_item(
     model_id text DEFAULT NULL,
     field_paths text[] DEFAULT NULL,
     text_hashes bytea[] DEFAULT NULL,
-    keep_vectors boolean DEFAULT NULL
-) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text, vectors_kept boolean)
+    keep_vectors boolean DEFAULT NULL,
+    unless_newer_than timestamptz DEFAULT NULL
+) RETURNS TABLE (created_at timestamptz, updated_at timestamptz, previous_thread text, vectors_kept boolean,
+                 written boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     old_thread text;
+    old record;
     kept boolean := false;
     r record;
 BEGIN
@@ -126,9 +131,17 @@ BEGIN
         ON CONFLICT DO NOTHING
         RETURNING i.created_at, i.updated_at INTO r;
         EXIT WHEN FOUND;
-        SELECT i.thread_id INTO old_thread FROM pgmem.store_item i
+        SELECT i.thread_id, i.created_at, i.updated_at, i.expires_at INTO old FROM pgmem.store_item i
          WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
         IF FOUND THEN
+            -- A conditional put (an import): an item written after unless_newer_than, and not
+            -- expired, is kept as it is. Decided under the item's lock, so a put committed
+            -- after the caller read the item is never overwritten by an older value.
+            IF old.updated_at > unless_newer_than AND NOT coalesce(old.expires_at <= pg_catalog.now(), false) THEN
+                RETURN QUERY SELECT old.created_at, old.updated_at, old.thread_id, false, false;
+                RETURN;
+            END IF;
+            old_thread := old.thread_id;
             -- An expired item put again is a new item (PostgresStore: the sweep had removed it).
             UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now(),
                    created_at = CASE WHEN i.expires_at <= pg_catalog.now() THEN pg_catalog.now() ELSE i.created_at END,
@@ -168,11 +181,11 @@ BEGIN
     INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
     VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
     ON CONFLICT (directory, namespace) DO NOTHING;
-    RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept;
+    RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept, true;
 END
 $$;
-COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). Returns the item''s created_at, updated_at and its previous thread.';
+COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it). Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- An item's rows without the recall-log step: delete_item is this and then pgmem._forget_logs of
 -- the item's thread; expire_items calls it for each expired item and reads the log once.
