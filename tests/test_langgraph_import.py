@@ -184,13 +184,17 @@ def test_a_newer_value_in_pgmem_is_kept_and_a_source_change_is_copied(source_url
     assert items[(("users", "u2"), "car")] == {"text": "Sold the Volvo; rides a bike now."}
 
 
+@pytest.mark.parametrize("indexed", ["pieces", "own embed"])
 def test_an_application_put_between_the_imports_read_and_write_is_kept(
-    source_url: str, store: PgmemStore, app_url: str, embedder: Embedder
+    source_url: str, conn: Conn, app_url: str, embedder: Embedder, indexed: str
 ) -> None:
     """The application writes a key of the page after the import read it (absent, so the
     import decided to write the source's copy) and before the import's write: the import keeps
-    the application's value and counts it kept (a lost update before put_item's
-    unless_newer_than)."""
+    the application's value, its turn or its field vectors, and counts it kept (a lost update
+    before put_item's unless_newer_than)."""
+    own = {"dims": embedder.dims, "embed": lambda texts: embedder.embed(list(texts)).tolist()}
+    kw: dict[str, Any] = {"index": own} if indexed == "own embed" else {"embedder": embedder}
+    store = PgmemStore(conn, **kw)
     read = store.batch
     raced: list[str] = []
 
@@ -198,7 +202,8 @@ def test_an_application_put_between_the_imports_read_and_write_is_kept(
         out = read(ops)
         if not raced and any((tuple(op.namespace), op.key) == (("users", "u1"), "pets") for op in ops):
             with connect(app_url) as c:  # another connection: committed before the import writes
-                PgmemStore(c, embedder=embedder).put(("users", "u1"), "pets", {"text": "Luna swims in the lake now."})
+                app = PgmemStore(c, **kw)
+                app.put(("users", "u1"), "pets", {"text": "Luna swims in the lake now."})
             raced.append("pets")
         return out
 
