@@ -575,6 +575,85 @@ def test_a_checkpoint_of_an_import_into_another_store_is_refused(
     assert (rest.read, rest.imported, rest.complete) == (2, 2, True)
 
 
+def test_an_import_into_a_second_directory_lists_every_namespace(
+    source_url: str, conn: Conn, embedder: Embedder, store: PgmemStore
+) -> None:
+    """Items are stored per namespace, shared by the directories; an import into a second
+    directory found them unchanged (or kept, newer in pgmem) and wrote nothing, so their
+    namespaces were never listed there: list_namespaces and a search by prefix in the second
+    directory missed them. They are recorded now, without writing or embedding the items."""
+    import_postgres_store(source_url, store)
+    store.put(("docs",), "readme", {"title": "Setup", "body": "Run make up."})  # newer in pgmem: kept
+    counting = CountingEmbedder(embedder)
+    other = PgmemStore(conn, embedder=counting, directory="tenant-b")
+    report = import_postgres_store(source_url, other, page_size=5)
+    assert (report.imported, report.unchanged, report.kept, report.failed) == (0, len(ITEMS) - 1, 1, [])
+    assert counting.calls == 0
+    namespaces = sorted({ns for ns, _, _ in ITEMS})
+    assert other.list_namespaces(limit=1000) == namespaces == store.list_namespaces(limit=1000)
+    assert [it.key for it in other.search(("docs",))] == ["readme"]
+    assert {it.key for it in other.search(("users", "u2"))} == {"pets", "car", "2026"}
+    assert import_postgres_store(source_url, other).unchanged == len(ITEMS) - 1  # a rerun: the same
+
+    # Kept under the item's lock (put_item's unless_newer_than): the source changed, and the
+    # application wrote the key between the import's read and its write.
+    with PostgresStore.from_conn_string(source_url) as lg:
+        lg.put(("docs",), "readme", {"title": "Setup", "body": "Run make start."})
+    third = PgmemStore(conn, embedder=embedder, directory="tenant-c")
+    read = third.batch
+
+    def batch_then_app_writes(ops: Any) -> Any:
+        out = read(ops)
+        if any((tuple(op.namespace), op.key) == (("docs",), "readme") for op in ops):
+            store.put(("docs",), "readme", {"title": "Setup", "body": "Run make run."})
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(third, "batch", batch_then_app_writes)
+        report = import_postgres_store(source_url, third)
+    assert (report.imported, report.unchanged, report.kept) == (0, len(ITEMS) - 1, 1)
+    assert third.list_namespaces(limit=1000) == namespaces
+
+
+def test_note_store_namespace_lists_only_a_namespace_that_holds_items(
+    conn: Conn, admin_conn: Conn, embedder: Embedder
+) -> None:
+    """pgmem.note_store_namespace as the application login: the namespace of the scope's items
+    is listed in the transaction's directory, once; a scope without items lists nothing; a NULL,
+    another scope, no directory, another type and a huge scope are refused (or list nothing)
+    and nothing stored is lost."""
+    ns = ("notes", "a/b")
+    PgmemStore(conn, embedder=embedder).put(ns, "k", {"text": "kept"}, index=False)
+    scope = "notes/a\\/b"
+
+    def note(arg: object, *, directory: str | None = "tenant-b", scope_setting: str = scope) -> object:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (directory or "",))
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope_setting,))
+            row = conn.execute("SELECT pgmem.note_store_namespace(%s)", (arg,)).fetchone()
+        return row[0] if row else None
+
+    other = PgmemStore(conn, embedder=embedder, directory="tenant-b")
+    assert other.list_namespaces() == []
+    assert note(scope) is True and note(scope) is False
+    assert other.list_namespaces() == [ns]
+    assert note("empty", scope_setting="empty") is False
+    assert note("x" * 1_000_000, scope_setting="x" * 1_000_000) is False
+    for arg, kwargs, error in [
+        (None, {}, psycopg.errors.NullValueNotAllowed),
+        (scope, {"scope_setting": "another"}, psycopg.errors.InsufficientPrivilege),
+        (scope, {"directory": None}, psycopg.errors.InsufficientPrivilege),
+        (42, {}, psycopg.errors.UndefinedFunction),
+    ]:
+        with pytest.raises(error) as caught:
+            note(arg, **kwargs)  # type: ignore[arg-type]
+        assert "\n" not in str(caught.value.diag.message_primary)
+    assert other.list_namespaces() == [ns] and PgmemStore(conn, embedder=embedder).list_namespaces() == [ns]
+    rows = admin_conn.execute("SELECT directory, namespace, scope_name FROM pgmem.store_namespace ORDER BY 1")
+    assert rows.fetchall() == [("default", list(ns), scope), ("tenant-b", list(ns), scope)]
+    assert PgmemStore(conn, embedder=embedder).get(ns, "k").value == {"text": "kept"}  # type: ignore[union-attr]
+
+
 def test_arguments_of_another_type_are_config_errors(source_url: str, store: PgmemStore, tmp_path: Path) -> None:
     """A checkpoint path holding NUL raised ValueError, one that is no path TypeError, a store
     that is no PgmemStore AttributeError once the first page was read, and a progress that is no

@@ -1328,6 +1328,20 @@ class PgmemStore(_StoreLogic, BaseStore):
         kept = self._run(self._writes_calls(writes, since))
         return [(namespace_scope(op.namespace), op.key) not in kept for op, _ in puts]
 
+    def _note_namespaces(self, namespaces: Iterable[tuple[str, ...]]) -> None:
+        """List `namespaces` in the store's directory where their items are stored already (by a
+        store of another directory), in one transaction and writing no item
+        (pgmem.note_store_namespace). For `import_postgres_store`, which finds such items
+        unchanged or kept and writes nothing."""
+        scopes = sorted({namespace_scope(ns) for ns in namespaces})
+        if scopes:
+            self._run(lambda: self._note_call(scopes))
+
+    def _note_call(self, scopes: list[str]) -> Call[None]:
+        yield self._directory()
+        for scope in scopes:  # in scope order, as writes take their locks
+            yield Query(scope, "SELECT pgmem.note_store_namespace(%s)", (scope,), wait=False)
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
         runs the same calls on an async one)."""

@@ -18,6 +18,9 @@ the store's model and takes the store's locks in their documented order. Per ite
   it since); written before: replaced by the source's (the source changed since). The put is
   conditional and decided again under the item's lock (put_item's unless_newer_than), so an
   application's put that commits between the import's read and its write is kept too;
+- unchanged or kept, its namespace is listed in the store's directory all the same
+  (pgmem.note_store_namespace; nothing written or embedded): an import into a second directory
+  of a database that holds the items lists every namespace;
 - expired in the source (`expires_at` passed): not copied; an item with a TTL keeps its
   `ttl_minutes`, counted from the import;
 - an item pgmem cannot store (an InputError: a namespace or key too long, a value too large,
@@ -409,13 +412,16 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
             report.failed.append((_shown(r.prefix), _text(r.key), str(exc)))
     found = _each(store.batch, [GetOp(it.namespace, it.key, refresh_ttl=False) for it in items])
     puts: list[tuple[_Item, PutOp]] = []
+    present: set[tuple[str, ...]] = set()  # namespaces of items found stored, nothing written
     for it, got in zip(items, found, strict=True):
         if isinstance(got, PgmemError):
             report.failed.append((it.namespace, it.key, str(got)))
         elif isinstance(got, Item) and got.value == it.value:
             report.unchanged += 1
+            present.add(it.namespace)
         elif isinstance(got, Item) and (it.updated_at is None or got.updated_at > it.updated_at):
             report.kept += 1
+            present.add(it.namespace)
         else:
             puts.append((it, PutOp(it.namespace, it.key, it.value, index=None, ttl=it.ttl)))
     # Each put is conditional on the source's time, decided again under the item's lock: an
@@ -428,6 +434,9 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
             report.imported += 1
         else:
             report.kept += 1
+            present.add(it.namespace)
+    # A store of another directory may have written them: they are listed in this one too.
+    store._note_namespaces(present)
 
 
 def _each(run: Callable[[list[Any]], Sequence[Any]], ops: list[Any]) -> list[Any]:

@@ -187,6 +187,54 @@ $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
 'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it). Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
+-- A namespace whose items another directory's store wrote is listed in this one too when a
+-- store of this directory finds them there (an import that writes nothing: unchanged or kept),
+-- without writing an item. The namespace is read from the scope's items, never taken from the
+-- caller, so only a namespace that holds an item can be listed. The lock order of put_item: the
+-- scope row (KEY SHARE), the scope's directory lock (shared, to the commit), one of its items (KEY
+-- SHARE: a delete of it in flight is waited for, and then its _drop_empty_namespace is not kept
+-- from removing the entry by this lock), then the directory row.
+CREATE OR REPLACE FUNCTION pgmem.note_store_namespace(scope text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    dir text := nullif(current_setting('pgmem.store_directory', true), '');
+    ns text[];
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'note_store_namespace: scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(note_store_namespace.scope), true);
+    IF dir IS NULL THEN
+        RAISE EXCEPTION 'note_store_namespace: no store directory is set for this transaction' USING ERRCODE = '42501',
+            HINT = 'Run SET LOCAL pgmem.store_directory = ''<directory>'' in the same transaction (PgmemStore does it with its directory).';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgmem.store_namespace n
+                WHERE n.directory = dir AND n.scope_name = note_store_namespace.scope) THEN
+        RETURN false;  -- listed already (a rerun): no lock taken
+    END IF;
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = note_store_namespace.scope FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(pgmem._store_directory_lock(note_store_namespace.scope));
+    SELECT i.namespace INTO ns FROM pgmem.store_item i
+     WHERE i.scope_id = note_store_namespace.scope LIMIT 1 FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
+    VALUES (pgmem.check_store_directory(dir, true), ns, note_store_namespace.scope)
+    ON CONFLICT (directory, namespace) DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION pgmem.note_store_namespace(text) IS
+'List the namespace of the transaction''s scope in the transaction''s store directory (pgmem.store_directory: 42501 when none is set) when the scope holds an item, as put_item lists it, without writing an item: for an import that finds its items already stored (by a store of another directory). The namespace is the one of the scope''s items (nothing is listed for a scope without one). Returns whether an entry was added.';
+
 -- An item's rows without the recall-log step: delete_item is this and then pgmem._forget_logs of
 -- the item's thread; expire_items calls it for each expired item and reads the log once.
 CREATE OR REPLACE FUNCTION pgmem._delete_item_rows(scope text, item_key text,

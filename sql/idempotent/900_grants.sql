@@ -115,6 +115,7 @@ BEGIN
                 ('remove_document', 'deletes a document of the caller''s scope; pgmem_app may not write tables.'),
                 ('reblend_documents', 'rewrites document unit vectors of the caller''s scope; pgmem_app may not write tables.'),
                 ('put_item', 'writes a LangGraph store item of the caller''s scope and the namespace directory; pgmem_app may not write tables.'),
+                ('note_store_namespace', 'lists the namespace of a LangGraph store item of the caller''s scope in the transaction''s directory; pgmem_app may not write tables.'),
                 ('put_item_vectors', 'writes the field vectors of a LangGraph store item of the caller''s scope; pgmem_app may not write tables.'),
                 ('refresh_items', 'moves the expiry of LangGraph store items of the caller''s scope on a read; pgmem_app may not write tables.'),
                 ('expire_items', 'deletes the expired LangGraph store items of the caller''s scope as delete_item does; pgmem_app may not write tables.'),
