@@ -157,6 +157,34 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         assert len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_a_negative_floor_is_taken_space_separated(conn: Conn, app_url: str, embedder: Embedder) -> None:
+    """`--floor -1e-3` failed in argparse ("expected one argument": a negative number in
+    scientific notation looked like an option to it; `--floor=-1e-3` worked). Every numeric
+    option takes a negative number space-separated now; a value that is no number is one line."""
+    from pgmem.cli import build_parser
+
+    store(conn, embedder)
+    env = {**os.environ, "DATABASE_URL": app_url}
+    for value in ["-1e-3", "-0.5", "-.5"]:
+        done = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", value, "--json")
+        assert done.returncode == 0 and done.stderr == "", (value, done.stderr)
+        assert json.loads(done.stdout)["empty_reason"] is None
+        for argv in (
+            ["recall", "q", "--scope", "s"],
+            ["facts", "search", "q", "--scope", "s"],
+            ["docs", "search", "q", "--scope", "s"],
+        ):
+            assert build_parser().parse_args([*argv, "--floor", value]).floor == float(value)
+    for value, says in [
+        ("abc", "invalid float value: 'abc'"),
+        ("-1e", "invalid float value: '-1e'"),
+        ("-abc", "expected one argument"),
+    ]:
+        bad = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", value)
+        assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert bad.stderr.startswith("pgmem recall: error: argument --floor: ") and says in bad.stderr, bad.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import psycopg
 
@@ -42,7 +43,16 @@ LAB_COMMANDS = {
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage error is one line (its usage block, several lines, is what
     --help prints): `pgmem recall: error: argument -x: invalid int value: 'abc' (pgmem recall
-    --help)`, exit 2. Subcommands' parsers are of this class too (add_subparsers' default)."""
+    --help)`, exit 2. Subcommands' parsers are of this class too (add_subparsers' default).
+
+    A word starting with `-` and a digit (or `-.` and a digit) is a negative number, not an
+    option, as in Python 3.14's argparse (its docs: numbers in scientific notation, with
+    underscores): before it, `--floor -1e-3` failed with "expected one argument" (gh-105712).
+    No pgmem option looks like a negative number, so none is shadowed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"-\.?\d")  # 3.14's own, for 3.11 to 3.13
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} ({self.prog} --help)\n")
