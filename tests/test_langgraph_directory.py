@@ -121,6 +121,31 @@ def test_writing_needs_a_directory_and_bad_directory_names_are_refused(conn: Con
             _store(conn, bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "namespace",
+    ["{a,NULL,b}", "{{a,b}}", "[2:3]={a,b}", '{a,"",b}'],
+    ids=["null label", "matrix", "lower bound 2", "empty label"],
+)
+def test_put_item_refuses_a_namespace_no_store_can_read_back(conn: Conn, admin_conn: Conn, namespace: str) -> None:
+    """In SQL, as the app login: store_scope skips a NULL label and flattens a matrix, so these
+    passed as the scope of ('a', 'b') and were stored and listed (until 0047). Now 22023 in one
+    line, and the item already there, and the directory, are as they were."""
+    store = _store(conn, "d")
+    store.put(("a", "b"), "k", {"text": "kept"})
+    refused = pytest.raises(psycopg.errors.InvalidParameterValue, match="one-dimensional list of non-empty labels")
+    with refused as err, conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'a/b', true)")
+        conn.execute("SELECT set_config('pgmem.store_directory', 'd', true)")
+        conn.execute(
+            "SELECT * FROM pgmem.put_item('a/b', %s::text[], 'k', '{\"text\": \"lost\"}'::jsonb)", (namespace,)
+        )
+    assert "\n" not in str(err.value.diag.message_primary)
+    assert admin_conn.execute("SELECT namespace, value FROM pgmem.store_item WHERE scope_id = 'a/b'").fetchall() == [
+        (["a", "b"], {"text": "kept"})
+    ]
+    assert store.list_namespaces() == [("a", "b")]
+
+
 def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_directory(admin_conn: Conn) -> None:
     with scratch_database(admin_conn, "dir") as url:
         params = InstallParams(TEST_DIMS, TEST_DIMS)

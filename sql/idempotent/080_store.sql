@@ -89,6 +89,14 @@ BEGIN
         RAISE EXCEPTION 'put_item: no store directory is set for this transaction' USING ERRCODE = '42501',
             HINT = 'Run SET LOCAL pgmem.store_directory = ''<directory>'' in the same transaction (PgmemStore does it with its directory).';
     END IF;
+    -- A namespace is a list of labels as PgmemStore gives it: store_scope skips a NULL label and
+    -- flattens a matrix, so ('a', NULL, 'b') or {{a,b}} would pass as the scope of ('a', 'b') and
+    -- be listed as a namespace no store can read back (until 0047).
+    IF array_ndims(namespace) > 1 OR array_lower(namespace, 1) <> 1 OR array_position(namespace, NULL) IS NOT NULL
+       OR '' = ANY (namespace) THEN
+        RAISE EXCEPTION 'put_item: namespace must be a one-dimensional list of non-empty labels, got %', left(namespace::text, 200)
+            USING ERRCODE = '22023';
+    END IF;
     IF cardinality(namespace) = 0 OR pgmem.store_scope(namespace) IS DISTINCT FROM put_item.scope THEN
         RAISE EXCEPTION 'put_item: namespace % belongs to scope %, not %', namespace, pgmem.store_scope(namespace), put_item.scope
             USING ERRCODE = '22023', HINT = 'The scope of a namespace is pgmem.store_scope(namespace).';
@@ -185,7 +193,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it). Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it). Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),
