@@ -202,6 +202,63 @@ def test_put_document_refuses_a_chunk_without_unit(conn: Conn, embedder: Embedde
         )
 
 
+#: A release-notes page as converters and hand edits leave them: a reStructuredText underline
+#: turned into an ATX heading, a table's separator row made a heading, a divider of stars. Each
+#: "-", "=", "|" or "*" is one token of the model, so each heading path alone is over its limit.
+HOSTILE_HEADINGS = (
+    "# Release notes 2.3\n\n"
+    "## " + "=" * 400 + "\n\n"
+    "Restart the ingest worker after upgrading: the queue format changed in 2.3.\n\n"
+    "```bash\nsystemctl restart ingest-worker\n```\n\n"
+    "### " + "|---" * 150 + "|\n\n"
+    "Columns of the migration table: id, checksum, applied_at.\n\n"
+    "#### " + "*" * 300 + " Known issues\n\n"
+    "Backups taken during the upgrade may miss the last five minutes of writes.\n"
+)
+
+
+def test_a_heading_of_punctuation_is_cut_to_fit_and_the_document_stored(conn: Conn, embedder: Embedder) -> None:
+    """A heading of hundreds of "=", "|" or "*" is a token per character: its heading path left no
+    room under the model's token limit and the whole document was refused ("label '====…' leaves
+    no room under the model's token limit"). The label is now cut, keeping its end (the deepest
+    heading), to leave room for the text; the heading path is stored whole, every section is found.
+    A heading of 10,000 characters, 300 nested headings and repeated ones are stored as well."""
+    others = [
+        Document("long.md", "# " + "-|" * 5000 + "\n\nUnder a heading of 10,000 characters.\n"),
+        Document("nested.md", "###### deep\n" * 300 + "\nDeep text.\n"),
+        Document("same.md", "# A\n\n## A\n\n### A\n\nsame\n\n## A\n\nsame\n\n# A\n\nsame\n"),
+    ]
+    report = add_documents(conn, "s", [*_docs(), Document("release.md", HOSTILE_HEADINGS), *others], embedder)
+    assert (report.inserted, report.failed) == (6, []), report
+    with scoped(conn, "s"):
+        paths = conn.execute(
+            "SELECT heading_path FROM pgmem.chunk WHERE document_id = 'release.md' ORDER BY ordinal"
+        ).fetchall()
+        labels = [
+            str(r[0])
+            for r in conn.execute(
+                """SELECT p.label FROM pgmem.piece p JOIN pgmem.chunk c USING (scope_id, chunk_id)
+                    WHERE c.document_id = 'release.md'"""
+            ).fetchall()
+        ]
+    assert [len(p[0]) for p in paths] == [1, 2, 3, 4]  # type: ignore[arg-type]
+    assert paths[3][0][-1] == "*" * 300 + " Known issues"  # type: ignore[index]
+    budget = embedder.max_input_tokens - 8
+    assert labels and max(embedder.count_tokens(labels)) <= budget, labels
+    assert any(label.endswith("* Known issues") for label in labels)
+    assert any(label.endswith("= · bash code") for label in labels)
+    for question, wanted in (
+        ("restart the ingest worker after upgrading", "Restart the ingest worker"),
+        ("systemctl restart ingest-worker", "systemctl restart"),
+        ("columns of the migration table checksum", "Columns of the migration table"),
+        ("backups taken during the upgrade miss writes", "Backups taken during the upgrade"),
+    ):
+        top = search_documents(conn, "s", question, embedder, x=1).groups[0].hits[0]
+        assert top.document_id == "release.md" and wanted in top.chunk_body, (question, top)
+    # The other documents of the batch are stored too.
+    assert {d for _, d, _ in _chunks(conn, "s")} == {"garden.md", "kitchen.md", "release.md", *(d.id for d in others)}
+
+
 def test_cli_add_search_rm(
     app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

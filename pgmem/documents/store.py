@@ -41,6 +41,8 @@ DEFAULT_DOC_X = 5
 DEFAULT_CANDIDATES = 50
 #: A label longer than this keeps its end (the deepest headings).
 MAX_LABEL_BYTES = 300
+#: The fewest of the model's tokens a label leaves for a unit's text: a longer label is cut to fit.
+MIN_TEXT_TOKENS = 8
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 Progress = Callable[[int, int, int], None]  # documents done, total, units written
@@ -149,9 +151,12 @@ def prepare(
         return used[target]
 
     pieces: list[StoredUnit] = []
+    labels: dict[str, str] = {}
     for c in chunks:
         for u in derive_units(c, title=title, resolve=resolve, mode=mode):
-            u = Unit(u.kind, u.index, u.span_start, u.span_end, cap_bytes_keep_end(u.label, MAX_LABEL_BYTES), u.text)
+            if u.label not in labels:
+                labels[u.label] = _fit_label(u.label, embedder)
+            u = Unit(u.kind, u.index, u.span_start, u.span_end, labels[u.label], u.text)
             pieces.extend(StoredUnit(c.ordinal, u, body) for body in _pack(u, embedder, max_bytes))
     payload = {
         "v": UNITS_VERSION,
@@ -166,6 +171,26 @@ def prepare(
     return Prepared(doc, title, chunks, pieces, digest)
 
 
+def _fit_label(label: str, embedder: Embedder | None) -> str:
+    """`label` cut, keeping its end (the deepest heading), to MAX_LABEL_BYTES and to leave
+    MIN_TEXT_TOKENS of the model's token limit. A heading of hundreds of "-", "=" or "|" is a token
+    per character: its path left no room, and the whole document was refused."""
+    label = cap_bytes_keep_end(label, MAX_LABEL_BYTES)
+    if embedder is None:
+        return label
+    budget = embedder.max_input_tokens - MIN_TEXT_TOKENS
+    if embedder.count_tokens([label])[0] <= budget:
+        return label
+    keep, over = 0, len(label)  # label[-keep:] fits (or keep is 0), label[-over:] does not
+    while over - keep > 1:
+        mid = (keep + over) // 2
+        if embedder.count_tokens([label[-mid:]])[0] <= budget:
+            keep = mid
+        else:
+            over = mid
+    return label[len(label) - keep :]
+
+
 def _pack(u: Unit, embedder: Embedder | None, max_bytes: int) -> list[str]:
     """The unit's text under the byte budget and the model's token limit, label counted (as pieces.py)."""
     if not u.text.strip():
@@ -174,7 +199,7 @@ def _pack(u: Unit, embedder: Embedder | None, max_bytes: int) -> list[str]:
     max_tokens = None
     if embedder is not None:
         max_tokens = embedder.max_input_tokens - embedder.count_tokens([u.label])[0]
-        if max_tokens < 8:
+        if max_tokens < MIN_TEXT_TOKENS:  # only with a model whose whole limit is under that
             raise InputError(f"label {u.label!r} leaves no room under the model's token limit")
     return pack_text(
         u.text,
