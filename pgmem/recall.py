@@ -26,6 +26,9 @@ from pgmem.text import as_float, check_int, check_json_text, check_name, check_n
 #: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
 #: any length is searched by the same text on both sides of hybrid recall.
 WHOLE_MESSAGE_BYTES = 8000
+#: The most a logged recall's message, and its part texts together, may hold (pgmem.log_recall's
+#: rule, checked here first): the bound the MCP server puts on a query.
+MAX_LOGGED_BYTES = 100_000
 #: Raw cosine floor for blended MiniLM pieces, from the sweep (docs/evaluation.md, section 7):
 #: at 0.2 a part keeps 99.2% of its gold hits when it shares a message with other subjects
 #: and a long paragraph (92.3% at 0.3), top-1 is unchanged, and 42.5% of parts with nothing
@@ -230,6 +233,15 @@ class RecallStatement:
 HIT_COLUMNS = "part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank"
 
 
+def check_logged(message: str, part_texts: Sequence[str] = ()) -> None:
+    """A recall to be logged: a message of at most MAX_LOGGED_BYTES, and part texts of at most
+    that together (pgmem.log_recall's rule), else an InputError before anything runs."""
+    if (n := len(message.encode("utf-8"))) > MAX_LOGGED_BYTES:
+        raise InputError(f"message is {n} bytes; at most {MAX_LOGGED_BYTES:,} in a logged recall")
+    if (n := sum(len(t.encode("utf-8")) for t in part_texts)) > MAX_LOGGED_BYTES:
+        raise InputError(f"part_texts are {n} bytes together; at most {MAX_LOGGED_BYTES:,} in a logged recall")
+
+
 def recall_statement(
     scope: str,
     part_texts: Sequence[str],
@@ -318,6 +330,8 @@ def recall_vectors_call(
         recency=recency, since=since, until=until,
     )  # fmt: skip
     x, floor, filter_json, times = st.x, st.floor, st.filter_json, st.times
+    if log:
+        check_logged(message, part_texts)
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
     rows = yield Query(scope, st.sql, st.params)
     for r in rows:
@@ -447,6 +461,8 @@ def recall_call(
     check_target(scope, thread)
     _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)
+    if log:  # before the message is embedded
+        check_logged(message)
     if message_time is not None and time_from is None and time_to is None:
         # Read off the event loop under pgmem.aio: a long text dense with dates takes seconds.
         window = yield Work(functools.partial(message_window, message, message_time))

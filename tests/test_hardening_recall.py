@@ -19,7 +19,7 @@ import pytest
 
 from pgmem.db import scoped
 from pgmem.documents.store import Document, add_documents, search_documents
-from pgmem.errors import InputError, ModelMismatchError
+from pgmem.errors import InputError, ModelMismatchError, PgmemError
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
 from pgmem.recall import WHOLE_MESSAGE_BYTES, recall, recall_vectors
@@ -191,6 +191,81 @@ def test_log_recall_refuses_results_that_are_no_groups(store: Conn, results: str
     )
     with scoped(store, SCOPE):
         assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
+
+
+#: A log_recall call with room for one argument at a time: (message, part_texts, thread, results).
+LOG_SIZED = "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %s::vector[], 5, 0.2, %s, 'vector', %s::jsonb)"
+
+
+def _sized(text: str, n: int) -> str:
+    """`text` repeated and cut to exactly n UTF-8 bytes (text of one-byte characters at the end)."""
+    out = (text * (n // len(text.encode()) + 1)).encode()[: n - 1].decode("utf-8", "ignore")
+    return out + "x" * (n - len(out.encode()))
+
+
+def _at_and_over(argument: str) -> tuple[object, object]:
+    """A value of `argument` at log_recall's bound, and one a byte (or a character) over it."""
+    if argument == "message":
+        at = _sized("é zeppelin ", 100_000)
+        return at, at + "x"
+    if argument == "part_texts":
+        head, tail = _sized("charter é ", 60_000), _sized("invoice ", 40_000)
+        return [head, tail], [head, tail + "x"]
+    if argument == "thread":
+        return "t" * 200, "t" * 201
+    # [{"body": "..."}] is 14 bytes around the body, as jsonb writes it.
+    at, over = (json.dumps([{"body": _sized("é", n - 14)}], ensure_ascii=False) for n in (16_000_000, 16_000_001))
+    return at, over
+
+
+@pytest.mark.parametrize(
+    ("argument", "words"),
+    [
+        ("message", "message is 100001 bytes; at most 100,000"),
+        ("part_texts", "part_texts are 100001 bytes together; at most 100,000"),
+        ("thread", "thread must be 1 to 200 characters, got 201"),
+        ("results", "results is 16000001 bytes as JSON text; at most 16,000,000"),
+    ],
+)
+def test_log_recall_refuses_a_row_of_any_size(store: Conn, argument: str, words: str) -> None:
+    """log_recall stored its message, part texts, thread and results whatever their size, so a caller
+    could write a log row of any size. Each is bounded: at the bound the row is written, one byte
+    (or character) over it is one 22023 line naming the argument and its bound, and nothing is written."""
+    at, over = _at_and_over(argument)
+    base: dict[str, object] = {"message": "m", "part_texts": ["q", "r"], "thread": None, "results": "[]"}
+    vectors = [OK_VECTOR, OK_VECTOR]
+
+    def args(value: object) -> tuple[object, ...]:
+        a = {**base, argument: value}
+        return (SCOPE, a["message"], a["part_texts"], vectors, a["thread"], a["results"])
+
+    with scoped(store, SCOPE):
+        store.execute(LOG_SIZED, args(at))
+        row = store.execute("SELECT message, part_texts, thread_id, results FROM pgmem.recall_log").fetchone()
+        assert row is not None
+        stored = dict(zip(("message", "part_texts", "thread", "results"), row, strict=True))
+        assert stored[argument] == (json.loads(str(at)) if argument == "results" else at)
+    _refused(store, LOG_SIZED, args(over), "22023", words)
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (1,)
+
+
+def test_a_logged_recall_of_a_message_over_100000_bytes_is_refused_before_it_is_embedded(store: Conn) -> None:
+    """A recall with log=True of a message over 100,000 bytes is one InputError, before the message is
+    embedded, and no log row is written; one of exactly 100,000 bytes is recalled and logged whole."""
+    emb = HashEmbedder(model_id=STORED_MODEL)
+    at = _sized("Is the zeppelin charter invoice overdue? Ça coûte cher. ", 100_000)
+    with pytest.raises(PgmemError, match=r"^message is 100001 bytes; at most 100,000 in a logged recall$"):
+        recall(store, SCOPE, at + "x", emb, log=True)
+    assert emb.calls == 0
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
+    result = recall(store, SCOPE, at, emb, log=True, floor=-1.0)
+    assert result.recall_id is not None and result.groups[-1].hits
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT message FROM pgmem.recall_log").fetchall() == [(at,)]
+    # Without logging, a message of any size is recalled as before.
+    assert recall(store, SCOPE, at * 3, emb, floor=-1.0).groups
 
 
 def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:

@@ -1613,6 +1613,26 @@ BEGIN
         RAISE EXCEPTION 'results must be a JSON array (the recall''s groups) or object, got a JSON %', jsonb_typeof(results)
             USING ERRCODE = '22023';
     END IF;
+    -- A log row of bounded size (0048; before, any size was stored): the message and its parts
+    -- as the MCP server bounds a query (100,000 bytes), the thread as a thread id is bounded, the
+    -- results at 16,000,000 bytes, above what a recall returns (8 parts of 1,000 hits of
+    -- 1,200-byte pieces: about 12 MB as JSON).
+    IF octet_length(message) > 100000 THEN
+        RAISE EXCEPTION 'message is % bytes; at most 100,000', octet_length(message) USING ERRCODE = '22023',
+            HINT = 'Log a recall of a shorter message, or recall it without logging.';
+    END IF;
+    IF (SELECT sum(octet_length(t)) FROM unnest(part_texts) AS t) > 100000 THEN
+        RAISE EXCEPTION 'part_texts are % bytes together; at most 100,000',
+            (SELECT sum(octet_length(t)) FROM unnest(part_texts) AS t) USING ERRCODE = '22023',
+            HINT = 'Log a recall of a shorter message, or recall it without logging.';
+    END IF;
+    IF length(thread) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'thread must be 1 to 200 characters, got %', length(thread) USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(results::text) > 16000000 THEN
+        RAISE EXCEPTION 'results is % bytes as JSON text; at most 16,000,000', octet_length(results::text)
+            USING ERRCODE = '22023', HINT = 'Log a recall with fewer hits (a smaller x).';
+    END IF;
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
@@ -1667,7 +1687,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object.';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text, message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
