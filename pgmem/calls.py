@@ -13,9 +13,10 @@ scopes each statement with `pgmem.scope` for its own transaction (a savepoint in
 transaction the caller has open, putting the previous scope back). A database error that a
 call does not handle is raised as a `PgmemError` that keeps its SQLSTATE (`DatabaseError`);
 errors of the connection itself (the server went away) stay psycopg's, for the caller's
-retry logic. A statement in its own transaction that loses a race with a concurrent writer
-(deadlock, serialization failure) is run again (RETRY_ATTEMPTS); inside the caller's
-transaction it raises `ConflictError` for the caller to run the transaction again."""
+retry logic, with a message of one line. A statement in its own transaction that loses a race
+with a concurrent writer (deadlock, serialization failure) is run again (RETRY_ATTEMPTS);
+inside the caller's transaction it raises `ConflictError` for the caller to run the
+transaction again."""
 
 from __future__ import annotations
 
@@ -176,6 +177,9 @@ def advance(call: Call[T], reply: object, error: psycopg.Error | None) -> Step |
     except psycopg.Error as exc:
         if is_refusal(exc) or lost_race(exc):
             raise database_error(exc) from None
+        # The connection's failure stays psycopg's (its class, sqlstate and diag), in one line:
+        # a lost connection's ran to three, or to a hundred with the interrupted SQL's CONTEXT.
+        exc.args = (str(DatabaseError.from_driver(exc)),)
         raise
 
 

@@ -59,7 +59,10 @@ class DatabaseError(PgmemError):
         diag = getattr(exc, "diag", None)
         # A server's message or hint may run over lines (btree's 54000 hint does): one line.
         primary = " ".join((getattr(diag, "message_primary", None) or "").split())
-        message = primary or " ".join(str(exc).split()) or type(exc).__name__
+        # Without one, libpq's first line: the rest are its guesses ("server closed the
+        # connection unexpectedly" goes on "This probably means the server terminated abnormally").
+        first = next((" ".join(line.split()) for line in str(exc).splitlines() if line.strip()), "")
+        message = primary or first or type(exc).__name__
         state = getattr(exc, "sqlstate", None)
         hint = " ".join((getattr(diag, "message_hint", None) or "").split()) or None
         if _schema_missing(state, message):

@@ -11,7 +11,9 @@ call works (on a new connection when the old one is closed)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -22,9 +24,10 @@ from psycopg import sql
 
 import pgmem
 import pgmem.aio
+from pgmem.cli import main
 from pgmem.db import connect
 from pgmem.embedders.base import FloatArray
-from pgmem.errors import CanceledError
+from pgmem.errors import CanceledError, DatabaseError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, make_turn
 
@@ -184,3 +187,123 @@ def test_pg_cancel_backend_of_an_async_call_is_one_pgmem_error(app_url: str, blo
 
     asyncio.run(main())
     assert stored_turns(blocking) == 0
+
+
+TERMINATE = "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE usename = %s"
+
+
+def terminate(admin: Conn) -> None:
+    """End the app login's backends; returns once they have exited (the timeout form waits)."""
+    admin.execute(TERMINATE, (APP_LOGIN,))
+
+
+@contextlib.contextmanager
+def terminated_when_blocked(admin: Conn) -> Iterator[None]:
+    """Terminate the app login's backend from another thread once it waits for a lock: the
+    block's call is then blocked in the server, mid-call (at most 30 s later all the same, so a
+    call that fails before it blocks does not leave the test waiting)."""
+
+    def kill() -> None:
+        with contextlib.suppress(TimeoutError):
+            asyncio.run(asyncio.wait_for(until_blocked(admin), 30))
+        terminate(admin)
+
+    thread = threading.Thread(target=kill)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def _one_line_lost(message: str) -> None:
+    """A lost connection's message: its first line, the server's (terminating connection due to
+    administrator command) or libpq's (server closed the connection unexpectedly), without
+    libpq's two lines of guesses or the QUERY and CONTEXT of the statement it interrupted."""
+    assert "\n" not in message and "probably means" not in message and "QUERY" not in message, message
+    assert "administrator command" in message or "closed the connection unexpectedly" in message, message
+
+
+def test_a_terminated_backend_is_one_line_from_the_api(app_url: str, blocking: Conn) -> None:
+    """pg_terminate_backend of a connection pgmem calls on, idle or mid-call, sync or async: the
+    error stays psycopg's OperationalError (docs/python.md: for the caller's retry logic), but
+    its message ran to three lines ("server closed the connection unexpectedly", then libpq's
+    "This probably means the server terminated abnormally / before or while processing the
+    request"), or, in the caller's transaction, the server's line and some hundred of pgmem's
+    SQL (QUERY, CONTEXT). It is one line; the SQLSTATE stays on the error."""
+    for autocommit in (True, False):
+        conn = connect(app_url, autocommit=autocommit)
+        try:
+            pgmem.recall(conn, "s", "freezer log", EMB)
+            terminate(blocking)
+            with pytest.raises(psycopg.OperationalError) as err:
+                pgmem.recall(conn, "s", "freezer log", EMB)
+            _one_line_lost(str(err.value))
+        finally:
+            conn.close()
+        conn = connect(app_url, autocommit=autocommit)
+        try:
+            with terminated_when_blocked(blocking), pytest.raises(psycopg.OperationalError) as err:
+                pgmem.ingest_turns(conn, TURNS, EMB)
+            _one_line_lost(str(err.value))
+            if not autocommit:
+                assert err.value.sqlstate == "57P01" and err.value.diag.context, err.value
+        finally:
+            conn.close()
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            await pgmem.aio.recall(aconn, "s", "freezer log", EMB)
+            terminate(blocking)
+            with pytest.raises(psycopg.OperationalError) as err:
+                await pgmem.aio.recall(aconn, "s", "freezer log", EMB)
+            _one_line_lost(str(err.value))
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            task = asyncio.ensure_future(pgmem.aio.ingest_turns(aconn, TURNS, EMB))
+            await until_blocked(blocking)
+            terminate(blocking)
+            with pytest.raises(psycopg.OperationalError) as err:
+                await task
+            _one_line_lost(str(err.value))
+
+    asyncio.run(main())
+    assert stored_turns(blocking) == 0
+
+
+def test_a_terminated_backend_is_one_line_from_the_store(app_url: str, blocking: Conn) -> None:
+    """The LangGraph store's DatabaseError for a terminated backend, idle or mid-batch: it was
+    one line, but libpq's three joined ("... This probably means the server terminated
+    abnormally before or while processing the request."). It is the first."""
+    conn = connect(app_url)
+    try:
+        store = PgmemStore(conn, embedder=EMB)
+        store.get(NS, "k")
+        terminate(blocking)
+        with pytest.raises(DatabaseError) as err:
+            store.get(NS, "k")
+        _one_line_lost(str(err.value))
+    finally:
+        conn.close()
+    conn = connect(app_url)
+    try:
+        with terminated_when_blocked(blocking), pytest.raises(DatabaseError) as err:
+            PgmemStore(conn, embedder=EMB).put(NS, "k", {"text": "the dog hates baths"})
+        _one_line_lost(str(err.value))
+    finally:
+        conn.close()
+    assert stored_items(blocking) == 0
+
+
+def test_a_terminated_backend_is_one_line_from_the_cli(
+    app_url: str, db_url: str, admin_conn: Conn, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pgmem stats` whose backend is terminated while it waits for a lock: "pgmem: error: " and
+    the first line, not libpq's three joined."""
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    with psycopg.connect(db_url) as locker:  # a transaction holding the lock until the end
+        locker.execute("LOCK pgmem.turn IN ACCESS EXCLUSIVE MODE")
+        with terminated_when_blocked(admin_conn):
+            assert main(["stats", "--scope", "s"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pgmem: error: "), lines
+    _one_line_lost(lines[0])
