@@ -361,7 +361,9 @@ def recall_vectors_call(
     if log:
         row = yield Query(
             scope,
+            # Every argument that decides what was searched, so the log replays the recall.
             "SELECT pgmem.log_recall(%s, 'memory', %s, %s, %b::vector[], %s, %s, %s, %s, %s::jsonb"
+            + (", metadata_filter => %s::jsonb" if filter_json is not None else "")
             + "".join(f", {k} => %s" for k in times)
             + ")",
             (
@@ -374,6 +376,7 @@ def recall_vectors_call(
                 thread,
                 mode,
                 json.dumps([asdict(g) for g in groups], ensure_ascii=False),
+                *([filter_json] if filter_json is not None else []),
                 *times.values(),
             ),
             one=True,

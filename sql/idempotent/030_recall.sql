@@ -1479,6 +1479,9 @@ $$;
 COMMENT ON FUNCTION pgmem.fact_recall(text, vector[], integer, double precision, text, boolean, integer, text) IS
 'Per-part fact recall: like memory_recall over the fact plane (seed: x = 5, cosine >= 0.35); exact within the scope unless the scope has a partial ANN index on the fact plane. model_id, when given, must be the model of the scope''s stored facts.';
 
+-- Before since / until (0049): explain_logged_recall explained a bounded recall over every turn.
+DROP FUNCTION IF EXISTS pgmem.explain_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, integer, text, jsonb);
+
 CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     scope text,
     part_vectors vector[],
@@ -1488,7 +1491,9 @@ CREATE OR REPLACE FUNCTION pgmem.explain_recall(
     thread text DEFAULT NULL,
     show integer DEFAULT 10,
     model_id text DEFAULT NULL,
-    metadata_filter jsonb DEFAULT NULL
+    metadata_filter jsonb DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL
 ) RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
                  cosine double precision, score double precision, cosine_floor double precision, verdict text)
 LANGUAGE plpgsql STABLE
@@ -1505,9 +1510,11 @@ BEGIN
         SELECT m.floor INTO explain_recall.floor FROM pgmem.scope_model_settings(explain_recall.scope, explain_recall.model_id) m;
     END IF;
     PERFORM pgmem.check_recall_args(scope, part_vectors, part_texts, x, explain_recall.floor, 'vector', 'piece.embedding',
-                                    model_id => model_id, show => show, metadata_filter => metadata_filter);
+                                    model_id => model_id, show => show, metadata_filter => metadata_filter,
+                                    since => since, until => until);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
-    IF thread IS NULL THEN
+    -- A bounded recall searches exactly (memory_recall: pgmem._window_candidates), as a thread does.
+    IF thread IS NULL AND since IS NULL AND until IS NULL THEN
         ann := pgmem.scope_ann_index('piece', scope);
     END IF;
     IF ann IS NOT NULL THEN
@@ -1534,13 +1541,19 @@ BEGIN
                AND (filt IS NULL
                     OR (SELECT t.metadata FROM pgmem.turn t
                          WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index) @> filt)
+               -- A turn without a time is outside any bound, as in memory_recall.
+               AND (since IS NULL AND until IS NULL
+                    OR EXISTS (SELECT 1 FROM pgmem.turn t
+                                WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index
+                                  AND (since IS NULL OR t.turn_time >= since) AND (until IS NULL OR t.turn_time < until)))
              ORDER BY 3, 1
              LIMIT greatest(show, x)) c
      ORDER BY 1, 3;
 END
 $$;
-COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb,
+                                          timestamptz, timestamptz) IS
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 -- A recall is logged in its own statement after it ran, so what it returned may have been
 -- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock
@@ -1714,8 +1727,8 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT e.* FROM pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show,
-                                         metadata_filter => l.metadata_filter) e;
+                                         metadata_filter => l.metadata_filter, since => l.since, until => l.until) e;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its thread and metadata filter: what each part found now, and why hits were cut. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise).';

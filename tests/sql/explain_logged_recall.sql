@@ -1,5 +1,5 @@
 -- Explaining a past recall from psql alone: the recall log keeps the parts, their vectors, the
--- settings (metadata filter included) and the results; explain_logged_recall replays it.
+-- settings (metadata filter and time bounds included) and the results; explain_logged_recall replays it.
 CREATE FUNCTION pg_temp.e(i integer) RETURNS vector LANGUAGE sql AS $$
     SELECT l2_normalize(array_agg(CASE WHEN g = i THEN 1.0 WHEN g = i + 1 THEN 0.25 ELSE 0 END ORDER BY g)::real[]::vector)
     FROM generate_series(1, 384) AS g $$;
@@ -30,6 +30,12 @@ SELECT pgmem.log_recall('demo', 'memory', 'deploy?', ARRAY['deploy?'], ARRAY[pg_
                         metadata_filter => '{"channel": "voice"}') AS filtered_id \gset
 SELECT part_no, candidate, label, round(cosine::numeric, 3) AS cosine, verdict
   FROM pgmem.explain_logged_recall('demo', :filtered_id);
+
+-- And one bounded by since / until is replayed inside them: turn 2 (Oct 18) is not listed.
+SELECT pgmem.log_recall('demo', 'memory', 'deploy?', ARRAY['deploy?'], ARRAY[pg_temp.e(1)], 1, 0.2, NULL, 'vector', '[]',
+                        until => '2026-10-16 00:00+00') AS bounded_id \gset
+SELECT part_no, candidate, label, round(cosine::numeric, 3) AS cosine, verdict
+  FROM pgmem.explain_logged_recall('demo', :bounded_id);
 
 -- An id that was never logged (or is another scope's): no rows.
 SELECT count(*) FROM pgmem.explain_logged_recall('demo', 999999);
