@@ -55,7 +55,9 @@ class _Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"-\.?\d")  # 3.14's own, for 3.11 to 3.13
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} ({self.prog} --help)\n")
+        from pgmem.cli.common import shown  # the message quotes the arguments (unrecognized ones raw)
+
+        self.exit(2, shown(f"{self.prog}: error: {' '.join(message.split())} ({self.prog} --help)\n"))
 
 
 def build_parser(*, lab: str | None = None) -> argparse.ArgumentParser:
@@ -111,10 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str) -> None:
     """One line on stderr, without the password of DATABASE_URL: libpq quotes a URL it cannot
-    parse whole, and a percent-escape it cannot decode."""
+    parse whole, and a percent-escape it cannot decode. A refusal quotes its input (a file
+    name, a scope, a line of a file): its control characters are shown, not acted on."""
+    from pgmem.cli.common import shown
     from pgmem.db import redact_secrets
 
-    print(f"pgmem: error: {redact_secrets(message, os.environ.get('DATABASE_URL'))}", file=sys.stderr)
+    print(f"pgmem: error: {shown(redact_secrets(message, os.environ.get('DATABASE_URL')))}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Shared CLI plumbing: settings, connections, embedders, progress."""
+"""Shared CLI plumbing: settings, connections, embedders, progress, text safe to print."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -14,6 +15,26 @@ from pgmem.embedders import Embedder, from_settings
 
 def settings() -> Settings:
     return Settings.from_env()
+
+
+#: What `shown` escapes: the C0 controls but tab and newline, DEL, the C1 controls, and the
+#: bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """`text` as the CLI prints it for a person. Stored text was written by someone else (a
+    tool's result, a web page, a document) and must not act on the reader's terminal: every
+    character that would (ESC starting a CSI, an OSC 8 link or an OSC 52 clipboard write; the
+    one-character C1 CSI U+009B; a carriage return or backspace overwriting the line; a bidi
+    override reordering it) is written as Python's repr writes it: `\\x1b`, `\\r`, `\\x9b`, `\\u202e`.
+    Newlines and tabs are kept: the caller lays out lines. A backslash is kept as it is, so
+    paths and LaTeX read as stored (the exact text is the --json output)."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]  # \r, \x1b, \x9b, \u202e: no quote or backslash is matched
 
 
 def server_url(s: Settings | None = None) -> str:

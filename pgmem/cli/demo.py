@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.resources
 
+from pgmem.cli.common import shown
 from pgmem.cli.memory import ingest_command, recall_command
 from pgmem.text import check_name
 
@@ -34,5 +35,5 @@ def _demo(args: argparse.Namespace) -> int:
     if code != 0:
         return code
     if not args.json:
-        print(f"# Recall of the voice message ({len(voice.split())} words) in scope {args.scope}:")
+        print(f"# Recall of the voice message ({len(voice.split())} words) in scope {shown(args.scope)}:")
     return recall_command(voice, scope=args.scope, compare=True, as_json=args.json)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from pgmem.cli.common import Progress, embedder_for, open_conn
+from pgmem.cli.common import Progress, embedder_for, open_conn, shown
 from pgmem.documents.store import DEFAULT_CANDIDATES, DEFAULT_DOC_FLOOR, DEFAULT_DOC_X, DocHit, DocSearch
 
 #: ANSI reverse video + bold for the matched unit in a terminal; plain markers otherwise.
 ANSI_ON, ANSI_OFF = "\x1b[1;7m", "\x1b[0m"
 PLAIN_ON, PLAIN_OFF = ">>>[", "]<<<"
+#: Markdown's line ends other than \n (docs/documents.md): each ends a printed line, as \n does.
+_LINE_END = re.compile(r"\r\n?")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +75,7 @@ def _add(args: argparse.Namespace) -> int:
             f"{report.empty} empty (skipped), {report.units} units written, {len(report.failed)} failed"
         )
         for doc, err in report.failed:
-            print(f"  failed {doc}: {err}", file=sys.stderr)
+            print(shown(f"  failed {doc}: {err}"), file=sys.stderr)
     return 1 if report.failed else 0
 
 
@@ -84,26 +87,32 @@ def _rm(args: argparse.Namespace) -> int:
     if not removed:
         print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}", file=sys.stderr)
         return 1
-    print(f"removed {args.document_id}")
+    print(f"removed {shown(args.document_id)}")
     return 0
 
 
 def highlight(hit: DocHit, *, ansi: bool) -> str:
-    """The whole chunk with the matched unit marked (ANSI in a terminal, plain markers otherwise)."""
+    """The whole chunk with the matched unit marked (ANSI in a terminal, plain markers otherwise).
+    Its lines end where Markdown's do (LF, CR LF, CR), each as LF; every other control character
+    in it is shown, not acted on (`shown`): the markers are its only escape codes."""
     on, off = (ANSI_ON, ANSI_OFF) if ansi else (PLAIN_ON, PLAIN_OFF)
     b, s, e = hit.chunk_body, hit.span_start, hit.span_end
-    marked = b[s:e].replace("\n", f"{off}\n{on}") if ansi else b[s:e]  # ANSI state ends at each line
-    return f"{b[:s]}{on}{marked}{off}{b[e:]}"
+    before, unit, after = (shown(_LINE_END.sub("\n", part)) for part in (b[:s], b[s:e], b[e:]))
+    marked = unit.replace("\n", f"{off}\n{on}") if ansi else unit  # ANSI state ends at each line
+    return f"{before}{on}{marked}{off}{after}"
 
 
 def print_search(result: DocSearch, out: TextIO, *, ansi: bool) -> None:
     for g in result.groups:
-        print(f"── part {g.part_no}: {g.part_text}", file=out)
+        print(f"── part {g.part_no}: {shown(g.part_text)}", file=out)
         if not g.hits:
             print("   (no document above the floor)", file=out)
         for h in g.hits:
-            path = " > ".join(h.heading_path) or "(before the first heading)"
-            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.document_id} · {path}  [matched {h.unit_kind}]", file=out)
+            path = shown(" > ".join(h.heading_path)) or "(before the first heading)"
+            print(
+                f"   {h.rank}. cos {h.cosine:.3f}  {shown(h.document_id)} · {path}  [matched {shown(h.unit_kind)}]",
+                file=out,
+            )
             for line in highlight(h, ansi=ansi).splitlines():
                 print(f"      {line}", file=out)
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from pgmem.cli.common import Progress, embedder_for, open_conn, settings
+from pgmem.cli.common import Progress, embedder_for, open_conn, settings, shown
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 from pgmem.text import check_json_text, check_name, json_loads_once
@@ -141,25 +141,27 @@ def ingest_command(
             f"{report.pieces} pieces written, {failed} failed"
         )
         for _, err in unreadable:
-            print(f"  failed {err}", file=sys.stderr)
+            print(shown(f"  failed {err}"), file=sys.stderr)
         for key, err in report.failed:
-            print(f"  failed turn {key}: {err}", file=sys.stderr)
+            print(shown(f"  failed turn {key}: {err}"), file=sys.stderr)
         for key, note in report.superseded:
-            print(f"  superseded turn {key}: {note}", file=sys.stderr)
+            print(shown(f"  superseded turn {key}: {note}"), file=sys.stderr)
     return 1 if failed else 0
 
 
 def print_recall(result: Recall, out: TextIO | None = None) -> None:
+    """The groups for a person: stored text with its control characters shown, not acted on
+    (`shown`), each body on one line."""
     out = sys.stdout if out is None else out  # read at call time: sys.stdout may be replaced
     for g in result.groups:
-        print(f"── part {g.part_no}: {g.part_text}", file=out)
+        print(f"── part {g.part_no}: {shown(g.part_text)}", file=out)
         if not g.hits:
             print("   (no memory above the floor)", file=out)
         for h in g.hits:
             body = " ".join(h.body.split())
             if len(body) > 160:
                 body = body[:157] + "..."
-            print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body}", file=out)
+            print(f"   {h.rank}. cos {h.cosine:.3f}  {shown(h.label)} {shown(body)}", file=out)
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -241,19 +243,19 @@ def recall_command(
             print(f"═══ one whole-message vector, top {k} by cosine ═══")
             for h in base.groups[0].hits:
                 body = " ".join(h.body.split())
-                print(f"   {h.rank}. cos {h.cosine:.3f}  {h.label} {body[:110]}")
+                print(f"   {h.rank}. cos {h.cosine:.3f}  {shown(h.label)} {shown(body[:110])}")
             print(f"═══ per-part groups ({len(result.groups)} parts, up to {x} each, {mode}) ═══")
     if as_json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
     elif result.nothing_searched:
         # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
-        print(f"pgmem: error: {result.empty_message}", file=sys.stderr)
+        print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
     else:
         print_recall(result)
         if result.recall_id is not None:
             print(
                 f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
-                f"('{scope}', {result.recall_id});)"
+                f"('{shown(scope)}', {result.recall_id});)"
             )
     return 1 if result.nothing_searched else 0
 
@@ -308,7 +310,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         f"{time.monotonic() - t0:.1f}s; {len(report.failed)} failed{skipped}"
     )
     for key, err in report.failed:
-        print(f"  failed turn {key}: {err}", file=sys.stderr)
+        print(shown(f"  failed turn {key}: {err}"), file=sys.stderr)
     return 1 if report.failed else 0
 
 
@@ -342,7 +344,7 @@ def _facts_search(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
     elif result.nothing_searched:
         # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
-        print(f"pgmem: error: {result.empty_message}", file=sys.stderr)
+        print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
     else:
         print_recall(result)
     return 1 if result.nothing_searched else 0

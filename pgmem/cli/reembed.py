@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 
-from pgmem.cli.common import embedder_for, open_conn, settings
+from pgmem.cli.common import embedder_for, open_conn, settings, shown
 from pgmem.config import Settings
 from pgmem.errors import ConfigError, InputError
 from pgmem.text import check_name
@@ -62,7 +62,7 @@ class _Progress:
         rate = new / max(seconds - self.first[1], 1e-9)
         eta = (total - done) / rate if rate > 0 else 0.0
         print(
-            f"reembed {self.scope}: {done}/{total} pieces · {rate:.0f}/s · ETA {eta:.0f}s",
+            f"reembed {shown(self.scope)}: {done}/{total} pieces · {rate:.0f}/s · ETA {eta:.0f}s",
             file=sys.stderr,
             flush=True,
         )
@@ -94,20 +94,22 @@ def _reembed(args: argparse.Namespace) -> int:
                     raise
                 # --all lists every scope, also those without a piece (only facts, or only a
                 # retention setting), which reembed refuses by name: the others still move.
-                print(f"scope {scope!r}: skipped: {exc}", file=sys.stderr)
+                print(f"scope {scope!r}: skipped: {shown(str(exc))}", file=sys.stderr)
                 continue
+            # Model names are stored text (the registry): shown, as every stored text printed.
+            model, previous = shown(res.model_id), shown(str(res.previous_model))
             if args.json:
                 print(json.dumps(res.as_dict()))
             elif res.flipped:
                 print(
-                    f"scope {scope!r}: {res.pieces} pieces on {res.model_id} (was {res.previous_model}); "
+                    f"scope {scope!r}: {res.pieces} pieces on {model} (was {previous}); "
                     f"embedded {res.embedded}{' (resumed)' if res.resumed else ''}, {res.turns} turns, "
                     f"{res.seconds:.1f}s"
                 )
             else:
                 print(
-                    f"scope {scope!r}: {res.embedded} pieces staged for {res.model_id}; still serving "
-                    f"{res.previous_model}" + ("" if args.no_flip else " (writers kept adding pieces: run again)")
+                    f"scope {scope!r}: {res.embedded} pieces staged for {model}; still serving "
+                    f"{previous}" + ("" if args.no_flip else " (writers kept adding pieces: run again)")
                 )
                 failed += 0 if args.no_flip else 1
     return 1 if failed else 0

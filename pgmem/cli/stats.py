@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from pgmem.cli.common import open_conn, settings
+from pgmem.cli.common import open_conn, settings, shown
 from pgmem.text import check_name
 
 #: The table's column headings, in the order of the row cells below.
@@ -72,7 +72,7 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     cells = [
         [
-            r.scope_id,
+            shown(r.scope_id),
             *(str(n) for n in (r.threads, r.turns, r.memory_pieces, r.document_pieces, r.facts, r.documents)),
             str(r.store_items),
             _index(r.piece_index_state, r.piece_index_bytes),

@@ -43,7 +43,7 @@ def _import(args: argparse.Namespace) -> int:
     from pgmem.extras import require
 
     require("langgraph.store.base", "langgraph", "pgmem store import")
-    from pgmem.cli.common import Progress, embedder_for, open_conn, settings
+    from pgmem.cli.common import Progress, embedder_for, open_conn, settings, shown
     from pgmem.integrations.langgraph import PgmemStore
     from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
 
@@ -69,11 +69,11 @@ def _import(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             progress=progress,
         )
-    shown = 100
-    for namespace, key, error in report.failed[:shown]:
-        print(f"pgmem: failed: namespace {namespace!r:.200} key {key!r:.200}: {error}", file=sys.stderr)
-    if len(report.failed) > shown:
-        print(f"pgmem: failed: ... and {len(report.failed) - shown} more", file=sys.stderr)
+    listed = 100
+    for namespace, key, error in report.failed[:listed]:
+        print(f"pgmem: failed: namespace {namespace!r:.200} key {key!r:.200}: {shown(error)}", file=sys.stderr)
+    if len(report.failed) > listed:
+        print(f"pgmem: failed: ... and {len(report.failed) - listed} more", file=sys.stderr)
     more = "" if report.complete else " (stopped by --limit: run again with the same --checkpoint to continue)"
     print(report.summary() + more)
     return 1 if report.failed else 0
