@@ -90,7 +90,9 @@ def test_recall_prints_stored_control_characters_escaped(
     assert "\\x1b[2J" in out and "\\x9b31m" in out and "\\u202e" in out  # shown, not dropped
     assert "Tool fetch\\x1b]0;owned\\x07" in out and "do I have\\u202e?" in out
     assert main([*args, "--json"]) == 0
-    hits = [h for g in json.loads(capsys.readouterr().out)["groups"] for h in g["hits"]]
+    out = capsys.readouterr().out
+    inert(out)  # C1 and bidi are JSON escapes there: the text parses back exactly
+    hits = [h for g in json.loads(out)["groups"] for h in g["hits"]]
     with scoped(conn, "s"):  # the JSON gives the stored pieces exactly (a piece ends lines with \n)
         stored = set(conn.execute("SELECT label, body FROM pgmem.piece WHERE scope_id = 's'").fetchall())
     assert {(h["label"], h["body"]) for h in hits} == stored and len(stored) == 2
@@ -118,7 +120,9 @@ def test_facts_search_prints_stored_control_characters_escaped(
     inert(out + err)
     assert "\\x1b]8;;https://evil.example/\\x07" in out
     assert main([*args, "--json"]) == 0
-    hits = [h for g in json.loads(capsys.readouterr().out)["groups"] for h in g["hits"]]
+    out = capsys.readouterr().out
+    inert(out)  # C1 and bidi are JSON escapes there: the text parses back exactly
+    hits = [h for g in json.loads(out)["groups"] for h in g["hits"]]
     assert [h["body"] for h in hits] == [HOSTILE]
 
 
@@ -152,7 +156,9 @@ def test_docs_search_prints_stored_control_characters_escaped(
     assert any(line.startswith("      real\\x08\\x08\\x7f \\u202etxt.exe") for line in out.splitlines())
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     assert main([*args, "--json"]) == 0
-    hit = json.loads(capsys.readouterr().out)["groups"][0]["hits"][0]
+    out = capsys.readouterr().out
+    inert(out)  # C1 and bidi are JSON escapes there: the text parses back exactly
+    hit = json.loads(out)["groups"][0]["hits"][0]
     assert hit["document_id"] == DOC_ID and hit["heading_path"] == [HEADING] and HOSTILE in hit["chunk_body"]
 
 

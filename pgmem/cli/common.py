@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -35,6 +36,13 @@ def shown(text: str) -> str:
 
 def _escape(match: re.Match[str]) -> str:
     return repr(match.group())[1:-1]  # \r, \x1b, \x9b, \u202e: no quote or backslash is matched
+
+
+def json_line(value: object) -> str:
+    """`value` as the CLI's --json prints it: JSON with text as written (ensure_ascii off), but
+    every character `shown` escapes written as a JSON escape (`\u009b`, `\u202e`; json.dumps
+    escapes C0 itself), so the output parses to the exact text and never acts on a terminal."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def server_url(s: Settings | None = None) -> str:

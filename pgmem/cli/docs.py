@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from pgmem.cli.common import Progress, embedder_for, open_conn, shown
+from pgmem.cli.common import Progress, embedder_for, json_line, open_conn, shown
 from pgmem.documents.store import DEFAULT_CANDIDATES, DEFAULT_DOC_FLOOR, DEFAULT_DOC_X, DocHit, DocSearch
 
 #: ANSI reverse video + bold for the matched unit in a terminal; plain markers otherwise.
@@ -126,7 +126,7 @@ def _search(args: argparse.Namespace) -> int:
             conn, args.scope, args.message, emb, x=args.x, floor=args.floor, candidates=args.candidates
         )
     if args.json:
-        print(json.dumps(result.as_dict(), ensure_ascii=False))
+        print(json_line(result.as_dict()))
     else:
         print_search(result, sys.stdout, ansi=sys.stdout.isatty())
     return 0

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from pgmem.cli.common import Progress, embedder_for, open_conn, settings, shown
+from pgmem.cli.common import Progress, embedder_for, json_line, open_conn, settings, shown
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 from pgmem.text import check_json_text, check_name, json_loads_once
@@ -246,7 +246,7 @@ def recall_command(
                 print(f"   {h.rank}. cos {h.cosine:.3f}  {shown(h.label)} {shown(body[:110])}")
             print(f"═══ per-part groups ({len(result.groups)} parts, up to {x} each, {mode}) ═══")
     if as_json:
-        print(json.dumps(result.as_dict(), ensure_ascii=False))
+        print(json_line(result.as_dict()))
     elif result.nothing_searched:
         # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
         print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
@@ -341,7 +341,7 @@ def _facts_search(args: argparse.Namespace) -> int:
     with open_conn() as conn:
         result = fact_recall(conn, args.scope, args.message, embedder_for(conn, "fact"), x=args.x, floor=args.floor)
     if args.json:
-        print(json.dumps(result.as_dict(), ensure_ascii=False))
+        print(json_line(result.as_dict()))
     elif result.nothing_searched:
         # A misspelt scope or thread is not "nothing above the floor": one line, exit 1.
         print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
