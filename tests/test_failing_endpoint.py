@@ -99,8 +99,27 @@ def endpoint() -> Iterator[Endpoint]:
         def answer(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
             send(self, status, payload, headers)
 
+        def client_gone(self) -> bool:
+            """The client hung up (its 0.3 s timeout passed while this thread waited for a core):
+            such a request is logged as "gone", not answered: the client's wait was for its
+            timeout, not for a 429 the log would otherwise say it was answered."""
+            timeout = self.connection.gettimeout()
+            self.connection.setblocking(False)
+            try:
+                return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+            finally:
+                self.connection.settimeout(timeout)
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.client_gone():
+                with ep.lock:
+                    ep.log.append(("gone", 0.0))
+                return
             ep.auth.append(self.headers.get("Authorization", ""))
             texts = [str(t) for t in body["input"]]
             dims = int(body.get("dimensions") or DIMS)
@@ -176,10 +195,12 @@ def test_flaky_endpoint_over_1000_turns(app_conn: Conn, endpoint: Endpoint) -> N
     behaviours = [b for b, _ in endpoint.log]
     bad = [(b, ra) for b, ra in endpoint.log if b != "ok"]
     assert {b for b, _ in BEHAVIOURS} <= set(behaviours), "every failure kind was exercised"
-    # One wait per failed request, in order; never shorter than the Retry-After it answered.
+    # One wait per failed request, never shorter than the Retry-After it answered: counted by
+    # threshold, since a request whose client gave up may be logged after the retry that
+    # followed it (its thread waited for a core).
     assert len(sleeps) == len(bad)
-    short_waits = [(w, ra) for w, (b, ra) in zip(sleeps, bad, strict=True) if b == "429" and w < ra]
-    assert short_waits == []
+    for t in sorted({ra for b, ra in bad if b == "429"}):
+        assert sum(w >= t for w in sleeps) >= sum(b == "429" and ra >= t for b, ra in bad), (t, sleeps, bad)
 
     with scoped(app_conn, "s"):
         rows = app_conn.execute(
