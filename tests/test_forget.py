@@ -121,6 +121,14 @@ def test_forgotten_turn_never_comes_back_from_any_recall_or_explain(conn: Conn, 
         assert conn.execute("SELECT * FROM pgmem.explain_logged_recall('s', %s)", (logged.recall_id,)).fetchall() == []
         # The recall that never saw turn 1 is still explained, as before the forget.
         assert conn.execute(explain_other, (other.recall_id,)).fetchall() == other_explained
+        # And replayed; the one that returned turn 1 is no longer in the log to replay.
+        replayed = conn.execute(
+            "SELECT piece_id, change FROM pgmem.replay_logged_recall('s', %s)", (other.recall_id,)
+        ).fetchall()
+        assert replayed == [(h.piece_id, "same") for g in other.groups for h in g.hits]
+    with pytest.raises(psycopg.errors.NoDataFound, match="is not in the recall log"), scoped(conn, "s"):
+        conn.execute("SELECT * FROM pgmem.replay_logged_recall('s', %s)", (logged.recall_id,))
+    with scoped(conn, "s"):
         rows = conn.execute(
             "SELECT body FROM pgmem.fact_recall('s', %s::vector[], x => 1000, floor => -1)",
             ([hash_vector("the user's locker code is ZEBRA")],),

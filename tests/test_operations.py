@@ -255,6 +255,9 @@ def _check_outputs(outputs: list[tuple[Block, str]], admin: Conn, restore_url: s
         app.close()
     # The replayed forget removed its thread.
     assert _count(admin, "SELECT count(*) FROM pgmem.turn WHERE thread_id = 'support-3'") == 0
+    # The logged recall replays to the hits it gave (the seed's: support-7's two turns).
+    replay = _output(outputs, "replay_logged_recall")
+    assert replay.count("| same") == 2 and "(2 rows)" in replay, replay
     # Monitoring: the owner sees both scopes, the app its own.
     owner_stats = _output(outputs, "recalls_last_hour\n  FROM pgmem.stats()")
     assert "user:42" in owner_stats and "user:7" in owner_stats and "(2 rows)" in owner_stats

@@ -26,6 +26,7 @@ READS: dict[str, tuple[str, tuple[object, ...]]] = {
     "explain_recall": ("SELECT * FROM pgmem.explain_recall('a', ARRAY[%s::vector], floor => -1)", (Q,)),
     "document_search": ("SELECT * FROM pgmem.document_search('a', ARRAY[%s::vector], floor => -1)", (Q,)),
     "explain_logged_recall": ("SELECT * FROM pgmem.explain_logged_recall('a', 1)", ()),
+    "replay_logged_recall": ("SELECT * FROM pgmem.replay_logged_recall('a', 1)", ()),
     "turn_hashes": ("SELECT * FROM pgmem.turn_hashes('a', 't', ARRAY[0])", ()),
     "stored_turn_hashes": ("SELECT * FROM pgmem.stored_turn_hashes('a', ARRAY['t'], ARRAY[0])", ()),
     "pending_turns": ("SELECT * FROM pgmem.pending_turns('a', now())", ()),
@@ -89,6 +90,7 @@ def test_read_in_its_own_scope_works(stored: Conn, name: str) -> None:
         "memory_recall hybrid",
         "fact_recall",
         "explain_recall",
+        "replay_logged_recall",
         "turn_hashes",
         "stored_turn_hashes",
     ):

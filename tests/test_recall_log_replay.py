@@ -1,7 +1,9 @@
 """A logged recall replays as it ran: the recall log keeps every argument that decides which
 turns a recall searched (thread, metadata filter, since / until), and explain_logged_recall
-applies them, so its kept candidates are the hits the caller got. As the app login, through
-the Python API, its async twin and the CLI."""
+applies them, so its kept candidates are the hits the caller got. replay_logged_recall runs the
+recall itself again (mode, time window and recency too), so its rows are the caller's hits in
+the caller's order, each marked with its logged rank. As the app login, through the Python API,
+its async twin and the CLI."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ import pgmem.aio
 from pgmem.cli import main
 from pgmem.db import scoped
 from pgmem.embedders.base import Embedder
+from pgmem.forget import forget_turn
 from pgmem.ingest import ingest_turns
 from pgmem.recall import Recall, embed_query, recall, recall_vectors
-from pgmem.turns import turn_from_dict
+from pgmem.turns import Turn, turn_from_dict
 
 Conn = psycopg.Connection[tuple[object, ...]]
 Q = "Where did we go hiking?"
@@ -161,3 +164,179 @@ def test_a_logged_recall_with_since_until_replays_inside_them(
     row, kept = replayed(store, recall_id)
     assert kept == found
     assert row == ({"channel": "voice"}, at("04-01"), None)
+
+
+# replay_logged_recall: a diary where each logged argument changes the answer (checked below).
+DIARY = [
+    ("03-02", "voice", "We went hiking in the hills and saw a heron by the lake."),
+    ("03-09", "chat", "We went hiking on the coast and saw seals on the rocks."),
+    ("04-20", "voice", "My gym membership costs 30 dollars a month."),
+    ("05-04", "voice", "We hiked up the volcano; the trail was steep."),
+    ("06-15", "voice", "Hiking boots need new laces before the next trip."),
+    ("07-01", "chat", "The dentist appointment moved to Friday."),
+    ("07-19", "chat", "We went hiking in the hills and saw a heron by the lake."),
+    ("08-02", "voice", "The car needs an oil change."),
+    ("08-30", "chat", "I started learning Spanish on an app."),
+    ("09-12", "voice", "Dinner with Sam is on Saturday at eight."),
+]
+HILLS = "Where did we go hiking in the hills?"
+#: The replayed recall's arguments: hybrid (the default), a metadata filter and a time window.
+VOICE_IN_MAY: dict[str, Any] = {
+    "metadata_filter": {"channel": "voice"},
+    "time_from": at("05-01"),
+    "time_to": at("06-01"),
+}
+REPLAY = "SELECT part_no, rank, piece_id, turn_index, logged_rank, change FROM pgmem.replay_logged_recall('s', %s)"
+
+
+def diary_turn(i: int, text: str) -> Turn:
+    day, channel, _ = DIARY[i]
+    return turn_from_dict(
+        {
+            "scope": "s",
+            "thread": "t",
+            "turn": i,
+            "time": f"2026-{day}T10:00:00Z",
+            "metadata": {"channel": channel},
+            "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
+        }
+    )
+
+
+@pytest.fixture
+def diary(conn: Conn, embedder: Embedder) -> Conn:
+    assert ingest_turns(conn, [diary_turn(i, t) for i, (_, _, t) in enumerate(DIARY)], embedder).inserted == len(DIARY)
+    return conn
+
+
+def ranked(r: Recall) -> list[tuple[int, int, int]]:
+    """A recall's hits as (part_no, rank, piece_id), in the caller's order."""
+    return [(g.part_no, h.rank, h.piece_id) for g in r.groups for h in g.hits]
+
+
+def replay(conn: Conn, recall_id: int) -> list[tuple[Any, ...]]:
+    with scoped(conn, "s"):
+        return conn.execute(REPLAY, (recall_id,)).fetchall()
+
+
+def test_a_logged_hybrid_recall_with_a_window_and_a_filter_replays_to_the_callers_hits(
+    diary: Conn, embedder: Embedder
+) -> None:
+    r = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True, **VOICE_IN_MAY)
+    assert r.recall_id is not None
+    rows = replay(diary, r.recall_id)
+    assert [(p, k, i) for p, k, i, *_ in rows] == ranked(r)
+    assert all(logged == k and change == "same" for _, k, _, _, logged, change in rows)
+    # The answer the replay must reproduce depends on each argument: without the window, in
+    # vector mode, without the filter, or by cosine alone (explain_logged_recall) it differs.
+    other = {
+        "no window": recall(diary, "s", HILLS, embedder, x=4, floor=-1, metadata_filter={"channel": "voice"}),
+        "vector": recall(diary, "s", HILLS, embedder, x=4, floor=-1, mode="vector", **VOICE_IN_MAY),
+        "no filter": recall(diary, "s", HILLS, embedder, x=4, floor=-1, time_from=at("05-01"), time_to=at("06-01")),
+    }
+    for name, o in other.items():
+        assert ranked(o) != ranked(r), name
+    with scoped(diary, "s"):
+        by_cosine = diary.execute(
+            "SELECT part_no, candidate, piece_id FROM pgmem.explain_logged_recall('s', %s) WHERE verdict = 'kept'",
+            (r.recall_id,),
+        ).fetchall()
+    assert [(int(str(p)), int(str(k)), int(str(i))) for p, k, i in by_cosine] != ranked(r)
+
+
+def test_a_replay_shows_a_hit_edited_away_since_as_missing_and_marks_the_rest(diary: Conn, embedder: Embedder) -> None:
+    r = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True, **VOICE_IN_MAY)
+    assert r.recall_id is not None
+    logged = {i: k for _, k, i in ranked(r)}
+    edited = next(h for g in r.groups for h in g.hits if h.turn_index != 3)  # a hit outside the window's turn
+    assert edited.turn_index is not None
+    # The hit's turn is edited (its pieces are replaced); the log row stays, a forget would delete it.
+    changed = ingest_turns(diary, [diary_turn(edited.turn_index, "We stayed home and baked bread.")], embedder)
+    assert changed.replaced == 1
+    rows = replay(diary, r.recall_id)
+    missing = [(i, k, logged_k) for _, k, i, _, logged_k, change in rows if change == "missing"]
+    assert missing == [(edited.piece_id, None, logged[edited.piece_id])]
+    assert rows[-1][2] == edited.piece_id  # listed after the part's hits
+    now = [row for row in rows if row[5] != "missing"]
+    assert [k for _, k, *_ in now] == list(range(1, 5))  # still x hits
+    for _, k, i, _, logged_k, change in now:
+        assert logged_k == logged.get(i)
+        assert change == ("new" if i not in logged else "same" if k == logged[i] else "moved"), (k, i, logged_k)
+    assert {i for _, _, i, *_, c in now if c != "new"} == set(logged) - {edited.piece_id}
+    assert [c for *_, c in now].count("new") == 1
+    # Forgetting a turn the recall returned deletes its log row (it holds the text): nothing to replay.
+    forget_turn(diary, "s", "t", 3)
+    with pytest.raises(psycopg.errors.NoDataFound, match=f"recall {r.recall_id} is not in the recall log of scope s"):
+        replay(diary, r.recall_id)
+
+
+def test_a_logged_recall_without_a_recency_replays_with_the_default(diary: Conn, embedder: Embedder) -> None:
+    default = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True)
+    off = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True, recency=0)
+    assert default.recall_id is not None and off.recall_id is not None
+    assert ranked(default) != ranked(off)  # the two heron turns: recency puts the later first
+    with scoped(diary, "s"):
+        logged = diary.execute(
+            "SELECT recency FROM pgmem.recall_log WHERE recall_id = ANY(%s) ORDER BY recall_id",
+            ([default.recall_id, off.recall_id],),
+        ).fetchall()
+    assert logged == [(None,), (0.0,)]
+    for r in (default, off):
+        assert r.recall_id is not None
+        assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r)
+
+
+def test_a_replay_in_another_scope_or_of_an_unknown_id_is_refused(diary: Conn, embedder: Embedder) -> None:
+    r = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True)
+    assert r.recall_id is not None
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot read scope s"), scoped(diary, "other"):
+        diary.execute(REPLAY, (r.recall_id,))
+    with scoped(diary, "other"), pytest.raises(psycopg.errors.NoDataFound) as err:
+        diary.execute("SELECT * FROM pgmem.replay_logged_recall('other', %s)", (r.recall_id,))
+    assert "is not in the recall log of scope other" in str(err.value)
+    assert "log=True" in (err.value.diag.message_hint or "")
+    for unknown in (r.recall_id + 1, 9223372036854775807):
+        with pytest.raises(psycopg.errors.NoDataFound, match=f"recall {unknown} is not in the recall log"):
+            replay(diary, unknown)
+
+
+@pytest.mark.parametrize(
+    ("args", "sqlstate", "message"),
+    [
+        ((None, 1), "22004", "scope and recall_id must not be NULL"),
+        (("s", None), "22004", "scope and recall_id must not be NULL"),
+        (("s", -1), "22023", "recall_id must be a positive id from the recall log, got -1"),
+        (("s", 0), "22023", "recall_id must be a positive id from the recall log, got 0"),
+    ],
+)
+def test_hostile_replay_arguments_raise_one_clear_error(
+    diary: Conn, args: tuple[object, object], sqlstate: str, message: str
+) -> None:
+    with pytest.raises(psycopg.Error, match=message) as err, scoped(diary, "s"):
+        diary.execute("SELECT * FROM pgmem.replay_logged_recall(%s, %s::bigint)", args)
+    assert err.value.sqlstate == sqlstate
+
+
+def test_a_replay_reads_hostile_logged_results_without_an_error(diary: Conn, embedder: Embedder) -> None:
+    """log_recall stores any JSON a caller sends as results: the replay still runs, marking only
+    well-formed hits, and a fact-plane log is refused with one error."""
+    r = recall(diary, "s", HILLS, embedder, x=2, floor=-1)
+    first = r.groups[0].hits[0]
+    q = embed_query(HILLS, embedder)
+    results = [
+        5,
+        {"part_no": 1e30, "hits": "x"},
+        {"part_no": 1, "hits": [{"piece_id": "abc", "rank": 1}, {"piece_id": 1e40, "rank": 1}, 7,
+                                {"piece_id": first.piece_id, "rank": 2, "turn_index": 1e20}]},
+    ]  # fmt: skip
+    with scoped(diary, "s"):
+        log = "SELECT pgmem.log_recall('s', %s, %s, %s, %s::vector[], 2, -1, NULL, %s, %s::jsonb)"
+        args = (HILLS, q.texts, list(q.blended))
+        rid = diary.execute(log, ("memory", *args, "hybrid", json.dumps(results))).fetchone()
+        fact_rid = diary.execute(log, ("fact", *args, "vector", "[]")).fetchone()
+    assert rid is not None and fact_rid is not None
+    rows = replay(diary, int(str(rid[0])))
+    assert [(p, k, i) for p, k, i, *_ in rows] == ranked(r)
+    assert [(logged, change) for *_, logged, change in rows] == [(2, "moved"), (None, "new")]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="only memory recalls can be replayed"):
+        replay(diary, int(str(fact_rid[0])))

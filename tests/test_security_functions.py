@@ -51,6 +51,23 @@ def test_every_function_pins_search_path(admin_conn: Conn) -> None:
     assert {"pgmem.put_turn", "pgmem.add_facts", "pgmem.log_recall"} <= definers
 
 
+def test_the_logged_recall_readers_run_as_the_caller(admin_conn: Conn) -> None:
+    """explain_logged_recall and replay_logged_recall read the log under the caller's row-level
+    security (SECURITY INVOKER, STABLE), so the app and the read-only role may run them."""
+    rows = admin_conn.execute(
+        """SELECT p.proname, p.prosecdef, p.provolatile,
+                  has_function_privilege('pgmem_app', p.oid, 'EXECUTE'),
+                  has_function_privilege('pgmem_reader', p.oid, 'EXECUTE'),
+                  has_function_privilege('public', p.oid, 'EXECUTE')
+             FROM pg_proc p WHERE p.pronamespace = 'pgmem'::regnamespace
+              AND p.proname IN ('explain_logged_recall', 'replay_logged_recall') ORDER BY 1"""
+    ).fetchall()
+    assert rows == [
+        ("explain_logged_recall", False, "s", True, True, False),
+        ("replay_logged_recall", False, "s", True, True, False),
+    ]
+
+
 PLANTS = [
     # tables that would shadow pgmem's if a function resolved names through the caller's path
     "CREATE TEMP TABLE piece (scope_id text, piece_id bigint, kind text, thread_id text, turn_index int,"
@@ -147,6 +164,10 @@ def test_hostile_scope_and_thread_names_are_data(app_conn: Conn, admin_conn: Con
             "SELECT piece_id FROM pgmem.explain_logged_recall(%s, %s) WHERE verdict = 'kept'", (name, hits.recall_id)
         ).fetchall()
         assert {int(str(r[0])) for r in kept} == {h.piece_id for g in hits.groups for h in g.hits}
+        replayed = app_conn.execute(
+            "SELECT part_no, rank, piece_id, change FROM pgmem.replay_logged_recall(%s, %s)", (name, hits.recall_id)
+        ).fetchall()
+        assert replayed == [(g.part_no, h.rank, h.piece_id, "same") for g in hits.groups for h in g.hits]
         assert app_conn.execute("SELECT pgmem.reblend(%s, 0.7)", (name,)).fetchone() == pieces
     assert remove_document(app_conn, name, name)
     # Stored exactly as given, and every table is still there.

@@ -1732,3 +1732,82 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
 'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
+-- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
+-- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,
+-- and what changed since.
+CREATE OR REPLACE FUNCTION pgmem.replay_logged_recall(scope text, recall_id bigint)
+RETURNS TABLE (part_no integer, rank integer, piece_id bigint, thread_id text, turn_index integer, label text, body text,
+               cosine double precision, score double precision, word_rank integer, logged_rank integer, change text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    l pgmem.recall_log;
+    now_hits pgmem.recall_hit[];
+BEGIN
+    IF scope IS NULL OR recall_id IS NULL THEN
+        RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM pgmem.check_scope(scope);
+    IF recall_id < 1 THEN
+        RAISE EXCEPTION 'recall_id must be a positive id from the recall log, got %', recall_id USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO l FROM pgmem.recall_log r
+     WHERE r.scope_id = replay_logged_recall.scope AND r.recall_id = replay_logged_recall.recall_id;
+    -- An empty replay must mean "nothing is found now", never "no such log row".
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'recall % is not in the recall log of scope %', recall_id, scope USING ERRCODE = 'P0002',
+            HINT = 'A recall is logged with log=True or pgmem recall --log (its recall_id); a log row is deleted with a turn, fact or document it returned (the forget functions) and by the scope''s log retention (log_keep_days, log_keep_rows).';
+    END IF;
+    IF l.plane <> 'memory' THEN
+        RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be replayed', recall_id, l.plane
+            USING ERRCODE = '22023';
+    END IF;
+    -- Every logged argument. A NULL recency was not given by the caller: memory_recall's default
+    -- is what the caller got, so it is left out rather than passed (memory_recall refuses NULL).
+    IF l.recency IS NULL THEN
+        now_hits := ARRAY(SELECT h FROM pgmem.memory_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id,
+                                                        l.mode, metadata_filter => l.metadata_filter,
+                                                        time_from => l.time_from, time_to => l.time_to,
+                                                        since => l.since, until => l.until) h);
+    ELSE
+        now_hits := ARRAY(SELECT h FROM pgmem.memory_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id,
+                                                        l.mode, metadata_filter => l.metadata_filter,
+                                                        time_from => l.time_from, time_to => l.time_to,
+                                                        recency => l.recency, since => l.since, until => l.until) h);
+    END IF;
+    RETURN QUERY
+    WITH logged AS (
+        -- The logged hits (results: the recall's groups, each {part_no, hits: [{rank, piece_id, ...}]}),
+        -- read defensively: a row log_recall took from a caller may hold any JSON.
+        SELECT DISTINCT ON (g.part_no, h.piece_id) g.part_no, h.piece_id, h.rank, h.e
+          FROM (SELECT (a.e ->> 'part_no')::numeric AS part_no, a.e -> 'hits' AS hits
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(l.results) = 'array' THEN l.results ELSE '[]' END) AS a(e)
+                 WHERE jsonb_typeof(a.e -> 'part_no') = 'number' AND jsonb_typeof(a.e -> 'hits') = 'array') g
+          CROSS JOIN LATERAL (
+                SELECT (b.e ->> 'piece_id')::numeric AS piece_id, (b.e ->> 'rank')::numeric AS rank, b.e
+                  FROM jsonb_array_elements(g.hits) AS b(e)
+                 WHERE jsonb_typeof(b.e -> 'piece_id') = 'number' AND jsonb_typeof(b.e -> 'rank') = 'number') h
+         WHERE g.part_no BETWEEN 1 AND 64 AND h.rank BETWEEN 1 AND 1000
+           AND h.piece_id BETWEEN 1 AND 9223372036854775807
+         ORDER BY g.part_no, h.piece_id, h.rank
+    )
+    SELECT coalesce(n.part_no, g.part_no::integer), n.rank, coalesce(n.piece_id, g.piece_id::bigint),
+           CASE WHEN n.piece_id IS NULL THEN g.e ->> 'thread_id' ELSE n.thread_id END,
+           CASE WHEN n.piece_id IS NOT NULL THEN n.turn_index
+                WHEN jsonb_typeof(g.e -> 'turn_index') = 'number'
+                     AND (g.e ->> 'turn_index')::numeric BETWEEN -2147483648 AND 2147483647
+                    THEN (g.e ->> 'turn_index')::numeric::integer END,
+           coalesce(n.label, g.e ->> 'label'), coalesce(n.body, g.e ->> 'body'),
+           n.cosine, n.score, n.word_rank, g.rank::integer,
+           CASE WHEN g.piece_id IS NULL THEN 'new' WHEN n.piece_id IS NULL THEN 'missing'
+                WHEN g.rank = n.rank THEN 'same' ELSE 'moved' END
+      FROM unnest(now_hits) AS n
+      FULL JOIN logged g ON g.part_no = n.part_no AND g.piece_id = n.piece_id
+     ORDER BY 1, n.rank NULLS LAST, g.rank, 3;
+END
+$$;
+COMMENT ON FUNCTION pgmem.replay_logged_recall(text, bigint) IS
+'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until. One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). Settings are not logged: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others are the session''s, and candidates, rrf_k and exact memory_recall''s defaults. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
