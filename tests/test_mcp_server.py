@@ -595,7 +595,87 @@ def test_lines_that_are_not_one_request_get_one_error_each_and_the_server_keeps_
     assert not wrong, f"{len(wrong)} of {len(NOT_A_REQUEST)} lines not answered as JSON-RPC says: {wrong}"
 
 
-def _one_error(before: list[dict[str, Any]], expected: tuple[int, int | None, str] | None) -> bool:
+#: Bytes that are not UTF-8: an invalid start byte, a lone continuation byte, an overlong
+#: encoding of "/", a UTF-8-encoded surrogate (U+D800), a sequence cut short, and a code point
+#: beyond U+10FFFF.
+NOT_UTF8 = [b"\xff", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"\xf4\x90\x80\x80"]
+
+
+def _remember_line(rid: bytes, arguments: bytes) -> bytes:
+    """A remember call as raw bytes: `rid` and `arguments` are JSON text, written as they are."""
+    return b'{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "remember", "arguments": %s}}' % (
+        rid,
+        arguments,
+    )
+
+
+def _not_utf8_lines() -> list[tuple[bytes, int | str | None, bytes]]:
+    """remember calls, each JSON but for bytes that are not UTF-8 inside a string, as raw bytes,
+    with the id the error must carry and the bad bytes (the error names the first and where)."""
+    out: list[tuple[bytes, int | str | None, bytes]] = []
+    for n, bad in enumerate(NOT_UTF8):
+        out += [
+            (_remember_line(b"%d" % (10 + n), b'{"note": "caf%s au lait"}' % bad), 10 + n, bad),
+            (
+                _remember_line(b"%d" % (20 + n), b'{"messages": [{"role": "user", "content": "x%s"}]}' % bad),
+                20 + n,
+                bad,
+            ),
+            # Into the thread that holds a turn, as a replacement of it.
+            (_remember_line(b"%d" % (30 + n), b'{"note": "%s", "thread": "home", "turn_index": 0}' % bad), 30 + n, bad),
+            (_remember_line(b'"r-%d"' % n, b'{"note": "x", "thread": "t%s"}' % bad), f"r-{n}", bad),
+            (_remember_line(b"%d" % (40 + n), b'{"note%s": "x"}' % bad), 40 + n, bad),
+        ]
+    out += [
+        # An id that carries the byte cannot be echoed: null, as for any line whose id is unknown.
+        (_remember_line(b'"r\xff"', b'{"note": "x"}'), None, b"\xff"),
+        # A notification and a response are not JSON either: one -32700 with id null each.
+        (
+            b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "\xff"}}',
+            None,
+            b"\xff",
+        ),
+        (b'{"jsonrpc": "2.0", "id": 6, "result": {"x": "\xff"}}', None, b"\xff"),
+    ]
+    return out
+
+
+def test_raw_stdio_bytes_not_utf8_inside_a_request_are_refused_and_nothing_is_stored(
+    db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    """A line that is JSON but for a byte that is not UTF-8 inside a string (the SDK's stdin reads
+    such a byte as U+FFFD, so the note was stored altered, without a word) is not JSON (RFC 8259
+    takes UTF-8 only): it gets one -32700 error naming the byte and its offset, with the request's
+    id so the client's call ends at once, and nothing is stored or replaced. Each line is followed
+    by a ping that must be answered; the session then stores a valid note, U+FFFD included."""
+    kept = "the spare key is under the blue pot"
+    got: list[list[dict[str, Any]]] = []
+    lines = _not_utf8_lines()
+    with _raw_server(db_url, tmp_path) as raw:
+        raw.send(_remember_line(b"2", json.dumps({"note": kept}).encode()))
+        assert raw.answer(2)["result"]["structuredContent"]["turn_index"] == 0
+        for n, (line, _, _) in enumerate(lines):
+            raw.send(line)
+            raw.send(json.dumps({"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"}))
+            *before, pong = raw.until(1000 + n)
+            assert pong == {"jsonrpc": "2.0", "id": 1000 + n, "result": {}}, pong
+            got.append(before)
+        raw.send(_remember_line(b"3", '{"note": "valid \ufffd stays", "thread": "ok"}'.encode()))
+        assert raw.answer(3)["result"]["structuredContent"]["thread"] == "ok"
+    wrong = []
+    for (line, rid, bad), before in zip(lines, got, strict=True):
+        expected = (PARSE_ERROR, rid, f"not UTF-8 (byte 0x{bad[0]:02X} at offset {line.index(bad)})")
+        if not _one_error(before, expected):
+            wrong.append((line[:80], before))
+    assert not wrong, f"{len(wrong)} of {len(lines)} lines not refused: {wrong}"
+    stored = admin_conn.execute("SELECT thread_id, turn_index, messages FROM pgmem.turn ORDER BY thread_id").fetchall()
+    assert stored == [
+        ("home", 0, [{"role": "user", "content": kept}]),
+        ("ok", 0, [{"role": "user", "content": "valid \ufffd stays"}]),
+    ]
+
+
+def _one_error(before: list[dict[str, Any]], expected: tuple[int, int | str | None, str] | None) -> bool:
     """Whether what a line got is what it should: nothing, or exactly one error response (id,
     code and a one-line message holding the expected words)."""
     if expected is None or len(before) != 1:

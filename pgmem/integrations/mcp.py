@@ -12,7 +12,7 @@ messages never reach the client. Before a tool runs, an argument it does not hav
 Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
 line, anything nested too deeply for its parser is cut (`guard_line`), and a line that is not one
 JSON-RPC message gets the one error JSON-RPC 2.0 prescribes (`screen_line`): the SDK drops such a
-line unanswered."""
+line unanswered, and would read a byte that is not UTF-8 as U+FFFD (a note stored altered)."""
 
 from __future__ import annotations
 
@@ -717,23 +717,25 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
     integer for a notification: the client waits for an answer that never comes. JSON-RPC 2.0
     answers a line that is not JSON with -32700 and id null, and JSON that is not a request
     object with -32600 (id null unless it has a usable one); it never answers a notification
-    or a response, and a blank line is no message at all."""
+    or a response, and a blank line is no message at all. A line with a byte that is not UTF-8
+    anywhere is not JSON: -32700, with the request's id when the rest of it is a request."""
     if not raw.strip():
         return None, None
     bad = _ESCAPED_BYTE.search(raw)
-    # Bytes that are not UTF-8 read as U+FFFD, as the SDK's own stdin reads them; a line that
-    # is JSON with them is served as before.
-    line = guard_line(raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if bad else raw)
+    if bad:
+        # JSON text is UTF-8 (RFC 8259, 8.1): such a line is not JSON, even when the byte is
+        # inside a string. Read as U+FFFD (as the SDK's own stdin reads it), a remembered note
+        # was stored altered without a word; now nothing of the line is run.
+        at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
+        reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
+        return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}")
+    line = guard_line(raw)
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         if errors and errors[0]["type"] == "json_invalid":
-            if bad:
-                at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
-                reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
-            else:
-                reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
+            reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
             return None, _error_reply(None, PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
         return None, _invalid_reply(pydantic_core.from_json(line))
     if isinstance(message, JSONRPCNotification) and '"id"' in line:
@@ -742,6 +744,23 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         if isinstance(value, dict) and "id" in value:
             return None, _invalid_reply(value)
     return line, None
+
+
+def _request_id(raw: str) -> object:
+    """The id of a line that is a request but for bytes that are not UTF-8 (as surrogateescape
+    hands them over, which Python's parser keeps in strings), so that the request's error ends
+    the client's wait for it (JSON-RPC 2.0 wants null only when the id cannot be read): a string
+    or an integer holding no such byte. Else None: not a request, or an id not to be trusted."""
+    try:
+        value = json.loads(_cut_deep(raw))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0" or not isinstance(value.get("method"), str):
+        return None
+    rid = value.get("id")
+    if isinstance(rid, str) and not _ESCAPED_BYTE.search(rid):
+        return rid
+    return rid if isinstance(rid, int) and not isinstance(rid, bool) else None
 
 
 def _invalid_reply(value: object) -> JSONRPCError | None:
