@@ -24,7 +24,7 @@ from langgraph.store.postgres import PostgresStore
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import ConfigError, DatabaseError
-from pgmem.integrations.langgraph import PgmemStore
+from pgmem.integrations.langgraph import PgmemStore, field_texts, text_hash
 from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
 from tests.helpers import CountingEmbedder
 
@@ -186,7 +186,7 @@ def test_a_newer_value_in_pgmem_is_kept_and_a_source_change_is_copied(source_url
 
 @pytest.mark.parametrize("indexed", ["pieces", "own embed"])
 def test_an_application_put_between_the_imports_read_and_write_is_kept(
-    source_url: str, conn: Conn, app_url: str, embedder: Embedder, indexed: str
+    source_url: str, conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder, indexed: str
 ) -> None:
     """The application writes a key of the page after the import read it (absent, so the
     import decided to write the source's copy) and before the import's write: the import keeps
@@ -214,6 +214,23 @@ def test_an_application_put_between_the_imports_read_and_write_is_kept(
     assert _pgmem_items(store)[(("users", "u1"), "pets")] == {"text": "Luna swims in the lake now."}
     hits = store.search(("users", "u1"), query="Where does Luna swim?", limit=1)
     assert [(h.key, h.value) for h in hits] == [("pets", {"text": "Luna swims in the lake now."})]
+    # What search reads is the application's too: the source's turn or field vectors are not
+    # written for the put kept (both are about Luna, so the search above ranks "pets" first either way).
+    if indexed == "own embed":
+        stored = admin_conn.execute(
+            "SELECT array_agg(text_hash ORDER BY field_no) FROM pgmem.store_vector"
+            " WHERE scope_id = 'users/u1' AND item_key = 'pets'"
+        ).fetchone()
+        texts = field_texts({"text": "Luna swims in the lake now."}, store.fields)
+        assert texts and stored == ([text_hash(t) for _, t in texts],)
+    else:
+        bodies = [
+            str(r[0])
+            for r in admin_conn.execute(
+                "SELECT body FROM pgmem.piece WHERE scope_id = 'users/u1' AND thread_id = 'item:pets'"
+            )
+        ]
+        assert bodies and all("baths" not in b and "lake" in b for b in bodies), bodies
 
 
 def test_a_conditional_put_item_keeps_what_is_newer_and_writes_the_rest(conn: Conn, admin_conn: Conn) -> None:
@@ -638,6 +655,11 @@ def test_note_store_namespace_lists_only_a_namespace_that_holds_items(
     assert note(scope) is True and note(scope) is False
     assert other.list_namespaces() == [ns]
     assert note("empty", scope_setting="empty") is False
+    # A scope that exists but holds no item (its one item deleted): nothing to list either.
+    PgmemStore(conn, embedder=embedder).put(("gone",), "k", {"text": "gone"}, index=False)
+    PgmemStore(conn, embedder=embedder).delete(("gone",), "k")
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope WHERE scope_id = 'gone'").fetchone() == (1,)
+    assert note("gone", scope_setting="gone") is False
     assert note("x" * 1_000_000, scope_setting="x" * 1_000_000) is False
     for arg, kwargs, error in [
         (None, {}, psycopg.errors.NullValueNotAllowed),
