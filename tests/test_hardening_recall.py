@@ -266,6 +266,19 @@ def test_a_logged_recall_of_a_message_over_100000_bytes_is_refused_before_it_is_
         assert store.execute("SELECT message FROM pgmem.recall_log").fetchall() == [(at,)]
     # Without logging, a message of any size is recalled as before.
     assert recall(store, SCOPE, at * 3, emb, floor=-1.0).groups
+    # recall_vectors with log=True checks its message and its part texts together the same way,
+    # before the recall runs (the SQL refusal, after it, has no "in a logged recall").
+    head, tail = _sized("charter é ", 60_000), _sized("invoice ", 40_000)
+    vectors = hash_vector("q")[None, :].repeat(2, axis=0)
+    for message, texts, says in [
+        (at + "x", ["q", "r"], "message is 100001 bytes"),
+        ("m", [head, tail + "x"], "part_texts are 100001 bytes together"),
+    ]:
+        with pytest.raises(InputError, match=rf"^{says}; at most 100,000 in a logged recall$"):
+            recall_vectors(store, SCOPE, texts, vectors, message=message, log=True, floor=-1.0)
+    assert recall_vectors(store, SCOPE, [head, tail], vectors, message="m", log=True, floor=-1.0).recall_id
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (2,)
 
 
 def test_candidate_helpers_keep_the_public_caps(store: Conn) -> None:
