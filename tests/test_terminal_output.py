@@ -108,6 +108,11 @@ def test_recall_error_quoting_a_thread_is_escaped(
     out, err = capsys.readouterr()
     inert(out + err)
     assert "nosuch\\x1b]52;c;eA==\\x07" in err
+    # facts search's refusal quotes a scope that holds no fact the same way.
+    assert main(["facts", "search", "dogs", "--scope", "nofacts\x1b]52;c;eA==\x07"]) == 1
+    out, err = capsys.readouterr()
+    inert(out + err)
+    assert "nofacts\\x1b]52;c;eA==\\x07" in err
 
 
 def test_facts_search_prints_stored_control_characters_escaped(
@@ -141,7 +146,8 @@ def test_docs_search_prints_stored_control_characters_escaped(
     tty: bool,
 ) -> None:
     assert add_documents(conn, "s", [Document(DOC_ID, DOC)], embedder).inserted == 1
-    args = ["docs", "search", "which dogs do I have", "--scope", "s", "-x", "1", "--floor", "-1"]
+    message = "which dogs \x1b[5mdo I have\u202e?"  # the caller's own message is quoted too
+    args = ["docs", "search", message, "--scope", "s", "-x", "1", "--floor", "-1"]
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
     assert main(args) == 0
     out, err = capsys.readouterr()
@@ -150,6 +156,7 @@ def test_docs_search_prints_stored_control_characters_escaped(
     out = out.replace(ANSI_ON, "").replace(ANSI_OFF, "")
     inert(out + err)
     assert "notes/\\x1b[8mdogs.md · Dogs \\x1b]0;pwned\\x07\\u202eflipped" in out
+    assert "which dogs \\x1b[5mdo I have\\u202e?" in out
     assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in out
     # Markdown's line ends (\r\n, and a lone \r) still end the printed lines, as before.
     assert "\\r" not in out
@@ -181,6 +188,32 @@ def test_stats_prints_a_scope_name_escaped(
     out, err = capsys.readouterr()
     inert(out + err)
     assert out.splitlines()[1].startswith("s\\x1b[31m\\u202e ")
+    # recall --log quotes the scope in the psql line it suggests.
+    assert main(["recall", "dogs", "--scope", scope, "--floor", "-1", "--log"]) == 0
+    out, err = capsys.readouterr()
+    inert(out + err)
+    assert "pgmem.explain_logged_recall('s\\x1b[31m\\u202e', " in out
+
+
+def test_failure_lines_quoting_input_are_escaped(cli: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ingest's and docs add's failure lines quote the file's name (the `file:line` of a line not
+    read, of a turn refused and of a turn superseded; a document's id): shown, not acted on."""
+    turns = tmp_path / "turns\x1b[2J.jsonl"
+    empty = {"scope": "s", "thread": THREAD, "turn": 0, "messages": [{"role": "user", "content": " "}]}
+    again = {**empty, "turn": 1, "messages": [{"role": "user", "content": "Biscuit sleeps."}]}
+    turns.write_text("\n".join(["not json", json.dumps(empty), json.dumps(again), json.dumps(again)]) + "\n")
+    assert main(["ingest", str(turns)]) == 1
+    out, err = capsys.readouterr()
+    inert(out + err)
+    assert "failed " + str(tmp_path) + "/turns\\x1b[2J.jsonl:1: not valid JSON" in err  # a line unread
+    assert "failed turn ('s', 't\\x1b[31m', 0): " in err  # a turn refused, its thread quoted
+    assert "superseded turn ('s', 't\\x1b[31m', 1): " in err
+    doc = tmp_path / "notes\u202e.md"
+    doc.write_bytes(b"# Dogs\n\n\xff\xfe not UTF-8\n")
+    assert main(["docs", "add", str(doc), "--scope", "s"]) == 1
+    out, err = capsys.readouterr()
+    inert(out + err)
+    assert "failed " + str(tmp_path) + "/notes\\u202e.md: " in err
 
 
 def test_error_lines_quoting_input_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
