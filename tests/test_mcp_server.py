@@ -627,6 +627,8 @@ def _not_utf8_lines() -> list[tuple[bytes, int | str | None, bytes]]:
             (_remember_line(b"%d" % (40 + n), b'{"note%s": "x"}' % bad), 40 + n, bad),
         ]
     out += [
+        # The offset is in bytes: after a character of two bytes, it is not the character count.
+        (_remember_line(b"50", b'{"note": "caf\xc3\xa9 \xff"}'), 50, b"\xff"),
         # An id that carries the byte cannot be echoed: null, as for any line whose id is unknown.
         (_remember_line(b'"r\xff"', b'{"note": "x"}'), None, b"\xff"),
         # A notification and a response are not JSON either: one -32700 with id null each.
