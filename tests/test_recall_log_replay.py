@@ -8,6 +8,7 @@ its async twin and the CLI."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from datetime import datetime
 from typing import Any
@@ -284,6 +285,29 @@ def test_a_logged_recall_without_a_recency_replays_with_the_default(diary: Conn,
     for r in (default, off):
         assert r.recall_id is not None
         assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r)
+
+
+@pytest.mark.parametrize("recency", [None, 0.0], ids=["no recency logged", "recency logged"])
+def test_each_logged_argument_is_replayed_with_or_without_a_logged_recency(
+    diary: Conn, embedder: Embedder, recency: float | None
+) -> None:
+    """replay_logged_recall calls memory_recall two ways (with the logged recency, or without one
+    when none was logged): in each, the mode, since / until, the thread, the metadata filter and
+    the time window are replayed. Each recall here is one whose answer that argument changes."""
+    again = ingest_turns(diary, [dataclasses.replace(diary_turn(0, DIARY[0][2]), thread="u")], embedder)
+    assert again.inserted == 1  # the hills turn again, in another thread
+    rec: dict[str, Any] = {} if recency is None else {"recency": recency}
+    cases: dict[str, dict[str, Any]] = {
+        "vector mode": {"mode": "vector"},
+        "since / until": {"since": at("04-01"), "until": at("07-10")},
+        "thread": {"thread": "t"},
+        "filter and window": VOICE_IN_MAY,
+    }
+    for name, args in cases.items():
+        r = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True, **rec, **args)
+        assert r.recall_id is not None
+        assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r), name
+        assert ranked(recall(diary, "s", HILLS, embedder, x=4, floor=-1, **rec)) != ranked(r), name
 
 
 def test_a_replay_in_another_scope_or_of_an_unknown_id_is_refused(diary: Conn, embedder: Embedder) -> None:
