@@ -119,6 +119,8 @@ def endpoint() -> Iterator[Endpoint]:
             if self.client_gone():
                 with ep.lock:
                     ep.log.append(("gone", 0.0))
+                    # A failure the client saw: counted, so it still gets an answer within its attempts.
+                    ep.bad_in_a_row += 1
                 return
             ep.auth.append(self.headers.get("Authorization", ""))
             texts = [str(t) for t in body["input"]]
