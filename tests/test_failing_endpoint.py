@@ -100,7 +100,7 @@ def endpoint() -> Iterator[Endpoint]:
             send(self, status, payload, headers)
 
         def client_gone(self) -> bool:
-            """The client hung up (its 0.3 s timeout passed while this thread waited for a core):
+            """The client hung up (its 1 s timeout passed while this thread waited for a core):
             such a request is logged as "gone", not answered: the client's wait was for its
             timeout, not for a 429 the log would otherwise say it was answered."""
             timeout = self.connection.gettimeout()
@@ -142,7 +142,7 @@ def endpoint() -> Iterator[Endpoint]:
                 elif behaviour in ("500", "503"):
                     self.answer(int(behaviour), error)
                 elif behaviour == "timeout":
-                    time.sleep(0.8)  # the client gives up after 0.3 s
+                    time.sleep(2.0)  # the client gives up after 1 s
                     self.answer(200, _embeddings_body([], body["model"], b64))
                 elif behaviour == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -177,7 +177,7 @@ def make_embedder(ep: Endpoint, sleeps: list[float]) -> OpenAIEmbedder:
         base_url=ep.url,
         sleep=sleeps.append,  # recorded, not slept: the test checks every wait
         max_inputs=16,
-        timeout=0.3,
+        timeout=1.0,
         backoff_base=0.05,
     )
 
