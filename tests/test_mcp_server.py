@@ -706,3 +706,23 @@ def test_the_guard_cuts_only_what_is_too_deep() -> None:
         node, depth = node["a"][0], depth + 2
     assert node == "pgmem: cut, nested too deeply" and depth <= TRIM_DEPTH + 1
     assert guard_line("[" * 500 + "not json") == "[" * 500 + "not json"
+
+
+def test_raw_stdio_a_carriage_return_between_tokens_does_not_split_a_request(
+    db_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    """JSON allows \\r as whitespace between tokens, and a message ends at \\n: a request with a
+    bare \\r inside it is one request, answered once, and so is one whose line ends in \\r\\n.
+    Read with universal newlines, the \\r split it into two lines that were not JSON (two parse
+    errors, the request never answered), and a remember call's note was lost."""
+    with _raw_server(db_url, tmp_path) as raw:
+        raw.send('{"jsonrpc": "2.0",\r"id": 7,\r"method": "ping"}')
+        replies = raw.until(7)
+        assert replies == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
+        call = {"name": "remember", "arguments": {"note": "The spare key is under the blue flowerpot."}}
+        line = '{"jsonrpc": "2.0", "id": 8,\r"method": "tools/call", "params": ' + json.dumps(call) + "}\r"
+        raw.send(line)  # and ends in \r\n
+        answer = raw.answer(8)
+        assert "error" not in answer and not answer["result"].get("isError"), answer
+    bodies = [str(r[0]) for r in admin_conn.execute("SELECT body FROM pgmem.piece WHERE scope_id = 's'")]
+    assert any("blue flowerpot" in b for b in bodies), bodies

@@ -835,7 +835,11 @@ class _GuardedLines:
 
 async def _run_stdio(server: MCPServer) -> None:
     # surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line).
-    stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+    # newline="\n": a message ends at \n (MCP's stdio transport); a \r is JSON whitespace, and
+    # universal newlines split a request holding one into two lines that are not JSON.
+    stdin = anyio.wrap_file(
+        io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n")
+    )
     guarded = _GuardedLines(stdin)
     async with stdio_server(stdin=cast("anyio.AsyncFile[str]", guarded)) as (read_stream, write_stream):
         guarded.attach(write_stream)
