@@ -36,21 +36,23 @@ TURNS = [
 ]
 
 
+def dated_turn(i: int, day: str, channel: str, text: str) -> Turn:
+    """Turn i of thread t in scope s, on that day of 2026, with its channel as metadata."""
+    return turn_from_dict(
+        {
+            "scope": "s",
+            "thread": "t",
+            "turn": i,
+            "time": f"2026-{day}T10:00:00Z",
+            "metadata": {"channel": channel},
+            "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
+        }
+    )
+
+
 @pytest.fixture
 def store(conn: Conn, embedder: Embedder) -> Conn:
-    turns = [
-        turn_from_dict(
-            {
-                "scope": "s",
-                "thread": "t",
-                "turn": i,
-                "time": f"2026-{day}T10:00:00Z",
-                "metadata": {"channel": channel},
-                "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
-            }
-        )
-        for i, (day, channel, text) in enumerate(TURNS)
-    ]
+    turns = [dated_turn(i, day, channel, text) for i, (day, channel, text) in enumerate(TURNS)]
     assert ingest_turns(conn, turns, embedder).inserted == len(TURNS)
     return conn
 
@@ -192,16 +194,7 @@ REPLAY = "SELECT part_no, rank, piece_id, turn_index, logged_rank, change FROM p
 
 def diary_turn(i: int, text: str) -> Turn:
     day, channel, _ = DIARY[i]
-    return turn_from_dict(
-        {
-            "scope": "s",
-            "thread": "t",
-            "turn": i,
-            "time": f"2026-{day}T10:00:00Z",
-            "metadata": {"channel": channel},
-            "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
-        }
-    )
+    return dated_turn(i, day, channel, text)
 
 
 @pytest.fixture
