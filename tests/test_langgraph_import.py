@@ -4,11 +4,13 @@ PgmemStore connected as the application login, embedding them with the local mod
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,11 @@ pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is
 
 from langgraph.store.postgres import PostgresStore
 
+from pgmem import forget_scope, forget_thread
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.errors import ConfigError, DatabaseError
-from pgmem.integrations.langgraph import PgmemStore, field_texts, text_hash
+from pgmem.integrations.langgraph import PgmemStore, field_texts, item_thread, text_hash
 from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
 from tests.helpers import CountingEmbedder
 
@@ -313,7 +316,7 @@ def test_hostile_items_are_reported_with_their_key_and_the_rest_imported(
     assert done.returncode == 1, done.stderr
     assert done.stdout.strip() == (
         f"read {len(ITEMS) + len(HOSTILE)} · imported 0 · unchanged {len(ITEMS)} · kept 0 (newer in pgmem) · "
-        f"expired 0 · failed {len(HOSTILE)}"
+        f"deleted 0 (in pgmem since) · expired 0 · failed {len(HOSTILE)}"
     )
     lines = [line for line in done.stderr.splitlines() if line.startswith("pgmem: failed: ")]
     assert len(lines) == len(HOSTILE) and all(len(line) < 700 for line in lines)
@@ -690,3 +693,165 @@ def test_arguments_of_another_type_are_config_errors(source_url: str, store: Pgm
     with pytest.raises(ConfigError, match="store must be a PgmemStore"):
         import_postgres_store(source_url, None)  # type: ignore[arg-type]
     assert store.list_namespaces() == []
+
+
+def test_an_item_deleted_in_pgmem_is_not_imported_again(source_url: str, store: PgmemStore, conn: Conn) -> None:
+    """An item the application deleted in pgmem after the source's copy was written stays
+    deleted: by `delete` (also of a key no import had written yet) and by a forget of the item's
+    thread. A source copy written after the delete is imported; an application put after it
+    writes the key again as always (and the next import keeps it)."""
+    store.delete(("docs",), "readme")  # before any import: the source's copy is older
+    first = import_postgres_store(source_url, store)
+    assert (first.imported, first.deleted, first.failed) == (len(ITEMS) - 1, 1, [])
+    store.delete(("users", "u1"), "pets")
+    forget_thread(conn, "users/u2", item_thread("car"))  # the item goes with its thread
+    again = import_postgres_store(source_url, store)
+    assert (again.imported, again.unchanged, again.deleted) == (0, len(ITEMS) - 3, 3)
+    assert "deleted 3 (in pgmem since)" in again.summary()
+    items = _pgmem_items(store)
+    gone = {(("docs",), "readme"), (("users", "u1"), "pets"), (("users", "u2"), "car")}
+    assert items == {(ns, k): v for ns, k, v in ITEMS if (ns, k) not in gone}
+    assert all(h.key != "pets" for h in store.search(("users", "u1"), query="Luna the dog and baths", limit=5))
+
+    with PostgresStore.from_conn_string(source_url) as lg:  # the source, after the delete
+        lg.put(("users", "u1"), "pets", {"text": "Luna has a new collar."})
+    store.put(("docs",), "readme", {"title": "Setup", "body": "Run make up."})  # the application, again
+    third = import_postgres_store(source_url, store)
+    assert (third.imported, third.kept, third.deleted) == (1, 1, 1)  # pets; readme; car
+    items = _pgmem_items(store)
+    assert items[(("users", "u1"), "pets")] == {"text": "Luna has a new collar."}
+    assert items[(("docs",), "readme")] == {"title": "Setup", "body": "Run make up."}
+    assert (("users", "u2"), "car") not in items
+
+
+def test_a_delete_between_the_imports_read_and_write_stays(source_url: str, store: PgmemStore, app_url: str) -> None:
+    """The application deletes a key after the import read it (stored, older than the source's
+    changed copy) and before the import's write: the key stays deleted."""
+    import_postgres_store(source_url, store)
+    with PostgresStore.from_conn_string(source_url) as lg:
+        lg.put(("users", "u1"), "work", {"text": "Now drives the harbour's night ferry."})
+    read = store.batch
+    raced: list[str] = []
+
+    def batch_then_app_deletes(ops: Any) -> Any:
+        out = read(ops)
+        if not raced and any((tuple(op.namespace), op.key) == (("users", "u1"), "work") for op in ops):
+            with connect(app_url) as c:
+                PgmemStore(c).delete(("users", "u1"), "work")
+            raced.append("work")
+        return out
+
+    store.batch = batch_then_app_deletes  # type: ignore[method-assign]
+    report = import_postgres_store(source_url, store)
+    assert raced == ["work"]
+    assert (report.imported, report.deleted, report.failed) == (0, 1, [])
+    assert (("users", "u1"), "work") not in _pgmem_items(store)
+
+
+def _cond_put(c: Conn, key: str) -> tuple[bool, bool]:
+    """A conditional put_item of `key` in the open transaction of `c`: (written, created_at is NULL)."""
+    c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+    c.execute("SELECT set_config('pgmem.scope', 'race', true)")
+    row = c.execute(
+        "SELECT written, created_at IS NULL FROM pgmem.put_item('race', '{race}', %s, '{\"v\": 1}',"
+        " unless_newer_than => '2000-01-01')",
+        (key,),
+    ).fetchone()
+    assert row is not None
+    return bool(row[0]), bool(row[1])
+
+
+def _waiting(admin_conn: Conn, pid: int) -> bool:
+    row = admin_conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def _in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # reported by the test
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def _wait_until(cond: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("first", ["import", "delete", "forget"])
+def test_a_delete_and_an_imports_put_of_one_key_at_once(app_url: str, admin_conn: Conn, first: str) -> None:
+    """A conditional put (an import) and a delete of the same key in flight at once, each on its
+    own connection as the app login: whichever commits first, the key ends deleted and
+    remembered. `import` first: the put inserted a new row the delete cannot see yet, so the
+    delete waits for the key's lock. `delete` first: the put waits for it and writes nothing.
+    `forget` first: a forget of the item's thread holds the row; the put waits for it and
+    writes nothing."""
+    with connect(app_url) as setup, setup.transaction():  # an indexed item for the forget to take
+        setup.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        setup.execute("SELECT set_config('pgmem.scope', 'race', true)")
+        setup.execute("SELECT pgmem.put_item('race', '{race}', 'other', '{\"v\": 0}')")
+        if first == "forget":
+            setup.execute("SELECT pgmem.put_item('race', '{race}', 'k', '{\"v\": 0}', thread => 'item:k')")
+    with connect(app_url) as a, connect(app_url) as b:
+        if first == "import":
+            a.execute("BEGIN")
+            assert _cond_put(a, "k") == (True, False)
+
+            def delete() -> object:
+                with b.transaction():
+                    b.execute("SELECT set_config('pgmem.scope', 'race', true)")
+                    return b.execute("SELECT pgmem.delete_item('race', 'k')").fetchone()
+
+            t, out = _in_thread(delete)
+            _wait_until(lambda: _waiting(admin_conn, b.info.backend_pid))
+            a.execute("COMMIT")
+            t.join(30)
+            assert out == [(True,)]  # it saw the put's row once the put committed
+        else:
+            b.execute("BEGIN")
+            b.execute("SELECT set_config('pgmem.scope', 'race', true)")
+            if first == "delete":
+                b.execute("SELECT pgmem.delete_item('race', 'k')")
+            else:
+                b.execute("SELECT pgmem.forget_thread('race', 'item:k')")
+
+            def put() -> object:
+                with a.transaction():
+                    return _cond_put(a, "k")
+
+            t, out = _in_thread(put)
+            _wait_until(lambda: _waiting(admin_conn, a.info.backend_pid))
+            b.execute("COMMIT")
+            t.join(30)
+            assert out == [(False, True)]  # not written: deleted after its time
+    stored = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = 'race' ORDER BY 1").fetchall()
+    assert stored == [("other",)]
+    tombs = admin_conn.execute("SELECT key_hash FROM pgmem.store_tombstone WHERE scope_id = 'race'").fetchall()
+    assert tombs == [(hashlib.sha256(b"k").digest(),)]
+
+
+def test_a_deleted_key_is_remembered_by_its_hash_for_30_days(conn: Conn, admin_conn: Conn) -> None:
+    """pgmem.store_tombstone holds the sha256 of a deleted key and the time, never the key; a
+    delete removes its scope's records older than 30 days (not another scope's); forget_scope
+    removes the scope's."""
+    store = PgmemStore(conn)
+    for ns in (("t", "a"), ("t", "b")):
+        store.put(ns, "alice@example.com", {"note": "x"})
+        store.delete(ns, "alice@example.com")
+    dump = admin_conn.execute("SELECT t::text FROM pgmem.store_tombstone t").fetchall()
+    assert len(dump) == 2 and not any("alice" in str(r[0]) for r in dump)
+    admin_conn.execute("UPDATE pgmem.store_tombstone SET deleted_at = now() - interval '31 days'")
+    store.delete(("t", "a"), "bob")  # a missing key: remembered all the same
+    rows = admin_conn.execute("SELECT scope_id, key_hash FROM pgmem.store_tombstone ORDER BY 1").fetchall()
+    assert rows == [("t/a", hashlib.sha256(b"bob").digest()), ("t/b", hashlib.sha256(b"alice@example.com").digest())]
+    forget_scope(conn, "t/b")
+    assert admin_conn.execute("SELECT scope_id FROM pgmem.store_tombstone").fetchall() == [("t/a",)]

@@ -847,11 +847,12 @@ class _StoreLogic:
         *,
         skip_current: bool = True,
         unless_newer: Mapping[tuple[str, str], datetime] | None = None,
-    ) -> Call[set[tuple[str, str]]]:
+    ) -> Call[dict[tuple[str, str], str]]:
         """The batch's puts and deletes, in (scope, key) order, in the driver's one transaction.
         `unless_newer` ((scope, key) -> time): those puts are conditional (put_item's
-        unless_newer_than, an import): an item updated after the time is kept, with no turn or
-        vectors written for the put; returns the (scope, key) of the puts so kept.
+        unless_newer_than, an import): an item updated after the time is kept, and a key deleted
+        after it stays deleted, with no turn or vectors written for the put; returns the
+        (scope, key) of each put not written, with why: "kept" or "deleted".
         Texts are embedded across the whole batch: a field embedder's in one request before any
         row is locked, leaving out (with `skip_current`) the items whose stored vectors are
         already those of their texts (pgmem.store_vectors_current: same paths, texts and model);
@@ -885,7 +886,7 @@ class _StoreLogic:
             vectors = yield from self._embed_fields(fe, {i: t for i, t in texts.items() if i not in current})
         # Items searched through their turns, by scope: (key, thread, messages).
         searched: dict[str, list[tuple[str, str, list[dict[str, Any]]]]] = {}
-        not_written: set[tuple[str, str]] = set()
+        not_written: dict[tuple[str, str], str] = {}
         for op in puts:
             scope = namespace_scope(op.namespace)
             if op.value is None:
@@ -900,7 +901,7 @@ class _StoreLogic:
             since = unless_newer.get(ident) if unless_newer else None
             written = yield Query(
                 scope,
-                """SELECT written FROM pgmem.put_item(
+                """SELECT written, created_at IS NULL FROM pgmem.put_item(
                        scope => %s, namespace => %s, item_key => %s, value => %s::jsonb, thread => %s,
                        ttl_minutes => %s, model_id => %s, field_paths => %s, text_hashes => %s,
                        keep_vectors => %s, unless_newer_than => %s)""",
@@ -921,7 +922,7 @@ class _StoreLogic:
                 wait=since is not None,  # only a conditional put's answer is read
             )
             if since is not None and not (written and written[0]):
-                not_written.add(ident)
+                not_written[ident] = "deleted" if written and written[1] else "kept"
                 continue
             if ident in vectors:
                 yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
@@ -946,7 +947,7 @@ class _StoreLogic:
 
     def _writes_calls(
         self, puts: list[PutOp], unless_newer: Mapping[tuple[str, str], datetime] | None = None
-    ) -> Callable[[], Call[set[tuple[str, str]]]]:
+    ) -> Callable[[], Call[dict[tuple[str, str], str]]]:
         """The batch's write call, a new one for each attempt: the first leaves out of the
         embedding request the items whose vectors it read as current; one run again (it lost a
         race: 40001 when such vectors changed, or a deadlock) embeds every text, so a put that
@@ -1316,17 +1317,18 @@ class PgmemStore(_StoreLogic, BaseStore):
             self._run(self._writes_calls(writes))
         return results
 
-    def _put_unless_newer(self, puts: Sequence[tuple[PutOp, datetime | None]]) -> list[bool]:
+    def _put_unless_newer(self, puts: Sequence[tuple[PutOp, datetime | None]]) -> list[str]:
         """Puts in one transaction, as `batch` writes them, each one conditional on its time
-        (None: none): an item updated after it is kept (put_item's unless_newer_than, decided
-        under the item's lock, so a put committed since the caller read the item is never
-        overwritten). Whether each was written. For `import_postgres_store`: one op a key."""
+        (None: none): an item updated after it is kept, and a key deleted after it stays deleted
+        (put_item's unless_newer_than, decided under the item's lock, so a put or a delete
+        committed since the caller read the item is never undone). For each put "written",
+        "kept" or "deleted". For `import_postgres_store`: one op a key."""
         ops, _, writes = self._plan([op for op, _ in puts])
         if len(writes) != len(ops) or any(not isinstance(op, PutOp) or op.value is None for op in ops):
             raise InputError("conditional puts take one put (not a delete) a key")
         since = {(namespace_scope(op.namespace), op.key): t for op, t in puts if t is not None}
-        kept = self._run(self._writes_calls(writes, since))
-        return [(namespace_scope(op.namespace), op.key) not in kept for op, _ in puts]
+        skipped = self._run(self._writes_calls(writes, since))
+        return [skipped.get((namespace_scope(op.namespace), op.key), "written") for op, _ in puts]
 
     def _note_namespaces(self, namespaces: Iterable[tuple[str, ...]]) -> None:
         """List `namespaces` in the store's directory where their items are stored already (by a

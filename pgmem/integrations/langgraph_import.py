@@ -18,6 +18,10 @@ the store's model and takes the store's locks in their documented order. Per ite
   it since); written before: replaced by the source's (the source changed since). The put is
   conditional and decided again under the item's lock (put_item's unless_newer_than), so an
   application's put that commits between the import's read and its write is kept too;
+- no item in pgmem because the application deleted it there after the source's `updated_at`
+  (`delete`, or a forget of the item's thread; pgmem remembers a deleted key 30 days,
+  pgmem.store_tombstone): deleted, not written again. A delete that commits between the
+  import's read and its write counts too (the key's lock, pgmem._store_key_lock);
 - unchanged or kept, its namespace is listed in the store's directory all the same
   (pgmem.note_store_namespace; nothing written or embedded): an import into a second directory
   of a database that holds the items lists every namespace;
@@ -67,12 +71,14 @@ DEFAULT_TABLE = "store"
 
 @dataclass
 class ImportReport:
-    """What an import did. `read` = imported + unchanged + kept + expired + len(failed)."""
+    """What an import did. `read` = imported + unchanged + kept + deleted + expired + len(failed)."""
 
     read: int = 0
     imported: int = 0
     unchanged: int = 0
     kept: int = 0
+    #: Items the application deleted in pgmem after the source's copy was written: not written.
+    deleted: int = 0
     expired: int = 0
     #: (namespace, key, error) of each item that could not be stored.
     failed: list[tuple[tuple[str, ...] | str, str, str]] = field(default_factory=list)
@@ -84,7 +90,8 @@ class ImportReport:
     def summary(self) -> str:
         return (
             f"read {self.read} · imported {self.imported} · unchanged {self.unchanged} · kept {self.kept} "
-            f"(newer in pgmem) · expired {self.expired} · failed {len(self.failed)}"
+            f"(newer in pgmem) · deleted {self.deleted} (in pgmem since) · expired {self.expired} · "
+            f"failed {len(self.failed)}"
         )
 
 
@@ -430,8 +437,10 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
     for (it, _), done in zip(puts, written, strict=True):
         if isinstance(done, PgmemError):
             report.failed.append((it.namespace, it.key, str(done)))
-        elif done:
+        elif done == "written":
             report.imported += 1
+        elif done == "deleted":
+            report.deleted += 1
         else:
             report.kept += 1
             present.add(it.namespace)

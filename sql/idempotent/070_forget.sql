@@ -88,6 +88,44 @@ $$;
 COMMENT ON FUNCTION pgmem._store_directory_lock(text) IS
 'The advisory lock of a scope''s LangGraph store directory entries: put_item holds it shared to its commit; pgmem._drop_empty_namespace takes it exclusively if it can at once.';
 
+-- A store key's lock (0051): delete_item and a conditional put_item (an import) hold it from
+-- before the item row to their commit. A delete of a key that a conditional put is inserting
+-- right now would not see the new row, and that put, having checked for a tombstone first, would
+-- not see the delete's: the lock runs them one after the other. Other puts never take it.
+CREATE OR REPLACE FUNCTION pgmem._store_key_lock(scope text, item_key text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT (x'70676d6b'::bigint << 32) | (hashtext(scope || '/' || item_key)::bigint & x'ffffffff'::bigint)
+$$;
+COMMENT ON FUNCTION pgmem._store_key_lock(text, text) IS
+'The advisory lock of one LangGraph store key: delete_item and a conditional put_item (unless_newer_than) hold it exclusively from before the item row to the end of their transaction.';
+
+-- Deleted store items are remembered (pgmem.store_tombstone, 0051): the sha256 of each key and
+-- the time, so that an import's conditional put of an older copy skips them. Kept 30 days: the
+-- scope's older ones go here, those another transaction holds being skipped (never waited for,
+-- so this adds no wait to the lock order).
+CREATE OR REPLACE FUNCTION pgmem._note_deleted_items(scope text, item_keys text[])
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    INSERT INTO pgmem.store_tombstone AS t (scope_id, key_hash, deleted_at)
+    SELECT DISTINCT _note_deleted_items.scope, sha256(convert_to(k.key, 'UTF8')), now()
+      FROM unnest(item_keys) AS k(key)
+     WHERE k.key IS NOT NULL
+     ORDER BY 2
+    ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = excluded.deleted_at;
+    DELETE FROM pgmem.store_tombstone t
+     WHERE (t.scope_id, t.key_hash) IN (
+           SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
+            WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days'
+              FOR UPDATE SKIP LOCKED);
+$$;
+COMMENT ON FUNCTION pgmem._note_deleted_items(text, text[]) IS
+'Internal to delete_item and the forgets of an item''s thread: record the keys as deleted now in pgmem.store_tombstone (their sha256), and remove the scope''s records older than 30 days.';
+
 -- A namespace leaves the LangGraph store's directories (pgmem.store_namespace) with its scope's
 -- last item (0039). An item a put_item is writing right now is not visible here, and that put found
 -- the directory row already there and wrote none: deleting the row would hide its item from every
@@ -131,17 +169,23 @@ AS $$
 #variable_conflict use_column
 DECLARE
     n integer;
+    keys text[];
 BEGIN
-    DELETE FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope AND i.thread_id = _forget_items.thread;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM pgmem.store_item i WHERE i.scope_id = _forget_items.scope AND i.thread_id = _forget_items.thread
+        RETURNING i.item_key)
+    SELECT array_agg(g.item_key) INTO keys FROM gone g;
+    n := coalesce(cardinality(keys), 0);
     IF n > 0 THEN
+        -- Remembered as delete_item remembers them, so an import does not write them again.
+        PERFORM pgmem._note_deleted_items(_forget_items.scope, keys);
         PERFORM pgmem._drop_empty_namespace(_forget_items.scope);
     END IF;
     RETURN n;
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_items(text, text) IS
-'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, and the scope''s store directory entries once no item is left (pgmem._drop_empty_namespace). Returns the items deleted.';
+'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, remember them as deleted (pgmem._note_deleted_items), and delete the scope''s store directory entries once no item is left (pgmem._drop_empty_namespace). Returns the items deleted.';
 
 -- The one lock order of every writer (docs/architecture.md): scope, then store item or
 -- document, then thread, then turn, then pieces and facts, then recall-log rows. A forget of a

@@ -129,6 +129,12 @@ BEGIN
     -- (pgmem._drop_empty_namespace), and one that removed it first is waited for, so the entry
     -- is written again below.
     PERFORM pg_advisory_xact_lock_shared(pgmem._store_directory_lock(put_item.scope));
+    -- A conditional put (an import) then takes the key's lock, as delete_item does before it
+    -- deletes: a delete of a key the import is inserting right now would not see the new row,
+    -- and the import would not see the delete's tombstone (0051).
+    IF unless_newer_than IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(put_item.scope, put_item.item_key));
+    END IF;
     -- Then the item row: inserted, or, when it exists, locked and replaced. Two puts of a new
     -- key both try the insert; the second does nothing (any unique index: the key's or the
     -- thread's) and locks the first's row once it commits, so neither fails on a unique index.
@@ -138,6 +144,19 @@ BEGIN
                 put_item.ttl_minutes, pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60))
         ON CONFLICT DO NOTHING
         RETURNING i.created_at, i.updated_at INTO r;
+        -- A conditional put of a key deleted after its time (pgmem.store_tombstone) writes
+        -- nothing: an import does not bring back what the application deleted since the source's
+        -- copy was written. Read after the insert, which waited for a forget of the item in
+        -- flight (a forget of its thread holds the row, not the key's lock), so its tombstone is
+        -- seen; the row just inserted goes again.
+        IF FOUND AND unless_newer_than IS NOT NULL AND EXISTS (
+            SELECT 1 FROM pgmem.store_tombstone t
+             WHERE t.scope_id = put_item.scope AND t.key_hash = sha256(convert_to(put_item.item_key, 'UTF8'))
+               AND t.deleted_at > unless_newer_than) THEN
+            DELETE FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key;
+            RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
+            RETURN;
+        END IF;
         EXIT WHEN FOUND;
         SELECT i.thread_id, i.created_at, i.updated_at, i.expires_at INTO old FROM pgmem.store_item i
          WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
@@ -193,7 +212,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it). Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days) is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),
@@ -280,7 +299,18 @@ BEGIN
         RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(delete_item.scope), true);
+    -- The delete is remembered (pgmem.store_tombstone, 0051), whether the item was stored yet or
+    -- not, so an import of an older copy does not write it again: the scope row first, as
+    -- put_item holds it (created when the namespace has nothing stored yet: the record needs
+    -- it), then the key's lock, as a conditional put (an import) takes it, before the item row.
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (delete_item.scope) ON CONFLICT (scope_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
+    PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
+    PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
     IF r.thread IS NOT NULL THEN
         PERFORM pgmem._forget_logs(delete_item.scope, ARRAY[r.thread], ARRAY[NULL::integer], r.piece_ids, r.fact_ids);
     END IF;
@@ -291,7 +321,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
 
 -- Before literal (0040): dropped so a named call stays unambiguous.
 DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);

@@ -1,0 +1,20 @@
+-- 023: a deleted LangGraph store item is remembered for a while, so an import cannot bring it
+-- back. import_postgres_store copies a PostgresStore's items into PgmemStore; an item the
+-- application deleted in pgmem (delete_item, or a forget of the item's thread) after the
+-- source's copy was last written was imported again by the next page or the next run, since
+-- nothing said it had ever been there. A conditional put (put_item's unless_newer_than) now
+-- skips a key deleted after that time. Only a hash of the key is kept, with the time of the
+-- delete, for 30 days (pgmem._note_deleted_items removes older ones). Locks: creating the table
+-- takes SHARE ROW EXCLUSIVE on pgmem.scope (the foreign key): a scope's first write waits.
+CREATE TABLE pgmem.store_tombstone (
+    scope_id   text NOT NULL REFERENCES pgmem.scope (scope_id) ON DELETE CASCADE,
+    key_hash   bytea NOT NULL CHECK (length(key_hash) = 32),
+    deleted_at timestamptz NOT NULL,
+    PRIMARY KEY (scope_id, key_hash)
+);
+CREATE INDEX store_tombstone_deleted ON pgmem.store_tombstone (scope_id, deleted_at);
+COMMENT ON TABLE pgmem.store_tombstone IS
+'A LangGraph store item deleted in its scope (delete_item, or a forget of its thread), kept 30 days so that an import of an older copy (put_item''s unless_newer_than) does not write it again. Holds no value and no key: the sha256 of the key and the time.';
+COMMENT ON COLUMN pgmem.store_tombstone.scope_id IS 'Owning scope (the item''s namespace, pgmem.store_scope).';
+COMMENT ON COLUMN pgmem.store_tombstone.key_hash IS 'sha256 of the item''s key (UTF-8): the key itself is not kept.';
+COMMENT ON COLUMN pgmem.store_tombstone.deleted_at IS 'When the item was last deleted (the transaction''s time).';
