@@ -855,3 +855,63 @@ def test_a_deleted_key_is_remembered_by_its_hash_for_30_days(conn: Conn, admin_c
     assert rows == [("t/a", hashlib.sha256(b"bob").digest()), ("t/b", hashlib.sha256(b"alice@example.com").digest())]
     forget_scope(conn, "t/b")
     assert admin_conn.execute("SELECT scope_id FROM pgmem.store_tombstone").fetchall() == [("t/a",)]
+
+
+def test_a_forgotten_scope_is_not_imported_again(
+    source_url: str, store: PgmemStore, conn: Conn, admin_conn: Conn
+) -> None:
+    """A namespace whose scope was forgotten (forget_scope) after the source's copies were
+    written is not written again by an import, and no empty scope row is left for it; what the
+    application or the source writes after the forget is. The record is the scope's sha256,
+    which neither pgmem_app nor pgmem_reader may read."""
+    import_postgres_store(source_url, store)
+    forget_scope(conn, "users/u1")
+    again = import_postgres_store(source_url, store)
+    assert (again.imported, again.unchanged, again.deleted, again.failed) == (0, len(ITEMS) - 3, 3, [])
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope WHERE scope_id = 'users/u1'").fetchone() == (0,)
+    assert all(ns != ("users", "u1") for ns, _ in _pgmem_items(store))
+    assert admin_conn.execute("SELECT scope_hash FROM pgmem.forgotten_scope").fetchall() == [
+        (hashlib.sha256(b"users/u1").digest(),)
+    ]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+        conn.execute("SELECT * FROM pgmem.forgotten_scope")
+
+    with PostgresStore.from_conn_string(source_url) as lg:  # the source, after the forget
+        lg.put(("users", "u1"), "pets", {"text": "Luna has a new collar."})
+    store.put(("users", "u1"), "food", {"text": "Vegetarian since May."})  # the application, after it
+    third = import_postgres_store(source_url, store)
+    assert (third.imported, third.kept, third.deleted) == (1, 1, 1)  # pets; food; work
+    items = {k: v for (ns, k), v in _pgmem_items(store).items() if ns == ("users", "u1")}
+    assert items == {"pets": {"text": "Luna has a new collar."}, "food": {"text": "Vegetarian since May."}}
+
+
+def test_a_forget_scope_in_flight_holds_back_an_imports_put(app_url: str, admin_conn: Conn) -> None:
+    """forget_scope holds the scope row while it deletes; an import's put into the scope waits
+    for it, then writes nothing and leaves no scope row behind. Older records of forgotten scopes
+    (30 days) go with the next forget_scope."""
+    admin_conn.execute(
+        "INSERT INTO pgmem.forgotten_scope VALUES (sha256('old'::bytea), now() - interval '31 days'),"
+        " (sha256('recent'::bytea), now() - interval '29 days')"
+    )
+    with connect(app_url) as setup, setup.transaction():
+        setup.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        setup.execute("SELECT set_config('pgmem.scope', 'race', true)")
+        setup.execute("SELECT pgmem.put_item('race', '{race}', 'k', '{\"v\": 0}')")
+    with connect(app_url) as a, connect(app_url) as b:
+        b.execute("BEGIN")
+        b.execute("SELECT set_config('pgmem.scope', 'race', true)")
+        b.execute("SELECT * FROM pgmem.forget_scope('race')")
+
+        def put() -> object:
+            with a.transaction():
+                return _cond_put(a, "k")
+
+        t, out = _in_thread(put)
+        _wait_until(lambda: _waiting(admin_conn, a.info.backend_pid))
+        b.execute("COMMIT")
+        t.join(30)
+        assert out == [(False, True)]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope WHERE scope_id = 'race'").fetchone() == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = 'race'").fetchone() == (0,)
+    hashes = {r[0] for r in admin_conn.execute("SELECT scope_hash FROM pgmem.forgotten_scope")}
+    assert hashes == {hashlib.sha256(s).digest() for s in (b"race", b"recent")}

@@ -452,8 +452,17 @@ BEGIN
     -- The LangGraph store's directories list this scope's namespace (no scope_id column; its
     -- delete policy allows this scope's entries, in every directory).
     DELETE FROM pgmem.store_namespace n WHERE n.scope_name = forget_scope.scope;
+    -- Remembered 30 days (its hash), so that an import of older copies of its store items does
+    -- not write them again (put_item's unless_newer_than, 0051); older records go, those another
+    -- transaction holds being skipped.
+    INSERT INTO pgmem.forgotten_scope AS f (scope_hash, forgotten_at)
+    VALUES (sha256(convert_to(forget_scope.scope, 'UTF8')), now())
+    ON CONFLICT (scope_hash) DO UPDATE SET forgotten_at = excluded.forgotten_at;
+    DELETE FROM pgmem.forgotten_scope f WHERE f.scope_hash IN (
+        SELECT o.scope_hash FROM pgmem.forgotten_scope o
+         WHERE o.forgotten_at < now() - interval '30 days' FOR UPDATE SKIP LOCKED);
     RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs;
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_scope(text) IS
-'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';

@@ -78,6 +78,7 @@ DECLARE
     old_thread text;
     old record;
     kept boolean := false;
+    new_scope boolean;
     r record;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
@@ -121,9 +122,22 @@ BEGIN
     -- item lands after the forget instead of failing on the foreign key.
     LOOP
         INSERT INTO pgmem.scope AS s (scope_id) VALUES (put_item.scope) ON CONFLICT (scope_id) DO NOTHING;
+        new_scope := FOUND;
         PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = put_item.scope FOR KEY SHARE;
         EXIT WHEN FOUND;
     END LOOP;
+    -- A conditional put (an import) into a scope forgotten after its time writes nothing (0051):
+    -- read after the scope row, which waited for a forget_scope in flight. A scope row this put
+    -- created goes again.
+    IF unless_newer_than IS NOT NULL AND EXISTS (
+        SELECT 1 FROM pgmem.forgotten_scope f
+         WHERE f.scope_hash = sha256(convert_to(put_item.scope, 'UTF8')) AND f.forgotten_at > unless_newer_than) THEN
+        IF new_scope THEN
+            DELETE FROM pgmem.scope s WHERE s.scope_id = put_item.scope;
+        END IF;
+        RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
+        RETURN;
+    END IF;
     -- Then the scope's store directory lock, shared (0039), held to the commit: a delete of the
     -- namespace's last committed item leaves its directory entry while this put is in flight
     -- (pgmem._drop_empty_namespace), and one that removed it first is waited for, so the entry
@@ -212,7 +226,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days) is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),

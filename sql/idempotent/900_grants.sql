@@ -145,6 +145,9 @@ GRANT USAGE ON SCHEMA pgmem TO pgmem_app, pgmem_reader;
 
 REVOKE ALL ON ALL TABLES IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
 GRANT SELECT ON ALL TABLES IN SCHEMA pgmem TO pgmem_app, pgmem_reader;
+-- Except the forgotten scopes (hashes of every tenant's forgotten scopes, 0051): only the
+-- definer functions read it.
+REVOKE SELECT ON pgmem.forgotten_scope FROM pgmem_app, pgmem_reader;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader;

@@ -3,9 +3,11 @@
 -- application deleted in pgmem (delete_item, or a forget of the item's thread) after the
 -- source's copy was last written was imported again by the next page or the next run, since
 -- nothing said it had ever been there. A conditional put (put_item's unless_newer_than) now
--- skips a key deleted after that time. Only a hash of the key is kept, with the time of the
--- delete, for 30 days (pgmem._note_deleted_items removes older ones). Locks: creating the table
--- takes SHARE ROW EXCLUSIVE on pgmem.scope (the foreign key): a scope's first write waits.
+-- skips a key deleted after that time, and a namespace whose scope was forgotten after it
+-- (forget_scope: the store's items go with the scope row, and so would their tombstones). Only
+-- hashes are kept, with the time of the delete, for 30 days (pgmem._note_deleted_items and
+-- forget_scope remove older ones). Locks: creating store_tombstone takes SHARE ROW EXCLUSIVE on
+-- pgmem.scope (the foreign key): a scope's first write waits.
 CREATE TABLE pgmem.store_tombstone (
     scope_id   text NOT NULL REFERENCES pgmem.scope (scope_id) ON DELETE CASCADE,
     key_hash   bytea NOT NULL CHECK (length(key_hash) = 32),
@@ -18,3 +20,16 @@ COMMENT ON TABLE pgmem.store_tombstone IS
 COMMENT ON COLUMN pgmem.store_tombstone.scope_id IS 'Owning scope (the item''s namespace, pgmem.store_scope).';
 COMMENT ON COLUMN pgmem.store_tombstone.key_hash IS 'sha256 of the item''s key (UTF-8): the key itself is not kept.';
 COMMENT ON COLUMN pgmem.store_tombstone.deleted_at IS 'When the item was last deleted (the transaction''s time).';
+
+-- A forgotten scope outlives its row here: no scope_id (and so no foreign key, no row-level
+-- security); pgmem_app and pgmem_reader may not read it (900_grants.sql), only the definer
+-- functions that write and check it.
+CREATE TABLE pgmem.forgotten_scope (
+    scope_hash   bytea PRIMARY KEY CHECK (length(scope_hash) = 32),
+    forgotten_at timestamptz NOT NULL
+);
+CREATE INDEX forgotten_scope_at ON pgmem.forgotten_scope (forgotten_at);
+COMMENT ON TABLE pgmem.forgotten_scope IS
+'A scope forgotten (forget_scope), kept 30 days so that an import of an older copy of its LangGraph store items (put_item''s unless_newer_than) does not write them again. Holds the sha256 of the scope and the time, never the scope''s name; readable by neither pgmem_app nor pgmem_reader.';
+COMMENT ON COLUMN pgmem.forgotten_scope.scope_hash IS 'sha256 of the scope (UTF-8): the name itself is not kept.';
+COMMENT ON COLUMN pgmem.forgotten_scope.forgotten_at IS 'When the scope was last forgotten (the transaction''s time).';
