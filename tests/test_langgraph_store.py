@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import subprocess
 import sys
 import threading
@@ -24,9 +25,13 @@ from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from pgmem import calls
+from pgmem.calls import Query
 from pgmem.embedders.base import Embedder
-from pgmem.errors import InputError, PgmemError, SchemaError
+from pgmem.errors import ArgumentError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError
+from pgmem.integrations import langgraph
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
 from tests.helpers import sent
 from tests.security_helpers import HashEmbedder
@@ -654,6 +659,108 @@ def test_a_refused_batch_is_one_error_and_nothing_on_stderr(
     assert "pipeline" not in err and "Traceback" not in err, err[-2000:]
     # Without a logging handler (a plain script) a warning goes to stderr: none is logged.
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_refusal_read_with_the_commit_ends_the_pipeline_quietly(
+    conn: Conn, admin_conn: Conn, app_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put the server refuses (22023), or that loses a race each time (40001, run again) is one
+    PgmemError of one line, the same class as ever, and its pipeline ends quietly: psycopg used
+    to log "error ignored terminating <psycopg.AsyncPipeline ...>: pipeline aborted" whenever the
+    refusal reached the client in time to be read with the COMMIT (COMMIT was sent outside the
+    pipeline's error path). That depends on timing, so here the client waits, after sending the
+    refused put, until the refusal has arrived (a slow client): it is then read with the
+    batch's next statement or with its COMMIT, every time. Sync and async, on a connection and a
+    pool: each stays usable and keeps what it stored."""
+    admin_conn.execute(
+        "CREATE FUNCTION pgmem.test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+        " IF NEW.item_key = 'boom' THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '22023'; END IF;"
+        " IF NEW.item_key = 'race' THEN RAISE EXCEPTION 'a race lost by the test' USING ERRCODE = '40001'; END IF;"
+        " RETURN NEW; END$$"
+    )
+    admin_conn.execute(
+        "CREATE TRIGGER test_refuse BEFORE INSERT ON pgmem.store_item FOR EACH ROW EXECUTE FUNCTION pgmem.test_refuse()"
+    )
+    monkeypatch.setattr(langgraph, "RETRY_ATTEMPTS", 2)  # a lost race is run again once
+    socket: list[int] = []  # the store's connection's
+    waited: list[bool] = []
+    sent_refused: list[bool] = []
+    advance = calls.advance  # what the store's drivers call for each step
+
+    def slow_advance(call: Any, reply: object, error: Any) -> Any:
+        if sent_refused:
+            sent_refused.clear()
+            waited.append(bool(select.select(socket, [], [], 10)[0]))
+        step = advance(call, reply, error)
+        if isinstance(step, Query) and "put_item" in str(step.sql) and step.params[2] in ("boom", "race"):
+            sent_refused.append(True)
+        return step
+
+    monkeypatch.setattr(langgraph, "advance", slow_advance)
+    caplog.set_level(logging.WARNING, logger="psycopg")
+    ns = ("quiet",)
+    refused = [
+        ([PutOp(ns, "boom", {"text": "refused"}, index=False)], ArgumentError),  # read with COMMIT
+        ([PutOp(ns, "race", {"text": "lost"}, index=False)], ConflictError),
+        ([PutOp(ns, "boom", {"text": "refused"}), PutOp(ns, "also", {"text": "same batch"})], ArgumentError),
+    ]
+
+    def check(err: pytest.ExceptionInfo[DatabaseError], cls: type[DatabaseError]) -> None:
+        assert type(err.value) is cls and "\n" not in str(err.value)
+        assert err.value.sqlstate == ("22023" if cls is ArgumentError else "40001")
+
+    def sync_store(store: PgmemStore) -> None:
+        store.put(ns, "kept", {"text": "stored before"})
+        for ops, cls in refused:
+            with pytest.raises(cls, match="by the test") as err:
+                store.batch(ops)
+            check(err, cls)
+        store.put(ns, "after", {"text": "stored after"})
+        kept, also, after = store.get(ns, "kept"), store.get(ns, "also"), store.get(ns, "after")
+        assert kept is not None and kept.value == {"text": "stored before"} and also is None and after is not None
+        store.delete(ns, "kept")
+        store.delete(ns, "after")
+
+    socket[:] = [conn.fileno()]
+    sync_store(PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0))
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with ConnectionPool(app_url, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        with pool.connection() as c:
+            socket[:] = [c.fileno()]
+        sync_store(PgmemStore(pool, embedder=HashEmbedder(), floor=-1.0))
+        with pool.connection() as c:
+            assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    async def async_store(store: AsyncPgmemStore) -> None:
+        await store.aput(ns, "kept", {"text": "stored before"})
+        for ops, cls in refused:
+            with pytest.raises(cls, match="by the test") as err:
+                await store.abatch(ops)
+            check(err, cls)
+        await store.aput(ns, "after", {"text": "stored after"})
+        kept, also, after = await store.aget(ns, "kept"), await store.aget(ns, "also"), await store.aget(ns, "after")
+        assert kept is not None and kept.value == {"text": "stored before"} and also is None and after is not None
+        await store.adelete(ns, "kept")
+        await store.adelete(ns, "after")
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            socket[:] = [aconn.fileno()]
+            await async_store(AsyncPgmemStore(aconn, embedder=HashEmbedder(), floor=-1.0))
+            assert aconn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        async with AsyncConnectionPool(
+            app_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
+        ) as apool:
+            async with apool.connection() as ac:
+                socket[:] = [ac.fileno()]
+            await async_store(AsyncPgmemStore(apool, embedder=HashEmbedder(), floor=-1.0))
+            async with apool.connection() as ac:
+                assert ac.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    asyncio.run(main())
+    # Each refused put's answer was waited for (a lost race twice: it is run again once).
+    assert waited == [True] * 16
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
 
 
 def test_listing_pages_of_items_put_in_one_batch_never_repeat(hstore: PgmemStore) -> None:

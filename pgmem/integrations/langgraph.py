@@ -1079,23 +1079,31 @@ def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
     statement, COMMIT (or, when the block raises, ROLLBACK) with the pipeline's one Sync, so
     neither is a round trip of its own, nor is a setting; each statement whose result the call
     reads is one. A statement the server refused leaves the transaction aborted at the Sync:
-    it is rolled back then. (psycopg's transaction() in a pipeline syncs after BEGIN.)"""
+    it is rolled back then. (psycopg's transaction() in a pipeline syncs after BEGIN.)
+
+    The refusal is read with whichever statement follows its arrival: one of the block's, the
+    COMMIT, or the Sync ending the pipeline. Read before that Sync, it is `failed` (COMMIT
+    too), and the pipeline ends with no exception on its way: psycopg's exit, which reads
+    what is left (the rest of the transaction, aborted), raises instead of logging "error
+    ignored terminating ...: pipeline aborted", and that error is dropped for the first."""
+    failed: BaseException | None = None
     with conn.cursor() as control:
         try:
-            with conn.pipeline() as pipeline:
-                control.execute("BEGIN")
-                try:
-                    yield
-                except BaseException:
-                    with contextlib.suppress(psycopg.Error):
-                        control.execute("ROLLBACK")
-                    # Synced here, so the pipeline ends with nothing pending: ending it with the
-                    # error pending logged "error ignored terminating ...: pipeline aborted"
-                    # (stderr, in a script without logging set up).
-                    with contextlib.suppress(psycopg.Error):
-                        pipeline.sync()
+            try:
+                with conn.pipeline():
+                    control.execute("BEGIN")
+                    try:
+                        yield
+                        control.execute("COMMIT")
+                    except BaseException as exc:
+                        failed = exc
+                        with contextlib.suppress(psycopg.Error):
+                            control.execute("ROLLBACK")
+            except psycopg.Error:
+                if failed is None:
                     raise
-                control.execute("COMMIT")
+            if failed is not None:
+                raise failed
         finally:
             if _still_open(conn):
                 conn.rollback()
@@ -1104,19 +1112,24 @@ def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[None]:
 @asynccontextmanager
 async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
     """`_pipelined` on an async connection."""
+    failed: BaseException | None = None
     async with conn.cursor() as control:
         try:
-            async with conn.pipeline() as pipeline:
-                await control.execute("BEGIN")
-                try:
-                    yield
-                except BaseException:
-                    with contextlib.suppress(psycopg.Error):
-                        await control.execute("ROLLBACK")
-                    with contextlib.suppress(psycopg.Error):
-                        await pipeline.sync()
+            try:
+                async with conn.pipeline():
+                    await control.execute("BEGIN")
+                    try:
+                        yield
+                        await control.execute("COMMIT")
+                    except BaseException as exc:
+                        failed = exc
+                        with contextlib.suppress(psycopg.Error):
+                            await control.execute("ROLLBACK")
+            except psycopg.Error:
+                if failed is None:
                     raise
-                await control.execute("COMMIT")
+            if failed is not None:
+                raise failed
         finally:
             if _still_open(conn):
                 await conn.rollback()
