@@ -915,3 +915,22 @@ def test_a_forget_scope_in_flight_holds_back_an_imports_put(app_url: str, admin_
     assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = 'race'").fetchone() == (0,)
     hashes = {r[0] for r in admin_conn.execute("SELECT scope_hash FROM pgmem.forgotten_scope")}
     assert hashes == {hashlib.sha256(s).digest() for s in (b"race", b"recent")}
+
+
+def test_a_source_row_without_a_time_is_older_than_pgmem(source_url: str, store: PgmemStore) -> None:
+    """A source row whose updated_at is NULL is older than anything pgmem holds or deleted: a
+    key the application deleted stays deleted, a key it wrote is kept, and a new key is imported."""
+    store.delete(("users", "zed"), "gone")
+    store.put(("users", "zed"), "mine", {"text": "the application's"})
+    with psycopg.connect(source_url, autocommit=True) as c:
+        c.execute("CREATE TABLE store_untimed (prefix text, key text, value jsonb, updated_at timestamptz)")
+        c.execute(
+            "INSERT INTO store_untimed VALUES ('users.zed', 'gone', '{\"text\": \"old\"}', NULL),"
+            " ('users.zed', 'mine', '{\"text\": \"old\"}', NULL), ('users.zed', 'new', '{\"text\": \"new\"}', NULL)"
+        )
+    report = import_postgres_store(source_url, store, table="store_untimed")
+    assert (report.imported, report.kept, report.deleted, report.failed) == (1, 1, 1, [])
+    assert store.get(("users", "zed"), "gone") is None
+    mine, new = store.get(("users", "zed"), "mine"), store.get(("users", "zed"), "new")
+    assert mine is not None and mine.value == {"text": "the application's"}
+    assert new is not None and new.value == {"text": "new"}

@@ -66,6 +66,8 @@ from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
 from pgmem.text import unstorable  # noqa: E402
 
 DEFAULT_PAGE_SIZE = 100
+#: The time of a source row whose updated_at is NULL: before anything pgmem holds or deleted.
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 DEFAULT_TABLE = "store"
 
 
@@ -432,8 +434,9 @@ def _import_page(store: PgmemStore, rows: Sequence[_Row], report: ImportReport) 
         else:
             puts.append((it, PutOp(it.namespace, it.key, it.value, index=None, ttl=it.ttl)))
     # Each put is conditional on the source's time, decided again under the item's lock: an
-    # application's put committed since the read above is kept, not overwritten.
-    written = _each(store._put_unless_newer, [(op, it.updated_at) for it, op in puts])
+    # application's put or delete committed since the read above is kept, not undone. A row
+    # without a time is older than anything in pgmem, as the read above takes it.
+    written = _each(store._put_unless_newer, [(op, it.updated_at or _NO_TIME) for it, op in puts])
     for (it, _), done in zip(puts, written, strict=True):
         if isinstance(done, PgmemError):
             report.failed.append((it.namespace, it.key, str(done)))
