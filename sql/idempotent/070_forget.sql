@@ -447,14 +447,16 @@ BEGIN
     DELETE FROM pgmem.recall_log l WHERE l.scope_id = forget_scope.scope;
     GET DIAGNOSTICS n_logs = ROW_COUNT;
     -- The scope row last (its model binding and number); the tables keyed on it with a
-    -- cascading foreign key (store_item, and any added later) go with it.
+    -- cascading foreign key (store_item, and any added later) go with it (store_tombstone has
+    -- none: below).
     DELETE FROM pgmem.scope s WHERE s.scope_id = forget_scope.scope;
     -- The LangGraph store's directories list this scope's namespace (no scope_id column; its
     -- delete policy allows this scope's entries, in every directory).
     DELETE FROM pgmem.store_namespace n WHERE n.scope_name = forget_scope.scope;
     -- Remembered 30 days (its hash), so that an import of older copies of its store items does
-    -- not write them again (put_item's unless_newer_than, 0051); older records go, those another
-    -- transaction holds being skipped.
+    -- not write them again (put_item's unless_newer_than, 0051), in place of its deleted keys'
+    -- records; older records go, those another transaction holds being skipped.
+    DELETE FROM pgmem.store_tombstone t WHERE t.scope_id = forget_scope.scope;
     INSERT INTO pgmem.forgotten_scope AS f (scope_hash, forgotten_at)
     VALUES (sha256(convert_to(forget_scope.scope, 'UTF8')), now())
     ON CONFLICT (scope_hash) DO UPDATE SET forgotten_at = excluded.forgotten_at;

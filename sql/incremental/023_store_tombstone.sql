@@ -6,10 +6,11 @@
 -- skips a key deleted after that time, and a namespace whose scope was forgotten after it
 -- (forget_scope: the store's items go with the scope row, and so would their tombstones). Only
 -- hashes are kept, with the time of the delete, for 30 days (pgmem._note_deleted_items and
--- forget_scope remove older ones). Locks: creating store_tombstone takes SHARE ROW EXCLUSIVE on
--- pgmem.scope (the foreign key): a scope's first write waits.
+-- forget_scope remove older ones). No foreign key to pgmem.scope: a key deleted before its
+-- namespace stored anything is remembered too, without a scope row (forget_scope deletes the
+-- scope's records itself). Locks: none on an existing table.
 CREATE TABLE pgmem.store_tombstone (
-    scope_id   text NOT NULL REFERENCES pgmem.scope (scope_id) ON DELETE CASCADE,
+    scope_id   text NOT NULL CHECK (length(scope_id) BETWEEN 1 AND 200),
     key_hash   bytea NOT NULL CHECK (length(key_hash) = 32),
     deleted_at timestamptz NOT NULL,
     PRIMARY KEY (scope_id, key_hash)
