@@ -273,6 +273,12 @@ def test_a_conditional_put_item_keeps_what_is_newer_and_writes_the_rest(conn: Co
     )
     assert put("short", "again", "2000-01-01") and value("short") == "again"
     assert put("k", "plain", None) and value("k") == "plain"
+    assert not put("k", "oldest", "-infinity") and put("k", "latest", "infinity") and value("k") == "latest"
+    with conn.transaction():  # deleted: a put older than the delete writes nothing, a later one does
+        conn.execute("SELECT set_config('pgmem.scope', pgmem.store_scope(%s), true)", (["cond"],))
+        conn.execute("SELECT pgmem.delete_item(pgmem.store_scope(%s), 'k')", (["cond"],))
+    assert not put("k", "stale", "-infinity") and not put("k", "stale", "2000-01-01") and value("k") is None
+    assert put("k", "fresh", "infinity") and value("k") == "fresh"
 
 
 #: Items a PostgresStore table can hold that PgmemStore cannot store: (prefix, key, value as
@@ -934,3 +940,33 @@ def test_a_source_row_without_a_time_is_older_than_pgmem(source_url: str, store:
     mine, new = store.get(("users", "zed"), "mine"), store.get(("users", "zed"), "new")
     assert mine is not None and mine.value == {"text": "the application's"}
     assert new is not None and new.value == {"text": "new"}
+
+
+@pytest.mark.parametrize(
+    ("scope", "key", "sqlstate"),
+    [
+        (None, "k", "22004"),
+        ("ok", None, "22004"),
+        ("s" * 300, "k", None),  # no namespace has so long a scope: nothing to delete
+        ("", "k", "42501"),
+        ("ok", "k" * 2_000_000, None),  # no such key: nothing to delete, remembered by its hash
+        ("ok", "", None),
+    ],
+)
+def test_delete_item_hostile_arguments(conn: Conn, admin_conn: Conn, scope: Any, key: Any, sqlstate: Any) -> None:
+    """delete_item as the app login with NULL, oversized or empty arguments: one SQLSTATE or a
+    plain false, and the item stored beside it is untouched."""
+    PgmemStore(conn).put(("ok",), "keep", {"v": 1})
+    count = "SELECT count(*)::int FROM pgmem.store_tombstone"
+    before = int(str(admin_conn.execute(count).fetchone()[0]))  # type: ignore[index]
+    try:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope if scope is not None else "ok",))
+            row = conn.execute("SELECT pgmem.delete_item(%s, %s)", (scope, key)).fetchone()
+        assert sqlstate is None and row == (False,)
+        assert admin_conn.execute(count).fetchone() == (before + 1,)
+    except psycopg.Error as exc:
+        assert exc.sqlstate == sqlstate, exc
+        assert "\n" not in str(exc.diag.message_primary)
+    item = PgmemStore(conn).get(("ok",), "keep")
+    assert item is not None and item.value == {"v": 1}

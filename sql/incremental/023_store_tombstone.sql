@@ -10,7 +10,7 @@
 -- namespace stored anything is remembered too, without a scope row (forget_scope deletes the
 -- scope's records itself). Locks: none on an existing table.
 CREATE TABLE pgmem.store_tombstone (
-    scope_id   text NOT NULL CHECK (length(scope_id) BETWEEN 1 AND 200),
+    scope_id   text NOT NULL,
     key_hash   bytea NOT NULL CHECK (length(key_hash) = 32),
     deleted_at timestamptz NOT NULL,
     PRIMARY KEY (scope_id, key_hash)
