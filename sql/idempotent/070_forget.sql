@@ -90,8 +90,9 @@ COMMENT ON FUNCTION pgmem._store_directory_lock(text) IS
 
 -- A store key's lock (0051): delete_item and a conditional put_item (an import) hold it from
 -- before the item row to their commit. A delete of a key that a conditional put is inserting
--- right now would not see the new row, and that put, having checked for a tombstone first, would
--- not see the delete's: the lock runs them one after the other. Other puts never take it.
+-- right now would not see the new row, and that put, having looked for a tombstone before the
+-- delete wrote one, would not see it: the lock runs them one after the other. Other puts never
+-- take it.
 CREATE OR REPLACE FUNCTION pgmem._store_key_lock(scope text, item_key text)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -456,7 +457,9 @@ BEGIN
     -- Remembered 30 days (its hash), so that an import of older copies of its store items does
     -- not write them again (put_item's unless_newer_than, 0051), in place of its deleted keys'
     -- records; older records go, those another transaction holds being skipped.
-    DELETE FROM pgmem.store_tombstone t WHERE t.scope_id = forget_scope.scope;
+    DELETE FROM pgmem.store_tombstone t WHERE (t.scope_id, t.key_hash) IN (
+        SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
+         WHERE o.scope_id = forget_scope.scope FOR UPDATE SKIP LOCKED);
     INSERT INTO pgmem.forgotten_scope AS f (scope_hash, forgotten_at)
     VALUES (sha256(convert_to(forget_scope.scope, 'UTF8')), now())
     ON CONFLICT (scope_hash) DO UPDATE SET forgotten_at = excluded.forgotten_at;

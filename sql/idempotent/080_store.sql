@@ -314,8 +314,11 @@ BEGIN
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(delete_item.scope), true);
     -- The delete is remembered (pgmem.store_tombstone, 0051), whether the item was stored yet or
-    -- not, so an import of an older copy does not write it again: the key's lock first, as a
-    -- conditional put (an import) takes it, before the item row.
+    -- not, so an import of an older copy does not write it again. The lock order of put_item: the
+    -- scope row (KEY SHARE, when there is one: a forget_scope in flight is waited for, and
+    -- waits for this), then the key's lock, as a conditional put (an import) takes it, then the
+    -- item row.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
