@@ -1082,3 +1082,37 @@ def test_a_fact_plane_log_keeps_no_hit_of_a_forgotten_fact(conn: Conn, admin_con
         )
         == 0
     )
+
+
+def test_retention_and_a_forget_of_a_document_with_facts_of_expiring_turns_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """Two facts about document doc.md are tied to turn 0 of threads y2 (the older fact) and y,
+    which retention expires. Retention forgets y's turn (its fact with it) and is held before
+    y2's by a superuser's row lock; the app forgets the document meanwhile. forget_document now
+    locks the threads of the facts it deletes first, as forget_fact does, so it waits for
+    retention before it holds any fact (deleting y2's fact first, it waited for y's, which
+    retention held, while retention, let go, waited for y2's: a deadlock)."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-doc-{uuid.uuid4().hex[:8]}"
+    turns = [make_turn(scope, th, i, f"{th} turn {i} about the ferry") for th in ("y", "y2") for i in range(2)]
+    assert ingest_turns(conn, turns, EMB).inserted == 4
+    assert add_documents(conn, scope, [Document("doc.md", "# Ferry\n\nThe ferry leaves at nine.\n")], EMB).inserted == 1
+    about = [Fact("the ferry leaves at nine", th, 0, "doc.md") for th in ("y2", "y")]  # y2's fact first
+    assert len(add_facts(conn, scope, about, EMB)) == 2
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 1)", (scope,))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    expired, forgotten = _retention_held_before_y2(
+        admin_conn,
+        scope,
+        Session(role_url(db_url, RETENTION_LOGIN)),
+        sessions(),
+        lambda c: forget_document(c, scope, "doc.md"),
+    )
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert (scope, 2, 2) in expired  # retention took both facts with their turns
+    assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    assert (forgotten.documents, forgotten.facts) == (1, 0)
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.fact WHERE scope_id = %s", (scope,)) == 0

@@ -379,6 +379,7 @@ AS $$
 DECLARE
     piece_ids bigint[];
     fact_ids bigint[];
+    fact_threads text[];
     n_docs integer;
 BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
@@ -389,6 +390,19 @@ BEGIN
     -- waits, instead of each holding what the other deletes.
     PERFORM 1 FROM pgmem.document d
       WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
+    -- Then the threads of the facts about it (0052), their store items first, each sorted, as
+    -- forget_fact and apply_retention take them: a forget of one of those facts' turns
+    -- (retention) finishes first or waits. Deleting the facts first, this held one fact while it
+    -- waited for another, which retention had deleted and held while it waited for the first.
+    fact_threads := ARRAY(SELECT DISTINCT f.thread_id FROM pgmem.fact f
+                           WHERE f.scope_id = forget_document.scope AND f.thread_id IS NOT NULL
+                             AND (f.section = forget_document.document_id
+                                  OR left(f.section, length(forget_document.document_id) + 1) = forget_document.document_id || '#')
+                           ORDER BY 1);
+    PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = forget_document.scope AND i.thread_id = ANY (fact_threads)
+      ORDER BY i.thread_id, i.item_key FOR UPDATE;
+    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_document.scope AND th.thread_id = ANY (fact_threads)
+      ORDER BY th.thread_id FOR UPDATE;
     WITH d AS (
         DELETE FROM pgmem.piece p
          USING pgmem.chunk ch
