@@ -212,6 +212,35 @@ def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
     assert _rows(admin_conn)["fact"] == 3
 
 
+def test_a_thread_only_facts_named_goes_with_its_last_fact(conn: Conn, admin_conn: Conn) -> None:
+    """add_facts creates the row of a thread its facts name; forget_fact and forget_document took
+    the facts and left the row, whose name is the caller's data. A thread left with no turn and no
+    fact now goes with its last fact, as it goes with its last turn (security.md: "the thread row
+    once nothing of the thread remains"); a thread with a turn or a fact left stays."""
+    _store(conn)  # threads t and u have turns
+    facts = [
+        Fact("a fact in a thread of its own", "only-facts"),
+        Fact("and another one", "only-facts"),
+        Fact("the guide names the harbour", "guide-thread", section="guide.md"),
+        Fact("u reads the guide", "u", section="guide.md#intro"),
+    ]
+    ids = add_facts(conn, "s", facts, EMB)
+
+    def threads() -> list[str]:
+        rows = admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = 's' ORDER BY 1").fetchall()
+        return [str(r[0]) for r in rows]
+
+    assert threads() == ["guide-thread", "only-facts", "t", "u"]
+    assert forget_fact(conn, "s", ids[0]).threads == 0  # one fact of it is left
+    assert forget_fact(conn, "s", ids[1]).as_dict() == {
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+    }  # fmt: skip
+    assert threads() == ["guide-thread", "t", "u"]
+    done = forget_document(conn, "s", "guide.md")
+    assert (done.facts, done.threads) == (2, 1)
+    assert threads() == ["t", "u"]  # u keeps its turn
+
+
 def test_remove_document_takes_its_facts_and_logs(conn: Conn, admin_conn: Conn) -> None:
     add_documents(
         conn, "s", [Document("guide.md", "# Guide\n\nThe locker code is ZEBRA."), Document("b.md", "# B\n\nx")], EMB

@@ -209,6 +209,29 @@ $$;
 COMMENT ON FUNCTION pgmem._lock_thread(text, text) IS
 'Internal to the forget functions: lock a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget.';
 
+-- Threads left with no turn and no fact go with the last of them (their names are the caller's
+-- data); forget_fact and forget_document left the row add_facts had created (0052). The caller
+-- holds the threads FOR UPDATE (pgmem._lock_thread or in key order), so no writer of one is in flight.
+CREATE OR REPLACE FUNCTION pgmem._drop_empty_threads(scope text, threads text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    n integer;
+BEGIN
+    DELETE FROM pgmem.thread th
+     WHERE th.scope_id = _drop_empty_threads.scope AND th.thread_id = ANY (_drop_empty_threads.threads)
+       AND NOT EXISTS (SELECT 1 FROM pgmem.turn t WHERE t.scope_id = th.scope_id AND t.thread_id = th.thread_id)
+       AND NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = th.scope_id AND f.thread_id = th.thread_id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem._drop_empty_threads(text, text[]) IS
+'Internal to the forget functions: delete those of the scope''s threads that hold no turn and no fact (their names are the caller''s data), which the caller has locked FOR UPDATE. Returns the threads deleted.';
+
 -- A turn's rows without the recall-log step: forget_turn is this and then pgmem._forget_logs;
 -- apply_retention calls it for each expired turn and then pgmem._forget_logs once for them all,
 -- reading the recall log once a scope instead of once a turn.
@@ -252,11 +275,7 @@ BEGIN
     END IF;
     -- A thread left without turns or facts goes too: its name is the caller's data.
     IF turns > 0 THEN
-        DELETE FROM pgmem.thread th
-         WHERE th.scope_id = _forget_turn_rows.scope AND th.thread_id = _forget_turn_rows.thread
-           AND NOT EXISTS (SELECT 1 FROM pgmem.turn t WHERE t.scope_id = th.scope_id AND t.thread_id = th.thread_id)
-           AND NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = th.scope_id AND f.thread_id = th.thread_id);
-        GET DIAGNOSTICS threads = ROW_COUNT;
+        threads := pgmem._drop_empty_threads(_forget_turn_rows.scope, ARRAY[_forget_turn_rows.thread]);
     END IF;
 END
 $$;
@@ -347,6 +366,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     n integer;
+    n_threads integer := 0;
     fact_thread text;
 BEGIN
     IF scope IS NULL OR fact_id IS NULL THEN
@@ -362,13 +382,17 @@ BEGIN
     END IF;
     DELETE FROM pgmem.fact f WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
     GET DIAGNOSTICS n = ROW_COUNT;
+    -- Its thread when nothing of it remains (0052), as forget_turn: add_facts created the row.
+    IF n > 0 AND fact_thread IS NOT NULL THEN
+        n_threads := pgmem._drop_empty_threads(forget_fact.scope, ARRAY[fact_thread]);
+    END IF;
     -- The log rows naming the fact go even when the fact is gone already (0040): a log written
     -- after its forget kept the fact's body, and a second forget_fact skipped them.
-    RETURN QUERY SELECT 0, 0, 0, n, 0, pgmem._forget_logs(forget_fact.scope, fact_ids => ARRAY[forget_fact.fact_id]);
+    RETURN QUERY SELECT n_threads, 0, 0, n, 0, pgmem._forget_logs(forget_fact.scope, fact_ids => ARRAY[forget_fact.fact_id]);
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
-'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it) and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact.';
+'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -380,6 +404,7 @@ DECLARE
     piece_ids bigint[];
     fact_ids bigint[];
     fact_threads text[];
+    n_threads integer;
     n_docs integer;
 BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
@@ -418,15 +443,16 @@ BEGIN
                 OR left(f.section, length(forget_document.document_id) + 1) = forget_document.document_id || '#')
         RETURNING f.fact_id)
     SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
+    n_threads := pgmem._drop_empty_threads(forget_document.scope, fact_threads);
     DELETE FROM pgmem.document d WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id;
     GET DIAGNOSTICS n_docs = ROW_COUNT;
-    RETURN QUERY SELECT 0, 0, cardinality(piece_ids), cardinality(fact_ids), n_docs,
+    RETURN QUERY SELECT n_threads, 0, cardinality(piece_ids), cardinality(fact_ids), n_docs,
                         pgmem._forget_logs(forget_document.scope, piece_ids => piece_ids, fact_ids => fact_ids,
                                            document_id => forget_document.document_id);
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor), and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
