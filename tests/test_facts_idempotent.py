@@ -220,6 +220,36 @@ def test_sql_add_facts_keeps_python_rules(
         assert app_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
 
 
+@pytest.mark.parametrize(
+    ("threads", "turns", "sections", "words"),
+    [
+        ("[0:1]={ta,tb}", None, None, "thread_ids"),  # stored fact 1 under tb, fact 2 under none
+        ("{{ta,tb},{tc,td}}", None, None, "thread_ids"),  # facts under no thread, four threads made
+        ("{t,t}", "[2:3]={0,1}", None, "turn_indexes"),
+        (None, None, "[0:1]={a.md,b.md}", "sections"),
+        (None, None, "{{a.md},{b.md}}", "sections"),
+    ],
+)
+def test_sql_add_facts_refuses_an_array_that_is_no_list_from_1(
+    app_conn: Conn, admin_conn: Conn, threads: str | None, turns: str | None, sections: str | None, words: str
+) -> None:
+    """add_facts read its optional arrays by position from 1: one with other bounds or more
+    dimensions, of the right length, tied each fact to another's thread, turn or section (or to
+    none), and made thread rows no fact named. It is refused (22023 naming the argument), and
+    nothing of the call is stored."""
+    from tests.security_helpers import hash_vector
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=words), scoped(app_conn, "shape"):
+        app_conn.execute(
+            "SELECT * FROM pgmem.add_facts('shape', 'test:hash', ARRAY['one', 'two'], %s::vector[],"
+            " %s::text[], %s::integer[], %s::text[])",
+            ([hash_vector("a"), hash_vector("b")], threads, turns, sections),
+        )
+    app_conn.rollback()
+    for table in ("fact", "thread"):
+        assert admin_conn.execute(f"SELECT count(*) FROM pgmem.{table}").fetchone() == (0,), table
+
+
 def test_a_numpy_turn_index_is_an_integer_like_any_other(app_conn: Conn) -> None:
     """Every integer argument takes numpy's integers (a turn index read from a DataFrame); a
     fact's turn index was refused as "not an integer"."""

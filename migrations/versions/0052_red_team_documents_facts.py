@@ -9,8 +9,11 @@
 - forget_fact and forget_document take a thread row left with no turn and no fact
   (pgmem._drop_empty_threads, as forget_turn did): add_facts creates the row of a thread its
   facts name, and forgetting the facts left it, the thread's name being the caller's data.
+- add_facts refuses an array that is not one-dimensional from 1 (22023 naming it): its arrays
+  were read by position from 1, so one of the right length with other bounds or more
+  dimensions stored a fact under another's thread, turn or section, or under none.
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+Only re-runnable definitions change (sql/idempotent/070_forget.sql, 020_ingest.sql).
 
 Revision ID: 0052
 Revises: 0050

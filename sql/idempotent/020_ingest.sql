@@ -510,11 +510,23 @@ DECLARE
     key integer;
     thr text[];
     got integer;
+    bad_arg text;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(add_facts.scope), true);
+    -- Entry i of each array is fact i: an array with other bounds or more dimensions, of the
+    -- right length, tied a fact to another's thread, turn or section, or to none (0052).
+    bad_arg := CASE WHEN array_ndims(bodies) > 1 OR array_lower(bodies, 1) <> 1 THEN 'bodies'
+                    WHEN array_ndims(vectors) > 1 OR array_lower(vectors, 1) <> 1 THEN 'vectors'
+                    WHEN array_ndims(thread_ids) > 1 OR array_lower(thread_ids, 1) <> 1 THEN 'thread_ids'
+                    WHEN array_ndims(turn_indexes) > 1 OR array_lower(turn_indexes, 1) <> 1 THEN 'turn_indexes'
+                    WHEN array_ndims(sections) > 1 OR array_lower(sections, 1) <> 1 THEN 'sections' END;
+    IF bad_arg IS NOT NULL THEN
+        RAISE EXCEPTION 'add_facts: % must be a one-dimensional array indexed from 1 (entry i for fact i)', bad_arg
+            USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';
+    END IF;
     IF coalesce(array_length(bodies, 1), 0) <> n
        OR (thread_ids IS NOT NULL AND coalesce(array_length(thread_ids, 1), 0) <> n)
        OR (turn_indexes IS NOT NULL AND coalesce(array_length(turn_indexes, 1), 0) <> n)
@@ -589,4 +601,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, and a turn index be 0 or more and come with its thread (22023 naming the entry). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
