@@ -167,6 +167,25 @@ def test_read_documents_strips_a_byte_order_mark_and_reports_a_file_that_is_not_
         read_documents([tmp_path])
 
 
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem")
+def test_read_documents_reports_a_file_it_cannot_read(tmp_path: Path) -> None:
+    """A file that is there but cannot be read (no permission, gone since it was listed, an I/O
+    error: /proc/self/mem, which fails with EIO even for root, stands for them) raised OSError
+    through read_documents, and `pgmem docs add` ended in a traceback with nothing stored. It is
+    an InputError naming the file; with `failed`, reported as one document and the others read
+    (as read_facts reports a file it cannot read)."""
+    from pgmem.documents.store import read_documents
+
+    (tmp_path / "good.md").write_text("# Good\n\nReadable.\n", encoding="utf-8")
+    (tmp_path / "bad.md").symlink_to("/proc/self/mem")
+    failed: list[tuple[str, str]] = []
+    docs = read_documents([tmp_path], failed=failed)
+    assert [d.id for d in docs] == ["good.md"]
+    assert [(i, "cannot read" in e) for i, e in failed] == [("bad.md", True)]
+    with pytest.raises(InputError, match=r"cannot read .*bad\.md"):
+        read_documents([tmp_path])
+
+
 #: Markdown with `#` lines inside HTML blocks (CommonMark 0.31.2, 4.6), and the heading paths
 #: its chunks get: no line of an HTML block is a heading, and the block ends where the spec
 #: says (types 1 to 5 at the line holding their end marker, blank lines included; 6 and 7

@@ -126,6 +126,8 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 text: {exc}") from None
+    except OSError as exc:  # no permission, gone since it was listed, an I/O error
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def prepare(
