@@ -64,10 +64,13 @@ def check_fact(fact: Fact, where: str) -> Fact:
 
 
 def fact_from_dict(obj: object, where: str) -> Fact:
-    """A fact from one JSON object `{"body": ..., "thread"?: ..., "turn"?: ..., "section"?: ...}`."""
+    """A fact from one JSON object `{"body": ..., "thread"?: ..., "turn"?: ..., "section"?: ...}`;
+    `thread_id` and `turn_index` name the thread and turn too, as in a turn's line (and in
+    fact_recall's hits)."""
     if not isinstance(obj, dict) or "body" not in obj:
         raise InputError(f'{where}: expected an object {{"body": ..., "thread"?, "turn"?, "section"?}}')
-    fact = Fact(obj["body"], obj.get("thread"), obj.get("turn"), obj.get("section"))
+    thread, turn = obj.get("thread", obj.get("thread_id")), obj.get("turn", obj.get("turn_index"))
+    fact = Fact(obj["body"], thread, turn, obj.get("section"))
     return check_fact(fact, where)
 
 

@@ -115,6 +115,23 @@ BAD_LINES = {
 }
 
 
+def test_a_fact_line_names_its_thread_and_turn_as_a_turn_line_does(tmp_path: Path) -> None:
+    """A turn's JSONL line takes thread or thread_id, turn or turn_index; a fact's took thread and
+    turn only and dropped thread_id and turn_index without a word (the names fact_recall's hits and
+    `pgmem facts search --json` use): the fact was stored tied to nothing, out of reach of
+    forget_turn and forget_thread. Both names are read now, as for a turn."""
+    path = tmp_path / "facts.jsonl"
+    path.write_text(
+        '{"body": "the ferry leaves at nine", "thread_id": "trip", "turn_index": 2}\n'
+        '{"body": "the bus is late", "thread_id": "trip", "section": "bus.md"}\n',
+        encoding="utf-8",
+    )
+    assert read_facts(path) == [
+        Fact("the ferry leaves at nine", "trip", 2),
+        Fact("the bus is late", "trip", section="bus.md"),
+    ]
+
+
 @pytest.mark.parametrize("case", sorted(BAD_LINES))
 def test_bad_fact_lines_are_one_clear_error(
     case: str,

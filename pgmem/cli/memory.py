@@ -75,7 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     f = sub.add_parser("facts", help="add or search fact sentences")
     fsub = f.add_subparsers(dest="facts_command", required=True, metavar="ACTION")
-    fa = fsub.add_parser("add", help="add facts from a JSONL file of {body, thread?, turn?, section?}")
+    fa = fsub.add_parser(
+        "add", help="add facts from a JSONL file of {body, thread? (or thread_id), turn? (or turn_index), section?}"
+    )
     fa.add_argument("file", type=Path)
     fa.add_argument("--scope", required=True)
     fa.set_defaults(func=_facts_add)
