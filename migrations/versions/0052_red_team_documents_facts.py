@@ -16,12 +16,12 @@
 Only re-runnable definitions change (sql/idempotent/070_forget.sql, 020_ingest.sql).
 
 Revision ID: 0052
-Revises: 0050
+Revises: 0051
 Create Date: 2026-12-09
 """
 
 from pgmem.sqlfiles import functions_only
 
 revision = "0052"
-down_revision = "0050"
+down_revision = "0051"
 upgrade, downgrade = functions_only(revision)
