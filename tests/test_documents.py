@@ -282,3 +282,23 @@ def test_cli_add_search_rm(
     assert main(["docs", "rm", "sub/kitchen.md", "--scope", "c"]) == 0
     assert main(["docs", "rm", "sub/kitchen.md", "--scope", "c"]) == 1
     assert main(["docs", "add", str(tmp_path / "missing"), "--scope", "c"]) == 2
+
+
+def test_identical_units_are_embedded_once_and_share_their_vector(conn: Conn, embedder: Embedder) -> None:
+    """A section that repeats one text (the same transclusion line after line: units with one
+    label and one body) sends that text to the model once, and every copy is stored with its
+    vector (a paid endpoint was sent every copy)."""
+    links = "\n\n".join("See [[Setup]]." for _ in range(300))
+    doc = Document("repeat.md", "# Repeat\n\n" + links + "\n\n# Setup\n\nInstall the tools.\n")
+    counting = CountingEmbedder(embedder)
+    add_documents(conn, "rep", [doc], counting)
+    with scoped(conn, "rep"):
+        rows = conn.execute(
+            "SELECT label, body, raw_embedding::text FROM pgmem.piece WHERE kind = 'document'"
+        ).fetchall()
+    distinct = {(str(r[0]), str(r[1])) for r in rows}
+    assert len(rows) >= 300 and counting.inputs <= len(distinct) < 20, (counting.inputs, len(distinct), len(rows))
+    vectors: dict[tuple[str, str], set[str]] = {}
+    for label, body, raw in rows:
+        vectors.setdefault((str(label), str(body)), set()).add(str(raw))
+    assert all(len(v) == 1 for v in vectors.values())  # every copy of a text has one vector

@@ -16,7 +16,7 @@ import pytest
 
 from pgmem.config import Settings
 from pgmem.embedders import from_settings
-from pgmem.embedders.base import Embedder, request_batches
+from pgmem.embedders.base import Embedder, embed_side, request_batches
 from pgmem.embedders.local import ONNX_SHA256, LocalEmbedder, calls, verified, without_nan_guards
 from pgmem.embedders.openai_compat import OpenAIEmbedder
 from pgmem.errors import ConfigError, EmbeddingError, ModelFileError
@@ -121,6 +121,29 @@ def test_missing_or_altered_model_file_is_a_clear_error(tmp_path: Path) -> None:
         f.write(b"\x00\x01\x02")
     with pytest.raises(ModelFileError, match="altered"):
         LocalEmbedder(model_path=altered)
+
+
+class _ShortEmbedder:
+    """Answers one vector whatever it is asked (a broken custom embedder)."""
+
+    model_id, dims, max_input_tokens = "short", 4, 64
+
+    def count_tokens(self, texts: object) -> list[int]:
+        return []
+
+    def embed(self, texts: object) -> np.ndarray:
+        return np.ones((1, 4), dtype=np.float32)
+
+
+def test_embed_side_sends_each_distinct_text_once_and_keeps_the_order(embedder: Embedder) -> None:
+    texts = ["beta", "alpha", "beta", "beta", "gamma", "alpha"]
+    got = embed_side(embedder, texts)
+    alone = {t: embedder.embed([t])[0] for t in set(texts)}
+    assert got.shape == (6, embedder.dims)
+    assert all(np.allclose(got[i], alone[t], atol=1e-5) for i, t in enumerate(texts))
+    assert np.array_equal(got[0], got[2]) and np.array_equal(got[1], got[5])
+    with pytest.raises(EmbeddingError, match=r"^short: expected 2 vectors, got shape \(1, 4\)$"):
+        embed_side(_ShortEmbedder(), ["a", "b", "a"])
 
 
 def test_request_batches_respect_inputs_and_bytes() -> None:

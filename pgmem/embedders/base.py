@@ -58,10 +58,20 @@ class QueryEmbedder(Embedder, Protocol):
 
 def embed_side(embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> FloatArray:
     """Vectors of `texts` on one side: the query side of a model that has one, else `embed`
-    (symmetric models such as MiniLM and OpenAI's embed both sides alike)."""
-    if side == "query" and isinstance(embedder, QueryEmbedder):
-        return embedder.embed_queries(texts)
-    return embedder.embed(texts)
+    (symmetric models such as MiniLM and OpenAI's embed both sides alike). Each distinct text
+    is sent once and its row repeated: a document of thousands of identical units (one
+    transclusion repeated, bare code fences) cost the model, or a paid endpoint, one input
+    each, and every copy of a text now gets the same vector."""
+    run = embedder.embed_queries if side == "query" and isinstance(embedder, QueryEmbedder) else embedder.embed
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return run(texts)
+    rows = np.asarray(run(distinct))
+    if rows.ndim != 2 or rows.shape[0] != len(distinct):
+        raise EmbeddingError(f"{embedder.model_id}: expected {len(distinct)} vectors, got shape {rows.shape}")
+    at = {t: i for i, t in enumerate(distinct)}
+    out: FloatArray = rows[[at[t] for t in texts]]
+    return out
 
 
 def request_batches(
