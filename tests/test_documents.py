@@ -202,6 +202,56 @@ def test_put_document_refuses_a_chunk_without_unit(conn: Conn, embedder: Embedde
         )
 
 
+#: put_document's arguments after (scope, id, title, body, hash, model), one good chunk and unit,
+#: and one of them replaced by each hostile value: (argument position, SQL, what the error names).
+_GOOD = [
+    "'[[\"D\"]]'::jsonb",
+    "ARRAY['# D']",
+    "ARRAY[0]",
+    "ARRAY['heading']",
+    "ARRAY[0]",
+    "ARRAY[0]",
+    "ARRAY[3]",
+    "ARRAY['D']",
+    "ARRAY['']",
+    "ARRAY[%(v)s]::vector[]",
+]
+_BAD_DOCUMENT_ARGS = [
+    (0, "'[[\"D\", null]]'::jsonb", "chunk_heading_paths[0] must be a JSON array of strings"),
+    (0, "'[[\"D\", 3]]'::jsonb", "chunk_heading_paths[0] must be a JSON array of strings"),
+    (0, "'[\"D\"]'::jsonb", "chunk_heading_paths[0] must be a JSON array of strings"),
+    (0, '\'[{"a": ["D"]}]\'::jsonb', "chunk_heading_paths[0] must be a JSON array of strings"),
+    (1, "ARRAY[NULL]::text[]", "chunk_bodies[1] is NULL"),
+    (1, "'[0:0]={\"# D\"}'::text[]", "chunk_bodies must be a one-dimensional array"),
+    (4, "ARRAY[-1]", "unit_indexes -1, not a position"),
+    (4, "ARRAY[NULL]::integer[]", "a NULL unit_indexes entry"),
+    (7, "ARRAY[NULL]::text[]", "a NULL label"),
+    (8, "ARRAY[NULL]::text[]", "a NULL body"),
+    (5, "'{{0}}'::integer[]", "span_starts must be a one-dimensional array"),
+    (9, "array_fill(%(v)s::vector, ARRAY[1], ARRAY[2])", "vectors must be a one-dimensional array"),
+]
+
+
+@pytest.mark.parametrize(("at", "value", "named"), _BAD_DOCUMENT_ARGS)
+def test_put_document_refuses_hostile_arrays_and_keeps_what_is_stored(
+    conn: Conn, embedder: Embedder, at: int, value: str, named: str
+) -> None:
+    """Called in SQL as the app login: each hostile argument is one 22023 naming it, and the
+    document stored before is unchanged."""
+    add_documents(conn, "s", [Document("d.md", "# D\n\nDogs are loyal.\n")], embedder)
+    with scoped(conn, "s"):
+        before = conn.execute("SELECT chunk_id, heading_path, body FROM pgmem.chunk ORDER BY 1").fetchall()
+    vec = embedder.embed(["x"])[0]
+    args = [*_GOOD]
+    args[at] = value
+    sql = "SELECT pgmem.put_document('s', 'd.md', 'D', 'b', '\\x01', %(m)s, " + ", ".join(args) + ")"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err, scoped(conn, "s"):
+        conn.execute(sql, {"v": vec, "m": embedder.model_id})
+    assert named in str(err.value.diag.message_primary) and "\n" not in str(err.value.diag.message_primary)
+    with scoped(conn, "s"):
+        assert conn.execute("SELECT chunk_id, heading_path, body FROM pgmem.chunk ORDER BY 1").fetchall() == before
+
+
 #: A release-notes page as converters and hand edits leave them: a reStructuredText underline
 #: turned into an ATX heading, a table's separator row made a heading, a divider of stars. Each
 #: "-", "=", "|" or "*" is one token of the model, so each heading path alone is over its limit.

@@ -65,6 +65,7 @@ DECLARE
     old_hash bytea;
     status text := 'inserted';
     bad integer;
+    bad_arg text;
     -- Each chunk body's length, once (0040): read per unit, a multi-megabyte body was copied and
     -- counted again for each of its units (a 4 MB code block: 20 s; 21 MB: 488 s).
     lens integer[];
@@ -86,6 +87,38 @@ BEGIN
         RAISE EXCEPTION 'put_document: chunk_heading_paths must be a JSON array with one array of headings per chunk (% chunks)', nchunks
             USING ERRCODE = '22023';
     END IF;
+    -- Each chunk's path a list of strings: an element of another type was stored as its JSON
+    -- text (a NULL came back as "None"), a path that is no list failed with "cannot extract
+    -- elements from a scalar" (0053).
+    SELECT h.o INTO bad FROM jsonb_array_elements(chunk_heading_paths) WITH ORDINALITY AS h(path, o)
+     WHERE jsonb_typeof(h.path) <> 'array'
+        OR EXISTS (SELECT 1 FROM jsonb_array_elements(h.path) AS e(x) WHERE jsonb_typeof(e.x) <> 'string')
+     ORDER BY h.o LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: chunk_heading_paths[%] must be a JSON array of strings, got %', bad - 1,
+            left((chunk_heading_paths -> (bad - 1)::integer)::text, 200)
+            USING ERRCODE = '22023';
+    END IF;
+    -- Entry i of each array is unit i (chunk i): an array with other bounds or more dimensions
+    -- was read by position from 1, so its checks below read other entries than those stored (0053).
+    bad_arg := CASE WHEN array_ndims(chunk_bodies) > 1 OR array_lower(chunk_bodies, 1) <> 1 THEN 'chunk_bodies'
+                    WHEN array_ndims(unit_chunks) > 1 OR array_lower(unit_chunks, 1) <> 1 THEN 'unit_chunks'
+                    WHEN array_ndims(unit_kinds) > 1 OR array_lower(unit_kinds, 1) <> 1 THEN 'unit_kinds'
+                    WHEN array_ndims(unit_indexes) > 1 OR array_lower(unit_indexes, 1) <> 1 THEN 'unit_indexes'
+                    WHEN array_ndims(span_starts) > 1 OR array_lower(span_starts, 1) <> 1 THEN 'span_starts'
+                    WHEN array_ndims(span_ends) > 1 OR array_lower(span_ends, 1) <> 1 THEN 'span_ends'
+                    WHEN array_ndims(labels) > 1 OR array_lower(labels, 1) <> 1 THEN 'labels'
+                    WHEN array_ndims(bodies) > 1 OR array_lower(bodies, 1) <> 1 THEN 'bodies'
+                    WHEN array_ndims(vectors) > 1 OR array_lower(vectors, 1) <> 1 THEN 'vectors' END;
+    IF bad_arg IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: % must be a one-dimensional array indexed from 1', bad_arg
+            USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';
+    END IF;
+    SELECT c.o INTO bad FROM unnest(chunk_bodies) WITH ORDINALITY AS c(body, o) WHERE c.body IS NULL ORDER BY c.o LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: chunk_bodies[%] is NULL', bad USING ERRCODE = '22023',
+            HINT = 'A chunk with no text has an empty body.';
+    END IF;
     IF coalesce(array_length(unit_chunks, 1), 0) <> n OR coalesce(array_length(unit_kinds, 1), 0) <> n
        OR coalesce(array_length(unit_indexes, 1), 0) <> n OR coalesce(array_length(span_starts, 1), 0) <> n
        OR coalesce(array_length(span_ends, 1), 0) <> n OR coalesce(array_length(labels, 1), 0) <> n
@@ -105,6 +138,17 @@ BEGIN
      LIMIT 1;
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'put_document: unit_chunks[%] = % is not a chunk ordinal (0 .. %)', bad, unit_chunks[bad], nchunks - 1
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT u.i INTO bad FROM generate_series(1, n) AS u(i)
+     WHERE unit_indexes[u.i] IS NULL OR unit_indexes[u.i] < 0 OR labels[u.i] IS NULL OR bodies[u.i] IS NULL
+     LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'put_document: unit % has %', bad,
+            CASE WHEN unit_indexes[bad] IS NULL THEN 'a NULL unit_indexes entry'
+                 WHEN unit_indexes[bad] < 0 THEN format('unit_indexes %s, not a position (0 or more)', unit_indexes[bad])
+                 WHEN labels[bad] IS NULL THEN 'a NULL label (an empty one is '''')'
+                 ELSE 'a NULL body (an empty one is '''')' END
             USING ERRCODE = '22023';
     END IF;
     lens := ARRAY(SELECT coalesce(char_length(b.body), 0) FROM unnest(chunk_bodies) WITH ORDINALITY AS b(body, o) ORDER BY b.o);
@@ -179,7 +223,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_document(text, text, text, text, bytea, text, jsonb, text[], integer[], text[], integer[], integer[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
-'Store one Markdown document atomically: its chunks (heading path + body) and their search units (kind, span in the chunk body, label, body, vector) as kind = document pieces. Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
+'Store one Markdown document atomically: its chunks (heading path, a JSON array of strings, + body) and their search units (kind, position in its chunk, span in the chunk body, label, body, vector) as kind = document pieces; every array is one-dimensional from 1 and holds no NULL (22023 naming the argument or the unit). Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
 
 CREATE OR REPLACE FUNCTION pgmem.remove_document(scope text, document_id text)
 RETURNS boolean
