@@ -1116,3 +1116,40 @@ def test_retention_and_a_forget_of_a_document_with_facts_of_expiring_turns_do_no
     assert (forgotten.documents, forgotten.facts) == (1, 0)
     assert churn.deadlocks(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.fact WHERE scope_id = %s", (scope,)) == 0
+
+
+@pytest.mark.parametrize("deleted", ["stored", "missing"])
+def test_a_batch_that_deletes_then_puts_and_a_forget_scope_do_not_deadlock(
+    admin_conn: Conn, sessions: Callable[[], Session], deleted: str
+) -> None:
+    """A store batch deletes a key, then puts another of the same namespace (its writes in key
+    order), while forget_scope of the namespace starts between the two. delete_item held the
+    item row (or, for a key not stored, its record in pgmem.store_tombstone) without the scope
+    row; forget_scope took the scope row FOR UPDATE and waited for that row, and the batch's put
+    waited for the scope row: a deadlock (40P01). delete_item now holds the scope row FOR KEY
+    SHARE first, as put_item does, so forget_scope waits for the batch and then forgets it all."""
+    scope = namespace_scope(NS)
+    batch, forgetter = sessions(), sessions()
+    batch.begin(scope, directory="default")
+    batch.do(_put_item(scope, "k0"))
+    if deleted == "stored":
+        batch.do(_put_item(scope, "k1"))
+    else:  # a record of an earlier delete, which the delete below updates
+        batch.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k1')", (scope,)))
+    batch.commit()
+    batch.begin(scope, directory="default")
+    batch.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k1')", (scope,)))
+    forgetter.begin(scope)
+    forgot: Future[Any] = forgetter.start(
+        lambda c: c.execute("SELECT * FROM pgmem.forget_scope(%s)", (scope,)).fetchall()
+    )
+    assert waits_for_lock(admin_conn, forgot, forgetter.pid)
+    put = batch.start(_put_item(scope, "k2"))
+    assert not isinstance(outcome(put), BaseException), outcome(put)
+    batch.commit()
+    assert not isinstance(outcome(forgot), BaseException), outcome(forgot)
+    forgetter.commit()
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_tombstone WHERE scope_id = %s", (scope,)) == 0
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = %s", (scope,)) == 0
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (scope,)) == 0

@@ -313,11 +313,14 @@ BEGIN
         RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(delete_item.scope), true);
-    -- The delete is remembered (pgmem.store_tombstone, 0051), whether the item was stored yet or
-    -- not, so an import of an older copy does not write it again. The lock order of put_item: the
-    -- scope row (KEY SHARE, when there is one: a forget_scope in flight is waited for, and
-    -- waits for this), then the key's lock, as a conditional put (an import) takes it, then the
-    -- item row.
+    -- The scope row first (the lock order, docs/architecture.md), FOR KEY SHARE as put_item
+    -- holds it, when there is one (a delete creates none): a forget_scope in flight is waited
+    -- for before any item or record of the scope is held. Without it, a transaction that went
+    -- on to put into the scope after a delete (a store batch: its deletes and puts in key order)
+    -- waited for forget_scope's lock on the row while forget_scope waited for the deleted row.
+    -- Then the key's lock, as a conditional put (an import) takes it, then the item row; the
+    -- delete is remembered (pgmem.store_tombstone, 0051), whether the item was stored yet or
+    -- not, so an import of an older copy does not write it again.
     PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
@@ -332,7 +335,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the scope row FOR KEY SHARE (when there is one) and then the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
 
 -- Before literal (0040): dropped so a named call stays unambiguous.
 DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);
