@@ -970,3 +970,25 @@ def test_delete_item_hostile_arguments(conn: Conn, admin_conn: Conn, scope: Any,
         assert "\n" not in str(exc.diag.message_primary)
     item = PgmemStore(conn).get(("ok",), "keep")
     assert item is not None and item.value == {"v": 1}
+
+
+def test_a_put_held_back_by_a_delete_leaves_no_scope_row(app_url: str, admin_conn: Conn) -> None:
+    """A key deleted before its namespace stored anything leaves no scope row (delete_item
+    creates none); an import's conditional put of an older copy writes nothing, and the scope row
+    it created on its way goes again, as for a forgotten scope. A scope that held an item keeps
+    its row."""
+    scope_rows = "SELECT count(*) FROM pgmem.scope WHERE scope_id = 'race'"
+    with connect(app_url) as c:
+        with c.transaction():
+            c.execute("SELECT set_config('pgmem.scope', 'race', true)")
+            c.execute("SELECT pgmem.delete_item('race', 'k')")
+        assert admin_conn.execute(scope_rows).fetchone() == (0,)
+        with c.transaction():
+            assert _cond_put(c, "k") == (False, True)
+        assert admin_conn.execute(scope_rows).fetchone() == (0,)
+        with c.transaction():  # the next put of another key creates it as always
+            assert _cond_put(c, "other") == (True, False)
+            assert _cond_put(c, "k") == (False, True)
+        assert admin_conn.execute(scope_rows).fetchone() == (1,)
+    stored = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = 'race'").fetchall()
+    assert stored == [("other",)]

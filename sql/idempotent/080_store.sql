@@ -162,12 +162,16 @@ BEGIN
         -- nothing: an import does not bring back what the application deleted since the source's
         -- copy was written. Read after the insert, which waited for a forget of the item in
         -- flight (a forget of its thread holds the row, not the key's lock), so its tombstone is
-        -- seen; the row just inserted goes again.
+        -- seen; the row just inserted goes again, and so does a scope row this put created (a
+        -- key deleted before its namespace stored anything leaves none, as delete_item creates none).
         IF FOUND AND unless_newer_than IS NOT NULL AND EXISTS (
             SELECT 1 FROM pgmem.store_tombstone t
              WHERE t.scope_id = put_item.scope AND t.key_hash = sha256(convert_to(put_item.item_key, 'UTF8'))
                AND t.deleted_at > unless_newer_than) THEN
             DELETE FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key;
+            IF new_scope THEN
+                DELETE FROM pgmem.scope s WHERE s.scope_id = put_item.scope;
+            END IF;
             RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
             RETURN;
         END IF;
