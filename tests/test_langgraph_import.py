@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -992,3 +993,178 @@ def test_a_put_held_back_by_a_delete_leaves_no_scope_row(app_url: str, admin_con
         assert admin_conn.execute(scope_rows).fetchone() == (1,)
     stored = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = 'race'").fetchall()
     assert stored == [("other",)]
+
+
+#: The stress test's scopes (one-label namespaces) and keys.
+_STRESS_SCOPES = ("st-a", "st-b", "st-c")
+#: Deleted by the application before anything was stored in it; written and forgotten at once.
+_GONE, _RACED = "st-gone", "st-raced"
+_STRESS_KEYS = tuple(f"k{i}" for i in range(8))
+
+
+def _in_txn(c: Conn, scope: str, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    """Run the statements in one transaction of `scope` (any error, a deadlock included, fails
+    the test)."""
+    with c.transaction():
+        c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        c.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        for query, params in statements:
+            c.execute(query, params)
+
+
+_PUT = "SELECT pgmem.put_item(%s, %s, %s, %s::jsonb, thread => %s)"
+_COND_PUT = "SELECT pgmem.put_item(%s, %s, %s, %s::jsonb, thread => %s, unless_newer_than => '2000-01-01')"
+
+
+def test_imports_deletes_puts_and_forgets_at_once_keep_every_deletion(app_url: str, admin_conn: Conn) -> None:
+    """Two imports (conditional puts of every key, older than anything, a page of keys a
+    transaction in key order as the import writes them) run again and again while each scope's
+    application worker deletes, puts (plain or indexed), forgets an item's thread, runs a batch
+    that deletes a key then puts another, or forgets the whole scope, and a sweeper expires
+    items; each on its own connection as the app login. Whatever the interleaving: no
+    transaction fails (no deadlock, no error); each key the application touched ends as its
+    last operation left it (an import never brings back a deleted, forgotten or forgotten-scope
+    key, nor replaces the application's value); a key it never touched holds the import's copy;
+    no namespace is listed without items, and no record of a key outlives its scope's forget."""
+    rng = random.Random(20261206)
+    errors: list[BaseException] = []
+    # Each scope's worker runs its own random plan; `model` is what its operations leave.
+    plans: dict[str, list[tuple[str, str, str]]] = {}
+    model: dict[str, dict[str, dict[str, Any] | None]] = {}
+    touched: dict[str, set[str]] = {}
+    no_scope_row: set[str] = set()  # forgotten, and no application put since
+    for scope in _STRESS_SCOPES:
+        plan: list[tuple[str, str, str]] = []
+        state: dict[str, dict[str, Any] | None] = {}
+        seen: set[str] = set()
+        for n in range(40):
+            ops = ["put", "put", "indexed", "delete", "delete", "forget", "batch", "batch"]
+            op = "scope" if n % 13 == 12 else rng.choice(ops)
+            a, b = sorted(rng.sample(_STRESS_KEYS, 2))
+            plan.append((op, a, b))
+            if op in ("put", "indexed"):
+                state[a] = {"app": n}
+                seen.add(a)
+            elif op == "delete":
+                state[a] = None
+                seen.add(a)
+            elif op == "forget":  # the thread of an indexed item: the item goes with it
+                if (state.get(a) or {}).get("indexed"):
+                    state[a] = None
+            elif op == "batch":  # delete a, then put b, in one transaction (key order)
+                state[a], state[b] = None, {"app": n}
+                seen |= {a, b}
+            else:  # forget_scope: every key is gone, and remembered as gone
+                state = {k: None for k in _STRESS_KEYS}
+                seen = set(_STRESS_KEYS)
+            if op == "indexed":
+                state[a] = {"app": n, "indexed": True}
+            if op == "scope":
+                no_scope_row.add(scope)
+            elif op in ("put", "indexed", "batch"):
+                no_scope_row.discard(scope)
+        plans[scope], model[scope], touched[scope] = plan, state, seen
+
+    def app(scope: str) -> None:
+        with connect(app_url) as c:
+            for n, (op, a, b) in enumerate(plans[scope]):
+                stmts: list[tuple[str, tuple[Any, ...]]]
+                if op == "put":
+                    stmts = [(_PUT, (scope, [scope], a, json.dumps({"app": n}), None))]
+                elif op == "indexed":
+                    stmts = [(_PUT, (scope, [scope], a, json.dumps({"app": n, "indexed": True}), f"item:{a}"))]
+                elif op == "delete":
+                    stmts = [("SELECT pgmem.delete_item(%s, %s)", (scope, a))]
+                elif op == "forget":
+                    stmts = [("SELECT pgmem.forget_thread(%s, %s)", (scope, f"item:{a}"))]
+                elif op == "batch":
+                    stmts = [
+                        ("SELECT pgmem.delete_item(%s, %s)", (scope, a)),
+                        (_PUT, (scope, [scope], b, json.dumps({"app": n}), None)),
+                    ]
+                else:
+                    stmts = [("SELECT pgmem.forget_scope(%s)", (scope,))]
+                _in_txn(c, scope, stmts)
+
+    def batcher() -> None:  # deletes a key, then puts another, while the scope is forgotten
+        turn = random.Random(7)
+        with connect(app_url) as c:
+            for n in range(40):
+                a, b = sorted(turn.sample(_STRESS_KEYS, 2))
+                delete = ("SELECT pgmem.delete_item(%s, %s)", (_RACED, a))
+                _in_txn(c, _RACED, [delete, (_PUT, (_RACED, [_RACED], b, json.dumps({"app": n}), None))])
+
+    def forgetter() -> None:
+        with connect(app_url) as c:
+            for _ in range(15):
+                _in_txn(c, _RACED, [("SELECT pgmem.forget_scope(%s)", (_RACED,))])
+
+    def importer(seed: int) -> None:
+        keys = [(s, k) for s in (*_STRESS_SCOPES, _GONE, _RACED) for k in _STRESS_KEYS]
+        order = random.Random(seed)
+        with connect(app_url) as c:
+            for _ in range(6):
+                size = order.randint(2, 6)
+                for i in range(0, len(keys), size):
+                    page = keys[i : i + size]
+                    with c.transaction():
+                        c.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+                        for scope, k in page:
+                            c.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+                            c.execute(_COND_PUT, (scope, [scope], k, json.dumps({"src": k}), None))
+
+    def sweeper() -> None:
+        with connect(app_url) as c:
+            for _ in range(30):
+                for scope in _STRESS_SCOPES:
+                    _in_txn(c, scope, [("SELECT pgmem.expire_items(%s)", (scope,))])
+
+    def run(fn: Any, *args: Any) -> threading.Thread:
+        def go() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        t = threading.Thread(target=go)
+        t.start()
+        return t
+
+    with connect(app_url) as c:
+        for k in _STRESS_KEYS:
+            _in_txn(c, _GONE, [("SELECT pgmem.delete_item(%s, %s)", (_GONE, k))])
+    workers = [run(app, s) for s in _STRESS_SCOPES] + [run(batcher), run(forgetter)]
+    workers += [run(importer, 1), run(importer, 2), run(sweeper)]
+    for t in workers:
+        t.join(300)
+    assert not any(t.is_alive() for t in workers), "timed out"
+    assert errors == []
+    with connect(app_url) as c:
+        _in_txn(c, _RACED, [("SELECT pgmem.forget_scope(%s)", (_RACED,))])
+    importer(3)  # one more import, after everything: it brings nothing back
+    with connect(app_url) as c:  # entries a delete left while a put was in flight go now
+        for scope in _STRESS_SCOPES:
+            _in_txn(c, scope, [("SELECT pgmem.expire_items(%s)", (scope,))])
+    stored = {
+        (str(r[0]), str(r[1])): r[2]
+        for r in admin_conn.execute("SELECT scope_id, item_key, value FROM pgmem.store_item").fetchall()
+    }
+    for scope in _STRESS_SCOPES:
+        for k in _STRESS_KEYS:
+            want = model[scope].get(k) if k in touched[scope] else {"src": k}
+            assert stored.get((scope, k)) == want, (scope, k, plans[scope])
+    empty = admin_conn.execute(
+        "SELECT scope_name FROM pgmem.store_namespace n"
+        " WHERE NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = n.scope_name)"
+    ).fetchall()
+    assert empty == []
+    stale = admin_conn.execute(
+        "SELECT t.scope_id FROM pgmem.store_tombstone t JOIN pgmem.forgotten_scope f"
+        " ON f.scope_hash = sha256(convert_to(t.scope_id, 'UTF8')) WHERE t.deleted_at < f.forgotten_at"
+    ).fetchall()
+    assert stale == []
+    assert not any(scope in (_GONE, _RACED) for scope, _ in stored)
+    rows = {str(r[0]) for r in admin_conn.execute("SELECT scope_id FROM pgmem.scope").fetchall()}
+    assert rows & (no_scope_row | {_GONE, _RACED}) == set()
+    kept = admin_conn.execute("SELECT count(*) FROM pgmem.store_tombstone WHERE scope_id = %s", (_RACED,)).fetchone()
+    assert kept == (0,)
