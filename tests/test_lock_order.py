@@ -1153,3 +1153,47 @@ def test_a_batch_that_deletes_then_puts_and_a_forget_scope_do_not_deadlock(
     assert count(admin_conn, "SELECT count(*) FROM pgmem.store_tombstone WHERE scope_id = %s", (scope,)) == 0
     assert count(admin_conn, "SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = %s", (scope,)) == 0
     assert count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (scope,)) == 0
+
+
+@pytest.mark.parametrize("forget", ["thread", "turn", "expire"])
+def test_a_forget_then_a_put_and_a_forget_scope_do_not_deadlock(
+    admin_conn: Conn, sessions: Callable[[], Session], forget: str
+) -> None:
+    """A transaction forgets a thread (or a turn, or sweeps the expired items) of a namespace and
+    then puts into it, while forget_scope of the namespace starts between the two. The forget held
+    the thread's rows without the scope row; forget_scope took the scope row FOR UPDATE and waited
+    for those rows, and the put waited for the scope row: a deadlock (40P01). The forgets now hold
+    the scope row FOR KEY SHARE first, so forget_scope waits for the transaction and then
+    forgets it all."""
+    scope = namespace_scope(NS)
+    writer, forgetter = sessions(), sessions()
+    writer.begin(scope, directory="default")
+    writer.do(_put_item(scope, "k0"))
+    writer.do(ingest([make_turn(scope, "t", 0, "alpha harbour")]))
+    writer.do(
+        lambda c: c.execute(
+            "SELECT * FROM pgmem.put_item(%s, %s, 'old', '{}'::jsonb, ttl_minutes => 1)", (scope, list(NS))
+        )
+    )
+    writer.commit()
+    admin_conn.execute("UPDATE pgmem.store_item SET expires_at = now() - interval '1 minute' WHERE item_key = 'old'")
+    writer.begin(scope, directory="default")
+    if forget == "thread":
+        writer.do(lambda c: c.execute("SELECT * FROM pgmem.forget_thread(%s, 't')", (scope,)))
+    elif forget == "turn":
+        writer.do(lambda c: c.execute("SELECT * FROM pgmem.forget_turn(%s, 't', 0)", (scope,)))
+    else:
+        writer.do(lambda c: c.execute("SELECT pgmem.expire_items(%s)", (scope,)))
+    forgetter.begin(scope)
+    forgot: Future[Any] = forgetter.start(
+        lambda c: c.execute("SELECT * FROM pgmem.forget_scope(%s)", (scope,)).fetchall()
+    )
+    assert waits_for_lock(admin_conn, forgot, forgetter.pid)
+    put = writer.start(_put_item(scope, "k2"))
+    assert not isinstance(outcome(put), BaseException), outcome(put)
+    writer.commit()
+    assert not isinstance(outcome(forgot), BaseException), outcome(forgot)
+    forgetter.commit()
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (scope,)) == 0

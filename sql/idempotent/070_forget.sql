@@ -200,6 +200,11 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    -- The scope row first, FOR KEY SHARE as its writers hold it (0054): forget_scope, which locks
+    -- it FOR UPDATE and then deletes the scope's pieces, threads and items, is waited for, or
+    -- waits for this. Without it a forget of a thread held rows forget_scope went on to delete,
+    -- and a put of the scope in the same transaction then waited for forget_scope (a deadlock).
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope FOR KEY SHARE;
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = _lock_thread.scope AND i.thread_id = _lock_thread.thread
         FOR UPDATE;
     PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread
@@ -207,7 +212,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._lock_thread(text, text) IS
-'Internal to the forget functions: lock a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget.';
+'Internal to the forget functions: lock the scope row FOR KEY SHARE, then a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget, and a forget_scope waits for it or it for the forget_scope.';
 
 -- Threads left with no turn and no fact go with the last of them (their names are the caller's
 -- data); forget_fact and forget_document left the row add_facts had created (0052). The caller
@@ -413,6 +418,7 @@ BEGIN
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
     -- The document row first (the lock order): a put_document replacing it finishes first or
     -- waits, instead of each holding what the other deletes.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = forget_document.scope FOR KEY SHARE;  -- as _lock_thread (0054)
     PERFORM 1 FROM pgmem.document d
       WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
     -- Then the threads of the facts about it (0052), their store items first, each sorted, as

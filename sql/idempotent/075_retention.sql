@@ -147,6 +147,8 @@ BEGIN
             -- threads before it while it waited for the next thread: a forget of that thread, which
             -- deletes a log row naming both, then waited for retention (a deadlock). A writer that
             -- came first finishes first, and the expired turns are listed again under the locks.
+            -- The scope row first, FOR KEY SHARE (0054): a forget_scope in flight is waited for.
+            PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s.scope_id FOR KEY SHARE;
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
             PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = s.scope_id AND i.thread_id = ANY (doomed)
               ORDER BY i.thread_id, i.item_key FOR UPDATE;

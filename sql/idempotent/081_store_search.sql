@@ -340,7 +340,10 @@ BEGIN
         RAISE EXCEPTION 'expire_items: max_items must be between 1 and 1000000' USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(expire_items.scope), true);
-    -- The expired items first, in key order, FOR UPDATE (the lock order: store item, then its
+    -- The scope row first, FOR KEY SHARE as its writers hold it (0054): a forget_scope in flight
+    -- is waited for, or waits for this.
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = expire_items.scope FOR KEY SHARE;
+    -- Then the expired items, in key order, FOR UPDATE (the lock order: store item, then its
     -- thread, turn and pieces, which delete_item's forget_thread takes); one being written now
     -- is skipped: it is no longer expired when that write commits, or the next sweep takes it.
     keys := ARRAY(
