@@ -15,7 +15,7 @@ import psycopg
 Conn = psycopg.Connection[tuple[object, ...]]
 
 #: Tables without scope_id: Citus reference tables (copied to every node) or coordinator-local.
-REFERENCE = {"embedding_model", "vector_column", "store_namespace", "model_setting"}
+REFERENCE = {"embedding_model", "vector_column", "store_namespace", "model_setting", "forgotten_scope"}
 LOCAL = {"alembic_version"}
 #: Functions that read every scope on purpose (maintenance, run on the coordinator; Citus fans
 #: them out to every shard). They aggregate per scope and never join rows of two scopes.

@@ -21,6 +21,9 @@ SELECT create_reference_table('pgmem.model_setting');
 -- The LangGraph store's namespace directory (names only). put_item writes it together with the
 -- scope's store_item row, so put_item runs on the coordinator, not delegated to a shard.
 SELECT create_reference_table('pgmem.store_namespace');
+-- Forgotten scopes (hashes only, 0051): forget_scope writes it and put_item reads it, both on the
+-- coordinator as above.
+SELECT create_reference_table('pgmem.forgotten_scope');
 
 -- Distributed tables, all co-located by scope_id: one scope's rows live on one shard, so every
 -- join and foreign key between them (all include scope_id) stays on that shard.
@@ -36,6 +39,7 @@ SELECT create_distributed_table('pgmem.word_fold', 'scope_id', colocate_with => 
 SELECT create_distributed_table('pgmem.fact', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.recall_log', 'scope_id', colocate_with => 'pgmem.scope');
 SELECT create_distributed_table('pgmem.store_item', 'scope_id', colocate_with => 'pgmem.scope');
+SELECT create_distributed_table('pgmem.store_tombstone', 'scope_id', colocate_with => 'pgmem.scope');
 
 COMMIT;
 
