@@ -162,19 +162,35 @@ def test_forgotten_turn_is_gone_from_the_ann_index_path(conn: Conn, admin_conn: 
     assert after and ("t", 1) not in after  # ... and never after
 
 
+def _log_filtered_to(conn: Conn, thread: str | None, results: str = "[]") -> None:
+    """A logged memory recall filtered to `thread` (the log keeps its name and the message)."""
+    with scoped(conn, "s"):
+        conn.execute(
+            "SELECT pgmem.log_recall('s', 'memory', 'where is the harbour', ARRAY['harbour'], ARRAY[%s::vector], 5,"
+            " 0.99, %s, 'vector', %s::jsonb)",
+            (hash_vector("harbour"), thread, results),
+        )
+
+
 def test_forget_thread_and_the_last_turn_of_a_thread(conn: Conn, admin_conn: Conn) -> None:
     _store(conn)
     recall_vectors(conn, "s", ["harbour"], EMB.embed(["harbour"]), thread="t", floor=-1, log=True)
+    # A recall filtered to the thread that returned nothing goes with the thread too (its filter
+    # names it), as does a hit naming one of its turns (here without a piece id); u's stays.
+    _log_filtered_to(conn, "t")
+    _log_filtered_to(conn, None, '[{"thread_id": "t", "turn_index": 2}]')
+    _log_filtered_to(conn, "u")
     done = forget_thread(conn, "s", "t")
-    assert (done.threads, done.turns, done.pieces, done.facts, done.recall_logs) == (1, 3, 4, 2, 1)
+    assert (done.threads, done.turns, done.pieces, done.facts, done.recall_logs) == (1, 3, 4, 2, 3)
     rows = _rows(admin_conn)
-    assert (rows["thread"], rows["turn"], rows["fact"], rows["recall_log"]) == (1, 1, 1, 0)
+    assert (rows["thread"], rows["turn"], rows["fact"], rows["recall_log"]) == (1, 1, 1, 1)
+    assert admin_conn.execute("SELECT thread_id, results FROM pgmem.recall_log").fetchall() == [("u", [])]
     assert forget_thread(conn, "s", "t").total == 0
     # Thread u has one turn and one fact: its turn goes, the thread stays while its fact does.
     assert forget_turn(conn, "s", "u", 0).threads == 0
     assert _rows(admin_conn)["thread"] == 1
     assert forget_thread(conn, "s", "u").as_dict() == {
-        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 1,
     }  # fmt: skip
 
 
@@ -207,7 +223,18 @@ def test_forget_scope_takes_the_langgraph_store_items(conn: Conn, admin_conn: Co
 def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
     _store(conn)
     ids = add_facts(conn, "s", [Fact("a fact to drop")], EMB)
-    assert forget_fact(conn, "s", ids[0]).facts == 1
+    # A fact-plane log that returned it goes with it; a fact id in another plane's log is not a
+    # hit of that fact (a memory recall's results are pieces), and that log stays.
+    q = embed_query("a fact", EMB)
+    with scoped(conn, "s"):
+        for plane in ("fact", "memory"):
+            conn.execute(
+                "SELECT pgmem.log_recall('s', %s, 'a fact', %s, %s::vector[], 5, -1, NULL, 'vector', %s::jsonb)",
+                (plane, q.texts, list(q.blended), json.dumps([{"fact_id": ids[0], "body": "a fact to drop"}])),
+            )
+    done = forget_fact(conn, "s", ids[0])
+    assert (done.facts, done.recall_logs) == (1, 1)
+    assert admin_conn.execute("SELECT plane FROM pgmem.recall_log").fetchall() == [("memory",)]
     assert forget_fact(conn, "s", ids[0]).total == 0
     assert _rows(admin_conn)["fact"] == 3
 
