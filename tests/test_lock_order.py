@@ -1197,3 +1197,128 @@ def test_a_forget_then_a_put_and_a_forget_scope_do_not_deadlock(
     assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
     assert count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (scope,)) == 0
+
+
+@pytest.mark.parametrize("how", ["forget_thread", "forget_turn 0"])
+def test_forgetting_every_items_thread_takes_the_namespace_out_of_the_directory(
+    conn: Conn, admin_conn: Conn, how: str
+) -> None:
+    """The forget that takes a namespace's last item takes its directory entry too (as a delete
+    of the last item does): no listing shows a namespace that holds nothing."""
+    store = PgmemStore(conn, embedder=EMB, floor=-1)
+    scope = namespace_scope(NS)
+    for key in ("k1", "k2"):
+        store.put(NS, key, {"text": f"note {key} about the ferry"})
+    for key in ("k1", "k2"):
+        assert store.list_namespaces() == [NS]
+        if how == "forget_thread":
+            done = forget_thread(conn, scope, item_thread(key))
+        else:
+            done = forget_turn(conn, scope, item_thread(key), 0)
+        assert done.turns == 1
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
+    assert _listed(admin_conn, scope) == []
+    assert store.list_namespaces() == []
+
+
+def test_a_forget_of_an_items_thread_waits_for_the_items_writer_before_taking_the_thread(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A LangGraph batch re-puts item k1 (put_item, the item row locked) and, in the same open
+    transaction, then stores its turn (put_turn, a key share lock on the thread). A forget of the
+    item's thread starting in between takes the item before the thread (the lock order): it waits
+    for the batch, which stores its turn, and then forgets item and turn. Taking the thread first,
+    it held the thread while waiting for the item, and the batch's turn waited for the thread: a
+    deadlock."""
+    scope = namespace_scope(NS)
+    PgmemStore(conn, embedder=EMB).put(NS, "k1", {"text": "note k1"})
+    thread = item_thread("k1")
+    deadlocks_before = churn.deadlocks(admin_conn)
+    batch, forgetter = sessions(), sessions()
+    batch.begin(scope, directory="default")
+    batch.do(
+        lambda c: c.execute(
+            "SELECT * FROM pgmem.put_item(%s, %s, 'k1', jsonb_build_object('text', 'note k1, again'), %s)",
+            (scope, list(NS), thread),
+        ).fetchall()
+    )
+    # In SQL, not through the Python API: a deadlock is an error here, never retried away.
+    forget = forgetter.start(
+        _in_scope(scope, "SELECT threads, turns FROM pgmem.forget_thread(%s, %s)", (scope, thread))
+    )
+    assert waits_for_lock(admin_conn, forget, forgetter.pid)
+    turn = outcome(
+        batch.start(ingest([Turn(scope, thread, 0, None, ({"role": "memory", "content": "note k1, again"},))]))
+    )
+    batch.commit()
+    forgotten = outcome(forget)
+    forgetter.commit()
+    assert isinstance(turn, IngestReport) and turn.failed == [], f"the batch's turn: {turn!r}"
+    assert forgotten == [(1, 1)], f"the forget: {forgotten!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
+    assert turns_of(admin_conn, scope, thread) == []
+
+
+def test_reblend_and_a_forget_of_a_turn_it_has_locked_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A superuser holds turn t/2, so reblend waits for it holding t/0 and t/1 (the turns in key
+    order, before any piece). forget_turn of t/1 starts meanwhile. It takes the turn before its
+    pieces (the lock order), so it waits for reblend holding none of them; taking the pieces
+    first, it held t/1's pieces while waiting for the turn, and reblend, let go by the holder,
+    waited for those pieces: a deadlock. Now reblend rewrites every piece, and the forget then
+    takes t/1."""
+    scope = f"locks-reblend-forget-{uuid.uuid4().hex[:8]}"
+    assert (
+        ingest_turns(conn, [make_turn(scope, "t", i, f"turn {i} about the ferry") for i in range(4)], EMB).inserted == 4
+    )
+    deadlocks_before = churn.deadlocks(admin_conn)
+    blender, forgetter = sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "SELECT 1 FROM pgmem.turn WHERE scope_id = %s AND thread_id = 't' AND turn_index = 2 FOR UPDATE", (scope,)
+        )
+        step = blender.start(_in_scope(scope, "SELECT pgmem.reblend(%s, 0.5)", (scope,)))
+        assert waits_for_lock(admin_conn, step, blender.pid)
+        # In SQL, not through the Python API: a deadlock is an error here, never retried away.
+        forget = forgetter.start(_in_scope(scope, "SELECT turns FROM pgmem.forget_turn(%s, 't', 1)", (scope,)))
+        assert waits_for_lock(admin_conn, forget, forgetter.pid)
+    blended = outcome(step)
+    blender.commit()
+    forgotten = outcome(forget)
+    forgetter.commit()
+    assert blended == [(4,)], f"reblend: {blended!r}"
+    assert forgotten == [(1,)], f"the forget: {forgotten!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert turns_of(admin_conn, scope, "t") == [0, 2, 3]
+
+
+def test_reblend_documents_and_a_forget_of_a_document_it_has_locked_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """The same for documents: a superuser holds document b.md, so reblend_documents waits for it
+    holding a.md. forget_document of a.md takes the document row before its units (the lock
+    order) and waits holding none of them; taking the units first, it held a.md's units while
+    waiting for the row, and reblend_documents then waited for them: a deadlock."""
+    scope = f"locks-docs-forget-{uuid.uuid4().hex[:8]}"
+    add_documents(conn, scope, [Document(f"{d}.md", f"# {d}\n\nabout the {d} harbour") for d in ("a", "b")], EMB)
+    deadlocks_before = churn.deadlocks(admin_conn)
+    blender, forgetter = sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "SELECT 1 FROM pgmem.document WHERE scope_id = %s AND document_id = 'b.md' FOR UPDATE", (scope,)
+        )
+        step = blender.start(_in_scope(scope, "SELECT pgmem.reblend_documents(%s, 0.5)", (scope,)))
+        assert waits_for_lock(admin_conn, step, blender.pid)
+        forget = forgetter.start(_in_scope(scope, "SELECT documents FROM pgmem.forget_document(%s, 'a.md')", (scope,)))
+        assert waits_for_lock(admin_conn, forget, forgetter.pid)
+    blended = outcome(step)
+    blender.commit()
+    forgotten = outcome(forget)
+    forgetter.commit()
+    assert isinstance(blended, list) and int(str(blended[0][0])) >= 2, f"reblend_documents: {blended!r}"
+    assert forgotten == [(1,)], f"the forget: {forgotten!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    rows = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = %s", (scope,)).fetchall()
+    assert rows == [("b.md",)]
