@@ -56,7 +56,7 @@ def _set(conn: Conn, scope: str, **kw: object) -> tuple[object, ...]:
 
 
 def test_the_setting_is_written_and_read_inside_its_scope(conn: Conn) -> None:
-    assert _set(conn, "a", keep_days=30, log_keep_rows=100) == ("a", 30, None, None, 100)
+    assert _set(conn, "a", keep_days=30, log_keep_days=7, log_keep_rows=100) == ("a", 30, None, 7, 100)
     assert _set(conn, "a", keep_turns=5) == ("a", None, 5, None, None)  # a call states the whole setting
     with conn.transaction():
         in_scope(conn, "a")
@@ -168,6 +168,9 @@ def _count(admin: Conn, table: str, scope: str) -> int:
 def test_apply_retention_as_the_migrating_login(aged: Conn, owner: Conn, admin_conn: Conn) -> None:
     notices: list[str] = []
     owner.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+    r2_logs = [
+        r[0] for r in admin_conn.execute("SELECT recall_id FROM pgmem.recall_log WHERE scope_id = 'r2' ORDER BY 1")
+    ]
     rows = owner.execute(
         "SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()"
     ).fetchall()
@@ -180,7 +183,9 @@ def test_apply_retention_as_the_migrating_login(aged: Conn, owner: Conn, admin_c
     assert _turns(admin_conn, "r3") == [("t", 0)]  # no setting: nothing removed
     assert _count(admin_conn, "fact", "r1") == 1
     assert _count(admin_conn, "recall_log", "r1") == 1
-    assert _count(admin_conn, "recall_log", "r2") == 2
+    # The newest 2 stay (one transaction wrote all 5: the later ids are the newer).
+    kept = [r[0] for r in admin_conn.execute("SELECT recall_id FROM pgmem.recall_log WHERE scope_id = 'r2' ORDER BY 1")]
+    assert kept == r2_logs[-2:]
     assert _count(admin_conn, "piece", "r1") == 3
     assert any("2 scopes have a retention setting" in n for n in notices), notices
     assert any("scope r2: 3 turns, 3 pieces" in n for n in notices), notices
@@ -301,3 +306,41 @@ def test_apply_retention_reads_the_recall_log_once_a_scope(conn: Conn, admin_con
     assert _count(admin_conn, "recall_log", "big") == 41
     # 44 log rows: read once (and once more by the delete), not once for each of the 57 turns.
     assert read is not None and int(str(read[0])) <= 4 * 44, read
+
+
+def test_a_turn_and_a_log_row_exactly_at_their_age_bound_stay(conn: Conn, admin_conn: Conn) -> None:
+    """keep_days and log_keep_days remove what is older than the bound, not what is exactly that
+    old: a turn stored 30 days ago to the microsecond stays under keep_days => 30, one a second
+    older goes; the same for the recall log under log_keep_days => 10. The ages are set and
+    retention applied in one transaction, so now() is the same instant for both."""
+    with conn.transaction():
+        in_scope(conn, "edge")
+        put_turn(conn, "edge", "t", 0, ["edge turn 0, exactly 30 days old"])
+        put_turn(conn, "edge", "t", 1, ["edge turn 1, a second older"])
+        for _ in range(2):
+            conn.execute(
+                "SELECT pgmem.log_recall('edge', 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, NULL, 'vector',"
+                " '[]')",
+                (vec("q"),),
+            )
+        conn.execute("SELECT pgmem.set_retention('edge', keep_days => 30, log_keep_days => 10)")
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "UPDATE pgmem.turn SET turn_time = now() - interval '30 days' - make_interval(secs => turn_index)"
+            " WHERE scope_id = 'edge'"
+        )
+        admin_conn.execute(
+            "UPDATE pgmem.recall_log SET created_at = now() - interval '10 days'"
+            " - make_interval(secs => recall_id"
+            "                         - (SELECT min(recall_id) FROM pgmem.recall_log WHERE scope_id = 'edge'))"
+            " WHERE scope_id = 'edge'"
+        )
+        rows = admin_conn.execute(
+            "SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()"
+        ).fetchall()
+        kept_log = admin_conn.execute(
+            "SELECT created_at = now() - interval '10 days' FROM pgmem.recall_log WHERE scope_id = 'edge'"
+        ).fetchall()
+    assert rows == [("edge", 1, 1, 0, 0, 1)]
+    assert _turns(admin_conn, "edge") == [("t", 0)]
+    assert kept_log == [(True,)]
