@@ -1322,3 +1322,35 @@ def test_reblend_documents_and_a_forget_of_a_document_it_has_locked_do_not_deadl
     assert churn.deadlocks(admin_conn) == deadlocks_before
     rows = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = %s", (scope,)).fetchall()
     assert rows == [("b.md",)]
+
+
+def test_retention_keeps_an_expired_turn_a_writer_renews_while_retention_waits_for_it(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """keep_days => 30; turns a/0 and b/0 are 400 days old. A writer re-stores b/0 with today's
+    time (an open transaction) when retention starts: retention locks the expiring threads, waits
+    for the writer at b, and lists the expired turns again once it is in. b/0 is no longer
+    expired then and stays, with the writer's text; only a/0 goes. Listing them before the locks,
+    retention removed the turn the writer had just renewed."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-renewed-{uuid.uuid4().hex[:8]}"
+    old = datetime.now(UTC) - timedelta(days=400)
+    aged = [Turn(scope, th, 0, old, ({"role": "user", "content": f"{th} turn 0 about the ferry"},)) for th in "ab"]
+    assert ingest_turns(conn, aged, EMB).inserted == 2
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    writer, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    try:
+        writer.begin(scope)
+        renewed = Turn(scope, "b", 0, datetime.now(UTC), ({"role": "user", "content": "b turn 0, said again today"},))
+        assert writer.do(ingest([renewed])).replaced == 1
+        expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
+        assert waits_for_lock(admin_conn, expire, keeper.pid)  # for the writer's thread b
+        writer.commit()
+        expired = outcome(expire)
+    finally:
+        keeper.close()
+    assert expired == [(scope, 1)], f"retention: {expired!r}"
+    assert turns_of(admin_conn, scope, "a") == [] and turns_of(admin_conn, scope, "b") == [0]
+    bodies = admin_conn.execute("SELECT body FROM pgmem.piece WHERE scope_id = %s", (scope,)).fetchall()
+    assert bodies and all("said again today" in str(b[0]) for b in bodies), bodies
