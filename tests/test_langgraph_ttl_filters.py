@@ -391,3 +391,32 @@ def test_the_sweep_reads_the_recall_log_once_a_scope(hstore: PgmemStore, conn: C
     assert left == (41, 1) and items == (10, 1)
     # 44 log rows: read once (and once more by the delete), not once for each of the 20 items.
     assert read is not None and int(str(read[0])) <= 4 * 44, read
+
+
+def test_expire_items_takes_at_most_max_items_in_key_order_and_nothing_unexpired(
+    hstore: PgmemStore, conn: Conn, admin_conn: Conn
+) -> None:
+    """expire_items(scope, max_items) removes exactly max_items of the expired items (key order)
+    while more are left, and never an item that has not expired or has no ttl."""
+    ns = ("ttl", "budget")
+    scope = namespace_scope(ns)
+    for key in ("a", "b", "c"):
+        hstore.put(ns, key, {"text": f"expired note {key}"})
+        _expire_now(admin_conn, ns, key)
+    hstore.put(ns, "d", {"text": "still fresh"})
+    hstore.put(ns, "e", {"text": "never expires"}, ttl=None)
+
+    def keys() -> list[str]:
+        rows = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (scope,))
+        return [str(r[0]) for r in rows.fetchall()]
+
+    for max_items, gone, left in (
+        (1, 1, ["b", "c", "d", "e"]),
+        (1, 1, ["c", "d", "e"]),
+        (5, 1, ["d", "e"]),
+        (5, 0, ["d", "e"]),
+    ):
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            row = conn.execute("SELECT pgmem.expire_items(%s, %s)", (scope, max_items)).fetchone()
+        assert (row, keys()) == ((gone,), left), max_items
