@@ -794,6 +794,21 @@ def _wait_until(cond: Any) -> None:
         time.sleep(0.02)
 
 
+def _put_when_b_commits(admin_conn: Conn, a: Conn, b: Conn) -> list[Any]:
+    """A conditional put of "k" on `a`, in its own transaction and thread, while `b` holds what
+    it waits for: checked to be waiting, then `b` commits. The put's answer (or its error)."""
+
+    def put() -> object:
+        with a.transaction():
+            return _cond_put(a, "k")
+
+    t, out = _in_thread(put)
+    _wait_until(lambda: _waiting(admin_conn, a.info.backend_pid))
+    b.execute("COMMIT")
+    t.join(30)
+    return out
+
+
 @pytest.mark.parametrize("first", ["import", "delete", "forget"])
 def test_a_delete_and_an_imports_put_of_one_key_at_once(app_url: str, admin_conn: Conn, first: str) -> None:
     """A conditional put (an import) and a delete of the same key in flight at once, each on its
@@ -830,16 +845,7 @@ def test_a_delete_and_an_imports_put_of_one_key_at_once(app_url: str, admin_conn
                 b.execute("SELECT pgmem.delete_item('race', 'k')")
             else:
                 b.execute("SELECT pgmem.forget_thread('race', 'item:k')")
-
-            def put() -> object:
-                with a.transaction():
-                    return _cond_put(a, "k")
-
-            t, out = _in_thread(put)
-            _wait_until(lambda: _waiting(admin_conn, a.info.backend_pid))
-            b.execute("COMMIT")
-            t.join(30)
-            assert out == [(False, True)]  # not written: deleted after its time
+            assert _put_when_b_commits(admin_conn, a, b) == [(False, True)]  # not written: deleted after its time
     stored = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = 'race' ORDER BY 1").fetchall()
     assert stored == [("other",)]
     tombs = admin_conn.execute("SELECT key_hash FROM pgmem.store_tombstone WHERE scope_id = 'race'").fetchall()
@@ -908,16 +914,7 @@ def test_a_forget_scope_in_flight_holds_back_an_imports_put(app_url: str, admin_
         b.execute("BEGIN")
         b.execute("SELECT set_config('pgmem.scope', 'race', true)")
         b.execute("SELECT * FROM pgmem.forget_scope('race')")
-
-        def put() -> object:
-            with a.transaction():
-                return _cond_put(a, "k")
-
-        t, out = _in_thread(put)
-        _wait_until(lambda: _waiting(admin_conn, a.info.backend_pid))
-        b.execute("COMMIT")
-        t.join(30)
-        assert out == [(False, True)]
+        assert _put_when_b_commits(admin_conn, a, b) == [(False, True)]
     assert admin_conn.execute("SELECT count(*) FROM pgmem.scope WHERE scope_id = 'race'").fetchone() == (0,)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = 'race'").fetchone() == (0,)
     hashes = {r[0] for r in admin_conn.execute("SELECT scope_hash FROM pgmem.forgotten_scope")}

@@ -126,18 +126,6 @@ BEGIN
         PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = put_item.scope FOR KEY SHARE;
         EXIT WHEN FOUND;
     END LOOP;
-    -- A conditional put (an import) into a scope forgotten after its time writes nothing (0051):
-    -- read after the scope row, which waited for a forget_scope in flight. A scope row this put
-    -- created goes again.
-    IF unless_newer_than IS NOT NULL AND EXISTS (
-        SELECT 1 FROM pgmem.forgotten_scope f
-         WHERE f.scope_hash = sha256(convert_to(put_item.scope, 'UTF8')) AND f.forgotten_at > unless_newer_than) THEN
-        IF new_scope THEN
-            DELETE FROM pgmem.scope s WHERE s.scope_id = put_item.scope;
-        END IF;
-        RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
-        RETURN;
-    END IF;
     -- Then the scope's store directory lock, shared (0039), held to the commit: a delete of the
     -- namespace's last committed item leaves its directory entry while this put is in flight
     -- (pgmem._drop_empty_namespace), and one that removed it first is waited for, so the entry
@@ -158,16 +146,22 @@ BEGIN
                 put_item.ttl_minutes, pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60))
         ON CONFLICT DO NOTHING
         RETURNING i.created_at, i.updated_at INTO r;
-        -- A conditional put of a key deleted after its time (pgmem.store_tombstone) writes
-        -- nothing: an import does not bring back what the application deleted since the source's
-        -- copy was written. Read after the insert, which waited for a forget of the item in
-        -- flight (a forget of its thread holds the row, not the key's lock), so its tombstone is
-        -- seen; the row just inserted goes again, and so does a scope row this put created (a
-        -- key deleted before its namespace stored anything leaves none, as delete_item creates none).
-        IF FOUND AND unless_newer_than IS NOT NULL AND EXISTS (
-            SELECT 1 FROM pgmem.store_tombstone t
-             WHERE t.scope_id = put_item.scope AND t.key_hash = sha256(convert_to(put_item.item_key, 'UTF8'))
-               AND t.deleted_at > unless_newer_than) THEN
+        -- A conditional put of a key deleted after its time (pgmem.store_tombstone), or into a
+        -- scope forgotten after it (pgmem.forgotten_scope), writes nothing: an import does not
+        -- bring back what the application deleted since the source's copy was written (0051).
+        -- Read after the insert, which waited for a forget of the item in flight (a forget of its
+        -- thread holds the row, not the key's lock), and after the scope row, which waited for a
+        -- forget_scope in flight, so their records are seen; the row just inserted goes again,
+        -- and so does a scope row this put created (a key deleted before its namespace stored
+        -- anything leaves none, as delete_item creates none). An item stored now in a forgotten
+        -- scope was written after the forget, and is kept below.
+        IF FOUND AND unless_newer_than IS NOT NULL AND (
+            EXISTS (SELECT 1 FROM pgmem.store_tombstone t
+                     WHERE t.scope_id = put_item.scope AND t.key_hash = sha256(convert_to(put_item.item_key, 'UTF8'))
+                       AND t.deleted_at > unless_newer_than)
+            OR EXISTS (SELECT 1 FROM pgmem.forgotten_scope f
+                        WHERE f.scope_hash = sha256(convert_to(put_item.scope, 'UTF8'))
+                          AND f.forgotten_at > unless_newer_than)) THEN
             DELETE FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key;
             IF new_scope THEN
                 DELETE FROM pgmem.scope s WHERE s.scope_id = put_item.scope;
