@@ -106,23 +106,30 @@ COMMENT ON FUNCTION pgmem._store_key_lock(text, text) IS
 -- Deleted store items are remembered (pgmem.store_tombstone, 0051): the sha256 of each key and
 -- the time, so that an import's conditional put of an older copy skips them. Kept 30 days: the
 -- scope's older ones go here, those another transaction holds being skipped (never waited for,
--- so this adds no wait to the lock order).
+-- so this adds no wait to the lock order). The delete runs only when the index says there is one
+-- to remove: run every time it cost 15 us of a delete_item's 73 (server side), the check 6.
 CREATE OR REPLACE FUNCTION pgmem._note_deleted_items(scope text, item_keys text[])
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
     INSERT INTO pgmem.store_tombstone AS t (scope_id, key_hash, deleted_at)
     SELECT DISTINCT _note_deleted_items.scope, sha256(convert_to(k.key, 'UTF8')), now()
       FROM unnest(item_keys) AS k(key)
      WHERE k.key IS NOT NULL
      ORDER BY 2
     ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = excluded.deleted_at;
-    DELETE FROM pgmem.store_tombstone t
-     WHERE (t.scope_id, t.key_hash) IN (
-           SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
-            WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days'
-              FOR UPDATE SKIP LOCKED);
+    IF EXISTS (SELECT 1 FROM pgmem.store_tombstone o
+                WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days') THEN
+        DELETE FROM pgmem.store_tombstone t
+         WHERE (t.scope_id, t.key_hash) IN (
+               SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
+                WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days'
+                  FOR UPDATE SKIP LOCKED);
+    END IF;
+END
 $$;
 COMMENT ON FUNCTION pgmem._note_deleted_items(text, text[]) IS
 'Internal to delete_item and the forgets of an item''s thread: record the keys as deleted now in pgmem.store_tombstone (their sha256), and remove the scope''s records older than 30 days.';
