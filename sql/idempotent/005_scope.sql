@@ -92,3 +92,16 @@ CREATE OR REPLACE TRIGGER scope_no_on_insert BEFORE INSERT ON pgmem.fact
     FOR EACH ROW EXECUTE FUNCTION pgmem._set_scope_no();
 COMMENT ON TRIGGER scope_no_on_insert ON pgmem.piece IS 'Sets scope_no from the scope (pgmem._set_scope_no).';
 COMMENT ON TRIGGER scope_no_on_insert ON pgmem.fact IS 'Sets scope_no from the scope (pgmem._set_scope_no).';
+
+-- The one rule of an array argument whose entry i goes with entry i of the others (put_item's
+-- namespace, add_facts', put_document's): a list indexed from 1. An array with other bounds or
+-- more dimensions was checked by position while stored in order (0047, 0052, 0053).
+CREATE OR REPLACE FUNCTION pgmem._not_a_list(a anyarray)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT coalesce(array_ndims(a) > 1 OR array_lower(a, 1) <> 1, false)
+$$;
+COMMENT ON FUNCTION pgmem._not_a_list(anyarray) IS
+'Internal to the write functions: whether an array argument is not a one-dimensional list indexed from 1 (false for NULL and for an empty array).';

@@ -518,11 +518,11 @@ BEGIN
     PERFORM set_config('pgmem.scope', pgmem._write_scope(add_facts.scope), true);
     -- Entry i of each array is fact i: an array with other bounds or more dimensions, of the
     -- right length, tied a fact to another's thread, turn or section, or to none (0052).
-    bad_arg := CASE WHEN array_ndims(bodies) > 1 OR array_lower(bodies, 1) <> 1 THEN 'bodies'
-                    WHEN array_ndims(vectors) > 1 OR array_lower(vectors, 1) <> 1 THEN 'vectors'
-                    WHEN array_ndims(thread_ids) > 1 OR array_lower(thread_ids, 1) <> 1 THEN 'thread_ids'
-                    WHEN array_ndims(turn_indexes) > 1 OR array_lower(turn_indexes, 1) <> 1 THEN 'turn_indexes'
-                    WHEN array_ndims(sections) > 1 OR array_lower(sections, 1) <> 1 THEN 'sections' END;
+    bad_arg := CASE WHEN pgmem._not_a_list(bodies) THEN 'bodies'
+                    WHEN pgmem._not_a_list(vectors) THEN 'vectors'
+                    WHEN pgmem._not_a_list(thread_ids) THEN 'thread_ids'
+                    WHEN pgmem._not_a_list(turn_indexes) THEN 'turn_indexes'
+                    WHEN pgmem._not_a_list(sections) THEN 'sections' END;
     IF bad_arg IS NOT NULL THEN
         RAISE EXCEPTION 'add_facts: % must be a one-dimensional array indexed from 1 (entry i for fact i)', bad_arg
             USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';

@@ -101,15 +101,15 @@ BEGIN
     END IF;
     -- Entry i of each array is unit i (chunk i): an array with other bounds or more dimensions
     -- was read by position from 1, so its checks below read other entries than those stored (0053).
-    bad_arg := CASE WHEN array_ndims(chunk_bodies) > 1 OR array_lower(chunk_bodies, 1) <> 1 THEN 'chunk_bodies'
-                    WHEN array_ndims(unit_chunks) > 1 OR array_lower(unit_chunks, 1) <> 1 THEN 'unit_chunks'
-                    WHEN array_ndims(unit_kinds) > 1 OR array_lower(unit_kinds, 1) <> 1 THEN 'unit_kinds'
-                    WHEN array_ndims(unit_indexes) > 1 OR array_lower(unit_indexes, 1) <> 1 THEN 'unit_indexes'
-                    WHEN array_ndims(span_starts) > 1 OR array_lower(span_starts, 1) <> 1 THEN 'span_starts'
-                    WHEN array_ndims(span_ends) > 1 OR array_lower(span_ends, 1) <> 1 THEN 'span_ends'
-                    WHEN array_ndims(labels) > 1 OR array_lower(labels, 1) <> 1 THEN 'labels'
-                    WHEN array_ndims(bodies) > 1 OR array_lower(bodies, 1) <> 1 THEN 'bodies'
-                    WHEN array_ndims(vectors) > 1 OR array_lower(vectors, 1) <> 1 THEN 'vectors' END;
+    bad_arg := CASE WHEN pgmem._not_a_list(chunk_bodies) THEN 'chunk_bodies'
+                    WHEN pgmem._not_a_list(unit_chunks) THEN 'unit_chunks'
+                    WHEN pgmem._not_a_list(unit_kinds) THEN 'unit_kinds'
+                    WHEN pgmem._not_a_list(unit_indexes) THEN 'unit_indexes'
+                    WHEN pgmem._not_a_list(span_starts) THEN 'span_starts'
+                    WHEN pgmem._not_a_list(span_ends) THEN 'span_ends'
+                    WHEN pgmem._not_a_list(labels) THEN 'labels'
+                    WHEN pgmem._not_a_list(bodies) THEN 'bodies'
+                    WHEN pgmem._not_a_list(vectors) THEN 'vectors' END;
     IF bad_arg IS NOT NULL THEN
         RAISE EXCEPTION 'put_document: % must be a one-dimensional array indexed from 1', bad_arg
             USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';

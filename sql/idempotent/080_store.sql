@@ -93,7 +93,7 @@ BEGIN
     -- A namespace is a list of labels as PgmemStore gives it: store_scope skips a NULL label and
     -- flattens a matrix, so ('a', NULL, 'b') or {{a,b}} would pass as the scope of ('a', 'b') and
     -- be listed as a namespace no store can read back (until 0047).
-    IF array_ndims(namespace) > 1 OR array_lower(namespace, 1) <> 1 OR array_position(namespace, NULL) IS NOT NULL
+    IF pgmem._not_a_list(namespace) OR array_position(namespace, NULL) IS NOT NULL
        OR '' = ANY (namespace) THEN
         RAISE EXCEPTION 'put_item: namespace must be a one-dimensional list of non-empty labels, got %', left(namespace::text, 200)
             USING ERRCODE = '22023';
