@@ -292,6 +292,33 @@ def test_remove_document_takes_its_facts_and_logs(conn: Conn, admin_conn: Conn) 
     assert remove_document(conn, "s", "guide.md") is False
 
 
+def test_forget_document_leaves_the_facts_of_a_longer_id_that_holds_a_hash(conn: Conn, admin_conn: Conn) -> None:
+    """A fact's section names a document, or a place in one as id#anchor. A document id may hold
+    '#' itself: the facts of 'guide.md#v2' (and of 'guide.md#v2#intro') are that document's, not
+    'guide.md''s, while it exists; forgetting 'guide.md' takes only its own and its anchors'."""
+    docs = [Document("guide.md", "# Guide\n\nold"), Document("guide.md#v2", "# Guide v2\n\nnew")]
+    add_documents(conn, "s", docs, EMB)
+    facts = [
+        Fact("of guide", section="guide.md"),
+        Fact("of guide's intro", section="guide.md#intro"),
+        Fact("of v2", section="guide.md#v2"),
+        Fact("of v2's intro", section="guide.md#v2#intro"),
+        Fact("of v2x, no such document: an anchor of guide.md", section="guide.md#v2x"),
+    ]
+    add_facts(conn, "s", facts, EMB)
+
+    def sections() -> list[str]:
+        rows = admin_conn.execute("SELECT section FROM pgmem.fact WHERE scope_id = 's' ORDER BY 1").fetchall()
+        return [str(r[0]) for r in rows]
+
+    done = forget_document(conn, "s", "guide.md")
+    assert (done.documents, done.facts) == (1, 3)
+    assert sections() == ["guide.md#v2", "guide.md#v2#intro"]
+    done = forget_document(conn, "s", "guide.md#v2")
+    assert (done.documents, done.facts) == (1, 2)
+    assert sections() == []
+
+
 def test_forget_is_bound_to_the_transactions_scope(conn: Conn, admin_conn: Conn) -> None:
     _store(conn, "victim")
     before = _rows(admin_conn, "victim")

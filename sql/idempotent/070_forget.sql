@@ -406,6 +406,26 @@ $$;
 COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
 'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact.';
 
+-- A fact names the document it is about as its section: the document id, or id#anchor. A
+-- document id may hold '#' itself, so 'a#b#c' is about document 'a#b' when the scope has it,
+-- else about 'a': the longest id of the scope's documents that the section names.
+CREATE OR REPLACE FUNCTION pgmem._document_fact(scope text, section text, document_id text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT section = document_id
+        OR (left(section, length(document_id) + 1) = document_id || '#'
+            AND NOT EXISTS (
+                SELECT 1 FROM pgmem.document d
+                 WHERE d.scope_id = _document_fact.scope
+                   AND left(d.document_id, length(_document_fact.document_id) + 1) = _document_fact.document_id || '#'
+                   AND (d.document_id = _document_fact.section
+                        OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#')))
+$$;
+COMMENT ON FUNCTION pgmem._document_fact(text, text, text) IS
+'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor where no longer document id of the scope (one holding ''#'') is named by section.';
+
 CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -434,8 +454,7 @@ BEGIN
     -- waited for another, which retention had deleted and held while it waited for the first.
     fact_threads := ARRAY(SELECT DISTINCT f.thread_id FROM pgmem.fact f
                            WHERE f.scope_id = forget_document.scope AND f.thread_id IS NOT NULL
-                             AND (f.section = forget_document.document_id
-                                  OR left(f.section, length(forget_document.document_id) + 1) = forget_document.document_id || '#')
+                             AND pgmem._document_fact(forget_document.scope, f.section, forget_document.document_id)
                            ORDER BY 1);
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = forget_document.scope AND i.thread_id = ANY (fact_threads)
       ORDER BY i.thread_id, i.item_key FOR UPDATE;
@@ -448,12 +467,12 @@ BEGIN
            AND ch.scope_id = p.scope_id AND ch.chunk_id = p.chunk_id AND ch.document_id = forget_document.document_id
         RETURNING p.piece_id)
     SELECT coalesce(array_agg(d.piece_id), '{}') INTO piece_ids FROM d;
-    -- Facts about a document name it as their section: the id itself, or id#anchor.
+    -- Facts about a document name it as their section: the id itself, or id#anchor
+    -- (pgmem._document_fact).
     WITH d AS (
         DELETE FROM pgmem.fact f
          WHERE f.scope_id = forget_document.scope
-           AND (f.section = forget_document.document_id
-                OR left(f.section, length(forget_document.document_id) + 1) = forget_document.document_id || '#')
+           AND pgmem._document_fact(forget_document.scope, f.section, forget_document.document_id)
         RETURNING f.fact_id)
     SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
     n_threads := pgmem._drop_empty_threads(forget_document.scope, fact_threads);
@@ -465,7 +484,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless a longer document id of the scope holding ''#'' is named: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
