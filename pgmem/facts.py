@@ -63,12 +63,25 @@ def check_fact(fact: Fact, where: str) -> Fact:
     return fact if turn is None else replace(fact, turn_index=turn)
 
 
+_FACT_KEYS = frozenset({"body", "thread", "thread_id", "turn", "turn_index", "section"})
+
+
 def fact_from_dict(obj: object, where: str) -> Fact:
     """A fact from one JSON object `{"body": ..., "thread"?: ..., "turn"?: ..., "section"?: ...}`;
     `thread_id` and `turn_index` name the thread and turn too, as in a turn's line (and in
     fact_recall's hits)."""
     if not isinstance(obj, dict) or "body" not in obj:
         raise InputError(f'{where}: expected an object {{"body": ..., "thread"?, "turn"?, "section"?}}')
+    # A misspelt key would store the fact tied to nothing, out of reach of forget_thread.
+    unknown = sorted(k for k in obj if k not in _FACT_KEYS)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key {unknown[0]!r:.60}: a fact line takes body, thread (or thread_id), "
+            "turn (or turn_index) and section"
+        )
+    for a, b in (("thread", "thread_id"), ("turn", "turn_index")):
+        if a in obj and b in obj:
+            raise InputError(f"{where}: give {a} or {b}, not both")
     thread, turn = obj.get("thread", obj.get("thread_id")), obj.get("turn", obj.get("turn_index"))
     fact = Fact(obj["body"], thread, turn, obj.get("section"))
     return check_fact(fact, where)

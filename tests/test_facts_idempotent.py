@@ -112,6 +112,9 @@ BAD_LINES = {
     "no body": (b'{"text": "x"}\n', 'expected an object {"body"'),
     "thread not a string": (b'{"body": "x", "thread": 5}\n', "thread must be a non-empty string"),
     "not json": (b"{body}\n", "not valid JSON"),
+    "misspelt key": (b'{"body": "x", "theard": "t"}\n', "unknown key 'theard'"),
+    "thread twice": (b'{"body": "x", "thread": "t", "thread_id": "u"}\n', "give thread or thread_id, not both"),
+    "turn twice": (b'{"body": "x", "thread": "t", "turn": 1, "turn_index": 1}\n', "give turn or turn_index"),
 }
 
 
