@@ -77,6 +77,9 @@ def turn_from_dict(obj: object, *, scope: str | None = None, where: str = "turn"
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: a turn must be a JSON object, got {type(obj).__name__}")
     sc = check_name(scope if scope is not None else obj.get("scope"), f"{where}: scope")
+    for a, b in (("thread", "thread_id"), ("turn", "turn_index")):
+        if a in obj and b in obj:
+            raise InputError(f"{where}: give {a} or {b}, not both")
     thread = check_name(obj.get("thread", obj.get("thread_id")), f"{where}: thread")
     idx = obj.get("turn", obj.get("turn_index"))
     if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0 or idx > 2**31 - 1:

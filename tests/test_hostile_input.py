@@ -487,7 +487,8 @@ def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: C
 def test_a_key_given_twice_in_a_jsonl_line_is_refused(tmp_path: Path) -> None:
     """json.loads keeps the last of two equal keys silently: {"turn": 4, "turn": 5} stored turn 5.
     A turn line or a fact line that gives a key twice is refused, naming the line and the key;
-    the lines around it are read."""
+    the lines around it are read. So is one giving the thread (or the turn) under both its names,
+    of which one was kept silently."""
     from pgmem.facts import read_facts
 
     turns = tmp_path / "turns.jsonl"
@@ -502,6 +503,16 @@ def test_a_key_given_twice_in_a_jsonl_line_is_refused(tmp_path: Path) -> None:
     assert [t.index for t in read] == [0]
     assert [(w.rsplit(":", 1)[1], "twice" in e) for w, e in failed] == [("2", True), ("3", True)], failed
     assert "'turn'" in failed[0][1] and "'content'" in failed[1][1]
+    # The same key under its two names: thread and thread_id, turn and turn_index.
+    both = tmp_path / "both.jsonl"
+    both.write_text(
+        '{"scope": "s", "thread": "t", "thread_id": "u", "turn": 0, "messages": [{"role": "user", "content": "a"}]}\n'
+        '{"scope": "s", "thread": "t", "turn": 1, "turn_index": 1, "messages": [{"role": "user", "content": "a"}]}\n',
+        encoding="utf-8",
+    )
+    failed.clear()
+    assert list(read_jsonl(both, failed=failed)) == []
+    assert ["not both" in e for _, e in failed] == [True, True], failed
     facts = tmp_path / "facts.jsonl"
     facts.write_text('{"body": "x", "body": "y"}\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"facts.jsonl:1 gives the key 'body' twice"):
