@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import string
 from pathlib import Path
 
 import psycopg
@@ -229,6 +231,8 @@ _BAD_DOCUMENT_ARGS = [
     (8, "ARRAY[NULL]::text[]", "a NULL body"),
     (5, "'{{0}}'::integer[]", "span_starts must be a one-dimensional array"),
     (9, "array_fill(%(v)s::vector, ARRAY[1], ARRAY[2])", "vectors must be a one-dimensional array"),
+    (0, "jsonb_build_array(jsonb_build_array(repeat('x', 501)))", "one of more than 500 characters"),
+    (0, "jsonb_build_array(to_jsonb(array_fill('x'::text, ARRAY[33])))", "more than 32 headings"),
 ]
 
 
@@ -271,8 +275,9 @@ def test_a_heading_of_punctuation_is_cut_to_fit_and_the_document_stored(conn: Co
     """A heading of hundreds of "=", "|" or "*" is a token per character: its heading path left no
     room under the model's token limit and the whole document was refused ("label '====…' leaves
     no room under the model's token limit"). The label is now cut, keeping its end (the deepest
-    heading), to leave room for the text; the heading path is stored whole, every section is found.
-    A heading of 10,000 characters, 300 nested headings and repeated ones are stored as well."""
+    heading), to leave room for the text; the heading path is stored whole up to 500 characters a
+    heading, every section is found. A heading of 10,000 characters, 300 nested headings and
+    repeated ones are stored as well."""
     others = [
         Document("long.md", "# " + "-|" * 5000 + "\n\nUnder a heading of 10,000 characters.\n"),
         Document("nested.md", "###### deep\n" * 300 + "\nDeep text.\n"),
@@ -307,6 +312,51 @@ def test_a_heading_of_punctuation_is_cut_to_fit_and_the_document_stored(conn: Co
         assert top.document_id == "release.md" and wanted in top.chunk_body, (question, top)
     # The other documents of the batch are stored too.
     assert {d for _, d, _ in _chunks(conn, "s")} == {"garden.md", "kitchen.md", "release.md", *(d.id for d in others)}
+
+
+@pytest.mark.parametrize(
+    "text", ["# A  \n\n## B\n\nbirds\n", "# A\t\n## B\n\nbirds\n", "# A  ", "# A #  \n## B\nbirds"]
+)
+def test_a_heading_line_ending_in_spaces_is_stored(conn: Conn, embedder: Embedder, text: str) -> None:
+    """A heading-only section whose heading line ends in spaces or a tab (Markdown's hard line
+    break, an editor's leftovers): its heading unit spanned the line's whitespace, past its chunk's
+    body (trailing whitespace removed), and put_document refused the whole document ("unit 1 has
+    span [0, 5) outside its chunk body (3 characters)"). It is stored, its sections found."""
+    report = add_documents(conn, "s", [Document("a.md", text)], embedder)
+    assert (report.inserted, report.failed) == (1, []), report
+    with scoped(conn, "s"):
+        paths = [list(r[0]) for r in conn.execute("SELECT heading_path FROM pgmem.chunk ORDER BY ordinal").fetchall()]  # type: ignore[call-overload]
+    assert paths[0] == ["A"]
+    if "B" in text:
+        assert paths[1] == ["A", "B"]
+        top = search_documents(conn, "s", "birds", embedder, x=1).groups[0].hits[0]
+        assert top.heading_path == ["A", "B"], top
+
+
+def test_a_long_heading_is_stored_once_not_once_per_section(conn: Conn, embedder: Embedder) -> None:
+    """Every chunk stores its whole heading path, so a heading is stored once for each section
+    under it: a 205 kB document with a 200,000-character title over 300 sections stored 57 MB of
+    paths. A heading is cut to 500 characters in the paths (ending in "…"); its own chunk's body
+    keeps it whole, and the document is found by its sections and by its title's words."""
+    rng = random.Random(7)
+    title = "Handbook " + "".join(rng.choice(string.ascii_lowercase + " ") for _ in range(200_000)) + " end"
+    text = f"# {title}\n\n" + "".join(
+        f"## Section {i}\n\nThe code word of section {i} is kestrel{i}.\n\n" for i in range(300)
+    )
+    report = add_documents(conn, "s", [Document("big.md", text)], embedder)
+    assert (report.inserted, report.failed) == (1, []), report
+    with scoped(conn, "s"):
+        rows = conn.execute(
+            """SELECT heading_path, body, pg_column_size(heading_path) FROM pgmem.chunk
+                WHERE document_id = 'big.md' ORDER BY ordinal"""
+        ).fetchall()
+    assert len(rows) == 301
+    paths = [list(r[0]) for r in rows]  # type: ignore[call-overload]
+    assert paths[0] == [title[:499] + "…"] and paths[7] == [title[:499] + "…", "Section 6"]
+    assert str(rows[0][1]) == f"# {title}"  # the title's own chunk keeps it whole
+    assert sum(int(str(r[2])) for r in rows) < 301 * 600
+    top = search_documents(conn, "s", "the code word of section 6 kestrel6", embedder, x=1).groups[0].hits[0]
+    assert top.heading_path == [title[:499] + "…", "Section 6"], top
 
 
 def test_cli_add_search_rm(

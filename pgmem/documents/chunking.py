@@ -278,8 +278,15 @@ def heading_of(line: str) -> tuple[int, str] | None:
     return len(m.group(1)), text.strip()
 
 
+#: The longest heading kept in a heading path; a longer one is cut, ending in "…" (its chunk's
+#: body keeps it whole). Every chunk under a heading stores it in its path: a 200,000-character
+#: title over 300 sections was 57 MB of paths. pgmem.put_document refuses a longer one.
+MAX_HEADING_CHARS = 500
+
+
 def chunk_markdown(text: str) -> list[Chunk]:
-    """Chunks of `text` in order; a document without headings is one chunk."""
+    """Chunks of `text` in order; a document without headings is one chunk. A heading of more
+    than MAX_HEADING_CHARS characters is cut in the paths."""
     lines = split_lines(text)
     heads: list[tuple[int, int, tuple[str, ...], int]] = []  # line no, level, path, heading end offset
     stack: list[tuple[int, str]] = []
@@ -292,7 +299,7 @@ def chunk_markdown(text: str) -> list[Chunk]:
         level, title = h
         while stack and stack[-1][0] >= level:
             stack.pop()
-        stack.append((level, title))
+        stack.append((level, title if len(title) <= MAX_HEADING_CHARS else title[: MAX_HEADING_CHARS - 1] + "…"))
         heads.append((no, level, tuple(t for _, t in stack), line.end))
     chunks: list[Chunk] = []
     first = lines[heads[0][0]].start if heads else len(text)
@@ -302,7 +309,8 @@ def chunk_markdown(text: str) -> list[Chunk]:
         start = lines[no].start
         end = lines[heads[i + 1][0]].start if i + 1 < len(heads) else len(text)
         body = text[start:end].rstrip()
-        chunks.append(Chunk(len(chunks), path, body, head_end - start))
+        # A heading-only chunk's body ends before its heading line's trailing whitespace.
+        chunks.append(Chunk(len(chunks), path, body, min(head_end - start, len(body))))
     return chunks
 
 
