@@ -308,6 +308,9 @@ def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_
         "_scope_index_name",
         "_lexeme",
         "_word_postings",
+        "_recall_setting_names",
+        "_recall_settings",
+        "_apply_recall_settings",
     }
     rows = admin_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text,

@@ -303,6 +303,48 @@ def test_each_logged_argument_is_replayed_with_or_without_a_logged_recency(
         assert ranked(recall(diary, "s", HILLS, embedder, x=4, floor=-1, **rec)) != ranked(r), name
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("pgmem.word_weight", "0"), ("pgmem.word_weight", "10"), ("pgmem.time_weight", "0"), ("pgmem.time_weight", "10")],
+)
+def test_a_recall_under_the_callers_settings_replays_under_them(
+    diary: Conn, embedder: Embedder, setting: str, value: str
+) -> None:
+    """A service tunes recall with session settings (pgmem.word_weight, pgmem.time_weight, ...).
+    They were not logged, so a replay from psql ran under the replaying session's settings and
+    showed another answer than the caller got. The settings the caller's session set are logged
+    (recall_log.settings) and the replay runs under them, whatever the replaying session set, and
+    leaves that session's own settings as they were."""
+    args: dict[str, Any] = {"x": 4, "floor": -1, "log": True, **VOICE_IN_MAY}
+    plain = recall(diary, "s", HILLS, embedder, **args)
+    diary.execute(f"SET {setting} = '{value}'")
+    try:
+        tuned = recall(diary, "s", HILLS, embedder, **args)
+    finally:
+        diary.execute(f"RESET {setting}")
+    assert plain.recall_id is not None and tuned.recall_id is not None
+    assert ranked(tuned) != ranked(plain), "the setting must change this recall's answer"
+    with scoped(diary, "s"):
+        logged = diary.execute(
+            "SELECT recall_id, settings FROM pgmem.recall_log WHERE recall_id = ANY(%s) ORDER BY 1",
+            ([plain.recall_id, tuned.recall_id],),
+        ).fetchall()
+    assert [row[1] for row in logged] == [{}, {setting: value}]
+    for r in (plain, tuned):
+        assert r.recall_id is not None
+        assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r)
+    # Replayed from a session that set another value: the logged one (or none) still rules, and
+    # the session's own value is back after the replay.
+    diary.execute(f"SET {setting} = '5'")
+    try:
+        for r in (plain, tuned):
+            assert r.recall_id is not None
+            assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r)
+            assert diary.execute("SELECT current_setting(%s)", (setting,)).fetchone() == ("5",)
+    finally:
+        diary.execute(f"RESET {setting}")
+
+
 def test_a_replay_in_another_scope_or_of_an_unknown_id_is_refused(diary: Conn, embedder: Embedder) -> None:
     r = recall(diary, "s", HILLS, embedder, x=4, floor=-1, log=True)
     assert r.recall_id is not None

@@ -1595,6 +1595,56 @@ $$;
 COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
 'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane) is no longer stored in the scope.';
 
+-- The session settings that change what a memory recall returns (read by memory_recall and the
+-- functions it calls): log_recall records those the caller's session set (0057), and the replays
+-- of a logged recall run under them. Not pgmem.word_fold, which reads the same rows either way.
+CREATE OR REPLACE FUNCTION pgmem._recall_setting_names()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT ARRAY['pgmem.word_share', 'pgmem.word_weight', 'pgmem.time_weight', 'pgmem.word_keep_rank',
+                 'pgmem.word_keep_margin', 'pgmem.floor_head', 'pgmem.window_head', 'pgmem.recency_depth',
+                 'pgmem.word_postings_cap', 'pgmem.ef_search', 'pgmem.filter_ef_search', 'pgmem.ivfflat_probes']
+$$;
+COMMENT ON FUNCTION pgmem._recall_setting_names() IS
+'The session settings that change what a memory recall returns: those log_recall records (pgmem._recall_settings) and a replay of a logged recall runs under (pgmem._apply_recall_settings).';
+
+CREATE OR REPLACE FUNCTION pgmem._recall_settings()
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT coalesce(jsonb_object_agg(n, current_setting(n, true)) FILTER (WHERE current_setting(n, true) <> ''), '{}')
+      FROM unnest(pgmem._recall_setting_names()) AS n
+$$;
+COMMENT ON FUNCTION pgmem._recall_settings() IS
+'The recall settings (pgmem._recall_setting_names) this session has set, name to value: what log_recall records with a recall.';
+
+-- STABLE: it writes nothing in the database, only the transaction's settings, and the replays
+-- that call it are STABLE (the read-only role runs them).
+CREATE OR REPLACE FUNCTION pgmem._apply_recall_settings(settings jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    before jsonb := '{}';
+    n text;
+BEGIN
+    -- For the rest of the transaction (set_config's is_local), each recall setting is the one of
+    -- settings, or unset (its default) when settings has none; a subtransaction rolled back, or
+    -- the transaction's end, restores the session's, and so does applying what this returns.
+    FOREACH n IN ARRAY pgmem._recall_setting_names() LOOP
+        before := before || jsonb_build_object(n, coalesce(current_setting(n, true), ''));
+        PERFORM set_config(n, coalesce(settings ->> n, ''), true);
+    END LOOP;
+    RETURN before;
+END
+$$;
+COMMENT ON FUNCTION pgmem._apply_recall_settings(jsonb) IS
+'Internal to replay_logged_recall and explain_logged_recall: set each recall setting (pgmem._recall_setting_names) to its value in settings, or unset it when settings has none, local to the transaction; returns the values it replaced, to be applied back.';
+
 -- Before the time arguments.
 DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEMA@.vector[], integer, double precision, text, text, jsonb, jsonb);
 
@@ -1688,12 +1738,13 @@ BEGIN
                           WHERE jsonb_typeof(o.v) = 'object' AND jsonb_typeof(o.v -> 'fact_id') = 'number')
      ORDER BY f.fact_id FOR KEY SHARE;
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
+    -- With the recall settings this session set (0057): a replay runs under them.
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
-                                       metadata_filter, time_from, time_to, recency, since, until)
+                                       metadata_filter, time_from, time_to, recency, since, until, settings)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
             log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
             nullif(log_recall.metadata_filter, '{}'::jsonb), log_recall.time_from, log_recall.time_to, log_recall.recency,
-            log_recall.since, log_recall.until)
+            log_recall.since, log_recall.until, pgmem._recall_settings())
     RETURNING l.recall_id INTO id;
     RETURN id;
 END
@@ -1711,6 +1762,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     l record;
+    session_settings jsonb;
 BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
@@ -1725,13 +1777,21 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
+    -- Under the caller's recall settings (logged since 0057; the search width among them), then
+    -- this session's again.
+    IF l.settings IS NOT NULL THEN
+        session_settings := pgmem._apply_recall_settings(l.settings);
+    END IF;
     RETURN QUERY
     SELECT e.* FROM pgmem.explain_recall(l.scope_id, l.part_vectors, l.part_texts, l.x, l.floor, l.thread_id, show,
                                          metadata_filter => l.metadata_filter, since => l.since, until => l.until) e;
+    IF l.settings IS NOT NULL THEN
+        PERFORM pgmem._apply_recall_settings(session_settings);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
 -- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,
@@ -1746,6 +1806,7 @@ AS $$
 DECLARE
     l pgmem.recall_log;
     now_hits pgmem.recall_hit[];
+    session_settings jsonb;
 BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
@@ -1765,6 +1826,11 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be replayed', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
+    -- Under the recall settings the caller's session had set (logged since 0057; a row logged
+    -- before has none, and runs under this session's), then this session's again.
+    IF l.settings IS NOT NULL THEN
+        session_settings := pgmem._apply_recall_settings(l.settings);
+    END IF;
     -- Every logged argument. A NULL recency was not given by the caller: memory_recall's default
     -- is what the caller got, so it is left out rather than passed (memory_recall refuses NULL).
     IF l.recency IS NULL THEN
@@ -1777,6 +1843,9 @@ BEGIN
                                                         l.mode, metadata_filter => l.metadata_filter,
                                                         time_from => l.time_from, time_to => l.time_to,
                                                         recency => l.recency, since => l.since, until => l.until) h);
+    END IF;
+    IF l.settings IS NOT NULL THEN
+        PERFORM pgmem._apply_recall_settings(session_settings);
     END IF;
     RETURN QUERY
     WITH logged AS (
@@ -1810,4 +1879,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.replay_logged_recall(text, bigint) IS
-'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until. One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). Settings are not logged: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others are the session''s, and candidates, rrf_k and exact memory_recall''s defaults. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
+'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';

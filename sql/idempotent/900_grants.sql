@@ -171,10 +171,15 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --       SECURITY DEFINER function pgmem_reader runs (granted below): read-only (STABLE), it reads
 --       pgmem.piece_word through its word index, which row-level security would keep from being
 --       used (050_security.sql), so without it the reader's hybrid recall reads every piece of
---       the scope for every word.
+--       the scope for every word;
+--   _recall_setting_names, _recall_settings, _apply_recall_settings  the recall settings a
+--       logged recall records and its replays run under (0057): a constant list, the caller's
+--       own session settings read, and those settings set local to the caller's transaction
+--       (what SET LOCAL does), for those names only.
 DO $$
 DECLARE
-    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme', '_word_postings'];
+    callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme', '_word_postings',
+                             '_recall_setting_names', '_recall_settings', '_apply_recall_settings'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
