@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from pgmem.db import sqlalchemy_url
-from pgmem.errors import SchemaError
-from pgmem.sqlfiles import ALEMBIC_INI, InstallParams
+from pgmem.errors import ConfigError, SchemaError
+from pgmem.sqlfiles import (
+    ALEMBIC_INI,
+    InstallParams,
+    definitions_digest,
+    idempotent_files,
+    package_version,
+    render,
+)
 
 
 def alembic_config(url: str | None, params: InstallParams | None = None) -> Config:
@@ -21,19 +30,63 @@ def alembic_config(url: str | None, params: InstallParams | None = None) -> Conf
     return cfg
 
 
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config(None))
+
+
 def head_revision() -> str:
     """The newest revision this pgmem ships."""
-    head = ScriptDirectory.from_config(alembic_config(None)).get_current_head()
+    head = _script().get_current_head()
     assert head is not None
     return head
 
 
-def preflight(url: str) -> bool:
-    """True when the database's schema is already at head (an upgrade to head is then a no-op,
-    and runs no DDL, so the application login may call it). When it is not, and this login
-    cannot migrate (neither a superuser nor a member of pgmem_owner), a one-line SchemaError
-    naming the role to run it as; False otherwise (go on and migrate)."""
-    head = head_revision()
+def shipped_revision(name: str) -> str:
+    """`name` as a revision of this pgmem: "head" or one of its revision ids, written out; a
+    one-line ConfigError for anything else (a relative or partial name, a range, garbage)."""
+    script = _script()
+    if name == "head":
+        return head_revision()
+    try:
+        found = script.get_revision(name) if name.isascii() and name.isalnum() else None
+    except Exception:  # alembic's "Can't locate revision", an ambiguous prefix
+        found = None
+    if found is None or found.revision != name:
+        raise ConfigError(
+            f"no revision {name[:40]!r} in this pgmem: name head or a revision id (0001 to {head_revision()})"
+        )
+    return found.revision
+
+
+def revisions_below(revision: str) -> list[str]:
+    """The revisions `revision` comes after, newest first (ConfigError when it is not shipped)."""
+    try:
+        found = _script().iterate_revisions(revision, "base")
+        return [r.revision for r in found if r is not None and r.revision != revision]
+    except Exception:  # alembic's "Can't locate revision"
+        raise ConfigError(f"no revision {revision[:40]!r} in this pgmem") from None
+
+
+ROLLING_BACK = 'to roll back, follow docs/operations.md, "Rolling back"'
+
+
+#: What `pgmem migrate` has to do: nothing; apply the re-runnable definitions again (the schema
+#: is at head, but another package applied them); or run alembic's upgrade.
+Step = Literal["nothing", "definitions", "migrate"]
+
+
+def preflight(url: str, revision: str = "head") -> Step:
+    """What an upgrade of this database to `revision` has to do. "nothing" when the schema is
+    there already, and, at head, holds this package's re-runnable definitions (the package
+    version and the digest of sql/idempotent recorded by the last apply, pgmem.version() and
+    pgmem._definitions(), are this package's) or this login may not change them: an upgrade to
+    head then runs no DDL, so the application login may call it. "definitions" at head when
+    they are another package's (a package rolled back or forward at the same revision) and this
+    login may migrate. One-line SchemaError when the schema is above `revision` (this pgmem
+    does not go down), or at a revision this pgmem does not know (a newer pgmem migrated it),
+    or when this login cannot migrate (neither a superuser nor a member of pgmem_owner), naming
+    the role to run it as; "migrate" otherwise."""
+    target, head = shipped_revision(revision), head_revision()
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             """SELECT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user),
@@ -51,20 +104,60 @@ def preflight(url: str) -> bool:
                 current = str(found[0]) if found else None
             except psycopg.Error:
                 current = None
-    if current == head:
-        return True
-    if superuser or (owner and (installed or can_create)):
-        return False
+        may_migrate = superuser or (owner and (installed or can_create))
+        if current == target:
+            stale = current == head and may_migrate and _definitions_stale(conn)
+            return "definitions" if stale else "nothing"
+    if current is not None:
+        try:
+            below = revisions_below(current)
+        except ConfigError:
+            raise SchemaError(
+                f"schema pgmem is at {current[:40]}, a revision this pgmem (head {head}) does not ship: "
+                f"a newer pgmem migrated it; {ROLLING_BACK}"
+            ) from None
+        if target in below:
+            raise SchemaError(
+                f"schema pgmem is at {current}, above {target}: pgmem migrate only upgrades; {ROLLING_BACK}"
+            )
+    if may_migrate:
+        return "migrate"
     raise SchemaError(
-        f"schema pgmem is at {current or 'nothing (not installed)'}, this pgmem needs {head}, and "
+        f"schema pgmem is at {current or 'nothing (not installed)'}, this pgmem needs {target}, and "
         "this login may not migrate: run `pgmem migrate` (or store.setup()) as a login member of pgmem_owner"
     )
 
 
-def upgrade(url: str, revision: str = "head", params: InstallParams | None = None) -> None:
-    if revision == "head" and params is None and preflight(url):
-        return  # at head: nothing to do, and no DDL for a login that may not run it
-    command.upgrade(alembic_config(url, params), revision)
+def _definitions_stale(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the re-runnable definitions were applied by another package than this one."""
+    row = conn.execute(
+        """SELECT pg_catalog.to_regprocedure('pgmem.version()') IS NOT NULL,
+                  pg_catalog.to_regprocedure('pgmem._definitions()') IS NOT NULL"""
+    ).fetchone()
+    if row is None or not (row[0] and row[1]):
+        return True  # applied by a pgmem older than the digest, or never
+    recorded = conn.execute("SELECT (SELECT package_version FROM pgmem.version()), pgmem._definitions()").fetchone()
+    return recorded != (package_version(), definitions_digest())
+
+
+def apply_definitions(url: str, params: InstallParams | None = None) -> None:
+    """Apply this package's re-runnable set (sql/idempotent) in one transaction, as the last
+    revision of an upgrade run does, without changing the schema's revision."""
+    params = params or InstallParams.from_mapping({})
+    with psycopg.connect(url) as conn:  # one transaction, committed when the block ends
+        for path in idempotent_files():
+            conn.execute(render(path.read_text(encoding="utf-8"), params).encode())
+
+
+def upgrade(url: str, revision: str = "head", params: InstallParams | None = None) -> Step:
+    """Bring the schema up to `revision` (what `pgmem migrate` and store.setup() run); returns
+    what it did (preflight)."""
+    step = preflight(url, revision)
+    if step == "definitions":
+        apply_definitions(url, params)
+    elif step == "migrate":
+        command.upgrade(alembic_config(url, params), revision)
+    return step
 
 
 def downgrade(url: str, revision: str = "base", params: InstallParams | None = None) -> None:

@@ -3,11 +3,13 @@
 The files ship inside the package (`pgmem.sql`, `pgmem.migrations`).
 `sql/incremental/NNN_*.sql` are run-once changes (frozen once released; a checksum
 test guards them). `sql/idempotent/*.sql` are re-runnable definitions applied, in name
-order, after every revision. Files may use four placeholders, replaced from the install
-settings: @PIECE_DIMS@, @FACT_DIMS@, @VECTOR_SCHEMA@, and @PGMEM_VERSION@ (the package's)."""
+order, after every revision. Files may use five placeholders, replaced from the install
+settings: @PIECE_DIMS@, @FACT_DIMS@, @VECTOR_SCHEMA@, @PGMEM_VERSION@ (the package's), and
+@PGMEM_DEFINITIONS@ (the digest of the package's sql/idempotent, definitions_digest)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.resources
 import os
@@ -81,7 +83,19 @@ def package_version() -> str:
         return "0+unknown"
 
 
+def definitions_digest() -> str:
+    """The sha256 of this package's re-runnable files (names and text, placeholders unfilled),
+    recorded by every apply (pgmem._definitions()): with the package version, what tells
+    `pgmem migrate` at head whether the database holds this package's definitions."""
+    digest = hashlib.sha256()
+    for path in idempotent_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def render(text: str, params: InstallParams) -> str:
+    if "@PGMEM_DEFINITIONS@" in text:
+        text = text.replace("@PGMEM_DEFINITIONS@", definitions_digest())
     out = (
         text.replace("@PIECE_DIMS@", str(params.piece_dims))
         .replace("@FACT_DIMS@", str(params.fact_dims))

@@ -1,7 +1,8 @@
 """docs/operations.md, the DBA's runbook (issue 27 part 8), and pgmem.stats().
 
 Every ```sql, ```sh and ```conf block of the runbook carries an HTML comment naming who runs
-it (`<!-- run: app -->`, `owner`, `superuser`, `sh`, `conf`, `pg_stat_statements`, `pg_cron`).
+it (`<!-- run: app -->`, `owner`, `superuser`, `sh`, `conf`, `pg_stat_statements`, `pg_cron`,
+`rollback`: the rollback's shell blocks, run by tests/test_rollback.py between two packages).
 The first test runs them all, in the order of the page, on one fresh database holding the
 scopes the page names: SQL through the bundled psql as that login (the application login, a
 LOGIN member of pgmem_owner, a superuser), shell blocks through bash with the bundled client
@@ -85,7 +86,8 @@ def test_every_block_names_who_runs_it() -> None:
     text = DOC.read_text(encoding="utf-8")
     fenced = [lang for lang in FENCE.findall(text) if lang in ("sql", "sh", "conf")]
     assert len(fenced) == len(blocks()), "a ```sql/```sh/```conf block without <!-- run: WHO -->"
-    assert {b.who for b in blocks()} <= {"app", "owner", "superuser", "sh", "conf", "pg_stat_statements", "pg_cron"}
+    whos = {"app", "owner", "superuser", "sh", "conf", "pg_stat_statements", "pg_cron", "rollback"}
+    assert {b.who for b in blocks()} <= whos
     assert len(text.splitlines()) <= 600
 
 
@@ -194,8 +196,8 @@ def test_every_block_of_the_runbook_runs_as_its_login(
     outputs: list[tuple[Block, str]] = []
     try:
         for b in blocks():
-            if b.who in ("conf", "pg_stat_statements"):
-                continue  # test_pg_stat_statements_query_of_the_runbook
+            if b.who in ("conf", "pg_stat_statements", "rollback"):
+                continue  # test_pg_stat_statements_query_of_the_runbook; tests/test_rollback.py
             if b.who == "pg_cron":
                 # cron.schedule(name, schedule, command): the command, as the migrating login
                 m = re.search(r"cron\.schedule\('[^']*', '[^']*', '([^']*)'\)", b.code)

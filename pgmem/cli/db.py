@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pgmem import server
 from pgmem.cli.common import server_url, settings
 from pgmem.db import redact
-from pgmem.errors import ServerError
+from pgmem.errors import ConfigError, ServerError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_psql)
 
     m = sub.add_parser("migrate", help="install or upgrade the schema (alembic upgrade head)")
-    m.add_argument("--revision", default="head")
+    m.add_argument(
+        "--revision",
+        default="head",
+        help="upgrade to this revision (head or an id); with --sql, START:END prints the script from START",
+    )
     m.add_argument("--sql", action="store_true", help="print the SQL instead of running it (offline)")
     m.add_argument(
         "--alembic-ini",
@@ -96,21 +100,27 @@ def run_psql(psql_args: list[str]) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
 
-    from pgmem.migrate import alembic_config
+    from pgmem.migrate import ROLLING_BACK, alembic_config, revisions_below, shipped_revision, upgrade
     from pgmem.sqlfiles import ALEMBIC_INI
 
     if args.alembic_ini:
         print(ALEMBIC_INI)
         return 0
     if args.sql:
-        command.upgrade(alembic_config(None), args.revision, sql=True)
+        # A script from a named revision (`0012:head`) to one of this pgmem's; never downward.
+        start, _, end = args.revision.rpartition(":")
+        end = shipped_revision(end)
+        if start:
+            start = shipped_revision(start)
+            if end in revisions_below(start):
+                raise ConfigError(f"--revision {start}:{end} goes down: pgmem migrate only upgrades; {ROLLING_BACK}")
+        command.upgrade(alembic_config(None), f"{start}:{end}" if start else end, sql=True)
         return 0
-    url = server_url(settings())
-    from pgmem.migrate import preflight
-
-    if args.revision == "head" and preflight(url):
-        print("schema pgmem is at head already: nothing to do", file=sys.stderr)
-        return 0
-    command.upgrade(alembic_config(url), args.revision)
-    print("schema pgmem is at", args.revision, file=sys.stderr)
+    step = upgrade(server_url(settings()), args.revision)
+    if step == "nothing":
+        print(f"schema pgmem is at {args.revision} already: nothing to do", file=sys.stderr)
+    elif step == "definitions":
+        print("schema pgmem is at head; applied this package's re-runnable definitions again", file=sys.stderr)
+    else:
+        print("schema pgmem is at", args.revision, file=sys.stderr)
     return 0

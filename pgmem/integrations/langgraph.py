@@ -1284,7 +1284,9 @@ class PgmemStore(_StoreLogic, BaseStore):
 
     def setup(self) -> None:
         """Run pgmem's migrations (`pgmem.migrate.upgrade`) on the store's database: a no-op for
-        any login at head; below head it needs the migrating role (pgmem_owner or a member)."""
+        any login at head (where a migrating login applies this package's re-runnable definitions
+        again if another pgmem applied them); below head it needs the migrating role (pgmem_owner
+        or a member)."""
         self._setup()
 
     @contextmanager

@@ -10,3 +10,13 @@ AS $$
 $$;
 COMMENT ON FUNCTION pgmem.version() IS
 'The pgmem package version that last applied the SQL (pgmem migrate), and the alembic revision the schema is at.';
+
+CREATE OR REPLACE FUNCTION pgmem._definitions()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT '@PGMEM_DEFINITIONS@'::text
+$$;
+COMMENT ON FUNCTION pgmem._definitions() IS
+'The sha256 of the re-runnable files (sql/idempotent, before their placeholders are filled) of the package that last applied the SQL. pgmem migrate, with the schema at its head, applies its own files again when this or pgmem.version()''s package_version is not its own: a package installed at the same revision, as in a rollback (docs/operations.md, "Rolling back").';
