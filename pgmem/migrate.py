@@ -142,9 +142,14 @@ def _definitions_stale(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
 
 def apply_definitions(url: str, params: InstallParams | None = None) -> None:
     """Apply this package's re-runnable set (sql/idempotent) in one transaction, as the last
-    revision of an upgrade run does, without changing the schema's revision."""
+    revision of an upgrade run does, without changing the schema's revision. The version row is
+    held first, so a migration running meanwhile is waited for (or waits), and the set goes only
+    onto this package's head."""
     params = params or InstallParams.from_mapping({})
     with psycopg.connect(url) as conn:  # one transaction, committed when the block ends
+        row = conn.execute("SELECT version_num FROM pgmem.alembic_version FOR UPDATE").fetchone()
+        if row is None or row[0] != head_revision():
+            raise SchemaError(f"schema pgmem moved to {row and row[0]} meanwhile: run pgmem migrate again")
         for path in idempotent_files():
             conn.execute(render(path.read_text(encoding="utf-8"), params).encode())
 

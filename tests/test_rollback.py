@@ -341,3 +341,17 @@ def test_migrate_refuses_a_bad_or_downward_revision_in_one_line(
     if "0001" in argv[-1]:
         assert "only upgrades" in err and "Rolling back" in err
     assert _version(db_url) == (package_version(), head_revision())
+
+
+def test_the_definitions_go_only_onto_this_packages_head(db_url: str) -> None:
+    """apply_definitions holds the version row and checks it: a migration that moved the schema
+    between preflight and the apply makes it stop, one line, before any definition is written."""
+    from pgmem.errors import SchemaError
+    from pgmem.migrate import apply_definitions
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        c.execute("UPDATE pgmem.alembic_version SET version_num = '0053'")
+        applied = _definitions_xmin(db_url)
+        with pytest.raises(SchemaError, match="moved to 0053 meanwhile"):
+            apply_definitions(db_url, PARAMS)
+        assert _definitions_xmin(db_url) == applied
