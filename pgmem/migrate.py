@@ -16,7 +16,6 @@ from pgmem.sqlfiles import (
     InstallParams,
     definitions_digest,
     idempotent_files,
-    package_version,
     render,
 )
 
@@ -77,9 +76,9 @@ Step = Literal["nothing", "definitions", "migrate"]
 
 def preflight(url: str, revision: str = "head") -> Step:
     """What an upgrade of this database to `revision` has to do. "nothing" when the schema is
-    there already, and, at head, holds this package's re-runnable definitions (the package
-    version and the digest of sql/idempotent recorded by the last apply, pgmem.version() and
-    pgmem._definitions(), are this package's) or this login may not change them: an upgrade to
+    there already, and, at head, holds this package's re-runnable definitions (the digest of
+    sql/idempotent recorded by the last apply, pgmem._definitions(), is this package's) or this
+    login may not change them: an upgrade to
     head then runs no DDL, so the application login may call it. "definitions" at head when
     they are another package's (a package rolled back or forward at the same revision) and this
     login may migrate. One-line SchemaError when the schema is above `revision` (this pgmem
@@ -129,15 +128,16 @@ def preflight(url: str, revision: str = "head") -> Step:
 
 
 def _definitions_stale(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """Whether the re-runnable definitions were applied by another package than this one."""
-    row = conn.execute(
-        """SELECT pg_catalog.to_regprocedure('pgmem.version()') IS NOT NULL,
-                  pg_catalog.to_regprocedure('pgmem._definitions()') IS NOT NULL"""
-    ).fetchone()
-    if row is None or not (row[0] and row[1]):
-        return True  # applied by a pgmem older than the digest, or never
-    recorded = conn.execute("SELECT (SELECT package_version FROM pgmem.version()), pgmem._definitions()").fetchone()
-    return recorded != (package_version(), definitions_digest())
+    """Whether the re-runnable definitions are not this package's: their digest, recorded by the
+    last apply, is another's, or none is (a pgmem older than the digest applied them). The
+    digest alone: two packages with the same definitions (a release that changed only Python)
+    started side by side, as in a rolling deploy, would otherwise apply them in turn, each apply
+    locking every table."""
+    row = conn.execute("SELECT pg_catalog.to_regprocedure('pgmem._definitions()') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
+        return True
+    recorded = conn.execute("SELECT pgmem._definitions()").fetchone()
+    return recorded != (definitions_digest(),)
 
 
 def apply_definitions(url: str, params: InstallParams | None = None) -> None:
