@@ -1,12 +1,14 @@
 """The recall rules of pgmem.memory_recall and pgmem.document_search, each on a scope built for
-it: one piece per turn, its vector placed at a chosen cosine to the query (axis 0), so every
-rank, cosine and word hit is known. Run as the app login, under row-level security. Each test
-names the rule it holds; a mutation review of the recall SQL found these rules untested."""
+it: one piece per turn (for documents, one chunk per unit unless a test needs two), its vector
+placed at a chosen cosine to the query (axis 0), so every rank, cosine and word hit is known.
+Run as the app login, under row-level security. Each test names the rule it holds; a mutation
+review of the recall SQL found these rules untested (a change breaking them passed the suite)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
 
 import numpy as np
 import psycopg
@@ -198,9 +200,10 @@ def test_a_piece_only_the_window_found_does_not_outrank_the_vector_sides_first(c
     """A piece the time window found and the vector side did not counts its window rank at most
     once: it follows the vector side's first (equal fused scores, the nearer first) and leads the
     vector side's second. The vector side's candidates are greatest(candidates, x) = 2."""
-    _put(conn, "wonly", 0, "outside", _at(0.9), time="2026-01-10T00:00:00Z")
-    _put(conn, "wonly", 1, "outside too", _at(0.8), time="2026-01-11T00:00:00Z")
-    _put(conn, "wonly", 2, "far inside", _at(0.1, other=2), time="2026-03-11T00:00:00Z")
+    # The window's piece is the oldest: the tie goes to the nearer piece, not the older one.
+    _put(conn, "wonly", 0, "far inside", _at(0.1, other=2), time="2026-03-11T00:00:00Z")
+    _put(conn, "wonly", 1, "outside", _at(0.9), time="2026-01-10T00:00:00Z")
+    _put(conn, "wonly", 2, "outside too", _at(0.8), time="2026-01-11T00:00:00Z")
     hits = _recall(
         conn,
         "wonly",
@@ -303,3 +306,139 @@ def test_the_thread_and_metadata_filters_hold_on_the_word_side_and_in_the_window
             conn, "filters", [_axis(0)], texts, floor=-1.0, metadata_filter=voice_only, time_from=start, time_to=end
         )
         assert sorted(_bodies(voice)) == ["plain note", "zanzibar in another thread"]
+
+
+def _put_document(conn: Conn, scope: str, chunks: list[list[tuple[str, np.ndarray]]], document: str = "doc.md") -> None:
+    """One document; each chunk's body is its units' bodies joined by a space, each unit's
+    stored vector its own (weight 1)."""
+    bodies = [" ".join(b for b, _v in units) for units in chunks]
+    units = [(i, j, b, v) for i, chunk in enumerate(chunks) for j, (b, v) in enumerate(chunk)]
+    starts = [sum(len(b) + 1 for b, _v in chunks[i][:j]) for i, j, _b, _v in units]
+    with scoped(conn, scope):
+        conn.execute(
+            """SELECT pgmem.put_document(%s, %s, 'Doc', 'body', '\\x00'::bytea, %s, %s::jsonb, %s, %s, %s, %s,
+                   %s, %s, %s, %s, %s::vector[], weight => 1)""",
+            (
+                scope,
+                document,
+                MINILM,
+                json.dumps([[f"H{i}"] for i in range(len(chunks))]),
+                bodies,
+                [i for i, _j, _b, _v in units],
+                ["prose"] * len(units),
+                [j for _i, j, _b, _v in units],
+                starts,
+                [s + len(b) for s, (_i, _j, b, _v) in zip(starts, units, strict=True)],
+                [f"[H{i}]" for i, _j, _b, _v in units],
+                [b for _i, _j, b, _v in units],
+                [v for _i, _j, _b, v in units],
+            ),
+        )
+
+
+def _search(
+    conn: Conn, scope: str, texts: list[str] | None, settings: dict[str, str] | None = None, **kw: object
+) -> list[str]:
+    """document_search's chunk bodies for a query along axis 0, in its order (floor -1 unless given)."""
+    kw.setdefault("floor", -1.0)
+    named = "".join(f", {k} => %s" for k in kw)
+    with scoped(conn, scope):
+        for name, value in (settings or {}).items():
+            conn.execute("SELECT set_config(%s, %s, true)", (f"pgmem.{name}", value))
+        rows = conn.execute(
+            f"SELECT chunk_body FROM pgmem.document_search(%s, ARRAY[%s::vector], %s::text[]{named})",
+            (scope, _axis(0), texts, *kw.values()),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_document_search_fuses_with_its_rrf_k_and_word_weight(conn: Conn) -> None:
+    """document_search fuses as memory_recall does: rrf_k is the fusion's constant, the setting
+    pgmem.doc_word_weight the word rank's weight (0: the vector ranking), and mode vector
+    searches no words even when the parts' texts are given."""
+    bodies = ["note 0", "note 1", "note 2", "the zanzibar note", "the zanzibar quokka note"]
+    _put_document(conn, "docs", [[(b, _at(c))] for b, c in zip(bodies, (0.9, 0.8, 0.7, 0.6, 0.5), strict=True)])
+    text = ["zanzibar quokka"]
+    assert _search(conn, "docs", text, candidates=5, rrf_k=0) == [bodies[4], "note 0", bodies[3], "note 1", "note 2"]
+    assert _search(conn, "docs", text, candidates=5, rrf_k=60) == [bodies[4], bodies[3], "note 0", "note 1", "note 2"]
+    assert _search(conn, "docs", text, {"doc_word_weight": "0"}, candidates=5) == bodies
+    assert _search(conn, "docs", text, candidates=5, mode="vector") == bodies
+
+
+def test_a_unit_only_the_word_side_found_does_not_outrank_the_vector_sides_first(conn: Conn) -> None:
+    """At a doc_word_weight above 1 a unit only the word side found still counts its word rank
+    at most once: it follows the vector side's first (equal fused scores, the nearer first)."""
+    _put_document(
+        conn, "wdocs", [[("note 0", _at(0.9))], [("note 1", _at(0.8))], [("the zanzibar note", _at(0.1, other=2))]]
+    )
+    found = _search(conn, "wdocs", ["zanzibar"], {"doc_word_weight": "2"}, candidates=2, x=2)
+    assert found == ["note 0", "the zanzibar note"]
+
+
+def test_a_word_hit_under_the_floor_is_cut_unless_it_is_the_fused_first(conn: Conn) -> None:
+    """Word hits meet the floor like any hit: the word side's second, 0.15 under the floor
+    (beyond pgmem.word_keep_margin), is cut although its fused rank is second; the word side's
+    first, above the floor, leads."""
+    _put(conn, "wfloor", 0, "plain note", _at(0.9))
+    _put(conn, "wfloor", 1, "zanzibar one", _at(0.8))
+    _put(conn, "wfloor", 2, "zanzibar two", _at(0.05))
+    hits = _recall(conn, "wfloor", [_axis(0)], ["zanzibar"], floor=0.2)
+    assert [(b, w) for _p, _r, b, _c, w in hits] == [("zanzibar one", 1), ("plain note", None)]
+    loose = _recall(conn, "wfloor", [_axis(0)], ["zanzibar"], floor=-1.0)
+    assert [(b, w) for _p, _r, b, _c, w in loose] == [("zanzibar one", 1), ("zanzibar two", 2), ("plain note", None)]
+
+
+def test_an_indexed_scope_returns_no_document_and_exact_search_skips_its_index(conn: Conn, admin_conn: Conn) -> None:
+    """On a scope searched through its ANN index, with a write tail and without, memory_recall
+    returns memory pieces only, each once (the index's last piece is not the tail's too), and
+    exact => true searches without the index, with the same hits here (a graph of 120 pieces
+    finds them all)."""
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((120, TEST_DIMS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[119]
+    # A document unit on the query itself in the graph, another written after it (in the tail).
+    _put_document(conn, "ann", [[("document in the graph", query)]], "a.md")
+    for i, v in enumerate(vectors):
+        _put(conn, "ann", i, f"memory {i}", v)
+    admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => 100, m => 16, ef_construction => 64)")
+    _put_document(conn, "ann", [[("document in the tail", query)]], "b.md")
+    _put(conn, "ann", 120, "memory in the tail", query)
+
+    def searched() -> list[str]:
+        index = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', 'ann')::oid").fetchone()
+        assert index is not None and index[0] is not None
+
+        def scans() -> int:
+            row = conn.execute("SELECT pg_stat_get_xact_numscans(%s)", index).fetchone()
+            assert row is not None
+            return int(str(row[0]))
+
+        with conn.transaction():
+            before = scans()
+            indexed = _recall(conn, "ann", [query], floor=-1.0, x=10)
+            assert scans() > before
+            before = scans()
+            exact = _recall(conn, "ann", [query], floor=-1.0, x=10, exact=True)
+            assert scans() == before
+        assert exact == indexed
+        return _bodies(indexed)
+
+    with_tail = searched()
+    # The index again without a tail: every piece in the graph.
+    admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(100, m => 16, ef_construction => 64, tail => false)")
+    for bodies in (with_tail, searched()):
+        assert bodies[:2] == ["memory 119", "memory in the tail"]
+        assert len(set(bodies)) == 10 and all(b.startswith("memory") for b in bodies)
+
+
+def test_a_chunk_is_returned_with_its_best_unit(conn: Conn) -> None:
+    """Each chunk comes back once, with the unit that ranks best in it: its span and cosine."""
+    _put_document(conn, "best", [[("first unit", _at(0.4)), ("second unit", _at(0.8))], [("other", _at(0.6))]])
+    with scoped(conn, "best"):
+        rows = conn.execute(
+            """SELECT chunk_body, span_start, span_end, round(cosine::numeric, 3)
+                 FROM pgmem.document_search('best', ARRAY[%s::vector], floor => -1)""",
+            (_axis(0),),
+        ).fetchall()
+    assert rows == [("first unit second unit", 11, 22, Decimal("0.800")), ("other", 0, 5, Decimal("0.600"))]
