@@ -375,6 +375,22 @@ def test_a_unit_only_the_word_side_found_does_not_outrank_the_vector_sides_first
     assert found == ["note 0", "the zanzibar note"]
 
 
+def test_a_chunk_with_a_unit_above_the_floor_is_found_by_it(conn: Conn) -> None:
+    """A chunk whose word hit is under the floor is still found by its other unit above it (as
+    memory_recall keeps a piece above the floor whatever another piece's word hit does); a chunk
+    with no unit above the floor is not."""
+    _put_document(
+        conn,
+        "cfloor",
+        [
+            [("near note", _at(0.9))],
+            [("plain words", _at(0.5)), ("zanzibar", _at(0.05, other=2))],
+            [("far note", _at(0.1, other=3))],
+        ],
+    )
+    assert _search(conn, "cfloor", ["zanzibar"], floor=0.2) == ["near note", "plain words zanzibar"]
+
+
 def test_a_word_hit_under_the_floor_is_cut_unless_it_is_the_fused_first(conn: Conn) -> None:
     """Word hits meet the floor like any hit: the word side's second, 0.15 under the floor
     (beyond pgmem.word_keep_margin), is cut although its fused rank is second; the word side's

@@ -376,10 +376,16 @@ BEGIN
         SELECT f.part_no, f.piece_id, p.chunk_id, p.unit_kind, p.span_start, p.span_end, f.dist, f.rrf
           FROM fused f JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = f.piece_id
     ), best AS (
-        SELECT DISTINCT ON (c.part_no, c.chunk_id) c.* FROM c ORDER BY c.part_no, c.chunk_id, c.rrf DESC, c.dist, c.piece_id
+        -- The floor first, then each chunk's best unit: a chunk with a unit above the floor
+        -- is found by it even when a unit of it under the floor ranks higher (its word hit).
+        -- Until 0059 the best unit was chosen first and the floor then cut its whole chunk:
+        -- hybrid search lost a chunk that vector search returned.
+        SELECT DISTINCT ON (c.part_no, c.chunk_id) c.* FROM c
+         WHERE 1 - c.dist >= floor
+         ORDER BY c.part_no, c.chunk_id, c.rrf DESC, c.dist, c.piece_id
     ), ranked AS (
         SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.rrf DESC, b.dist, b.piece_id) AS rnk
-          FROM best b WHERE 1 - b.dist >= floor
+          FROM best b
     )
     SELECT r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
            r.piece_id, r.unit_kind, r.span_start, r.span_end, 1 - r.dist, (2 - r.dist) / 2
@@ -389,4 +395,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.word_candidates with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit to its whole chunk, keeps each chunk once per part (by its best unit) and returns up to x chunks with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings): the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.word_candidates with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings) to its whole chunk, keeps each chunk once per part (by its best such unit: a unit under the floor never hides its chunk) and returns up to x chunks: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
