@@ -888,6 +888,46 @@ def test_reblend_and_a_writer_replacing_a_turn_do_not_deadlock(
     assert stale == 0
 
 
+def test_reblend_and_a_bulk_writer_replacing_turns_on_both_sides_of_it_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A superuser holds turn t/2, so reblend waits for it holding t/0 and t/1. A bulk write
+    (put_turns) replacing t/1 and t/3 starts meanwhile. It takes its turns in key order, as
+    reblend does: it waits for t/1 holding neither, reblend goes on to t/3 once let go, and the
+    write follows. Taking them in another order (t/3 first) it held t/3 while it waited for t/1,
+    which reblend held while it waited for t/3: a deadlock."""
+    scope = f"locks-reblend-bulk-{uuid.uuid4().hex[:8]}"
+    assert (
+        ingest_turns(conn, [make_turn(scope, "t", i, f"turn {i} about the ferry") for i in range(4)], EMB).inserted == 4
+    )
+    deadlocks_before = churn.deadlocks(admin_conn)
+    blender, writer = sessions(), sessions()
+    changed = [make_turn(scope, "t", i, f"turn {i}, written again during the reblend") for i in (1, 3)]
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "SELECT 1 FROM pgmem.turn WHERE scope_id = %s AND thread_id = 't' AND turn_index = 2 FOR UPDATE", (scope,)
+        )
+        step = blender.start(_in_scope(scope, "SELECT pgmem.reblend(%s, 0.5)", (scope,)))
+        assert waits_for_lock(admin_conn, step, blender.pid)
+        writer.begin(scope)
+        write = writer.start(lambda c: ingest_turns(c, changed, EMB, bulk=True))
+        assert waits_for_lock(admin_conn, write, writer.pid)
+    blended = outcome(step)
+    blender.commit()
+    report = outcome(write)
+    writer.commit()
+    assert blended == [(4,)], f"reblend: {blended!r}"
+    assert isinstance(report, IngestReport) and report.replaced == 2, f"the write: {report!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    bodies = admin_conn.execute(
+        "SELECT turn_index, body FROM pgmem.piece WHERE scope_id = %s ORDER BY turn_index", (scope,)
+    ).fetchall()
+    assert [b for i, b in bodies if i in (1, 3)] == [
+        "turn 1, written again during the reblend",
+        "turn 3, written again during the reblend",
+    ]
+
+
 def test_reblend_waiting_for_a_model_change_blends_vectors_of_one_model(
     conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
 ) -> None:
