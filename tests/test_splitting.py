@@ -22,6 +22,13 @@ def test_short_part_joins_the_one_before() -> None:
     assert split_prompt_chunks(msg) == [msg]
 
 
+def test_a_part_of_exactly_min_chars_stands_alone() -> None:
+    # Only a part shorter than 24 characters joins the one before: one of 24 is searched alone.
+    msg = "Do you remember my dogs' names? And what breed are they?"
+    assert split_prompt_chunks(msg) == ["Do you remember my dogs' names?", "And what breed are they?"]
+    assert len("And what breed are they?") == 24
+
+
 def test_long_unpunctuated_part_is_windowed() -> None:
     words = [f"w{i}" for i in range(130)]
     parts = split_prompt_chunks(" ".join(words))
