@@ -928,6 +928,33 @@ def test_reblend_and_a_bulk_writer_replacing_turns_on_both_sides_of_it_do_not_de
     ]
 
 
+def test_a_turn_forgotten_while_a_writer_waits_to_replace_it_is_stored_after_the_forget(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A superuser holds turn t/1 FOR UPDATE, as a forget does before deleting it. A writer
+    of a new version of t/1 finds the row there (its insert does nothing) and waits to lock it;
+    the holder deletes the turn and commits. The writer's lock then finds no row: it must try
+    the turn again and insert it (the forget first, the write after), not end with the turn in
+    no state, stored nowhere and reported unchanged."""
+    scope = f"locks-gone-{uuid.uuid4().hex[:8]}"
+    assert ingest_turns(conn, [make_turn(scope, "t", 1, "the first version")], EMB).inserted == 1
+    writer = sessions()
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "SELECT 1 FROM pgmem.turn WHERE scope_id = %s AND thread_id = 't' AND turn_index = 1 FOR UPDATE", (scope,)
+        )
+        write = writer.start(ingest([make_turn(scope, "t", 1, "the second version")]))
+        assert waits_for_lock(admin_conn, write, writer.pid)
+        admin_conn.execute(
+            "DELETE FROM pgmem.turn WHERE scope_id = %s AND thread_id = 't' AND turn_index = 1", (scope,)
+        )
+    report = outcome(write)
+    assert isinstance(report, IngestReport) and (report.inserted, report.pieces) == (1, 1), f"the write: {report!r}"
+    assert admin_conn.execute(
+        "SELECT body FROM pgmem.piece WHERE scope_id = %s AND thread_id = 't' AND turn_index = 1", (scope,)
+    ).fetchall() == [("the second version",)]
+
+
 def test_reblend_waiting_for_a_model_change_blends_vectors_of_one_model(
     conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
 ) -> None:
