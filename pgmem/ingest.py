@@ -20,7 +20,7 @@ import psycopg
 
 from pgmem.calls import Call, Embed, Query, lost_race, sync
 from pgmem.embedders.base import Embedder, FloatArray
-from pgmem.errors import InputError
+from pgmem.errors import DatabaseError, InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
 from pgmem.text import check_int, check_number
 from pgmem.turns import Turn, check_storable, split_sources
@@ -47,6 +47,15 @@ class IngestReport:
     #: Turns asked to use their text as context that were over the model's input limit
     #: and fell back to the mean of their pieces.
     context_fallbacks: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def count(self, status: str, pieces: int) -> None:
+        """One turn that put_turns stored or left: its status and pieces written. A status this
+        pgmem does not know (a newer schema's) is a DatabaseError: counted as unchanged, a turn
+        the database did not store would read as stored."""
+        if status not in ("inserted", "replaced", "unchanged", "skipped"):
+            raise DatabaseError(f"put_turns returned the status {status!r:.40}, which this pgmem does not know")
+        setattr(self, status, getattr(self, status) + 1)
+        self.pieces += pieces
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -350,15 +359,8 @@ def _put_many(
         if status == "failed":
             detail = f"{code}: {error}"
             report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
-        elif status == "inserted":
-            report.inserted += 1
-        elif status == "replaced":
-            report.replaced += 1
-        elif status == "skipped":
-            report.skipped += 1
         else:
-            report.unchanged += 1
-        report.pieces += int(str(n))
+            report.count(str(status), int(str(n)))
 
 
 def _put(
@@ -418,13 +420,4 @@ def _put(
         detail = f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"
         report.failed.append((turn.key, f"{turn.where}: {detail}" if turn.origin else detail))
         return
-    status, n = str(row[0]), int(row[1])
-    if status == "inserted":
-        report.inserted += 1
-    elif status == "replaced":
-        report.replaced += 1
-    elif status == "skipped":
-        report.skipped += 1
-    else:
-        report.unchanged += 1
-    report.pieces += n
+    report.count(str(row[0]), int(row[1]))

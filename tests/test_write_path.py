@@ -15,11 +15,14 @@ from datetime import UTC, datetime
 
 import numpy as np
 import psycopg
+import pytest
 
 from pgmem.blend import blend, unit, unit_mean
 from pgmem.db import scoped
+from pgmem.documents.store import DocumentReport
 from pgmem.embedders.base import Embedder
-from pgmem.ingest import ingest_turns
+from pgmem.errors import DatabaseError
+from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.pieces import turn_pieces
 from pgmem.turns import Turn, turn_from_dict
 from tests.conftest import TEST_DIMS
@@ -194,3 +197,24 @@ def test_a_pieces_words_hold_its_labels_words(conn: Conn, embedder: Embedder) ->
         # "turn", "oct" and "pm" are in no body: they are the label's.
         assert {"turn", "oct", "pm"} <= set(str(lexemes).split(" "))
     assert "assist" in str(rows[0][1]).split(" ")
+
+
+@pytest.mark.parametrize("status", ["gone", "", "failed"])
+def test_a_status_this_pgmem_does_not_know_is_an_error_not_unchanged(status: str) -> None:
+    """The writers counted any status put_turns or put_document returned that they did not know
+    as unchanged: a turn the database did not store (a newer schema's status, or a mutation of
+    put_turns' loop, which the write path's review found) read as stored in the report. Now it is
+    a DatabaseError; the known ones are counted."""
+    turns = IngestReport()
+    for known in ("inserted", "replaced", "unchanged", "skipped"):
+        turns.count(known, 2)
+    assert (turns.inserted, turns.replaced, turns.unchanged, turns.skipped, turns.pieces) == (1, 1, 1, 1, 8)
+    with pytest.raises(DatabaseError, match="put_turns returned the status"):
+        turns.count(status, 0)
+    docs = DocumentReport()
+    for known in ("inserted", "replaced", "unchanged"):
+        docs.count(known, 3)
+    assert (docs.inserted, docs.replaced, docs.unchanged, docs.units) == (1, 1, 1, 9)
+    with pytest.raises(DatabaseError, match="put_document returned the status"):
+        docs.count("skipped" if status == "failed" else status, 0)
+    assert (turns.unchanged, docs.unchanged) == (1, 1)

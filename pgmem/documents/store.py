@@ -20,7 +20,7 @@ from pgmem.calls import Call, Embed, Query, sync
 from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
 from pgmem.documents.units import MODES, Unit, derive_units, slug_of
 from pgmem.embedders.base import Embedder
-from pgmem.errors import InputError
+from pgmem.errors import DatabaseError, InputError
 from pgmem.ingest import refused_scopes
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
@@ -82,6 +82,14 @@ class DocumentReport:
     empty: int = 0  # documents with no text: nothing to store, skipped
     units: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def count(self, status: str, units: int) -> None:
+        """One document put_document stored or left: its status and units written. A status this
+        pgmem does not know (a newer schema's) is a DatabaseError, never counted as unchanged."""
+        if status not in ("inserted", "replaced", "unchanged"):
+            raise DatabaseError(f"put_document returned the status {status!r:.40}, which this pgmem does not know")
+        setattr(self, status, getattr(self, status) + 1)
+        self.units += units
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -379,14 +387,7 @@ def _put(
     except (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded) as exc:
         report.failed.append((prep.document.id, f"{exc.sqlstate or 'client'}: {exc.diag.message_primary or exc}"))
         return
-    status, n = str(row[0]), int(row[1])
-    if status == "inserted":
-        report.inserted += 1
-    elif status == "replaced":
-        report.replaced += 1
-    else:
-        report.unchanged += 1
-    report.units += n
+    report.count(str(row[0]), int(row[1]))
 
 
 def remove_document_call(scope: str, document_id: str) -> Call[bool]:
