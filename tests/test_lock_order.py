@@ -1421,3 +1421,38 @@ def test_retention_keeps_an_expired_turn_a_writer_renews_while_retention_waits_f
     assert turns_of(admin_conn, scope, "a") == [] and turns_of(admin_conn, scope, "b") == [0]
     bodies = admin_conn.execute("SELECT body FROM pgmem.piece WHERE scope_id = %s", (scope,)).fetchall()
     assert bodies and all("said again today" in str(b[0]) for b in bodies), bodies
+
+
+@pytest.mark.parametrize("n", [1, 2], ids=["one turn", "two turns"])
+def test_a_writer_waits_for_the_scope_row_before_it_locks_a_thread_or_a_turn(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session], n: int
+) -> None:
+    """The lock order (docs/architecture.md): a writer into an existing scope takes the scope row
+    before its threads and turns. While another transaction holds the scope row FOR UPDATE, as
+    forget_scope does before deleting the scope's threads, the writer waits for it holding no
+    lock on the thread or the turns it writes: the holder can still lock them without waiting.
+    A writer that locked its thread first would deadlock with forget_scope (the write-path
+    review's mutation M33, which only a new scope's first write caught: the scope row is made
+    here before the first write, so the first write does not depend on the order)."""
+    admin_conn.execute("INSERT INTO pgmem.scope (scope_id) VALUES (%s)", (SCOPE,))
+    assert ingest_turns(conn, [make_turn(SCOPE, "t", 0, "the first turn about the ferry")], EMB).inserted == 1
+    writer = sessions()
+    turns = [make_turn(SCOPE, "t", 0, "the first turn, changed"), make_turn(SCOPE, "t", 1, "a second turn")][:n]
+    holder = psycopg.connect(db_url)
+    try:
+        holder.execute("SELECT 1 FROM pgmem.scope WHERE scope_id = %s FOR UPDATE", (SCOPE,))
+        put = writer.start(ingest(turns))
+        assert waits_for_lock(admin_conn, put, writer.pid)
+        for table in ("thread", "turn"):
+            holder.execute(
+                sql.SQL("SELECT 1 FROM pgmem.{} WHERE scope_id = %s AND thread_id = 't' FOR UPDATE NOWAIT").format(
+                    sql.Identifier(table)
+                ),
+                (SCOPE,),
+            )
+        holder.rollback()
+        report = outcome(put)
+    finally:
+        holder.close()
+    assert isinstance(report, IngestReport), f"the put: {report!r}"
+    assert (report.replaced, report.inserted, report.failed) == (1, n - 1, [])
