@@ -25,6 +25,7 @@ from pgmem.recall import (
 )
 from pgmem.splitting import SplitRules
 from pgmem.text import check_int, check_name, check_number, check_text, json_loads_once
+from pgmem.turns import check_one_name_each
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,7 @@ def fact_from_dict(obj: object, where: str) -> Fact:
             f"{where}: unknown key {unknown[0]!r:.60}: a fact line takes body, thread (or thread_id), "
             "turn (or turn_index) and section"
         )
-    for a, b in (("thread", "thread_id"), ("turn", "turn_index")):
-        if a in obj and b in obj:
-            raise InputError(f"{where}: give {a} or {b}, not both")
+    check_one_name_each(obj, where)
     thread, turn = obj.get("thread", obj.get("thread_id")), obj.get("turn", obj.get("turn_index"))
     fact = Fact(obj["body"], thread, turn, obj.get("section"))
     return check_fact(fact, where)

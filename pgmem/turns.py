@@ -72,14 +72,20 @@ def parse_time(value: object, where: str) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+def check_one_name_each(obj: Mapping[str, object], where: str) -> None:
+    """A line names the thread as thread or thread_id and the turn as turn or turn_index (a turn's
+    line, a fact's): given under both names, one was kept silently; an InputError now."""
+    for a, b in (("thread", "thread_id"), ("turn", "turn_index")):
+        if a in obj and b in obj:
+            raise InputError(f"{where}: give {a} or {b}, not both")
+
+
 def turn_from_dict(obj: object, *, scope: str | None = None, where: str = "turn", origin: str | None = None) -> Turn:
     """Validate one JSON turn. `scope` overrides (or supplies) the turn's scope."""
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: a turn must be a JSON object, got {type(obj).__name__}")
     sc = check_name(scope if scope is not None else obj.get("scope"), f"{where}: scope")
-    for a, b in (("thread", "thread_id"), ("turn", "turn_index")):
-        if a in obj and b in obj:
-            raise InputError(f"{where}: give {a} or {b}, not both")
+    check_one_name_each(obj, where)
     thread = check_name(obj.get("thread", obj.get("thread_id")), f"{where}: thread")
     idx = obj.get("turn", obj.get("turn_index"))
     if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0 or idx > 2**31 - 1:
