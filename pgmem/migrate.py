@@ -78,8 +78,8 @@ def preflight(url: str, revision: str = "head") -> Step:
     """What an upgrade of this database to `revision` has to do. "nothing" when the schema is
     there already, and, at head, holds this package's re-runnable definitions (the digest of
     sql/idempotent recorded by the last apply, pgmem._definitions(), is this package's) or this
-    login may not change them: an upgrade to
-    head then runs no DDL, so the application login may call it. "definitions" at head when
+    login may not change them: an upgrade to head then runs no DDL, so the application login may
+    call it. "definitions" at head when
     they are another package's (a package rolled back or forward at the same revision) and this
     login may migrate. One-line SchemaError when the schema is above `revision` (this pgmem
     does not go down), or at a revision this pgmem does not know (a newer pgmem migrated it),
