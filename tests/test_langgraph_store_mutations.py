@@ -167,3 +167,20 @@ def test_an_expired_item_is_no_vector_search_hit(app_url: str, admin_conn: Conn)
         )
         assert [i.key for i in store.search(ns, query="apple pie", limit=10)] == ["new"]
         assert [i.key for i in store.search(ns, query="apple pie", limit=10, offset=0, refresh_ttl=False)] == ["new"]
+
+
+def test_a_prefix_over_max_search_namespaces_is_refused_not_cut(conn: Conn) -> None:
+    """A search runs one query a namespace, at most max_search_namespaces of them: a prefix with
+    more is an InputError, never a search of the first ones only (items silently missing); one
+    with exactly that many is searched whole. Caught mutation: the directory read asked for
+    max_search_namespaces rows, not one more, so the excess was never seen."""
+    from pgmem.errors import InputError
+
+    store = PgmemStore(conn, embedder=HashEmbedder(), max_search_namespaces=2)
+    for label in ("a", "b"):
+        store.put(("few", label), "k", {"v": label}, index=False)
+        store.put(("many", label), "k", {"v": label}, index=False)
+    store.put(("many", "c"), "k", {"v": "c"}, index=False)
+    assert sorted(i.value["v"] for i in store.search(("few",))) == ["a", "b"]
+    with pytest.raises(InputError, match="more than 2 namespaces"):
+        store.search(("many",))
