@@ -184,3 +184,16 @@ def test_a_prefix_over_max_search_namespaces_is_refused_not_cut(conn: Conn) -> N
     assert sorted(i.value["v"] for i in store.search(("few",))) == ["a", "b"]
     with pytest.raises(InputError, match="more than 2 namespaces"):
         store.search(("many",))
+
+
+def test_a_star_in_a_list_namespaces_suffix_is_any_label(hstore: PgmemStore) -> None:
+    """LangGraph's match conditions read "*" as any label in a suffix as in a prefix
+    (PostgresStore's _namespace_match_pattern). Caught mutation: "*" compared literally in a
+    suffix."""
+    for ns in (("docs", "a", "public"), ("docs", "b", "private"), ("public",)):
+        hstore.put(ns, "k", {"v": 1}, index=False)
+    assert hstore.list_namespaces(suffix=("*", "public")) == [("docs", "a", "public")]
+    assert hstore.list_namespaces(prefix=("docs",), suffix=("*", "*")) == [
+        ("docs", "a", "public"),
+        ("docs", "b", "private"),
+    ]
