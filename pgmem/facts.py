@@ -24,7 +24,7 @@ from pgmem.recall import (
     query_inputs,
 )
 from pgmem.splitting import SplitRules
-from pgmem.text import check_int, check_name, check_number, check_text, json_loads_once
+from pgmem.text import check_int, check_name, check_number, check_text, json_loads_once, read_lines
 from pgmem.turns import check_one_name_each
 
 
@@ -90,22 +90,18 @@ def read_facts(path: Path) -> list[Fact]:
     """Facts from a JSONL file, one object a line; the first bad line raises an InputError
     naming the line and the field (invalid UTF-8 and NUL included)."""
     facts = []
-    try:
-        with path.open(encoding="utf-8", errors="surrogateescape") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                check_text(line, where)
-                try:
-                    obj = json_loads_once(line, where)
-                except InputError:
-                    raise
-                except (ValueError, RecursionError) as exc:
-                    raise InputError(f"{where}: not valid JSON ({exc!s:.200})") from None
-                facts.append(fact_from_dict(obj, where))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        check_text(line, where)
+        try:
+            obj = json_loads_once(line, where)
+        except InputError:
+            raise
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{where}: not valid JSON ({exc!s:.200})") from None
+        facts.append(fact_from_dict(obj, where))
     return facts
 
 

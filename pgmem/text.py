@@ -9,7 +9,9 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from pgmem.errors import InputError
 
@@ -120,3 +122,19 @@ def check_json_text(value: object, what: str, _depth: int = 0) -> None:
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             check_json_text(v, f"{what}[{i}]", _depth + 1)
+
+
+def read_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a UTF-8 text file given by a person (a JSONL file of turns or
+    facts): an invalid byte is kept as a lone surrogate, for `check_text` to name. A path that is
+    not a regular file (a folder; a FIFO, which would wait for a writer; a device) or cannot be
+    read (no such file, no permission, an I/O error) is an InputError of one line naming it."""
+    try:
+        mode = Path(path).stat().st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a file"
+            raise InputError(f"cannot read {path}: not a regular file ({kind})")
+        with Path(path).open(encoding="utf-8", errors="surrogateescape") as f:
+            yield from enumerate(f, 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.errors import InputError
-from pgmem.text import check_name, describe, json_loads_once, unstorable
+from pgmem.text import check_name, describe, json_loads_once, read_lines, unstorable
 
 
 @dataclass(frozen=True)
@@ -108,17 +108,18 @@ def read_jsonl(
     costs the good turns after it."""
     if not isinstance(path, str | Path):
         raise InputError(f"path must be a path, got {type(path).__name__}")
-    with Path(path).open(encoding="utf-8", errors="surrogateescape") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                yield turn_from_dict(_parse_line(line, where), scope=scope, where=where, origin=where)
-            except InputError as exc:
-                if failed is None:
-                    raise
-                failed.append((where, str(exc)))
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            turn = turn_from_dict(_parse_line(line, where), scope=scope, where=where, origin=where)
+        except InputError as exc:
+            if failed is None:
+                raise
+            failed.append((where, str(exc)))
+            continue
+        yield turn
 
 
 def _parse_line(line: str, where: str) -> object:

@@ -221,7 +221,7 @@ def test_error_lines_quoting_input_are_escaped(capsys: pytest.CaptureFixture[str
     assert main(["ingest", "/nonexistent/\x1b[2Jturns\u202e.jsonl", "--scope", "s"]) == 2
     out, err = capsys.readouterr()
     inert(out + err)
-    assert "no such file: /nonexistent/\\x1b[2Jturns\\u202e.jsonl" in err
+    assert "cannot read /nonexistent/\\x1b[2Jturns\\u202e.jsonl: No such file or directory" in err
     with pytest.raises(SystemExit):
         main(["recall", "dogs", "--scope", "s", "\x1b]52;c;eA==\x07"])
     out, err = capsys.readouterr()

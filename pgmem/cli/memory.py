@@ -113,8 +113,6 @@ def ingest_command(
     from pgmem.ingest import ingest_turns
     from pgmem.turns import read_jsonl
 
-    if not file.is_file():
-        raise InputError(f"no such file: {file}")
     if scope is not None:
         check_name(scope, "--scope")
     unreadable: list[tuple[str, str]] = []

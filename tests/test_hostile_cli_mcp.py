@@ -1,0 +1,77 @@
+"""Hostile input to the CLI, the MCP server and the LangGraph importer, found by a red-team pass:
+each is one line (the CLI's on stderr, with a non-zero status and no traceback; the library's a
+PgmemError; the MCP server's a tool error) and what was stored before is kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.security_helpers import make_turn
+
+Conn = psycopg.Connection[tuple[object, ...]]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pgmem(app_url: str, home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as the application login. A call that blocks (a FIFO opened for reading
+    waits for a writer) fails the test at `timeout` instead of hanging it."""
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "pgmem", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pgmem: error: "), done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def not_files(tmp_path: Path) -> dict[str, Path]:
+    """Paths a command reading a file may be given that are no readable regular file."""
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    paths = {
+        "missing": tmp_path / "missing.jsonl",
+        "folder": folder,
+        "fifo": fifo,  # opening it for reading waited for a writer: forever
+        "device": Path("/dev/null"),
+        "io-error": Path("/proc/self/mem"),  # a regular file whose read fails (EIO)
+    }
+    if os.geteuid() != 0:  # root reads a file of mode 000
+        unreadable = tmp_path / "unreadable.jsonl"
+        unreadable.write_text('{"body": "x"}\n')
+        unreadable.chmod(0)
+        paths["unreadable"] = unreadable
+    return paths
+
+
+def test_a_turns_or_facts_file_that_cannot_be_read_is_one_line(
+    app_url: str, admin_conn: Conn, tmp_path: Path, not_files: dict[str, Path]
+) -> None:
+    """`pgmem ingest` raised a traceback on a file it could not read (PermissionError, or EIO
+    from /proc/self/mem); `pgmem facts add` waited forever on a FIFO and read /dev/null as an
+    empty file. Each is refused in one line naming the path; nothing stored is touched."""
+    from pgmem.db import connect
+    from pgmem.ingest import ingest_turns
+    from tests.security_helpers import HashEmbedder
+
+    with connect(app_url) as conn:
+        assert ingest_turns(conn, [make_turn("s", "t", 0, "kept")], HashEmbedder()).inserted == 1
+    for what, path in not_files.items():
+        for args in (["ingest", str(path)], ["facts", "add", str(path), "--scope", "s"]):
+            line = one_line_error(pgmem(app_url, tmp_path, *args, timeout=20))
+            assert str(path) in line, (what, line)
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 0)]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
