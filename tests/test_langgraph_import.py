@@ -289,6 +289,8 @@ HOSTILE: list[tuple[str, str, str, str]] = [
     ("bad", "huge-number", '{"n": 1' + "0" * 400 + ".5}", "JSON has no NaN or infinity"),  # a float: inf
     ("bad", "long-int", '{"n": ' + "9" * 5000 + "}", "not JSON"),
     ("bad", "deep", '{"a": ' * 100 + "1" + "}" * 100, "nests deeper than"),
+    # Deeper than Python's parser recurses: a RecursionError stopped the import with a traceback.
+    ("bad", "very-deep", '{"a": ' * 3000 + "1" + "}" * 3000, "nested too deeply"),
     ("bad", "too-large", json.dumps({"text": "x" * 4_100_000}), "at most 4,000,000"),
     ("bad..empty-label", "k", '{"text": "empty label"}', "is empty"),
     ("long." + "n" * 250, "k", '{"text": "long namespace"}', "at most 200"),
@@ -328,6 +330,35 @@ def test_hostile_items_are_reported_with_their_key_and_the_rest_imported(
     lines = [line for line in done.stderr.splitlines() if line.startswith("pgmem: failed: ")]
     assert len(lines) == len(HOSTILE) and all(len(line) < 700 for line in lines)
     assert "Traceback" not in done.stderr and "import [" in done.stderr  # and the progress bar
+
+
+def test_a_value_column_of_text_or_json_giving_a_key_twice_is_reported(source_url: str, store: PgmemStore) -> None:
+    """A source whose value column is json or text (not PostgresStore's jsonb) can hold an object
+    giving a key twice: json.loads kept the last value silently, and the item was imported
+    altered. It is reported now, as a turn's line giving a key twice is; so are NaN and a value
+    nested deeper than Python's parser goes, and the other items are imported."""
+    rows = [
+        ("ns", "twice", '{"text": "first", "text": "second"}'),
+        ("ns", "twice-inside", '{"a": {"b": 1, "b": 2}}'),
+        ("ns", "nan", '{"n": NaN}'),
+        ("ns", "very-deep", "[" * 5000 + "]" * 5000),
+        ("ns", "fine", '{"text": "a fine value"}'),
+    ]
+    for column in ("text", "json"):
+        table = f"value_{column}"
+        _source_sql(source_url, f"CREATE TABLE {table} (prefix text, key text, value {column}, updated_at timestamptz)")
+        with psycopg.connect(source_url, autocommit=True) as c:
+            for prefix, key, value in rows:
+                if column == "json" and key == "nan":
+                    continue  # json refuses NaN itself
+                c.execute(f"INSERT INTO {table} VALUES (%s, %s, %s, now())", (prefix, key, value))
+        report = import_postgres_store(source_url, store, table=table)
+        failed = {key: error for _, key, error in report.failed}
+        assert set(failed) == {"twice", "twice-inside", "very-deep"} | ({"nan"} if column == "text" else set()), failed
+        assert "gives the key 'text' twice" in failed["twice"] and "'b' twice" in failed["twice-inside"]
+        assert "nested too deeply" in failed["very-deep"]
+        assert all("\n" not in e for e in failed.values())
+    assert store.get(("ns",), "fine") is not None and store.get(("ns",), "twice") is None
 
 
 def test_text_that_is_not_utf8_is_reported_and_resumes_over_bytes(

@@ -63,7 +63,7 @@ from psycopg.rows import tuple_row  # noqa: E402
 from pgmem.db import redact_secrets  # noqa: E402
 from pgmem.errors import ConfigError, DatabaseError, InputError, PgmemError  # noqa: E402
 from pgmem.integrations.langgraph import PgmemStore  # noqa: E402
-from pgmem.text import unstorable  # noqa: E402
+from pgmem.text import json_loads_once, unstorable  # noqa: E402
 
 DEFAULT_PAGE_SIZE = 100
 #: The time of a source row whose updated_at is NULL: before anything pgmem holds or deleted.
@@ -477,7 +477,13 @@ def _decode(r: _Row) -> _Item:
     prefix, key = _str(r.prefix, "namespace"), _str(r.key, "key")
     text = _str(r.value, "value")
     try:
-        value = json.loads(text)
+        # A json or text column (not PostgresStore's jsonb) can give a key twice: refused, as
+        # json.loads would keep the last silently.
+        value = json_loads_once(text, "value")
+    except RecursionError:
+        raise InputError("value is JSON nested too deeply for Python to read") from None
+    except InputError:
+        raise
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise InputError(f"value is not JSON Python can read: {exc}") from None
     # A store item is a JSON object. JSON null must not reach the store: PutOp(value=None) is a
