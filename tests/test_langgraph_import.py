@@ -485,6 +485,43 @@ def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
 
 
+def test_a_checkpoint_file_that_is_not_one_is_refused_and_kept(
+    source_url: str, store: PgmemStore, tmp_path: Path
+) -> None:
+    """A checkpoint file that is no import checkpoint is a ConfigError of one line, the file is
+    left as it is and nothing is imported. Before: a FIFO waited forever for a writer; `after`
+    holding numbers with `bytes` raised AttributeError, nesting too deep a RecursionError, NUL
+    a psycopg DataError; `after` of two nulls read nothing, called the import complete and removed
+    the file; a string of two characters was read as a prefix and a key."""
+    good: dict[str, Any] = {"table": "public.store", "after": ["docs", "readme"], "bytes": False}
+    bad: dict[str, str] = {
+        "numbers-as-bytes": json.dumps({**good, "after": [1, 2], "bytes": True}),
+        "numbers": json.dumps({**good, "after": [1, 2]}),
+        "nulls": json.dumps({**good, "after": [None, None]}),
+        "a-string": json.dumps({**good, "after": "ab"}),
+        "three": json.dumps({**good, "after": ["a", "b", "c"]}),
+        "nul": json.dumps({**good, "after": ["a\x00", "b"]}),
+        "bytes-not-bool": json.dumps({**good, "bytes": "no"}),
+        "table-not-text": json.dumps({**good, "table": ["public.store"]}),
+        "a-list": json.dumps([good]),
+        "deep": "[" * 100_000 + "]" * 100_000,
+    }
+    for name, text in bad.items():
+        path = tmp_path / f"{name}.ckpt"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match="is not an import checkpoint") as refused:
+            import_postgres_store(source_url, store, checkpoint=path)
+        assert "\n" not in str(refused.value) and path.read_text() == text, name
+    fifo = tmp_path / "fifo.ckpt"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.ckpt"
+    folder.mkdir()
+    for path in (fifo, folder):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            import_postgres_store(source_url, store, checkpoint=path)
+    assert _pgmem_items(store) == {}
+
+
 def test_a_null_value_a_null_column_and_a_naive_time_in_the_source(source_url: str, store: PgmemStore) -> None:
     """A source row whose value is JSON null used to become PutOp(value=None), a delete: the item
     pgmem held went, counted as imported. A NULL value, prefix or key raised AttributeError and

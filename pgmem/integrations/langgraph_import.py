@@ -349,14 +349,28 @@ def _target(store: PgmemStore) -> str:
 def _read_checkpoint(path: str | Path | None, where: str, database: str, target: str) -> Any:
     if path is None or not Path(path).exists():
         return None
+    if not Path(path).is_file():  # a FIFO would wait for a writer
+        raise ConfigError(f"checkpoint {str(path)!r:.200} is not a regular file")
     try:
         saved = json.loads(Path(path).read_text(encoding="utf-8"))
         prefix, key = saved["after"]
         table, as_bytes = saved["table"], saved["bytes"]
         saved_database = saved.get("database", database)  # absent from checkpoints written before it
         saved_target = saved.get("target", target)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"checkpoint {str(path)!r:.200} is not an import checkpoint ({exc})") from None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ConfigError(f"checkpoint {str(path)!r:.200} is not an import checkpoint ({exc!s:.200})") from None
+    # What _write_checkpoint writes, exactly: anything else would page from a wrong place (two
+    # nulls read nothing and called the import complete) or fail inside the read.
+    texts = (prefix, key, table, saved_database, saved_target)
+    if (
+        not isinstance(saved["after"], list)
+        or not all(isinstance(t, str) and "\x00" not in t for t in texts)
+        or not isinstance(as_bytes, bool)
+    ):
+        raise ConfigError(
+            f"checkpoint {str(path)!r:.200} is not an import checkpoint (after must be two strings, table, "
+            "database and target strings, bytes true or false)"
+        )
     if table != where:
         raise ConfigError(f"checkpoint {str(path)!r:.200} is of table {table!r:.80}, not {where!r:.80}")
     if saved_database != database:
