@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pgmem.calls import Call, Db, Query, run
 from pgmem.embedders.base import Embedder
+from pgmem.errors import ConfigError
 from pgmem.ingest import DEFAULT_WEIGHT, IngestReport, Progress, ingest_turns
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.text import check_name
@@ -55,6 +56,20 @@ def _now(scope: str) -> Call[str]:
     return str(row[0])
 
 
+def _read_state(state_file: Path) -> str:
+    """When the interrupted rebuild began, from its state file; a file that is not one (cut short
+    by a full disk, edited) is a ConfigError naming it, and left as it is."""
+    try:
+        started = json.loads(state_file.read_text(encoding="utf-8"))["started"]
+    except (OSError, ValueError, LookupError, TypeError, RecursionError):
+        started = None
+    if not isinstance(started, str):
+        raise ConfigError(
+            f'{state_file} is not a rebuild state file ({{"started": TIME, ...}}): remove it to begin the rebuild again'
+        )
+    return started
+
+
 def rebuild(
     db: Db,
     embedder: Embedder,
@@ -74,11 +89,14 @@ def rebuild(
     check_name(scope, "scope")
     resumed = state_file.exists()
     if resumed:
-        started = str(json.loads(state_file.read_text())["started"])
+        started = _read_state(state_file)
     else:
         started = run(db, _now(scope))
-        state_file.parent.mkdir(parents=True, exist_ok=True)
-        state_file.write_text(json.dumps({"started": started, "scope": scope}))
+        try:
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            state_file.write_text(json.dumps({"started": started, "scope": scope}))
+        except OSError as exc:
+            raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
     pending = pending_turns(db, scope, started)
     turns = [t for t, _ in pending]
     # Each turn replaced only while it is the one read here: one forgotten or written again

@@ -75,3 +75,32 @@ def test_a_turns_or_facts_file_that_cannot_be_read_is_one_line(
             assert str(path) in line, (what, line)
     assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 0)]
     assert admin_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
+
+
+def test_a_rebuild_state_file_that_cannot_be_kept_or_read_is_one_line(
+    app_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    """`pgmem rebuild` keeps its state in PGMEM_HOME. A PGMEM_HOME that is a file raised
+    FileExistsError, and a state file that is not one (cut short by a full disk, edited) raised
+    JSONDecodeError or TypeError, each with a traceback. Now one line naming the file; the stored
+    turn and the state file are left as they were."""
+    import hashlib
+
+    from pgmem.db import connect
+    from pgmem.ingest import ingest_turns
+    from tests.security_helpers import HashEmbedder
+
+    with connect(app_url) as conn:
+        assert ingest_turns(conn, [make_turn("s", "t", 0, "kept")], HashEmbedder()).inserted == 1
+    a_file = tmp_path / "home-is-a-file"
+    a_file.write_text("not a folder")
+    line = one_line_error(pgmem(app_url, a_file, "rebuild", "--scope", "s"))
+    assert str(a_file) in line, line
+    home = tmp_path / "home"
+    home.mkdir()
+    state = home / f"rebuild-{hashlib.sha256(b's').hexdigest()[:24]}.json"
+    for text in ("", "garbage{", "[1]", '{"started": 5}', '{"started": ["2026-01-01"]}'):
+        state.write_text(text)
+        line = one_line_error(pgmem(app_url, home, "rebuild", "--scope", "s"))
+        assert str(state) in line and state.read_text() == text, line
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 0)]
