@@ -726,3 +726,40 @@ def test_raw_stdio_a_carriage_return_between_tokens_does_not_split_a_request(
         assert "error" not in answer and not answer["result"].get("isError"), answer
     bodies = [str(r[0]) for r in admin_conn.execute("SELECT body FROM pgmem.piece WHERE scope_id = 's'")]
     assert any("blue flowerpot" in b for b in bodies), bodies
+
+
+def test_an_unknown_tool_resource_or_prompt_is_named_in_one_line(
+    app_url: str, admin_conn: Conn, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK echoed an unknown tool's, resource's or prompt's name whole: 5,000 characters over
+    two lines, control characters raw; and an unknown prompt logged a traceback at ERROR. Each
+    is one short line now, the name quoted with its control characters escaped."""
+    from mcp.shared.exceptions import MCPError
+
+    from pgmem.integrations.mcp import build_server
+
+    name = "nosuch\n" + "x" * 5000 + "\x1b[2J"
+
+    async def main() -> list[str]:
+        async with Client(build_server(_memory(app_url, tmp_path))) as client:
+            assert _data(await client.call_tool("remember", {"note": "kept", "thread": "home"}))["turn_index"] == 0
+            out = [_error(await client.call_tool(name, {"thread": "home"}))]
+            with pytest.raises(MCPError) as unknown:
+                await client.read_resource("pgmem://threads\n" + "y" * 3000)
+            out.append(unknown.value.message)
+            with pytest.raises(MCPError) as unknown:
+                await client.get_prompt(name)
+            out.append(unknown.value.message)
+            return out
+
+    with caplog.at_level(logging.DEBUG):
+        tool, resource, prompt = asyncio.run(main())
+    for message in (tool, resource, prompt):
+        assert "\n" not in message and "\x1b" not in message and len(message) < 300, message
+    assert tool.startswith("unknown tool 'nosuch\\nxxx") and "remember, recall" in tool, tool
+    assert resource.startswith("unknown resource 'pgmem://threads\\nyyy") and resource.endswith("pgmem://threads"), (
+        resource
+    )
+    assert prompt.startswith("unknown prompt 'nosuch\\nxxx") and "no prompts" in prompt, prompt
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("home", 0)]

@@ -36,8 +36,9 @@ import anyio  # noqa: E402
 import psycopg  # noqa: E402
 import pydantic_core  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError  # noqa: E402
 from mcp.server.stdio import stdio_server  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp.shared.message import SessionMessage  # noqa: E402
 from mcp.types import (  # noqa: E402
     INVALID_PARAMS,
@@ -499,10 +500,21 @@ class _Server(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tools = {t.name: t for t in await self.list_tools()}
         arguments = arguments or {}  # "arguments": null
-        if name in tools:
-            schema = tools[name].input_schema or {}
-            check_arguments(name, schema.get("properties", {}), arguments, schema.get("required", ()))
+        if name not in tools:
+            # The SDK's message quoted the name whole, over lines, its control characters raw.
+            raise ToolError(f"unknown tool {name!r:.80}; the tools are {', '.join(tools)}")
+        schema = tools[name].input_schema or {}
+        check_arguments(name, schema.get("properties", {}), arguments, schema.get("required", ()))
         return await super().call_tool(name, arguments, context)
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        if str(uri) != THREADS_URI:
+            raise ResourceNotFoundError(f"unknown resource {str(uri)!r:.120}; the resource is {THREADS_URI}")
+        return await super().read_resource(uri, context)
+
+    async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+        # The SDK raised a ValueError, logged with its traceback at ERROR, and echoed the name whole.
+        raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r:.80}: this server has no prompts")
 
 
 def build_server(memory: Memory) -> MCPServer:
