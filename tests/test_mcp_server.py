@@ -557,6 +557,13 @@ NOT_A_REQUEST: list[tuple[bytes, tuple[int, int | None, str] | None]] = [
     (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', (INVALID_REQUEST, None, '"id" must be')),
     (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', (INVALID_REQUEST, None, '"id" must be')),
     (b'{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": [1]}', (INVALID_PARAMS, 9, "object")),
+    # A number the SDK's parser cannot hold: its parse error went out with id null, and the
+    # client waited for the answer to request 11 until its timeout.
+    (
+        b'{"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "recall", "arguments": '
+        b'{"query": "x", "x": ' + b"9" * 5000 + b"}}}",
+        (PARSE_ERROR, 11, "number out of range"),
+    ),
     (b"", None),
     (b"   \t", None),
     (b'{"jsonrpc": "2.0", "method": "notifications/no_such_thing"}', None),

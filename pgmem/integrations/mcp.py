@@ -747,8 +747,10 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         if errors and errors[0]["type"] == "json_invalid":
+            # Python's parser may read what the SDK's cannot (a number beyond its range): the
+            # request's id, then, ends the client's wait for its answer.
             reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
-            return None, _error_reply(None, PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
+            return None, _error_reply(_request_id(line), PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
         return None, _invalid_reply(pydantic_core.from_json(line))
     if isinstance(message, JSONRPCNotification) and '"id"' in line:
         # A notification has no id member at all (JSON-RPC 2.0, 4.1); the SDK's model ignores one.
@@ -760,11 +762,13 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
 
 def _request_id(raw: str) -> object:
     """The id of a line that is a request but for bytes that are not UTF-8 (as surrogateescape
-    hands them over, which Python's parser keeps in strings), so that the request's error ends
+    hands them over, which Python's parser keeps in strings) or what the SDK's parser cannot
+    read (a number beyond its range), so that the request's error ends
     the client's wait for it (JSON-RPC 2.0 wants null only when the id cannot be read): a string
     or an integer holding no such byte. Else None: not a request, or an id not to be trusted."""
     try:
-        value = json.loads(_cut_deep(raw))
+        # An integer of more than 4,300 digits is read as None (int() refuses it): no id.
+        value = json.loads(_cut_deep(raw), parse_int=lambda s: int(s) if len(s) <= 4300 else None)
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or value.get("jsonrpc") != "2.0" or not isinstance(value.get("method"), str):
