@@ -420,6 +420,14 @@ def _raw_calls() -> list[tuple[str, str]]:
             ),
             "give the key 'content' twice",
         ),
+        # A key of params given twice: the SDK's parser kept the last silently, so a call that
+        # named search_documents first ran forget (and forgot the thread home).
+        (call(19, '{"name": "search_documents", "name": "forget", "arguments": {"thread": "home"}}'), "'name' twice"),
+        (
+            call(20, '{"name": "forget", "arguments": {"thread": "nosuch"}, "arguments": {"thread": "home"}}'),
+            "'arguments' twice",
+        ),
+        (call(21, '{"name": "recall", ' + dogs + "}"), "Biscuit"),
     ]
 
 

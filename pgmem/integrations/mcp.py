@@ -637,13 +637,13 @@ def guard_line(line: str) -> str:
     line = _cut_deep(line)
     if not _SURROGATE_ESCAPE.search(line) and '"arguments"' not in line:
         return line
-    repeated: list[str] = []
+    repeated: list[tuple[str, dict[str, Any]]] = []  # each key given twice, and its object
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in items:
             if k in out:
-                repeated.append(k)
+                repeated.append((k, out))
             out[k] = v
         return out
 
@@ -654,9 +654,12 @@ def guard_line(line: str) -> str:
     except (ValueError, RecursionError):
         return line
     marked = _mark_surrogates(message)
+    given = message.get("params") if isinstance(message, dict) else None
     params = marked.get("params") if isinstance(marked, dict) else None
     arguments = params.get("arguments") if isinstance(params, dict) else None
-    twice = [k for k in repeated if isinstance(arguments, dict) and _holds_key(arguments, k)]
+    # A key of the arguments, or of params itself (its name or its arguments: a call that named
+    # one tool first ran the last one named).
+    twice = [k for k, obj in repeated if obj is given or (isinstance(arguments, dict) and _holds_key(arguments, k))]
     if twice and isinstance(arguments, dict):
         arguments[DUPLICATE_KEY] = twice[0]
     # Escaped surrogate pairs only (an emoji) are whole characters once parsed: nothing to mark.
