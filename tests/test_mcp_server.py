@@ -778,3 +778,20 @@ def test_an_unknown_tool_resource_or_prompt_is_named_in_one_line(
     assert prompt.startswith("unknown prompt 'nosuch\\nxxx") and "no prompts" in prompt, prompt
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
     assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("home", 0)]
+
+
+def test_remember_after_the_last_turn_index_names_it(app_url: str, admin_conn: Conn, tmp_path: Path) -> None:
+    """A thread whose last turn is at 2147483647 has no next index: remember without turn_index
+    was refused as `integer out of range (SQLSTATE 22003)`, naming nothing. It names the index
+    it would have taken; the turn stored there is kept."""
+    from pgmem.integrations.mcp import build_server
+
+    async def main() -> str:
+        async with Client(build_server(_memory(app_url, tmp_path))) as client:
+            last = {"note": "the last one", "thread": "full", "turn_index": 2**31 - 1}
+            assert _data(await client.call_tool("remember", last))["turn_index"] == 2**31 - 1
+            return _error(await client.call_tool("remember", {"note": "one more", "thread": "full"}))
+
+    error = asyncio.run(main())
+    assert "between 0 and 2147483647, got 2147483648" in error, error
+    assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("full", 2**31 - 1)]

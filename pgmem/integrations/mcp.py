@@ -299,7 +299,8 @@ class Memory:
     def _next_index(self, conn: psycopg.Connection[tuple[object, ...]], thread: str) -> int:
         with scoped(conn, self.scope):
             row = conn.execute(
-                "SELECT coalesce(max(turn_index) + 1, 0) FROM pgmem.turn WHERE scope_id = %s AND thread_id = %s",
+                """SELECT coalesce(max(turn_index)::bigint + 1, 0)
+                     FROM pgmem.turn WHERE scope_id = %s AND thread_id = %s""",
                 (self.scope, thread),
             ).fetchone()
         assert row is not None
