@@ -12,6 +12,8 @@ from pgmem.documents.store import Document, add_documents, remove_document, sear
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
 from pgmem.recall import recall
+from pgmem.sqlfiles import SQL_DIR, InstallParams, render
+from tests.conftest import TEST_DIMS
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, hash_vector, make_turn
 
 __all__ = ["app_conn"]
@@ -192,3 +194,48 @@ def test_hostile_names_through_the_index_builders_dynamic_ddl(app_conn: Conn, ad
         index = admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (name,)).fetchone()
         assert index == (True,)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (200,)
+
+
+def _apply_grants(admin_conn: Conn) -> None:
+    """Apply sql/idempotent/900_grants.sql again, as every migration's last step does."""
+    text = (SQL_DIR / "idempotent" / "900_grants.sql").read_text(encoding="utf-8")
+    admin_conn.execute(render(text, InstallParams(TEST_DIMS, TEST_DIMS)).encode())
+
+
+#: Preferred over pg_catalog's unnest(anyarray) for an integer[] (an exact type beats a
+#: polymorphic one), which put_turns, a SECURITY DEFINER function, calls first: it would run as
+#: pgmem_owner.
+PLANTED_UNNEST = (
+    "CREATE FUNCTION public.unnest(a integer[]) RETURNS SETOF integer LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE EXCEPTION 'planted unnest ran as %', current_user; END $$"
+)
+
+#: A put_turns call of no turn: it runs the planted function, if any, and stores nothing.
+PUT_NOTHING = (
+    "SELECT * FROM pgmem.put_turns('s', 'm', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
+)
+
+
+def test_an_app_login_that_may_create_in_pgvectors_schema_fails_the_install(app_conn: Conn, admin_conn: Conn) -> None:
+    """Every pgmem function searches pgvector's schema (public here), so a function an app login
+    creates there can be preferred over a built-in one and run as pgmem_owner inside a SECURITY
+    DEFINER function: with that, the login could turn row-level security off. The install
+    checked PUBLIC and the group roles only, not their LOGIN members, nor what such a member had
+    planted there already: both are refused now (42501), and the objects pgmem found are named."""
+    admin_conn.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(APP_LOGIN)))
+    try:
+        app_conn.execute(PLANTED_UNNEST)
+        with scoped(app_conn, "s"), pytest.raises(psycopg.errors.RaiseException, match="ran as pgmem_owner"):
+            app_conn.execute(PUT_NOTHING)  # the hijack the check prevents
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"{APP_LOGIN}.*may CREATE in schema public"):
+            _apply_grants(admin_conn)
+        admin_conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(APP_LOGIN)))
+        # The privilege is gone, the planted function is not.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=r"unnest\(integer\[\]\) in schema public"):
+            _apply_grants(admin_conn)
+    finally:
+        admin_conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(APP_LOGIN)))
+        admin_conn.execute("DROP FUNCTION IF EXISTS public.unnest(integer[])")
+    _apply_grants(admin_conn)
+    with scoped(app_conn, "s"):
+        assert app_conn.execute(PUT_NOTHING).fetchall() == []
