@@ -206,36 +206,42 @@ def _apply_grants(admin_conn: Conn) -> None:
 #: polymorphic one), which put_turns, a SECURITY DEFINER function, calls first: it would run as
 #: pgmem_owner.
 PLANTED_UNNEST = (
-    "CREATE FUNCTION public.unnest(a integer[]) RETURNS SETOF integer LANGUAGE plpgsql AS "
+    "CREATE FUNCTION {}.unnest(a integer[]) RETURNS SETOF integer LANGUAGE plpgsql "
+    "SET search_path = pg_catalog, pg_temp AS "
     "$$ BEGIN RAISE EXCEPTION 'planted unnest ran as %', current_user; END $$"
 )
-
 #: A put_turns call of no turn: it runs the planted function, if any, and stores nothing.
 PUT_NOTHING = (
     "SELECT * FROM pgmem.put_turns('s', 'm', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
 )
 
 
-def test_an_app_login_that_may_create_in_pgvectors_schema_fails_the_install(app_conn: Conn, admin_conn: Conn) -> None:
-    """Every pgmem function searches pgvector's schema (public here), so a function an app login
-    creates there can be preferred over a built-in one and run as pgmem_owner inside a SECURITY
-    DEFINER function: with that, the login could turn row-level security off. The install
-    checked PUBLIC and the group roles only, not their LOGIN members, nor what such a member had
-    planted there already: both are refused now (42501), and the objects pgmem found are named."""
-    admin_conn.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(APP_LOGIN)))
+@pytest.mark.parametrize("schema", ["public", "pgmem"])
+def test_an_app_login_that_may_create_where_pgmem_looks_fails_the_install(
+    app_conn: Conn, admin_conn: Conn, schema: str
+) -> None:
+    """Every pgmem function searches pgvector's schema (public here) and pgmem, so a function an
+    app login creates there can be preferred over a built-in one and run as pgmem_owner inside a
+    SECURITY DEFINER function: with that, the login could turn row-level security off. The
+    install checked PUBLIC and the group roles on pgvector's schema only, not their LOGIN
+    members, nor what such a member had planted already (in pgmem it even became pgmem_owner's):
+    both are refused now (42501), naming the role or the object."""
+    grant = sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(APP_LOGIN))
+    revoke = sql.SQL("REVOKE CREATE ON SCHEMA {} FROM {}").format(sql.Identifier(schema), sql.Identifier(APP_LOGIN))
+    admin_conn.execute(grant)
     try:
-        app_conn.execute(PLANTED_UNNEST)
+        app_conn.execute(sql.SQL(PLANTED_UNNEST).format(sql.Identifier(schema)))
         with scoped(app_conn, "s"), pytest.raises(psycopg.errors.RaiseException, match="ran as pgmem_owner"):
             app_conn.execute(PUT_NOTHING)  # the hijack the check prevents
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"{APP_LOGIN}.*may CREATE in schema public"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"{APP_LOGIN}.*may CREATE in schema {schema}"):
             _apply_grants(admin_conn)
-        admin_conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(APP_LOGIN)))
+        admin_conn.execute(revoke)
         # The privilege is gone, the planted function is not.
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=r"unnest\(integer\[\]\) in schema public"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=rf"unnest\(integer\[\]\) in schema {schema}"):
             _apply_grants(admin_conn)
     finally:
-        admin_conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(APP_LOGIN)))
-        admin_conn.execute("DROP FUNCTION IF EXISTS public.unnest(integer[])")
+        admin_conn.execute(revoke)
+        admin_conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}.unnest(integer[])").format(sql.Identifier(schema)))
     _apply_grants(admin_conn)
     with scoped(app_conn, "s"):
         assert app_conn.execute(PUT_NOTHING).fetchall() == []

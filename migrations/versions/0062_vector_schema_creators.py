@@ -4,7 +4,8 @@ Every pgmem function searches pgvector's schema, and an overload of an exact typ
 (public.unnest(integer[])) is preferred over pg_catalog's polymorphic one: inside a SECURITY
 DEFINER function it ran as pgmem_owner. The install checked whether PUBLIC, pgmem_app or
 pgmem_reader may create there, not their LOGIN members, nor what such a member had created there
-before. Both are refused now (42501), in pgvector's schema and in pgmem.
+before (in pgmem the install even handed it to pgmem_owner). Both are refused now (42501), in
+pgvector's schema and in pgmem, before pgmem's objects are handed to pgmem_owner.
 
 Only re-runnable definitions change (sql/idempotent/900_grants.sql).
 

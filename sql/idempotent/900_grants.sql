@@ -38,6 +38,69 @@ BEGIN
 END
 $$;
 
+-- A planted function in pgvector's schema would be found by every pgmem function (it is on
+-- their search_path, after pg_catalog and pgmem), so nobody but its owner may create there.
+-- Being found is enough: an overload of an exact type (public.unnest(integer[])) is preferred over
+-- pg_catalog's polymorphic one (unnest(anyarray)), and inside a SECURITY DEFINER function it runs
+-- as pgmem_owner, which may turn row-level security off. So no role the application or the
+-- reader logs in as (a member of pgmem_app or pgmem_reader, LOGIN members included, unless it is a
+-- member of pgmem_owner too) may create in pgvector's schema or in pgmem, and no function or
+-- operator such a role owns may be there already (created before CREATE was revoked), nor
+-- anything in pgmem. Checked before the block below hands pgmem's objects to pgmem_owner. Until
+-- 0062 only PUBLIC and the two group roles were checked: a LOGIN member of pgmem_app granted
+-- CREATE on public (an application keeping its own tables there) ran code as pgmem_owner.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    IF pg_catalog.has_schema_privilege('public', '@VECTOR_SCHEMA@', 'CREATE')
+       OR pg_catalog.has_schema_privilege('pgmem_app', '@VECTOR_SCHEMA@', 'CREATE')
+       OR pg_catalog.has_schema_privilege('pgmem_reader', '@VECTOR_SCHEMA@', 'CREATE') THEN
+        RAISE EXCEPTION 'PUBLIC, pgmem_app or pgmem_reader may CREATE in schema @VECTOR_SCHEMA@, which every pgmem function searches'
+            USING ERRCODE = '42501',
+                  HINT = 'REVOKE CREATE ON SCHEMA @VECTOR_SCHEMA@ FROM PUBLIC (the PostgreSQL 15+ default), or install pgvector into a schema of its own (PGMEM_VECTOR_SCHEMA).';
+    END IF;
+    FOR r IN
+        SELECT ro.rolname, n.nspname
+          FROM pg_catalog.pg_roles ro
+         CROSS JOIN pg_catalog.pg_namespace n
+         WHERE n.nspname IN ('@VECTOR_SCHEMA@', 'pgmem') AND NOT ro.rolsuper
+           AND (pg_catalog.pg_has_role(ro.oid, 'pgmem_app', 'MEMBER') OR pg_catalog.pg_has_role(ro.oid, 'pgmem_reader', 'MEMBER'))
+           AND NOT pg_catalog.pg_has_role(ro.oid, 'pgmem_owner', 'MEMBER')
+           AND pg_catalog.has_schema_privilege(ro.oid, n.oid, 'CREATE')
+         ORDER BY 1, 2
+    LOOP
+        RAISE EXCEPTION 'role % (a member of pgmem_app or pgmem_reader) may CREATE in schema %, which every pgmem function searches',
+            r.rolname, r.nspname
+            USING ERRCODE = '42501',
+                  HINT = format('A function it creates there can run as pgmem_owner inside the SECURITY DEFINER functions. REVOKE CREATE ON SCHEMA %I FROM %I (and from the roles it is a member of; an owner of the schema may always create), or install pgvector into a schema of its own (PGMEM_VECTOR_SCHEMA).',
+                                r.nspname, r.rolname);
+    END LOOP;
+    FOR r IN
+        SELECT x.what, x.nsp, x.owner FROM (
+            SELECT p.oid::regprocedure::text AS what, p.pronamespace AS nsp, p.proowner AS owner FROM pg_catalog.pg_proc p
+            UNION ALL
+            SELECT o.oid::regoperator::text, o.oprnamespace, o.oprowner FROM pg_catalog.pg_operator o
+            UNION ALL
+            SELECT c.oid::regclass::text, c.relnamespace, c.relowner FROM pg_catalog.pg_class c
+             WHERE c.relnamespace = 'pgmem'::regnamespace
+            UNION ALL
+            SELECT t.oid::regtype::text, t.typnamespace, t.typowner FROM pg_catalog.pg_type t
+             WHERE t.typnamespace = 'pgmem'::regnamespace) x
+          JOIN pg_catalog.pg_roles ro ON ro.oid = x.owner
+         WHERE x.nsp IN ('@VECTOR_SCHEMA@'::regnamespace, 'pgmem'::regnamespace) AND NOT ro.rolsuper
+           AND (pg_catalog.pg_has_role(ro.oid, 'pgmem_app', 'MEMBER') OR pg_catalog.pg_has_role(ro.oid, 'pgmem_reader', 'MEMBER'))
+           AND NOT pg_catalog.pg_has_role(ro.oid, 'pgmem_owner', 'MEMBER')
+         ORDER BY 1
+    LOOP
+        RAISE EXCEPTION '% in schema %, which every pgmem function searches, belongs to %, a member of pgmem_app or pgmem_reader',
+            r.what, r.nsp::regnamespace, r.owner::regrole
+            USING ERRCODE = '42501',
+                  HINT = 'A pgmem function may call it instead of a built-in one, as pgmem_owner. Check what it does and drop it (or give it to a trusted role).';
+    END LOOP;
+END
+$$;
+
 -- Everything in the schema belongs to pgmem_owner (migrating as a superuser, objects would
 -- otherwise belong to it, and a superuser-owned SECURITY DEFINER function ignores RLS).
 DO $$
@@ -76,64 +139,6 @@ EXCEPTION WHEN insufficient_privilege THEN
     RAISE EXCEPTION 'cannot hand the pgmem schema to pgmem_owner as %', current_user
         USING ERRCODE = '42501',
               HINT = 'Migrate as pgmem_owner or a member of it (GRANT pgmem_owner TO <migrating user>).';
-END
-$$;
-
--- A planted function in pgvector's schema would be found by every pgmem function (it is on
--- their search_path, after pg_catalog and pgmem), so nobody but its owner may create there.
--- Being found is enough: an overload of an exact type (public.unnest(integer[])) is preferred over
--- pg_catalog's polymorphic one (unnest(anyarray)), and inside a SECURITY DEFINER function it runs
--- as pgmem_owner, which may turn row-level security off. So no role the application or the
--- reader logs in as (a member of pgmem_app or pgmem_reader, LOGIN members included, unless it is a
--- member of pgmem_owner too) may create in pgvector's schema or in pgmem, and no function or
--- operator such a role owns may be there already (created before CREATE was revoked). Until
--- 0062 only PUBLIC and the two group roles were checked: a LOGIN member of pgmem_app granted
--- CREATE on public (an application keeping its own tables there) ran code as pgmem_owner.
-DO $$
-DECLARE
-    r record;
-BEGIN
-    IF pg_catalog.has_schema_privilege('public', '@VECTOR_SCHEMA@', 'CREATE')
-       OR pg_catalog.has_schema_privilege('pgmem_app', '@VECTOR_SCHEMA@', 'CREATE')
-       OR pg_catalog.has_schema_privilege('pgmem_reader', '@VECTOR_SCHEMA@', 'CREATE') THEN
-        RAISE EXCEPTION 'PUBLIC, pgmem_app or pgmem_reader may CREATE in schema @VECTOR_SCHEMA@, which every pgmem function searches'
-            USING ERRCODE = '42501',
-                  HINT = 'REVOKE CREATE ON SCHEMA @VECTOR_SCHEMA@ FROM PUBLIC (the PostgreSQL 15+ default), or install pgvector into a schema of its own (PGMEM_VECTOR_SCHEMA).';
-    END IF;
-    FOR r IN
-        SELECT ro.rolname, n.nspname
-          FROM pg_catalog.pg_roles ro
-         CROSS JOIN pg_catalog.pg_namespace n
-         WHERE n.nspname IN ('@VECTOR_SCHEMA@', 'pgmem') AND NOT ro.rolsuper
-           AND (pg_catalog.pg_has_role(ro.oid, 'pgmem_app', 'MEMBER') OR pg_catalog.pg_has_role(ro.oid, 'pgmem_reader', 'MEMBER'))
-           AND NOT pg_catalog.pg_has_role(ro.oid, 'pgmem_owner', 'MEMBER')
-           AND pg_catalog.has_schema_privilege(ro.oid, n.oid, 'CREATE')
-         ORDER BY 1, 2
-    LOOP
-        RAISE EXCEPTION 'role % (a member of pgmem_app or pgmem_reader) may CREATE in schema %, which every pgmem function searches',
-            r.rolname, r.nspname
-            USING ERRCODE = '42501',
-                  HINT = format('A function it creates there can run as pgmem_owner inside the SECURITY DEFINER functions. REVOKE CREATE ON SCHEMA %I FROM %I (and from the roles it is a member of; an owner of the schema may always create), or install pgvector into a schema of its own (PGMEM_VECTOR_SCHEMA).',
-                                r.nspname, r.rolname);
-    END LOOP;
-    FOR r IN
-        SELECT x.what, x.owner FROM (
-            SELECT p.oid::regprocedure::text AS what, p.proowner AS owner FROM pg_catalog.pg_proc p
-             WHERE p.pronamespace = '@VECTOR_SCHEMA@'::regnamespace
-            UNION ALL
-            SELECT o.oid::regoperator::text, o.oprowner FROM pg_catalog.pg_operator o
-             WHERE o.oprnamespace = '@VECTOR_SCHEMA@'::regnamespace) x
-          JOIN pg_catalog.pg_roles ro ON ro.oid = x.owner
-         WHERE NOT ro.rolsuper
-           AND (pg_catalog.pg_has_role(ro.oid, 'pgmem_app', 'MEMBER') OR pg_catalog.pg_has_role(ro.oid, 'pgmem_reader', 'MEMBER'))
-           AND NOT pg_catalog.pg_has_role(ro.oid, 'pgmem_owner', 'MEMBER')
-         ORDER BY 1
-    LOOP
-        RAISE EXCEPTION '% in schema @VECTOR_SCHEMA@, which every pgmem function searches, belongs to %, a member of pgmem_app or pgmem_reader',
-            r.what, r.owner::regrole
-            USING ERRCODE = '42501',
-                  HINT = 'A pgmem function may call it instead of a built-in one, as pgmem_owner. Check what it does and drop it (or give it to a trusted role).';
-    END LOOP;
 END
 $$;
 
