@@ -47,7 +47,7 @@ $$;
 -- member of pgmem_owner too) may create in pgvector's schema or in pgmem, and no function or
 -- operator such a role owns may be there already (created before CREATE was revoked), nor
 -- anything in pgmem. Checked before the block below hands pgmem's objects to pgmem_owner. Until
--- 0062 only PUBLIC and the two group roles were checked: a LOGIN member of pgmem_app granted
+-- 0060 only PUBLIC and the two group roles were checked: a LOGIN member of pgmem_app granted
 -- CREATE on public (an application keeping its own tables there) ran code as pgmem_owner.
 DO $$
 DECLARE

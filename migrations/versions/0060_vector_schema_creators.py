@@ -9,13 +9,13 @@ pgvector's schema and in pgmem, before pgmem's objects are handed to pgmem_owner
 
 Only re-runnable definitions change (sql/idempotent/900_grants.sql).
 
-Revision ID: 0062
+Revision ID: 0060
 Revises: 0059
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0062"
+revision = "0060"
 down_revision = "0059"
 upgrade, downgrade = functions_only(revision)
