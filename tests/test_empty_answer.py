@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from pgmem.db import scoped
+from pgmem.documents.store import Document, add_documents, search_documents
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError
 from pgmem.facts import Fact, add_facts, fact_recall
@@ -124,6 +125,48 @@ def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
     assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"
     assert fact_recall(conn, "demo", "dogs", embedder, thread="t9").empty_reason == "thread_empty"
     assert fact_recall(conn, "demo", "dogs", embedder, floor=0.99).empty_reason == "below_floor"
+
+
+def store_document(conn: Conn, embedder: Embedder) -> None:
+    doc = Document("deploys.md", "# Deploys\n\nThe staging deploy reads DEPLOY_TOKEN from .env.local.\n")
+    assert add_documents(conn, "docs", [doc], embedder).inserted == 1
+
+
+def test_an_empty_document_search_says_why(conn: Conn, admin_conn: Conn, embedder: Embedder, app_url: str) -> None:
+    """A misspelt scope searched for documents printed "(no document above the floor)" and
+    exited 0, where `pgmem recall` says the scope holds no memory: now the same answer, from
+    pgmem.empty_recall_reason's document plane, in SQL, Python and the CLI."""
+    store(conn, embedder)  # memory is not documents: a scope holding turns only has none
+    store_document(conn, embedder)
+    for scope, floor, reason, text in [
+        ("docss", None, "scope_empty", "scope docss holds no documents (check the scope name)"),
+        ("demo", None, "scope_empty", "scope demo holds no documents"),
+        ("docs", 0.99, "below_floor", "no document above the floor"),
+    ]:
+        r = search_documents(conn, scope, "where does the deploy read its token", embedder, floor=floor)
+        assert all(not g.hits for g in r.groups)
+        assert r.empty_reason == reason and r.empty_message is not None and text in r.empty_message
+        assert r.nothing_searched == (reason == "scope_empty")
+        assert r.as_dict()["empty_reason"] == reason
+    found = search_documents(conn, "docs", "where does the deploy read its token", embedder, floor=-1.0)
+    assert found.groups[0].hits and found.empty_reason is None and not found.nothing_searched
+    with conn.transaction(), scoped(conn, "docs"):
+        for args in (", thread => 't1'", ", metadata_filter => '{\"a\": 1}'"):
+            with (
+                pytest.raises(psycopg.errors.InvalidParameterValue, match="no thread or metadata filter"),
+                conn.transaction(),
+            ):
+                conn.execute(f"SELECT * FROM pgmem.empty_recall_reason('docs'{args}, plane => 'document')")
+    env = {**os.environ, "DATABASE_URL": app_url}
+    typo = cli(env, "docs", "search", "deploy token", "--scope", "docss")
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert typo.stderr.strip() == "pgmem: error: scope docss holds no documents (check the scope name)"
+    as_json = cli(env, "docs", "search", "deploy token", "--scope", "docss", "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["empty_reason"] == "scope_empty"
+    at_floor = cli(env, "docs", "search", "deploy token", "--scope", "docs", "--floor", "0.99")
+    assert at_floor.returncode == 0 and "(no document above the floor)" in at_floor.stdout
+    hit = cli(env, "docs", "search", "deploy token", "--scope", "docs", "--floor", "-1")
+    assert hit.returncode == 0 and "DEPLOY_TOKEN" in hit.stdout
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

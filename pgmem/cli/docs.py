@@ -127,6 +127,9 @@ def _search(args: argparse.Namespace) -> int:
         )
     if args.json:
         print(json_line(result.as_dict()))
+    elif result.nothing_searched:
+        # A misspelt scope is not "nothing above the floor": one line, exit 1, as `pgmem recall`.
+        print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
     else:
         print_search(result, sys.stdout, ansi=sys.stdout.isatty())
-    return 0
+    return 1 if result.nothing_searched else 0

@@ -431,9 +431,24 @@ class DocGroup:
 class DocSearch:
     message: str
     groups: list[DocGroup]
+    #: Why no group holds a hit (pgmem.empty_recall_reason, plane document), None when one does:
+    #: "scope_empty" (the scope holds no documents: often a misspelt scope) or "below_floor".
+    empty_reason: str | None = None
+    #: The reason in words, for people.
+    empty_message: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"message": self.message, "groups": [asdict(g) for g in self.groups]}
+        return {
+            "message": self.message,
+            "empty_reason": self.empty_reason,
+            "empty_message": self.empty_message,
+            "groups": [asdict(g) for g in self.groups],
+        }
+
+    @property
+    def nothing_searched(self) -> bool:
+        """The scope holds no documents: not a question of the floor."""
+        return self.empty_reason == "scope_empty"
 
 
 def search_vectors_call(
@@ -481,7 +496,14 @@ def search_vectors_call(
                 float(r[11]),
             )
         )
-    return DocSearch(message, groups)
+    result = DocSearch(message, groups)
+    if not rows:
+        why = yield Query(
+            scope, "SELECT reason, message FROM pgmem.empty_recall_reason(%s, plane => 'document')", (scope,), one=True
+        )
+        if why is not None:
+            result.empty_reason, result.empty_message = str(why[0]), str(why[1])
+    return result
 
 
 search_vectors = sync(search_vectors_call)

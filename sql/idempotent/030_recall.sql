@@ -757,8 +757,20 @@ DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
 BEGIN
     PERFORM pgmem.check_scope(empty_recall_reason.scope);
-    IF plane IS NULL OR plane NOT IN ('memory', 'fact') THEN
-        RAISE EXCEPTION 'plane must be memory or fact, got %', plane USING ERRCODE = '22023';
+    IF plane IS NULL OR plane NOT IN ('memory', 'fact', 'document') THEN
+        RAISE EXCEPTION 'plane must be memory, fact or document, got %', plane USING ERRCODE = '22023';
+    END IF;
+    IF plane = 'document' THEN
+        -- document_search takes neither: a reason naming them would answer another search.
+        IF empty_recall_reason.thread IS NOT NULL OR filt IS NOT NULL THEN
+            RAISE EXCEPTION 'a document search has no thread or metadata filter' USING ERRCODE = '22023';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'document') THEN
+            RETURN QUERY SELECT 'scope_empty'::text, format('scope %s holds no documents (check the scope name)', empty_recall_reason.scope);
+        ELSE
+            RETURN QUERY SELECT 'below_floor'::text, 'no document above the floor: the scope holds documents, none close enough'::text;
+        END IF;
+        RETURN;
     END IF;
     IF plane = 'fact' THEN
         IF NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = empty_recall_reason.scope) THEN
@@ -795,7 +807,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
-'Why a memory (or, with plane => ''fact'', a fact) recall returned nothing: scope_empty (the scope holds no memory, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
+'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
