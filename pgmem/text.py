@@ -126,15 +126,18 @@ def check_json_text(value: object, what: str, _depth: int = 0) -> None:
 
 def read_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     """(line number, line) of a UTF-8 text file given by a person (a JSONL file of turns or
-    facts): an invalid byte is kept as a lone surrogate, for `check_text` to name. A path that is
-    not a regular file (a folder; a FIFO, which would wait for a writer; a device) or cannot be
-    read (no such file, no permission, an I/O error) is an InputError of one line naming it."""
+    facts), a leading byte order mark dropped: an invalid byte is kept as a lone surrogate, for
+    `check_text` to name. A path that is not a regular file (a folder; a FIFO, which would wait
+    for a writer; a device) or cannot be read (no such file, no permission, an I/O error) is an
+    InputError of one line naming it."""
     try:
         mode = Path(path).stat().st_mode
         if not stat.S_ISREG(mode):
             kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a file"
             raise InputError(f"cannot read {path}: not a regular file ({kind})")
-        with Path(path).open(encoding="utf-8", errors="surrogateescape") as f:
+        # utf-8-sig: a byte order mark (as some Windows editors write) is no text; `docs add`
+        # reads Markdown the same way.
+        with Path(path).open(encoding="utf-8-sig", errors="surrogateescape") as f:
             yield from enumerate(f, 1)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -104,3 +104,23 @@ def test_a_rebuild_state_file_that_cannot_be_kept_or_read_is_one_line(
         line = one_line_error(pgmem(app_url, home, "rebuild", "--scope", "s"))
         assert str(state) in line and state.read_text() == text, line
     assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 0)]
+
+
+def test_a_turns_or_facts_file_starting_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """A JSONL file saved with a byte order mark (as some Windows editors do) was refused at its
+    first line ("Unexpected UTF-8 BOM"), while `docs add` read Markdown so saved. The mark is no
+    text now; one inside the file is still the line's error."""
+    from pgmem.errors import InputError
+    from pgmem.facts import read_facts
+    from pgmem.turns import read_jsonl
+
+    turns = tmp_path / "turns.jsonl"
+    line = '{"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "user", "content": "hi"}]}'
+    turns.write_bytes(b"\xef\xbb\xbf" + line.encode() + b"\n")
+    assert [(t.scope, t.thread, t.index) for t in read_jsonl(turns)] == [("s", "t", 0)]
+    facts = tmp_path / "facts.jsonl"
+    facts.write_bytes(b'\xef\xbb\xbf{"body": "The dogs are Biscuit and Juniper."}\n')
+    assert [f.body for f in read_facts(facts)] == ["The dogs are Biscuit and Juniper."]
+    facts.write_bytes(b'{"body": "one"}\n\xef\xbb\xbf{"body": "two"}\n')
+    with pytest.raises(InputError, match=":2: "):
+        read_facts(facts)

@@ -193,6 +193,16 @@ def test_stats_prints_a_scope_name_escaped(
     out, err = capsys.readouterr()
     inert(out + err)
     assert "pgmem.explain_logged_recall('s\\x1b[31m\\u202e', " in out
+    # A quote in the scope is doubled, so the suggested line runs as it is printed.
+    quoted = "o'brien"
+    store_turn(conn, embedder, quoted)
+    assert main(["recall", "dogs", "--scope", quoted, "--floor", "-1", "--log"]) == 0
+    out, err = capsys.readouterr()
+    line = out.strip().splitlines()[-1]
+    assert "pgmem.explain_logged_recall('o''brien', " in line
+    sql = line[line.index("SELECT") : line.rindex(";")]
+    with conn.transaction(), scoped(conn, quoted):
+        assert conn.execute(sql).fetchall()
 
 
 def test_failure_lines_quoting_input_are_escaped(cli: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -253,9 +253,10 @@ def recall_command(
     else:
         print_recall(result)
         if result.recall_id is not None:
+            literal = shown(scope.replace("'", "''"))  # runs in psql as printed
             print(
                 f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
-                f"('{shown(scope)}', {result.recall_id});)"
+                f"('{literal}', {result.recall_id});)"
             )
     return 1 if result.nothing_searched else 0
 
