@@ -1456,3 +1456,72 @@ def test_a_writer_waits_for_the_scope_row_before_it_locks_a_thread_or_a_turn(
         holder.close()
     assert isinstance(report, IngestReport), f"the put: {report!r}"
     assert (report.replaced, report.inserted, report.failed) == (1, n - 1, [])
+
+
+def test_forget_scope_waits_for_a_writer_of_the_scope_before_it_deletes_anything(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A writer stores a new turn of thread a (an open transaction) when forget_scope starts, then
+    a new version of turn b/0. forget_scope takes the scope row FOR UPDATE first, so it waits for
+    the writer before it deletes anything; the writer's second turn goes through, and the forget,
+    run after the writer's commit, takes everything. Without that lock (a mutant the tests of
+    forget_scope did not catch) forget_scope deleted b/0 and then waited for the writer's lock on
+    thread a, while the writer's new b/0 waited for the deleted row: a deadlock."""
+    scope = f"locks-fscope-{uuid.uuid4().hex[:8]}"
+    turns = [make_turn(scope, th, 0, f"{th} turn 0 about the ferry") for th in ("b", "a")]
+    assert ingest_turns(conn, turns, EMB).inserted == 2
+    writer, forgetter = sessions(), sessions()
+    deadlocks_before = churn.deadlocks(admin_conn)
+    writer.begin(scope)
+    assert writer.do(ingest([make_turn(scope, "a", 1, "a turn 1, written during the forget")])).inserted == 1
+    forgot: Future[Any] = forgetter.start(_in_scope(scope, "SELECT turns FROM pgmem.forget_scope(%s)", (scope,)))
+    assert waits_for_lock(admin_conn, forgot, forgetter.pid)
+    second = outcome(writer.start(ingest([make_turn(scope, "b", 0, "b turn 0, said again during the forget")])))
+    writer.commit()
+    forgotten = outcome(forgot)
+    forgetter.commit()
+    assert isinstance(second, IngestReport) and (second.replaced, second.failed) == (1, []), f"the writer: {second!r}"
+    assert forgotten == [(3,)], f"the forget: {forgotten!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    for table in ("scope", "thread", "turn", "piece"):
+        assert count(admin_conn, sql.SQL("SELECT count(*) FROM {} WHERE scope_id = %s").format(
+            sql.Identifier("pgmem", table)), (scope,)) == 0, table  # fmt: skip
+
+
+def test_retention_waits_for_a_forget_scope_in_flight_before_it_locks_a_thread(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """forget_scope holds the scope row FOR UPDATE and is held before its deletes by a superuser's
+    row lock on a piece; apply_retention starts meanwhile, the scope's turns expired. Retention
+    takes the scope row FOR KEY SHARE before its threads, so it waits for the forget holding
+    nothing of the scope, and then finds nothing left to remove. Locking the threads first (a
+    mutant no test caught), it held them while it waited for the scope row, and forget_scope,
+    let go, waited for them: a deadlock."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-retscope-{uuid.uuid4().hex[:8]}"
+    old = datetime.now(UTC) - timedelta(days=400)
+    aged = [Turn(scope, th, 0, old, ({"role": "user", "content": f"{th} turn 0 about the ferry"},)) for th in "ab"]
+    assert ingest_turns(conn, aged, EMB).inserted == 2
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    try:
+        with admin_conn.transaction():
+            admin_conn.execute("SELECT 1 FROM pgmem.piece WHERE scope_id = %s FOR KEY SHARE", (scope,))
+            forgot: Future[Any] = forgetter.start(
+                _in_scope(scope, "SELECT turns FROM pgmem.forget_scope(%s)", (scope,))
+            )
+            assert waits_for_lock(admin_conn, forgot, forgetter.pid)  # for the pieces, the scope row held
+            expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
+            assert waits_for_lock(admin_conn, expire, keeper.pid)
+        forgotten = outcome(forgot)
+        if not isinstance(forgotten, BaseException):
+            forgetter.commit()
+        expired = outcome(expire)
+    finally:
+        keeper.close()
+    assert forgotten == [(2,)], f"the forget: {forgotten!r}"
+    assert expired == [(scope, 0)], f"retention: {expired!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
