@@ -231,6 +231,22 @@ def test_set_retention_records_when_the_setting_changed(conn: Conn) -> None:
     assert now is not None and updated() == now[0] and now[0] != first
 
 
+def test_a_fact_only_turn_forgotten_takes_its_thread(conn: Conn, admin_conn: Conn) -> None:
+    """add_facts may tie a fact to a turn the scope does not hold (its thread row is made for it).
+    forget_turn of that turn took the fact and left the thread row, whose name is the caller's
+    data, although nothing of the thread remained, as forget_fact of the same fact does not. It
+    goes now whenever a forget_turn leaves it empty (0062)."""
+    add_facts(conn, "s", [Fact("said in a turn that was never stored", "x", 3)], EMB)
+    (kept,) = add_facts(conn, "s", [Fact("y's fact", "y", 3)], EMB)
+    assert _threads(admin_conn, "s") == ["x", "y"]
+    assert forget_turn(conn, "s", "x", 3).as_dict() == {
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+    }  # fmt: skip
+    assert _threads(admin_conn, "s") == ["y"]
+    assert forget_fact(conn, "s", kept).threads == 1
+    assert _threads(admin_conn, "s") == []
+
+
 def test_forget_document_takes_a_document_whose_id_is_longer_than_a_thread_name(conn: Conn, admin_conn: Conn) -> None:
     """Document ids may hold 1,000 characters (add_documents, remove_document): forget_document
     takes them too (a mutant held them to the 200 characters of a thread name)."""

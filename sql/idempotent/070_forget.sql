@@ -285,14 +285,16 @@ BEGIN
     IF _forget_turn_rows.turn_index = 0 THEN  -- a store item is its thread's turn 0
         PERFORM pgmem._forget_items(_forget_turn_rows.scope, _forget_turn_rows.thread);
     END IF;
-    -- A thread left without turns or facts goes too: its name is the caller's data.
-    IF turns > 0 THEN
+    -- A thread left without turns or facts goes too: its name is the caller's data. A fact may
+    -- be tied to a turn the scope never held (add_facts made its thread row): the thread goes with
+    -- that fact as well, as with forget_fact (0062).
+    IF turns > 0 OR cardinality(fact_ids) > 0 THEN
         threads := pgmem._drop_empty_threads(_forget_turn_rows.scope, ARRAY[_forget_turn_rows.thread]);
     END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_turn_rows(text, text, integer) IS
-'Internal to forget_turn and apply_retention: forget one turn''s rows (the thread''s store items and thread row locked first; the turn, its pieces, the facts tied to it, the store item whose turn it is, the thread row when nothing of it remains), but not the recall-log rows that returned them. Returns the threads and turns deleted and the ids of the pieces and facts deleted.';
+'Internal to forget_turn and apply_retention: forget one turn''s rows (the thread''s store items and thread row locked first; the turn, its pieces, the facts tied to it, the store item whose turn it is, the thread row when a turn or fact went and nothing of the thread remains), but not the recall-log rows that returned them. Returns the threads and turns deleted and the ids of the pieces and facts deleted.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_turn(scope text, thread text, turn_index integer)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
