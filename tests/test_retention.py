@@ -344,3 +344,30 @@ def test_a_turn_and_a_log_row_exactly_at_their_age_bound_stay(conn: Conn, admin_
     assert rows == [("edge", 1, 1, 0, 0, 1)]
     assert _turns(admin_conn, "edge") == [("t", 0)]
     assert kept_log == [(True,)]
+
+
+def test_keep_days_removes_store_items_not_put_again_and_keep_turns_never_does(conn: Conn, admin_conn: Conn) -> None:
+    """A LangGraph store item is its thread's turn 0, timed at its last put (docs/operations.md,
+    Retention): keep_days removes an item not put again within that many days, as a delete
+    would, and leaves the others; keep_turns keeps every item (each is its thread's only turn)."""
+    from pgmem.integrations.langgraph import PgmemStore, item_thread, namespace_scope
+    from tests.security_helpers import HashEmbedder
+
+    ns = ("users", "u1")
+    store = PgmemStore(conn, embedder=HashEmbedder(), floor=-1)
+    store.put(ns, "old", {"text": "the spare key is under the blue flowerpot"})
+    store.put(ns, "new", {"text": "the ferry leaves at nine"})
+    scope = namespace_scope(ns)
+    _set(conn, scope, keep_turns=1)
+    admin_conn.execute("SELECT * FROM pgmem.apply_retention()").fetchall()
+    assert store.get(ns, "old") is not None and store.get(ns, "new") is not None
+    backdate = "UPDATE pgmem.turn SET turn_time = now() - interval '40 days' WHERE scope_id = %s AND thread_id = %s"
+    admin_conn.execute(backdate, (scope, item_thread("old")))
+    admin_conn.execute(backdate, (scope, item_thread("new")))
+    store.put(ns, "new", {"text": "the ferry leaves at ten"})  # put again: its clock restarts
+    _set(conn, scope, keep_days=30)
+    rows = admin_conn.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall()
+    assert (scope, 1) in rows
+    assert store.get(ns, "old") is None and store.get(ns, "new") is not None
+    assert [i.key for i in store.search(ns)] == ["new"]
+    assert store.list_namespaces() == [ns]
