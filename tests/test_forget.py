@@ -492,3 +492,31 @@ def test_forgetting_a_turn_never_takes_a_turn_written_meanwhile(conn: Conn, admi
     assert admin_conn.execute("SELECT thread_id, turn_index FROM pgmem.turn").fetchall() == [("t", 1)]
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (1,)
     assert admin_conn.execute("SELECT thread_id FROM pgmem.thread").fetchall() == [("t",)]
+
+
+def test_a_thread_gone_with_its_last_turn_takes_the_recalls_filtered_to_it(conn: Conn, admin_conn: Conn) -> None:
+    """forget_thread takes the logged recalls filtered to the thread; a forget_turn of its last
+    turn, or retention removing it, took the thread row but left those recalls, which hold the
+    thread's name and their messages (a recall that found nothing named no piece to match)."""
+    from tests.test_retention import _set
+
+    ingest_turns(conn, [make_turn("s", "t", 0, "the ferry leaves at nine"), make_turn("s", "u", 0, "invoices")], EMB)
+    ingest_turns(conn, [make_turn("s", "v", 0, "ledgers"), make_turn("s", "v", 1, "receipts")], EMB)
+    for thread in ("t", "u", "v"):
+        recall(conn, "s", "what did I say about the ferry", EMB, thread=thread, floor=0.999, log=True)
+
+    def logged() -> list[object]:
+        rows = admin_conn.execute("SELECT thread_id FROM pgmem.recall_log WHERE scope_id = 's' ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    assert logged() == ["t", "u", "v"]
+    done = forget_turn(conn, "s", "t", 0)
+    assert (done.threads, done.turns, done.recall_logs) == (1, 1, 1)
+    assert logged() == ["u", "v"]
+    assert forget_turn(conn, "s", "v", 0).recall_logs == 0  # thread v keeps turn 1: its recalls stay
+    assert logged() == ["u", "v"]
+    admin_conn.execute("UPDATE pgmem.turn SET turn_time = now() - interval '40 days' WHERE scope_id = 's'")
+    _set(conn, "s", keep_days=30)
+    rows = admin_conn.execute("SELECT turns, threads, recall_logs FROM pgmem.apply_retention()").fetchall()
+    assert rows == [(2, 2, 2)]
+    assert logged() == []

@@ -310,8 +310,11 @@ BEGIN
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
     SELECT * INTO r FROM pgmem._forget_turn_rows(forget_turn.scope, forget_turn.thread, forget_turn.turn_index);
+    -- A thread that went with its last turn takes the recalls filtered to it too (a NULL turn
+    -- index is the whole thread), as forget_thread does: they hold its name and their messages.
     RETURN QUERY SELECT r.threads, r.turns, cardinality(r.piece_ids), cardinality(r.fact_ids), 0,
-                        pgmem._forget_logs(forget_turn.scope, ARRAY[forget_turn.thread], ARRAY[forget_turn.turn_index],
+                        pgmem._forget_logs(forget_turn.scope, ARRAY[forget_turn.thread, forget_turn.thread],
+                                           ARRAY[forget_turn.turn_index, CASE WHEN r.threads > 0 THEN NULL ELSE forget_turn.turn_index END],
                                            r.piece_ids, r.fact_ids);
 END
 $$;

@@ -117,6 +117,8 @@ DECLARE
     gone_turns integer[];
     gone_pieces bigint[];
     gone_facts bigint[];
+    -- The threads whose last turn went: the recalls filtered to them go too.
+    emptied text[];
     n_logs integer;
     done integer;
 BEGIN
@@ -139,7 +141,7 @@ BEGIN
         -- Each scope is handled inside its own scope, as its application would forget.
         PERFORM set_config('pgmem.scope', s.scope_id, true);
         scope_id := s.scope_id; turns := 0; pieces := 0; facts := 0; threads := 0; recall_logs := 0;
-        done := 0;
+        done := 0; emptied := '{}';
         IF s.keep_days IS NOT NULL OR s.keep_turns IS NOT NULL THEN
             -- Lock order (docs/architecture.md), for all the scope's expiring threads at once: their
             -- store items, then the threads, each FOR UPDATE and sorted by key, before any turn goes.
@@ -170,6 +172,9 @@ BEGIN
                                    AND fa.thread_id = g.thread_id AND fa.turn_index = g.turn_index);
             FOR k IN 1 .. cardinality(gone_threads) LOOP
                 SELECT * INTO f FROM pgmem._forget_turn_rows(s.scope_id, gone_threads[k], gone_turns[k]);
+                IF f.threads > 0 THEN
+                    emptied := emptied || gone_threads[k];
+                END IF;
                 turns := turns + f.turns; pieces := pieces + cardinality(f.piece_ids);
                 facts := facts + cardinality(f.fact_ids); threads := threads + f.threads;
                 done := done + 1;
@@ -178,8 +183,12 @@ BEGIN
                 END IF;
             END LOOP;
             IF cardinality(gone_threads) > 0 THEN
+                -- A thread that went with its last turn takes the recalls filtered to it too (a
+                -- NULL turn index is the whole thread), as forget_thread does.
                 recall_logs := recall_logs
-                    + pgmem._forget_logs(s.scope_id, gone_threads, gone_turns, gone_pieces, gone_facts);
+                    + pgmem._forget_logs(s.scope_id, gone_threads || emptied,
+                                         gone_turns || array_fill(NULL::integer, ARRAY[cardinality(emptied)]),
+                                         gone_pieces, gone_facts);
             END IF;
         END IF;
         IF s.log_keep_days IS NOT NULL OR s.log_keep_rows IS NOT NULL THEN
