@@ -124,3 +124,19 @@ def test_a_turns_or_facts_file_starting_with_a_byte_order_mark_is_read(tmp_path:
     facts.write_bytes(b'{"body": "one"}\n\xef\xbb\xbf{"body": "two"}\n')
     with pytest.raises(InputError, match=":2: "):
         read_facts(facts)
+
+
+def test_docs_add_names_a_path_that_is_no_file_or_folder(tmp_path: Path) -> None:
+    """`docs add` called a FIFO or a device "no such file or folder"."""
+    from pgmem.documents.store import read_documents
+    from pgmem.errors import InputError
+
+    fifo = tmp_path / "notes.md"
+    os.mkfifo(fifo)
+    for path, says in [
+        (fifo, "not a regular file or a folder"),
+        (Path("/dev/null"), "not a regular file or a folder"),
+        (tmp_path / "gone.md", "no such file or folder"),
+    ]:
+        with pytest.raises(InputError, match=says):
+            read_documents([path])

@@ -123,6 +123,8 @@ def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | Non
                 read(f.relative_to(path).as_posix(), f)
         elif path.is_file():
             read(path.as_posix(), path)
+        elif path.exists():  # a FIFO (which would wait for a writer), a device, a socket
+            raise InputError(f"cannot read {path}: not a regular file or a folder")
         else:
             raise InputError(f"no such file or folder: {path}")
     return docs
