@@ -602,3 +602,61 @@ def test_cli_reembed_no_flip_stages_only(
     done = json.loads(capsys.readouterr().out)
     assert (done["flipped"], done["embedded"], done["resumed"]) == (True, 0, True)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.staged_vector").fetchone() == (0,)
+
+
+def test_reembed_moves_the_pieces_left_on_another_model_by_a_rebinding_write(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, e5: Embedder
+) -> None:
+    """A write with reembed=True rebinds the scope to its model and leaves the scope's other pieces
+    on the old one. `reembed --to` that model is what moves them; it embedded them, then its flip
+    saw the scope already on the model, threw the staged vectors away and said flipped: the pieces
+    stayed on the old model (search compared them with vectors of another model) and every run
+    embedded them again. Now the flip swaps them in, blends them with their new contexts, and
+    leaves the pieces and turns already on the model as they were."""
+    from pgmem.ingest import ingest_turns
+    from pgmem.reembed import reembed
+
+    assert ingest_turns(conn, [_turn(0, "The ferry to the island leaves at nine.")], embedder).inserted == 1
+    add_documents(conn, MOVE, [Document("guide.md", MIXED)], embedder)
+    newer = [Document("tides.md", "# Tides\n\nHigh tide is at noon.\n\n## Spring tides\n\nThey come at full moon.\n")]
+    assert add_documents(conn, MOVE, newer, e5, reembed=True).inserted == 1
+    # A turn of the new model embedded with its text as its context: the flip must leave it.
+    later = [_turn(1, "The harbour closes at dusk. Boats moor at the east pier.")]
+    assert ingest_turns(conn, later, e5, reembed=True, context="text").inserted == 1
+
+    def by_model() -> dict[str, int]:
+        rows = admin_conn.execute(
+            """SELECT m.model_id, count(*) FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)
+                WHERE p.scope_id = %s GROUP BY 1""",
+            (MOVE,),
+        ).fetchall()
+        return {str(m): int(str(n)) for m, n in rows}
+
+    def vectors(where: str) -> list[tuple[object, ...]]:
+        return admin_conn.execute(
+            f"SELECT piece_id, embedding::text FROM pgmem.piece p WHERE scope_id = %s AND {where} ORDER BY 1", (MOVE,)
+        ).fetchall()
+
+    mixed = by_model()
+    assert set(mixed) == {embedder.model_id, e5.model_id}
+    kept = vectors(f"model_key = (SELECT model_key FROM pgmem.embedding_model WHERE model_id = '{e5.model_id}')")
+    first = reembed(conn, MOVE, e5)
+    assert first.flipped and first.embedded == mixed[embedder.model_id]
+    assert by_model() == {e5.model_id: sum(mixed.values())}
+    assert vectors(f"piece_id = ANY(ARRAY{[int(str(r[0])) for r in kept]}::bigint[])") == kept
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.staged_vector").fetchone() == (0,)
+    again = reembed(conn, MOVE, e5)
+    assert again.flipped and again.embedded == 0
+    # Every search vector is its unit blended with its new context: a reblend changes none.
+    before = vectors("true")
+    with scoped(conn, MOVE):
+        conn.execute("SELECT pgmem.reblend(%s, 0.8)", (MOVE,))
+        conn.execute("SELECT pgmem.reblend_documents(%s, 0.8)", (MOVE,))
+    after = vectors("true")
+    diffs = [
+        float(np.abs(vec(json.loads(str(a[1]))) - vec(json.loads(str(b[1])))).max())
+        for a, b in zip(before, after, strict=True)
+    ]
+    assert max(diffs) < 1e-5, diffs
+    hit = search_documents(conn, MOVE, "ferry --book --pier 4", e5, x=1).groups[0].hits[0]
+    assert hit.document_id == "guide.md" and hit.unit_kind == "code"

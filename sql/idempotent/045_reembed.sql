@@ -162,7 +162,11 @@ BEGIN
         RAISE EXCEPTION 'reembed_flip: scope % holds no memory', reembed_flip.scope USING ERRCODE = '42704',
             HINT = 'Check the scope name: scopes are created by their first stored turn.';
     END IF;
-    IF bound IS NOT DISTINCT FROM key THEN
+    -- Already on the model: done, unless a write with reembed => true rebound the scope and left
+    -- pieces of the old model in it. Until 0064 the flip returned here whatever the pieces, threw
+    -- away the vectors staged for those, and the scope stayed on two models.
+    IF bound IS NOT DISTINCT FROM key
+       AND NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = reembed_flip.scope AND p.model_key <> key) THEN
         DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope;
         RETURN QUERY SELECT true, 0::bigint, 0::bigint, 0::bigint;
         RETURN;
@@ -186,6 +190,9 @@ BEGIN
           LEFT JOIN pgmem.staged_vector sv ON sv.scope_id = p.scope_id AND sv.model_key = key AND sv.piece_id = p.piece_id
          WHERE p.scope_id = reembed_flip.scope AND p.kind = 'memory'
          GROUP BY p.thread_id, p.turn_index
+        -- Only turns with a staged piece: a turn already on the model (written with it after a
+        -- rebinding) keeps its context, which its pieces' search vectors were blended with.
+        HAVING count(sv.piece_id) > 0
     )
     UPDATE pgmem.turn t SET context = c.ctx, model_key = key
       FROM c
@@ -223,7 +230,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_flip(text, text, integer, double precision) IS
-'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. Returns flipped, pending, the pieces and turns rewritten.';
+'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. Returns flipped, pending, the pieces and turns rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.maintenance_scopes()
 RETURNS TABLE (scope_id text)
