@@ -32,6 +32,7 @@ from psycopg import sql
 from pgmem import forget_document, forget_fact, forget_thread, forget_turn
 from pgmem.db import connect, scoped
 from pgmem.documents.store import Document, add_documents, search_documents
+from pgmem.embedders.base import Embedder
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.forget import Forgotten
 from pgmem.ingest import IngestReport, ingest_turns
@@ -1389,6 +1390,34 @@ def test_reblend_documents_and_a_forget_of_a_document_it_has_locked_do_not_deadl
     assert churn.deadlocks(admin_conn) == deadlocks_before
     rows = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = %s", (scope,)).fetchall()
     assert rows == [("b.md",)]
+
+
+def test_two_replacements_of_one_document_serialise_and_the_later_is_stored_whole(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session], embedder: Embedder
+) -> None:
+    """put_document locks a stored document FOR UPDATE before it replaces its chunks, so a second
+    writer of the document waits for the first, then replaces what it stored. A superuser holding
+    the old chunks stops the first writer after it has read the document: without the lock the
+    second read the old hash too, deleted none of the first one's chunks (not yet visible to it)
+    and its own collided with them (23505), so the later version was lost, reported as failed."""
+    scope = f"locks-docs-replace-{uuid.uuid4().hex[:8]}"
+    versions = [f"# Ferry\n\nThe ferry leaves at {h}.\n\n## Return\n\nBack at {h + 8}.\n" for h in (7, 8, 9)]
+    assert add_documents(conn, scope, [Document("ferry.md", versions[0])], embedder).inserted == 1
+    first, second = sessions(), sessions()
+    with admin_conn.transaction():
+        admin_conn.execute("SELECT 1 FROM pgmem.chunk WHERE scope_id = %s FOR SHARE", (scope,))
+        earlier = first.start(lambda c: add_documents(c, scope, [Document("ferry.md", versions[1])], embedder))
+        assert waits_for_lock(admin_conn, earlier, first.pid)
+        later = second.start(lambda c: add_documents(c, scope, [Document("ferry.md", versions[2])], embedder))
+        assert waits_for_lock(admin_conn, later, second.pid)
+    reports = [outcome(earlier), outcome(later)]
+    assert all(not isinstance(r, BaseException) and (r.replaced, r.failed) == (1, []) for r in reports), reports
+    chunks = admin_conn.execute(
+        "SELECT ordinal, body FROM pgmem.chunk WHERE scope_id = %s ORDER BY ordinal", (scope,)
+    ).fetchall()
+    assert chunks == [(0, "# Ferry\n\nThe ferry leaves at 9."), (1, "## Return\n\nBack at 17.")]
+    body = admin_conn.execute("SELECT body FROM pgmem.document WHERE scope_id = %s", (scope,)).fetchone()
+    assert body == (versions[2],)
 
 
 def test_retention_keeps_an_expired_turn_a_writer_renews_while_retention_waits_for_it(
