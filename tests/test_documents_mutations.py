@@ -660,3 +660,55 @@ def test_reembed_moves_the_pieces_left_on_another_model_by_a_rebinding_write(
     assert max(diffs) < 1e-5, diffs
     hit = search_documents(conn, MOVE, "ferry --book --pier 4", e5, x=1).groups[0].hits[0]
     assert hit.document_id == "guide.md" and hit.unit_kind == "code"
+
+
+def test_a_write_the_flip_waited_for_is_embedded_and_flipped_in_the_same_run(
+    conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder, e5: Embedder
+) -> None:
+    """A writer of the old model holds the scope (its transaction open) when reembed has staged
+    every piece it could see: the flip waits for it, then finds the writer's pieces unstaged and
+    changes nothing; the run embeds those and flips again, and reports the scope's pieces as they
+    are at the end. Mutants gave up after the first flip (the scope stayed on the old model) or
+    reported the pieces counted before the write."""
+    import threading
+
+    from pgmem.db import connect
+    from pgmem.ingest import ingest_turns
+    from pgmem.reembed import Reembedded, reembed
+
+    add_documents(conn, MOVE, [Document("guide.md", MIXED)], embedder)
+    before = int(str((admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() or (0,))[0]))
+    result: list[Reembedded | BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(reembed(conn, MOVE, e5))
+        except BaseException as exc:  # reported by the assertion below
+            result.append(exc)
+
+    writer = connect(app_url)
+    try:
+        with writer.transaction():
+            assert ingest_turns(writer, [_turn(0, "The ferry to the island leaves at nine.")], embedder).inserted == 1
+            mover = threading.Thread(target=run)
+            mover.start()
+            for _ in range(3000):  # the flip waits for the writer's scope lock
+                row = admin_conn.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (conn.info.backend_pid,)
+                ).fetchone()
+                if (row is not None and row[0] == "Lock") or not mover.is_alive():
+                    break
+                threading.Event().wait(0.01)
+            assert mover.is_alive(), result
+    finally:
+        writer.close()
+    mover.join(timeout=120)
+    total = int(str((admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() or (0,))[0]))
+    assert total > before and len(result) == 1
+    res = result[0]
+    assert isinstance(res, Reembedded), res
+    assert res.flipped and res.pieces == total and res.embedded == total
+    models = admin_conn.execute(
+        "SELECT DISTINCT m.model_id FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
+    ).fetchall()
+    assert models == [(e5.model_id,)]
