@@ -56,6 +56,18 @@ def _put_sql(extra: str = "", **replace: str) -> str:
 _REFUSED = [
     ({"chunk_heading_paths": "NULL"}, "22004", "must not be NULL"),
     ({"chunk_heading_paths": "'[[\"D\"]]'::jsonb"}, "22023", "one array of headings per chunk (2 chunks)"),
+    (
+        {
+            "chunk_heading_paths": "'[]'::jsonb",
+            **{k: f"ARRAY[]::{t}[]" for k, t in (("chunk_bodies", "text"), ("unit_chunks", "integer"))},
+            **{k: f"ARRAY[]::{t}[]" for k, t in (("unit_kinds", "text"), ("unit_indexes", "integer"))},
+            **{k: "ARRAY[]::integer[]" for k in ("span_starts", "span_ends")},
+            **{k: "ARRAY[]::text[]" for k in ("labels", "bodies")},
+            "vectors": "ARRAY[]::vector[]",
+        },
+        "22023",
+        "document d.md needs at least one chunk and one unit",
+    ),
     ({"unit_chunks": "'[0:1]={0,1}'::integer[]"}, "22023", "unit_chunks must be a one-dimensional array"),
     ({"labels": "'[0:1]={D,E}'::text[]"}, "22023", "labels must be a one-dimensional array"),
     ({"labels": "ARRAY['D', 'D > E', 'extra']"}, "22023", "must have the same length (2 vectors)"),
@@ -97,7 +109,7 @@ _REFUSED = [
 def test_put_document_refuses_each_bad_argument_and_keeps_the_stored_document(
     conn: Conn, embedder: Embedder, replace: dict[str, str], state: str, says: str
 ) -> None:
-    """A NULL heading-path list (a mutant stored the document with no chunk at all, deleting the
+    """An empty document, a NULL heading-path list (a mutant stored the document with no chunk at all, deleting the
     stored one's), a path count other than the chunk count, a bounded array, an array longer than
     the vectors, a unit of a chunk one past the last or before the first (stored nowhere: the
     unit silently dropped), a span starting before 0, ending before its start or past its own
@@ -712,3 +724,18 @@ def test_a_write_the_flip_waited_for_is_embedded_and_flipped_in_the_same_run(
         "SELECT DISTINCT m.model_id FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)"
     ).fetchall()
     assert models == [(e5.model_id,)]
+
+
+def test_memory_pieces_near_the_query_take_no_place_among_the_document_hits(conn: Conn, embedder: Embedder) -> None:
+    """Memory pieces share the plane with document units: document search reads units only. A
+    mutant read every piece for the nearest, so a memory piece equal to the query took the first
+    rank and the one chunk asked for (x=1) was dropped with it: nothing came back."""
+    from pgmem.ingest import ingest_turns
+
+    question = "when does the ferry leave from pier four"
+    turn = turn_from_dict({"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "user", "content": question}]})
+    assert ingest_turns(conn, [turn], embedder).inserted == 1
+    add_documents(conn, "s", [Document("guide.md", MIXED)], embedder)
+    for mode in ("vector", "hybrid"):
+        hits = search_documents(conn, "s", question, embedder, x=1, floor=-1.0, mode=mode).groups[0].hits
+        assert [(h.document_id, h.rank) for h in hits] == [("guide.md", 1)], (mode, hits)
