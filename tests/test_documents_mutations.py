@@ -315,6 +315,13 @@ def test_headings_that_are_not_headings(text: str, paths: list[tuple[str, ...]])
     assert [c.heading_path for c in chunk_markdown(text)] == paths
 
 
+def test_a_chunk_runs_to_the_line_before_the_next_heading() -> None:
+    """A chunk's body is every line up to the next heading, also a last line with no blank line
+    after it (a mutant ended each chunk a line early, which a blank line before the heading hid)."""
+    chunks = chunk_markdown("intro\n# A\nfirst\nlast line of A\n## B\nonly line of B\n# C")
+    assert [c.body for c in chunks] == ["intro", "# A\nfirst\nlast line of A", "## B\nonly line of B", "# C"]
+
+
 def test_a_document_whose_first_heading_is_empty_is_titled_by_its_id() -> None:
     """Only a top-level heading titles a document: under an empty "#", its subsection does not."""
     assert document_title(chunk_markdown("#\n\n## Sub\n\ntext\n"), "d.md") == "d.md"
