@@ -552,6 +552,11 @@ def test_a_flip_with_a_piece_still_unstaged_changes_nothing(conn: Conn, admin_co
         )
         assert conn.execute(flip, (MOVE, embedder.dims)).fetchone() == (True, 0, n, 0)
         assert conn.execute(status, (MOVE, embedder.dims)).fetchone() == ("other-model", n, n, 0)
+        # Staged for the model the scope is on already: the flip has nothing to swap and clears them.
+        conn.execute(
+            "SELECT pgmem.stage_vectors(%s, 'other-model', %s, %s::vector[])", (MOVE, ids[:1], list(vectors[:1]))
+        )
+        assert conn.execute(flip, (MOVE, embedder.dims)).fetchone() == (True, 0, 0, 0)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.staged_vector").fetchone() == (0,)
 
 
@@ -561,12 +566,40 @@ def test_after_a_model_change_document_units_are_blended_with_their_new_chunk_co
     """reembed(document_weight=w) blends each document unit with the unit mean of its chunk's new
     vectors at w, and a document stored unblended (weight 1) stays unblended. Mutants took the
     chunk context from the old model's vectors, ignored document_weight (in SQL or in Python), or
-    blended the unblended units."""
+    blended the unblended units. Memory pieces likewise, with their turns' new contexts."""
+    from pgmem.ingest import ingest_turns
     from pgmem.reembed import reembed
 
     add_documents(conn, MOVE, [Document("guide.md", MIXED)], embedder)
     add_documents(conn, MOVE, [Document("alone.md", MIXED.replace("Guide", "Alone"))], embedder, weight=1.0)
+    talk = [
+        turn_from_dict(
+            {
+                "scope": MOVE,
+                "thread": "t",
+                "turn": i,
+                "messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+            }
+        )
+        for i, (q, a) in enumerate([("When is the ferry?", "At nine, pier four."), ("And the tide?", "High at noon.")])
+    ]
+    assert ingest_turns(conn, talk, embedder, weight=0.6).inserted == 2
     assert reembed(conn, MOVE, e5, document_weight=0.5).flipped
+    # Each turn's context is the unit mean of its pieces' new vectors, and each piece is blended
+    # with it at the weight its turn was stored with (mutants: the old vectors' mean, 0.8).
+    with scoped(conn, MOVE):
+        turn_rows = conn.execute(
+            """SELECT t.context, t.blend_weight, array_agg(p.raw_embedding::text ORDER BY p.piece_id),
+                      array_agg(p.embedding::text ORDER BY p.piece_id)
+                 FROM pgmem.turn t JOIN pgmem.piece p USING (scope_id, thread_id, turn_index) GROUP BY 1, 2"""
+        ).fetchall()
+    assert len(turn_rows) == 2
+    for turn_context, turn_weight, raw_texts, emb_texts in turn_rows:
+        units = [_unit(vec(json.loads(t))) for t in list(raw_texts)]  # type: ignore[call-overload]
+        mean = _unit(np.mean(units, axis=0))
+        assert float(str(turn_weight)) == pytest.approx(0.6) and np.abs(vec(turn_context) - mean).max() < 1e-4
+        for unit, emb_text in zip(units, list(emb_texts), strict=True):  # type: ignore[call-overload]
+            assert np.abs(vec(json.loads(emb_text)) - _unit(0.6 * unit + 0.4 * mean)).max() < 1e-4
     with scoped(conn, MOVE):
         rows = conn.execute(
             """SELECT c.document_id, p.chunk_id, p.raw_embedding, p.embedding, m.model_id
