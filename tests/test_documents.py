@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from pathlib import Path
@@ -376,6 +377,19 @@ def test_cli_add_search_rm(
     assert "2 inserted" in out and "1 empty (skipped)" in out
     assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
     assert "2 unchanged" in capsys.readouterr().out
+    # A stored document whose file is emptied is kept, and the report says so (it was only
+    # counted among the empty ones, still searchable without a word).
+    (folder / "garden.md").write_text("  \n", encoding="utf-8")
+    assert main(["docs", "add", str(folder), "--scope", "c"]) == 0
+    out, err = capsys.readouterr()
+    assert "2 empty (skipped)" in out and "1 unchanged" in out
+    assert (
+        err.splitlines()[-1]
+        == "  kept garden.md: the file is empty; its stored version stays searchable (docs rm removes it)"
+    )
+    assert main(["docs", "add", str(folder), "--scope", "c", "--json", "--force"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["empty_kept"] == ["garden.md"] and report["replaced"] == 1
     assert main(["docs", "search", "how do I sharpen a knife on a whetstone", "--scope", "c", "-x", "1"]) == 0
     out = capsys.readouterr().out
     assert "sub/kitchen.md · Kitchen Notes > Knife sharpening" in out and PLAIN_ON in out and "\x1b[" not in out

@@ -76,6 +76,11 @@ def _add(args: argparse.Namespace) -> int:
         )
         for doc, err in report.failed:
             print(shown(f"  failed {doc}: {err}"), file=sys.stderr)
+        for doc in report.empty_kept:
+            print(
+                shown(f"  kept {doc}: the file is empty; its stored version stays searchable (docs rm removes it)"),
+                file=sys.stderr,
+            )
     return 1 if report.failed else 0
 
 

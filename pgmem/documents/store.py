@@ -82,6 +82,9 @@ class DocumentReport:
     empty: int = 0  # documents with no text: nothing to store, skipped
     units: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: Empty documents (of the `empty`) whose id the scope holds: that stored version is kept,
+    #: still searchable; `remove_document` removes it.
+    empty_kept: list[str] = field(default_factory=list)
 
     def count(self, status: str, units: int) -> None:
         """One document put_document stored or left: its status and units written. A status this
@@ -99,6 +102,7 @@ class DocumentReport:
             "empty": self.empty,
             "units": self.units,
             "failed": [{"document": d, "error": e} for d, e in self.failed],
+            "empty_kept": list(self.empty_kept),
         }
 
 
@@ -275,14 +279,12 @@ def add_documents_call(
         if d.text.strip() and d.id not in titled:
             titled.add(d.id)
             titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
-    existing: dict[str, bytes] = {}
-    if not force:
-        rows = yield Query(
-            scope,
-            "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)",
-            (scope, [d.id for d in all_docs]),
-        )
-        existing = {str(i): bytes(h) for i, h in rows}
+    rows = yield Query(
+        scope,
+        "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)",
+        (scope, [d.id for d in all_docs]),
+    )
+    existing = {str(i): bytes(h) for i, h in rows}
     if not reembed:
         # The model check runs before anything is embedded (pgmem.model_refusal).
         refused = yield from refused_scopes([scope], embedder, "piece")
@@ -313,6 +315,8 @@ def add_documents_call(
     for d in all_docs:
         if not d.text.strip():
             report.empty += 1
+            if d.id in existing:
+                report.empty_kept.append(d.id)
             done += 1
             continue
         try:
@@ -324,7 +328,7 @@ def add_documents_call(
             report.failed.append((d.id, str(exc)))
             done += 1
             continue
-        if existing.get(d.id) == prep.content_hash:
+        if not force and existing.get(d.id) == prep.content_hash:
             report.unchanged += 1
             done += 1
             continue
