@@ -301,11 +301,22 @@ def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> N
         ("SELECT * FROM pgmem.reembed_pending(%s, 'm', 384, 0)", (SCOPE,), "22023"),
         ("SELECT * FROM pgmem.reembed_flip(%s, 'm', 384, 7)", (SCOPE,), "22023"),
         ("SELECT * FROM pgmem.reembed_flip(%s, 'm', 384)", ("elsewhere",), "42501"),
+        # A model id the registry cannot hold: one line naming it (its check constraint's error
+        # carried the whole row as a DETAIL), through every SQL step that registers a model.
+        (
+            "SELECT pgmem.stage_vectors(%s, repeat('m', 201), ARRAY[1]::bigint[], ARRAY[%s]::vector[])",
+            (SCOPE, v),
+            "22023",
+        ),
+        ("SELECT * FROM pgmem.reembed_flip(%s, repeat('m', 201), 384)", (SCOPE,), "22023"),
+        ("SELECT pgmem.bind_scope_model(%s, '', 384)", (SCOPE,), "22023"),
     ]
     for sql, params, state in cases:
         with pytest.raises(psycopg.Error) as err, conn.transaction(), scoped(conn, SCOPE):
             conn.execute(sql, params)
         assert err.value.sqlstate == state, (sql, err.value)
+        if "repeat" in sql or "''" in sql:
+            assert "model_id must be 1 to 200 characters" in str(err.value) and err.value.diag.message_detail is None
     # a piece id of another scope (or none) is skipped, never written
     with conn.transaction(), scoped(conn, SCOPE):
         row = conn.execute(

@@ -125,6 +125,11 @@ BEGIN
     IF model_id IS NULL OR dims IS NULL THEN
         RAISE EXCEPTION 'model_id and dims must not be NULL' USING ERRCODE = '22004';
     END IF;
+    -- The registry's own bound, said in one line (its check constraint's error carried the
+    -- whole row as a DETAIL).
+    IF char_length(model_id) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'model_id must be 1 to 200 characters, got %', char_length(model_id) USING ERRCODE = '22023';
+    END IF;
     IF want IS NULL THEN
         RAISE EXCEPTION 'unknown vector column %', column_name USING ERRCODE = '22023';
     END IF;
