@@ -108,12 +108,15 @@ MAX_JSON_DEPTH = 32
 
 def check_json_text(value: object, what: str, _depth: int = 0) -> None:
     """Every key and string inside a JSON-like `value` is text Postgres can store (no NUL, no
-    lone surrogate: jsonb refuses them with a bare 22P05); else an InputError naming `what` and
-    the path inside it, e.g. `metadata_filter["tags"][2]`."""
+    lone surrogate: jsonb refuses them with a bare 22P05) and every number is finite (JSON has no
+    infinity: `1e400` reads as one); else an InputError naming `what` and the path inside it, e.g.
+    `metadata_filter["tags"][2]`."""
     if _depth > MAX_JSON_DEPTH:
         raise InputError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, str):
         check_text(value, what)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{what} is {value}, a number JSON cannot carry")
     elif isinstance(value, Mapping):
         for k, v in value.items():
             if isinstance(k, str):

@@ -59,6 +59,8 @@ def deep(levels: int) -> dict[str, object]:
         ),
         ({"k": "\ud800"}, "metadata_filter['k'] contains an invalid UTF-8"),
         (deep(40), "nests deeper"),
+        ({"k": [float("inf")]}, "metadata_filter['k'][0] is inf, a number JSON cannot carry"),
+        ({"k": float("nan")}, "metadata_filter['k'] is nan"),
     ],
 )
 def test_unstorable_text_in_a_filter_is_refused_naming_it(
@@ -193,6 +195,7 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         ("[1, 2]", "--filter must be a JSON object"),
         ('{"k": 1, "k": 2}', "--filter gives the key 'k' twice"),
         ('{"k": NaN}', "--filter"),
+        ('{"k": [1e400]}', "--filter['k'][0] is inf, a number JSON cannot carry"),
         ('{"a": ' * 5000 + "1" + "}" * 5000, "--filter"),
     ]:
         bad = cli(env, "recall", "my dogs", "--scope", "demo", "--filter", text)
