@@ -109,7 +109,7 @@ def rebuild(
         weight=weight,
         force=True,
         group_pieces=group_pieces,
-        progress=progress,
+        progress=progress if turns else None,  # no bar of 0 of 0 before "no stored turns"
         replace_hashes={t.key: h for t, h in pending},
     )
     if not report.failed:
