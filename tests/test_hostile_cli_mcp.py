@@ -140,3 +140,47 @@ def test_docs_add_names_a_path_that_is_no_file_or_folder(tmp_path: Path) -> None
     ]:
         with pytest.raises(InputError, match=says):
             read_documents([path])
+
+
+def test_docs_add_reports_a_folder_it_cannot_list(tmp_path: Path) -> None:
+    """`docs add FOLDER` walked with Path.rglob, which skips a folder it cannot list without a
+    word: a folder of documents nobody could read was "0 inserted", exit 0. The folder is one
+    line now, and an unreadable subfolder is reported as failed while the others are read. Run
+    as an unprivileged user (root reads a folder of mode 000): `nobody` through setpriv when
+    the tests run as root."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root lists any folder, and setpriv is missing to drop that")
+    base = Path(tempfile.mkdtemp(prefix="pgmem-unlisted-"))  # tmp_path is root's alone
+    try:
+        base.chmod(0o755)
+        (base / "open").mkdir()
+        (base / "open" / "a.md").write_text("# A\n\nreadable\n")
+        (base / "shut").mkdir()
+        (base / "shut" / "b.md").write_text("# B\n\nhidden\n")
+        (base / "shut").chmod(0)
+        (base / "open").chmod(0o755)
+        (base / "open" / "a.md").chmod(0o644)
+        script = (
+            "import sys\nfrom pathlib import Path\nfrom pgmem.documents.store import read_documents\n"
+            "from pgmem.errors import InputError\n"
+            "failed = []\ndocs = read_documents([Path(sys.argv[1])], failed=failed)\n"
+            "print([d.id for d in docs], failed)\n"
+            "try:\n    read_documents([Path(sys.argv[1]) / 'shut'])\nexcept InputError as e:\n    print(e)\n"
+        )
+        drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        probe = subprocess.run([*drop, sys.executable, "-c", "import pgmem"], capture_output=True, env=env, cwd="/")
+        if probe.returncode != 0:
+            pytest.skip("the unprivileged user cannot read this checkout")
+        argv = [*drop, sys.executable, "-c", script, str(base)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd="/")
+        assert done.returncode == 0, done.stderr
+        listed, refused = done.stdout.strip().splitlines()
+        assert listed == f"['open/a.md'] [('shut/', 'cannot read folder {base}/shut: Permission denied')]"
+        assert refused == f"cannot read folder {base}/shut: Permission denied"
+    finally:
+        (base / "shut").chmod(0o755)
+        shutil.rmtree(base)

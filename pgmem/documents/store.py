@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -123,7 +124,7 @@ def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | Non
 
     for path in paths:
         if path.is_dir():
-            for f in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN_SUFFIXES):
+            for f in _markdown_files(path, failed):
                 read(f.relative_to(path).as_posix(), f)
         elif path.is_file():
             read(path.as_posix(), path)
@@ -132,6 +133,25 @@ def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | Non
         else:
             raise InputError(f"no such file or folder: {path}")
     return docs
+
+
+def _markdown_files(folder: Path, failed: list[tuple[str, str]] | None) -> list[Path]:
+    """The Markdown files under `folder`, sorted (symlinked folders are not entered). A folder
+    that cannot be listed (no permission, an I/O error) is an InputError, or with `failed` a
+    subfolder is appended there as ("sub/", reason) and the others are read: Path.rglob skipped
+    it silently, and a folder of documents nobody could read was "0 inserted"."""
+    files: list[Path] = []
+
+    def unlisted(exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else folder
+        reason = f"cannot read folder {where}: {exc.strerror or exc}"
+        if failed is None or where == folder:
+            raise InputError(reason)
+        failed.append((where.relative_to(folder).as_posix() + "/", reason))
+
+    for root, _dirs, names in os.walk(folder, onerror=unlisted):
+        files += [Path(root, n) for n in names if Path(n).suffix.lower() in MARKDOWN_SUFFIXES]
+    return sorted(f for f in files if f.is_file())
 
 
 def _read(path: Path) -> str:
