@@ -44,6 +44,10 @@ class Reembedded:
     flipped: bool  # the scope now serves the new model
     turns: int  # turns whose context was rewritten by the flip
     seconds: float
+    #: Pieces embedded by this run whose stored text is longer than the new model's input window
+    #: (packed for a model with a longer one): the model read them cut. `pgmem rebuild` packs
+    #: the turns again for the scope's model; document units come back with `docs add --force`.
+    truncated: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -66,9 +70,10 @@ def _installed_dims(scope: str) -> Call[int | None]:
 
 def _stage_pending(
     scope: str, embedder: Embedder, page: int, started: float, done: int, total: int, progress: ReembedProgress | None
-) -> Call[int]:
-    """Embed and stage every piece still without a vector of the model; returns how many."""
-    after, embedded = 0, 0
+) -> Call[tuple[int, int]]:
+    """Embed and stage every piece still without a vector of the model; returns how many, and
+    how many of them were longer than the model's input window."""
+    after, embedded, truncated = 0, 0, 0
     while True:
         rows: Sequence[tuple[object, ...]] = yield Query(
             scope,
@@ -76,9 +81,11 @@ def _stage_pending(
             (scope, embedder.model_id, embedder.dims, page, after),
         )
         if not rows:
-            return embedded
+            return embedded, truncated
         ids = [int(str(r[0])) for r in rows]
-        vectors = yield Embed(embedder, [str(r[1]) for r in rows])
+        texts = [str(r[1]) for r in rows]
+        truncated += sum(n > embedder.max_input_tokens for n in embedder.count_tokens(texts))
+        vectors = yield Embed(embedder, texts)
         yield Query(
             scope,
             "SELECT pgmem.stage_vectors(%s, %s, %s, %b::vector[])",
@@ -128,10 +135,11 @@ def reembed_call(
     resumed = staged > 0 and previous != embedder.model_id
     if progress:
         progress(staged, total, time.monotonic() - started)
-    embedded = 0
+    embedded, truncated = 0, 0
     flipped, turns = previous == embedder.model_id and pending == 0, 0
     for _ in range(FLIP_ATTEMPTS):
-        embedded += yield from _stage_pending(scope, embedder, page, started, staged + embedded, total, progress)
+        n, cut = yield from _stage_pending(scope, embedder, page, started, staged + embedded, total, progress)
+        embedded, truncated = embedded + n, truncated + cut
         if not flip:
             break
         row = yield Query(
@@ -155,6 +163,7 @@ def reembed_call(
         flipped=flipped,
         turns=turns,
         seconds=time.monotonic() - started,
+        truncated=truncated,
     )
 
 

@@ -432,3 +432,31 @@ def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
     assert models(admin_conn) == [(new.model_id, sum(int(str(n)) for _, n in models(admin_conn)))]
     assert scope_model(admin_conn) == new.model_id and staged(admin_conn) == 0
     assert orphans(admin_conn) == []
+
+
+def test_pieces_longer_than_the_new_models_window_are_counted_and_said(
+    conn: Conn, app_url: str, embedder: Embedder, e5: Embedder
+) -> None:
+    """Pieces were packed for the model that stored them. Moving to a model with a shorter input
+    window (e5-small's 510 tokens to MiniLM's 254) embedded the longer ones cut, without a word:
+    the run counts them (Reembedded.truncated) and the CLI says how to pack them again."""
+    digits = " ".join(str(i % 10) for i in range(600))  # one token a digit: over MiniLM's window
+    long_turn = turn_from_dict(
+        {"scope": SCOPE, "thread": "t9", "turn": 0, "messages": [{"role": "user", "content": digits}]}
+    )
+    assert ingest_turns(conn, [long_turn, *turns(n=2)], e5).inserted == 3
+    with conn.transaction(), scoped(conn, SCOPE):
+        rows = conn.execute(
+            "SELECT label || E'\\n' || body FROM pgmem.piece WHERE scope_id = %s AND thread_id = 't9'", (SCOPE,)
+        ).fetchall()
+    longest = max(embedder.count_tokens([str(r[0]) for r in rows]))
+    assert longest > embedder.max_input_tokens  # the fixture is what the test says
+    res = reembed(conn, SCOPE, embedder)
+    assert res.flipped and res.truncated >= 1
+    assert res.truncated == sum(n > embedder.max_input_tokens for n in embedder.count_tokens([str(r[0]) for r in rows]))
+    back = reembed(conn, SCOPE, e5)  # a longer window reads every piece whole
+    assert back.flipped and back.truncated == 0
+    done = cli(app_url, "--to", "local", "--scope", SCOPE)
+    assert done.returncode == 0, done.stderr
+    assert f"pieces are longer than {embedder.model_id}'s input window" in done.stderr
+    assert "pgmem rebuild --scope" in done.stderr and "Traceback" not in done.stderr

@@ -112,4 +112,11 @@ def _reembed(args: argparse.Namespace) -> int:
                     f"{previous}" + ("" if args.no_flip else " (writers kept adding pieces: run again)")
                 )
                 failed += 0 if args.no_flip else 1
+            if res.truncated and not args.json:
+                print(
+                    f"scope {scope!r}: {res.truncated} pieces are longer than {model}'s input window "
+                    f"({emb.max_input_tokens} tokens) and were embedded cut: `pgmem rebuild --scope` packs "
+                    "the turns again for it (documents: `pgmem docs add --force`)",
+                    file=sys.stderr,
+                )
     return 1 if failed else 0
