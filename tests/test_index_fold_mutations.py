@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+import psycopg
 import pytest
 
 from pgmem.db import scoped
@@ -315,3 +316,30 @@ def test_the_refresh_waits_for_a_writer_that_holds_lower_ids(
             (SCOPE, message, FOLDED[0]),
         ).fetchall()
     assert min(ids) in {int(str(r[0])) for r in found}
+
+
+def test_a_refresh_under_repeatable_read_is_refused_rather_than_missing_a_writer(
+    app_conn: Conn, owner: Conn, admin_conn: Conn, db_url: str, folded: int
+) -> None:
+    """Under REPEATABLE READ (or SERIALIZABLE) the refresh's snapshot is taken before it waits for
+    the writers in flight, so the pieces of one that then commits (ids below the fold's last) are
+    not seen: the fold would hold its words without them. It is refused instead (25000), at once,
+    and the fold left as it was; READ COMMITTED, the default, folds them in."""
+    slow = [f"{FOLDED[i]} slow{i}q" for i in range(4)]
+    message = [" ".join(slow)]
+    with connect_as(db_url, APP_LOGIN) as first, scoped(first, SCOPE):
+        _add(first, SCOPE, "slow", slow)  # ids taken, not committed
+        _add(app_conn, SCOPE, "fast", [_text(p) for p in range(4)])  # higher ids, committed
+        for level in ("REPEATABLE READ", "SERIALIZABLE"):
+            with pytest.raises(psycopg.errors.InvalidTransactionState) as e, owner.transaction():
+                owner.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+                # Refused at once; a refresh that waited for the writer would wait for this test.
+                owner.execute("SET LOCAL lock_timeout = '20s'")
+                owner.execute("SELECT pgmem.refresh_word_fold(%s)", (SCOPE,))
+            assert "read committed" in (e.value.diag.message_primary or "").lower()
+            assert "\n" not in (e.value.diag.message_primary or "")
+    assert _heads(admin_conn) == [(SCOPE, "memory")]
+    assert _words(app_conn, SCOPE, [message], fold=True) == _words(app_conn, SCOPE, [message], fold=False)
+    assert owner.execute("SELECT pgmem.refresh_word_fold(%s)", (SCOPE,)).fetchone() != (0,)
+    assert _fold_read(app_conn, SCOPE, message)
+    assert _words(app_conn, SCOPE, [message], fold=True) == _words(app_conn, SCOPE, [message], fold=False)

@@ -341,6 +341,16 @@ BEGIN
             USING ERRCODE = '42501',
                   HINT = 'Run it as the role that migrates pgmem (a login member of pgmem_owner) or as a superuser: pgmem.scope_index_plan''s words rows do (docs/scaling.md, "The folded postings").';
     END IF;
+    -- The fold is read after the wait for the writers in flight (below), each statement with a
+    -- snapshot of its own: READ COMMITTED only. Under REPEATABLE READ or SERIALIZABLE the
+    -- transaction's snapshot predates the wait, so a writer that commits meanwhile (its ids below
+    -- the fold's last) would be in neither the fold nor its tail: refused, before anything changes.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'refresh_word_fold must run in a READ COMMITTED transaction, not %',
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = '25000',
+                  HINT = 'Run it (or pgmem.index_large_scopes) in its own transaction at the default isolation level: its fold must see the pieces of the writers it waits for.';
+    END IF;
     PERFORM set_config('pgmem.scope', scope, true);
     -- The fold's last piece: the scope's last piece id now, of any kind.
     SELECT max(p.piece_id) INTO last_id FROM pgmem.piece_word p WHERE p.scope_id = refresh_word_fold.scope;
@@ -394,7 +404,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.refresh_word_fold(text, text) IS
-'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, stores the word side''s sample of them in the head (pgmem.word_fold_head.sample: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts), and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
+'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, stores the word side''s sample of them in the head (pgmem.word_fold_head.sample: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts), and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later), then reads their pieces: READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
 
 -- The words of a whole message at once: the parts of one message share the sample, and a
 -- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of
