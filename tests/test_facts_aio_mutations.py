@@ -405,6 +405,17 @@ def test_facts_search_cli_keeps_x(
         )
         groups = json.loads(capsys.readouterr().out)["groups"]
         assert [len(g["hits"]) for g in groups] == [x]
+    # --thread keeps the facts tied to that thread (it had none: every fact of the scope came back)
+    tied = tmp_path / "tied.jsonl"
+    tied.write_text('{"body": "The user walks dog number 9 at noon.", "thread": "walks"}\n', encoding="utf-8")
+    assert main(["facts", "add", str(tied), "--scope", "cli-x"]) == 0
+    capsys.readouterr()
+    args = ["facts", "search", "which dogs?", "--scope", "cli-x", "-x", "5", "--floor", "-1", "--json"]
+    assert main([*args, "--thread", "walks"]) == 0
+    hits = json.loads(capsys.readouterr().out)["groups"][0]["hits"]
+    assert [h["body"] for h in hits] == ["The user walks dog number 9 at noon."]
+    assert main([*args, "--thread", "runs"]) == 1  # a thread without facts says so, as recall's
+    assert json.loads(capsys.readouterr().out)["empty_reason"] == "thread_empty"
 
 
 class _Scaled(HashEmbedder):

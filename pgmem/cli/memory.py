@@ -84,6 +84,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fs = fsub.add_parser("search", help="per-part fact recall")
     fs.add_argument("message")
     fs.add_argument("--scope", required=True)
+    fs.add_argument("--thread", help="only the facts tied to this thread")
     fs.add_argument("-x", type=int, default=DEFAULT_X)
     fs.add_argument("--floor", type=float, default=0.35)
     fs.add_argument("--json", action="store_true")
@@ -340,7 +341,9 @@ def _facts_search(args: argparse.Namespace) -> int:
     from pgmem.facts import fact_recall
 
     with open_conn() as conn:
-        result = fact_recall(conn, args.scope, args.message, embedder_for(conn, "fact"), x=args.x, floor=args.floor)
+        result = fact_recall(
+            conn, args.scope, args.message, embedder_for(conn, "fact"), x=args.x, floor=args.floor, thread=args.thread
+        )
     if args.json:
         print(json_line(result.as_dict()))
     elif result.nothing_searched:
