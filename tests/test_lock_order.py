@@ -1420,6 +1420,18 @@ def test_two_replacements_of_one_document_serialise_and_the_later_is_stored_whol
     assert body == (versions[2],)
 
 
+def _expiring_scope(conn: Conn, admin_conn: Conn, kind: str) -> str:
+    """A new scope with keep_days => 30 whose turns a/0 and b/0 are 400 days old."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"locks-{kind}-{uuid.uuid4().hex[:8]}"
+    old = datetime.now(UTC) - timedelta(days=400)
+    aged = [Turn(scope, th, 0, old, ({"role": "user", "content": f"{th} turn 0 about the ferry"},)) for th in "ab"]
+    assert ingest_turns(conn, aged, EMB).inserted == 2
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    return scope
+
+
 def test_retention_keeps_an_expired_turn_a_writer_renews_while_retention_waits_for_it(
     conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
 ) -> None:
@@ -1428,13 +1440,7 @@ def test_retention_keeps_an_expired_turn_a_writer_renews_while_retention_waits_f
     for the writer at b, and lists the expired turns again once it is in. b/0 is no longer
     expired then and stays, with the writer's text; only a/0 goes. Listing them before the locks,
     retention removed the turn the writer had just renewed."""
-    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
-    scope = f"locks-renewed-{uuid.uuid4().hex[:8]}"
-    old = datetime.now(UTC) - timedelta(days=400)
-    aged = [Turn(scope, th, 0, old, ({"role": "user", "content": f"{th} turn 0 about the ferry"},)) for th in "ab"]
-    assert ingest_turns(conn, aged, EMB).inserted == 2
-    with scoped(conn, scope):
-        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    scope = _expiring_scope(conn, admin_conn, "renewed")
     writer, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
     try:
         writer.begin(scope)
@@ -1526,13 +1532,7 @@ def test_retention_waits_for_a_forget_scope_in_flight_before_it_locks_a_thread(
     nothing of the scope, and then finds nothing left to remove. Locking the threads first (a
     mutant no test caught), it held them while it waited for the scope row, and forget_scope,
     let go, waited for them: a deadlock."""
-    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
-    scope = f"locks-retscope-{uuid.uuid4().hex[:8]}"
-    old = datetime.now(UTC) - timedelta(days=400)
-    aged = [Turn(scope, th, 0, old, ({"role": "user", "content": f"{th} turn 0 about the ferry"},)) for th in "ab"]
-    assert ingest_turns(conn, aged, EMB).inserted == 2
-    with scoped(conn, scope):
-        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    scope = _expiring_scope(conn, admin_conn, "retscope")
     forgetter, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
     deadlocks_before = churn.deadlocks(admin_conn)
     try:
