@@ -319,7 +319,20 @@ BEGIN
     -- Then the key's lock, as a conditional put (an import) takes it, then the item row; the
     -- delete is remembered (pgmem.store_tombstone, 0051), whether the item was stored yet or
     -- not, so an import of an older copy does not write it again.
-    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
+    -- A scope row another transaction is inserting (a put recreating a forgotten scope) is
+    -- waited for as well, by an insert of the row, taken back at once when this one made it:
+    -- FOR KEY SHARE alone does not see an uncommitted row, so a delete took the key's lock first
+    -- and a put after it in the same transaction then waited for that insert, whose transaction
+    -- (an import's page) waited for the key's lock: a deadlock (0067).
+    -- (A name the scope table cannot hold names no scope: nothing to wait for.)
+    IF char_length(delete_item.scope) BETWEEN 1 AND 200 THEN
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (delete_item.scope) ON CONFLICT (scope_id) DO NOTHING;
+    END IF;
+    IF FOUND AND char_length(delete_item.scope) BETWEEN 1 AND 200 THEN
+        DELETE FROM pgmem.scope s WHERE s.scope_id = delete_item.scope;
+    ELSE
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
+    END IF;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
