@@ -1790,10 +1790,16 @@ BEGIN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM pgmem.check_scope(scope);
+    IF recall_id < 1 THEN
+        RAISE EXCEPTION 'recall_id must be a positive id from the recall log, got %', recall_id USING ERRCODE = '22023';
+    END IF;
     SELECT * INTO l FROM pgmem.recall_log r
      WHERE r.scope_id = explain_logged_recall.scope AND r.recall_id = explain_logged_recall.recall_id;
+    -- As replay_logged_recall: no rows must mean "no candidate now", never "no such log row"
+    -- (until 0068 an id not logged, or forgotten with a turn it returned, gave no rows).
     IF NOT FOUND THEN
-        RETURN;  -- not logged, or not visible from this transaction's scope (row-level security)
+        RAISE EXCEPTION 'recall % is not in the recall log of scope %', recall_id, scope USING ERRCODE = 'P0002',
+            HINT = 'A recall is logged with log=True or pgmem recall --log (its recall_id); a log row is deleted with a turn, fact or document it returned (the forget functions) and by the scope''s log retention (log_keep_days, log_keep_rows).';
     END IF;
     IF l.plane <> 'memory' THEN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
@@ -1813,7 +1819,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise).';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
 
 -- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
 -- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,

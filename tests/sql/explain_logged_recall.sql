@@ -71,11 +71,14 @@ SELECT status FROM pgmem.put_turn(
 SELECT part_no, rank, label, round(cosine::numeric, 3) AS cosine, logged_rank, change
   FROM pgmem.replay_logged_recall('demo', :hybrid_id);
 
--- An id that was never logged (or is another scope's): no rows from explain_logged_recall.
-SELECT count(*) FROM pgmem.explain_logged_recall('demo', 999999);
--- Errors. replay_logged_recall says when an id is not logged: an empty replay means nothing is found now.
+-- Errors. Both say when an id is not logged (or is another scope's): no rows, or an empty
+-- replay, means nothing is found now.
 \set SHOW_CONTEXT never
+SELECT * FROM pgmem.explain_logged_recall('demo', 999999);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM pgmem.replay_logged_recall('demo', 999999);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM pgmem.explain_logged_recall('demo', 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT pgmem.log_recall('demo', 'fact', 'q', ARRAY['q'], ARRAY[pg_temp.e(1)], 1, 0.2, NULL, 'vector', '[]') AS fact_id \gset
 SELECT * FROM pgmem.explain_logged_recall('demo', :fact_id);
