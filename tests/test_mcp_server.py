@@ -577,6 +577,20 @@ NOT_A_REQUEST: list[tuple[bytes, tuple[int, int | None, str] | None]] = [
     (b'{"jsonrpc": "2.0", "method": "notifications/no_such_thing"}', None),
     (b'{"jsonrpc": "2.0", "method": "notifications/no_such_thing", "params": [1]}', None),
     (b'{"jsonrpc": "2.0", "id": 10, "result": 5}', None),  # a malformed response: never answered
+    # A member given twice: the SDK's parser kept the last silently, so this ping ran a forget
+    # of thread home.
+    (
+        b'{"jsonrpc": "2.0", "id": 12, "method": "ping", "method": "tools/call", '
+        b'"params": {"name": "forget", "arguments": {"thread": "home"}}}',
+        (INVALID_REQUEST, 12, "'method' is given twice"),
+    ),
+    (b'{"jsonrpc": "2.0", "id": 13, "id": 14, "method": "ping"}', (INVALID_REQUEST, None, "'id' is given twice")),
+    (b'{"jsonrpc": "2.0", "\\u0069d": 13, "id": 14, "method": "ping"}', (INVALID_REQUEST, None, "'id' is given twice")),
+    (
+        b'{"jsonrpc": "2.0", "id": 15, "method": "resources/read", "params": {"uri": "pgmem://x", "uri": "pgmem://y"}}',
+        (INVALID_PARAMS, 15, "'uri' is given twice in params"),
+    ),
+    (b'{"jsonrpc": "2.0", "method": "notifications/initialized", "method": "notifications/x"}', None),
 ]
 
 
@@ -588,6 +602,9 @@ def test_lines_that_are_not_one_request_get_one_error_each_and_the_server_keeps_
     followed by a ping, which must be answered, and which shows what the line got before it."""
     got: list[tuple[bytes, list[dict[str, Any]]]] = []
     with _raw_server(db_url, tmp_path) as raw:
+        note = {"name": "remember", "arguments": {"messages": DOGS}}
+        raw.send(json.dumps({"jsonrpc": "2.0", "id": 900, "method": "tools/call", "params": note}))
+        assert not raw.answer(900)["result"].get("isError")
         for n, (line, _) in enumerate(NOT_A_REQUEST):
             raw.send(line)
             raw.send(json.dumps({"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"}))
@@ -604,7 +621,9 @@ def test_lines_that_are_not_one_request_get_one_error_each_and_the_server_keeps_
                 }
             )
         )
-        assert not raw.answer(2000)["result"].get("isError")
+        recalled = raw.answer(2000)
+        # Nothing a refused line named ran: the dogs turn of thread home is still there.
+        assert not recalled["result"].get("isError") and "Biscuit" in json.dumps(recalled), recalled
     wrong = [(line[:60], before, expected) for (line, before), (_, expected) in zip(got, NOT_A_REQUEST, strict=True)]
     wrong = [w for w in wrong if not _one_error(w[1], w[2])]
     assert not wrong, f"{len(wrong)} of {len(NOT_A_REQUEST)} lines not answered as JSON-RPC says: {wrong}"

@@ -745,6 +745,18 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
         reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
         return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}")
+    twice = _repeated_member(raw)
+    if twice is not None:
+        # The SDK's parser keeps the last of a member given twice, silently: a line naming ping
+        # then tools/call ran the call. RFC 8259 leaves such an object's meaning to the reader.
+        # A notification is never answered (nor run).
+        where, key, rid, answered = twice
+        if not answered:
+            log.info("dropped a message without an id or a method giving %r twice", key)
+            return None, None
+        if where == "params":
+            return None, _error_reply(rid, INVALID_PARAMS, f"Invalid params: {key!r} is given twice in params")
+        return None, _error_reply(rid, INVALID_REQUEST, f"Invalid Request: {key!r} is given twice")
     line = guard_line(raw)
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -762,6 +774,39 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         if isinstance(value, dict) and "id" in value:
             return None, _invalid_reply(value)
     return line, None
+
+
+def _repeated_member(raw: str) -> tuple[str, str, object, bool] | None:
+    """("message", key, id, answered) when a member of the line's message is given twice,
+    ("params", key, id, answered) when a member of its params is (but for a tool call's
+    arguments, which guard_line makes a tool error), else None. id is the request's (None when
+    it is the member given twice); answered is False for what JSON-RPC never answers, a message
+    without an id or without a method (a notification, a response)."""
+    repeated: dict[int, str] = {}  # id() of a parsed object -> its first key given twice
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                repeated.setdefault(id(out), k)
+            out[k] = v
+        return out
+
+    try:
+        value = json.loads(_cut_deep(raw), object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    params = value.get("params")
+    if id(value) in repeated:
+        where, key = "message", repeated[id(value)]
+    elif isinstance(params, dict) and id(params) in repeated and not isinstance(params.get("arguments"), dict):
+        where, key = "params", repeated[id(params)]
+    else:
+        return None
+    answered = "id" in value and "method" in value
+    return where, key, None if key == "id" else _request_id(raw), answered
 
 
 def _request_id(raw: str) -> object:
