@@ -310,6 +310,13 @@ def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> N
         ),
         ("SELECT * FROM pgmem.reembed_flip(%s, repeat('m', 201), 384)", (SCOPE,), "22023"),
         ("SELECT pgmem.bind_scope_model(%s, '', 384)", (SCOPE,), "22023"),
+        # The reads of a model change, for a model no vector of could ever be staged here: until
+        # 0069 they counted every piece as pending (and listed them to embed) for dims -5 or 768.
+        ("SELECT * FROM pgmem.reembed_status(%s, 'm', -5)", (SCOPE,), "22000"),
+        ("SELECT * FROM pgmem.reembed_status(%s, 'm', 768)", (SCOPE,), "22000"),
+        ("SELECT * FROM pgmem.reembed_pending(%s, 'm', 0)", (SCOPE,), "22000"),
+        ("SELECT * FROM pgmem.reembed_pending(%s, repeat('m', 201), 384)", (SCOPE,), "22023"),
+        ("SELECT * FROM pgmem.reembed_status(%s, '', 384)", (SCOPE,), "22023"),
     ]
     for sql, params, state in cases:
         with pytest.raises(psycopg.Error) as err, conn.transaction(), scoped(conn, SCOPE):
@@ -317,6 +324,12 @@ def test_the_sql_steps_refuse_bad_arguments(conn: Conn, embedder: Embedder) -> N
         assert err.value.sqlstate == state, (sql, err.value)
         if "repeat" in sql or "''" in sql:
             assert "model_id must be 1 to 200 characters" in str(err.value) and err.value.diag.message_detail is None
+    # The model the column holds is still a model change's to read.
+    with conn.transaction(), scoped(conn, SCOPE):
+        status = conn.execute("SELECT pieces, pending FROM pgmem.reembed_status(%s, 'm', 384)", (SCOPE,)).fetchone()
+    assert status is not None
+    pieces, pending = (int(str(v)) for v in status)
+    assert pieces == pending > 0
     # a piece id of another scope (or none) is skipped, never written
     with conn.transaction(), scoped(conn, SCOPE):
         row = conn.execute(

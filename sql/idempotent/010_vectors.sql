@@ -112,15 +112,16 @@ EXCEPTION WHEN undefined_function THEN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmem._model_key(model_id text, dims integer, column_name text)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
+-- The rule for a model a vector column may hold, once: _model_key (every write), and the model
+-- change's reads (reembed_status, reembed_pending), which until 0069 counted every piece as
+-- pending for a model no vector of could ever be staged (dims -5, or 768 in a 384 column).
+CREATE OR REPLACE FUNCTION pgmem.check_model(model_id text, dims integer, column_name text)
+RETURNS void
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
-#variable_conflict use_column
 DECLARE
     want integer := pgmem.column_dims(column_name);
-    key integer;
 BEGIN
     IF model_id IS NULL OR dims IS NULL THEN
         RAISE EXCEPTION 'model_id and dims must not be NULL' USING ERRCODE = '22004';
@@ -139,6 +140,21 @@ BEGIN
             USING ERRCODE = '22000',
                   HINT = 'Configure the model the schema was installed for (PGMEM_PIECE_DIMS / PGMEM_FACT_DIMS), or install into a new database.';
     END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem.check_model(text, integer, text) IS
+'Raise unless a vector column (piece.embedding or fact.embedding) may hold vectors of the model: model_id and dims not NULL (22004), model_id 1 to 200 characters (22023), dims the column''s installed dimension (22000, naming both).';
+
+CREATE OR REPLACE FUNCTION pgmem._model_key(model_id text, dims integer, column_name text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    key integer;
+BEGIN
+    PERFORM pgmem.check_model(model_id, dims, column_name);
     SELECT m.model_key INTO key FROM pgmem.embedding_model m
      WHERE m.model_id = _model_key.model_id AND m.dims = _model_key.dims;
     IF key IS NULL THEN

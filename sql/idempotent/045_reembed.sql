@@ -28,11 +28,13 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    key integer := pgmem.registered_model_key(model_id, dims);
+    key integer;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR dims IS NULL THEN
         RAISE EXCEPTION 'reembed_status: scope, model_id and dims must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem.check_model(model_id, dims, 'piece.embedding');
+    key := pgmem.registered_model_key(model_id, dims);
     PERFORM pgmem.check_scope(reembed_status.scope);
     RETURN QUERY
     SELECT (SELECT m.model_id FROM pgmem.scope s JOIN pgmem.embedding_model m ON m.model_key = s.piece_model_key
@@ -47,7 +49,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_status(text, text, integer) IS
-'Progress of a model change of the scope''s piece plane: the model recall serves now, the pieces, those with a vector of the new model (staged, or already stored under it) and those still to embed. The scope must be the transaction''s pgmem.scope.';
+'Progress of a model change of the scope''s piece plane: the model recall serves now, the pieces, those with a vector of the new model (staged, or already stored under it) and those still to embed. The scope must be the transaction''s pgmem.scope; the model one piece.embedding may hold (pgmem.check_model).';
 
 CREATE OR REPLACE FUNCTION pgmem.reembed_pending(scope text, model_id text, dims integer, max_rows integer DEFAULT 256,
                                                  after bigint DEFAULT 0)
@@ -57,7 +59,7 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    key integer := pgmem.registered_model_key(model_id, dims);
+    key integer;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR dims IS NULL OR max_rows IS NULL OR after IS NULL THEN
         RAISE EXCEPTION 'reembed_pending: arguments must not be NULL' USING ERRCODE = '22004';
@@ -65,6 +67,8 @@ BEGIN
     IF max_rows < 1 OR max_rows > 10000 THEN
         RAISE EXCEPTION 'reembed_pending: max_rows must be between 1 and 10000, got %', max_rows USING ERRCODE = '22023';
     END IF;
+    PERFORM pgmem.check_model(model_id, dims, 'piece.embedding');
+    key := pgmem.registered_model_key(model_id, dims);
     PERFORM pgmem.check_scope(reembed_pending.scope);
     -- The text each piece was embedded from when it was written: a memory piece's label and
     -- body (pgmem.pieces.Piece.text), a document unit's label, a newline and its body.
@@ -83,7 +87,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_pending(text, text, integer, integer, bigint) IS
-'The next pieces (piece_id > after, at most max_rows, in piece_id order) of the scope that have no vector of the model yet, with the text to embed: step 1 of a model change. The scope must be the transaction''s pgmem.scope.';
+'The next pieces (piece_id > after, at most max_rows, in piece_id order) of the scope that have no vector of the model yet, with the text to embed: step 1 of a model change. The scope must be the transaction''s pgmem.scope; the model one piece.embedding may hold (pgmem.check_model).';
 
 CREATE OR REPLACE FUNCTION pgmem.stage_vectors(scope text, model_id text, piece_ids bigint[], vectors vector[])
 RETURNS bigint
