@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from pgmem.db import sqlalchemy_url
+from pgmem.migrate import RUN_LOCK
 from pgmem.sqlfiles import InstallParams
 
 config = context.config
@@ -33,8 +34,18 @@ def run_online() -> None:
     url = config.attributes.get("connection_url") or sqlalchemy_url(None)
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
+        # One run at a time: a second `pgmem migrate` (another host of a deploy, store.setup()
+        # in several processes) waits here for the first to end (or gives up on its
+        # lock_timeout), then reads the version the first left. Without it, it ran the first's
+        # revisions again behind it and failed on the version row ("expected to match one row")
+        # or on the catalog ("tuple concurrently updated"). The lock goes with the connection
+        # (the two-key form: pgmem's other advisory locks take one bigint key, another space).
+        conn.exec_driver_sql(RUN_LOCK)
         # The version table lives in pgmem, so the schema must exist before alembic looks.
-        conn.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
+        # Created only when missing: CREATE SCHEMA IF NOT EXISTS checks CREATE on the database
+        # first, which a migrating login needs only to install (pgmem.migrate.preflight).
+        if conn.exec_driver_sql("SELECT pg_catalog.to_regnamespace('pgmem') IS NULL").scalar():
+            conn.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
         conn.commit()
         context.configure(connection=conn, **OPTS)  # type: ignore[arg-type]
         with context.begin_transaction():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Literal
 
 import psycopg
@@ -65,6 +67,10 @@ def revisions_below(revision: str) -> list[str]:
     except Exception:  # alembic's "Can't locate revision"
         raise ConfigError(f"no revision {revision[:40]!r} in this pgmem") from None
 
+
+#: The advisory lock an online alembic run holds for its session (migrations/env.py), and an
+#: apply of the definitions for its transaction: one run at a time.
+RUN_LOCK = "SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgmem'), pg_catalog.hashtext('migrate'))"
 
 ROLLING_BACK = 'to roll back, follow docs/operations.md, "Rolling back"'
 
@@ -147,11 +153,30 @@ def apply_definitions(url: str, params: InstallParams | None = None) -> None:
     onto this package's head."""
     params = params or InstallParams.from_mapping({})
     with psycopg.connect(url) as conn:  # one transaction, committed when the block ends
+        conn.execute(RUN_LOCK.replace("pg_advisory_lock", "pg_advisory_xact_lock"))  # after a running alembic run
         row = conn.execute("SELECT version_num FROM pgmem.alembic_version FOR UPDATE").fetchone()
         if row is None or row[0] != head_revision():
             raise SchemaError(f"schema pgmem moved to {row and row[0]} meanwhile: run pgmem migrate again")
         for path in idempotent_files():
             conn.execute(render(path.read_text(encoding="utf-8"), params).encode())
+
+
+@contextlib.contextmanager
+def _driver_errors() -> Iterator[None]:
+    """An alembic run's failures as pgmem's: the server's error as psycopg raised it (SQLAlchemy
+    wraps the statements it runs itself: the run's lock, the version row), alembic's own as a
+    SchemaError; one line each from the CLI, never a traceback."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        yield
+    except DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            raise exc.orig from None
+        raise
+    except CommandError as exc:
+        raise SchemaError(f"alembic: {' '.join(str(exc).split())}") from None
 
 
 def upgrade(url: str, revision: str = "head", params: InstallParams | None = None) -> Step:
@@ -161,9 +186,11 @@ def upgrade(url: str, revision: str = "head", params: InstallParams | None = Non
     if step == "definitions":
         apply_definitions(url, params)
     elif step == "migrate":
-        command.upgrade(alembic_config(url, params), revision)
+        with _driver_errors():
+            command.upgrade(alembic_config(url, params), revision)
     return step
 
 
 def downgrade(url: str, revision: str = "base", params: InstallParams | None = None) -> None:
-    command.downgrade(alembic_config(url, params), revision)
+    with _driver_errors():
+        command.downgrade(alembic_config(url, params), revision)
