@@ -5,27 +5,49 @@ its own process, as a deploy script starts it."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from pgmem.migrate import head_revision, upgrade
+from pgmem.db import connect, scoped
+from pgmem.documents.store import Document, add_documents, search_documents
+from pgmem.facts import Fact, add_facts, fact_recall
+from pgmem.ingest import ingest_turns
+from pgmem.integrations.langgraph import PgmemStore
+from pgmem.migrate import downgrade, head_revision, upgrade
+from pgmem.recall import recall
 from pgmem.sqlfiles import InstallParams
 from tests.conftest import TEST_DIMS, scratch_database
-from tests.security_helpers import Conn, ensure_login_roles, maintenance_login, repo_root, role_url
+from tests.lifecycle_helpers import in_scope
+from tests.security_helpers import (
+    APP_LOGIN,
+    Conn,
+    HashEmbedder,
+    ensure_login_roles,
+    maintenance_login,
+    make_turn,
+    repo_root,
+    role_url,
+)
 from tests.test_migrations import _diff, schema_dump
+from tests.test_operations import BULK_TURN
 
 PARAMS = InstallParams(TEST_DIMS, TEST_DIMS)
 #: The revision the scratch database starts at: the last that changed a table (0059's
 #: functions), below a run of functions-only revisions whose last applies the re-runnable set.
 START = "0059"
 MIGRATOR = "pgmem_test_migrator"
+EMB = HashEmbedder()
 
 
 def _env(url: str, name: str, **extra: str) -> dict[str, str]:
@@ -147,3 +169,160 @@ def test_the_migrating_login_without_create_on_the_database_upgrades_an_installe
     assert _version(at_start) == head_revision()
     fresh, got = schema_dump(db_url), schema_dump(at_start)
     assert got == fresh, _diff(fresh, got)
+
+
+# --- an upgrade of a store written by 0059's functions, and a downgrade round trip ----------
+
+#: The revision whose package writes the data: the last before the functions-only run 0060-0067.
+OLD_HEAD = START
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+@pytest.fixture(scope="module")
+def tree_0059(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pgmem of the commit before the first revision above 0059 was added (its Python, sql/
+    and migrations/), laid out as installed, as tests/test_rollback.py takes 0050's."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", "migrations/versions/006*")
+    commit = _git("rev-parse", "--verify", f"{added.splitlines()[-1]}^") if added else ""
+    if not commit:
+        pytest.skip("needs this repository's git history (the old package is taken from it)")
+    dest = tmp_path_factory.mktemp("pgmem-0059")
+    archive = subprocess.run(
+        ["git", "-C", str(repo_root()), "archive", commit, "pgmem", "sql", "migrations"],
+        capture_output=True,
+        check=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    for folder in ("sql", "migrations"):
+        (dest / "pgmem" / folder).symlink_to(dest / folder)
+    assert sorted(p.name for p in (dest / "migrations" / "versions").glob("*.py"))[-1].startswith(OLD_HEAD)
+    return dest
+
+
+def _rows(url: str) -> dict[str, list[str]]:
+    """Every row of every pgmem table but the version's, as JSON text, sorted: what a superuser
+    reads (row-level security does not apply to it)."""
+    with psycopg.connect(url) as c:
+        tables = [
+            str(r[0])
+            for r in c.execute(
+                """SELECT relname FROM pg_class WHERE relnamespace = 'pgmem'::regnamespace AND relkind IN ('r', 'p')
+                      AND relname <> 'alembic_version' ORDER BY 1"""
+            ).fetchall()
+        ]
+        return {
+            t: sorted(
+                str(r[0])
+                for r in c.execute(sql.SQL("SELECT to_jsonb(t)::text FROM {} t").format(sql.Identifier("pgmem", t)))
+            )
+            for t in tables
+        }
+
+
+def _write(app: Conn, admin: Conn) -> None:
+    """As the application login, with this package's Python (its calls exist at 0059): turns in
+    three threads, a bulk turn of 1,100 pieces in another scope, facts, a document, store items,
+    logged recalls; then index maintenance folds the big scope's word postings (word_fold)."""
+    turns = [make_turn("a", "t", i, f"turn {i} about the harbour and the ferry") for i in range(3)]
+    turns += [make_turn("a", "u", 0, "invoices for the harbour master"), make_turn("b", "x", 0, "the other tenant")]
+    assert ingest_turns(app, turns, EMB).inserted == 5
+    add_facts(app, "a", [Fact("the trip is on saturday", "t", 0), Fact("thread u is about invoices", "u")], EMB)
+    add_documents(
+        app, "a", [Document("guide", "# Guide\n\nThe ferry leaves at nine.\n\n## Tickets\n\nAt the pier.")], EMB
+    )
+    store = PgmemStore(app, embedder=EMB)
+    store.put(("a",), "k1", {"text": "a remembered value"})
+    store.put(("a", "deep"), "k2", {"text": "another value"})
+    store.delete(("a",), "gone")  # a tombstone (0051)
+    recall(app, "a", "harbour", EMB, floor=-1, log=True)
+    with scoped(app, "a"):
+        app.execute("SET pgmem.word_weight = 0.5")  # a logged setting (0057)
+        recall(app, "a", "invoices", EMB, floor=-1, log=True)
+        app.execute("RESET pgmem.word_weight")
+    with app.transaction():
+        in_scope(app, "big")
+        app.execute(BULK_TURN, {"scope": "big", "i": 0, "n": 1100})
+    for (ddl,) in admin.execute("SELECT ddl FROM pgmem.scope_index_plan()").fetchall():
+        admin.execute(str(ddl))
+    folds = admin.execute("SELECT count(*) FROM pgmem.word_fold_head WHERE scope_id = 'big'").fetchone()
+    assert folds == (1,)
+
+
+def _answers(app: Conn) -> dict[str, object]:
+    """What the application reads back: recall (hybrid, over the folded postings in "big"),
+    facts, documents, the store, a replayed logged recall."""
+    out: dict[str, object] = {
+        "recall": recall(app, "a", "harbour ferry", EMB, floor=-1).as_dict(),
+        "thread": recall(app, "a", "invoices", EMB, floor=-1, thread="u").as_dict(),
+        "words": recall(app, "big", "bulk piece 0.517", EMB, floor=-1, mode="hybrid").as_dict(),
+        "facts": fact_recall(app, "a", "saturday trip", EMB, floor=-1).as_dict(),
+        "documents": search_documents(app, "a", "ferry tickets", EMB, floor=-1).as_dict(),
+    }
+    store = PgmemStore(app, embedder=EMB)
+    out["store"] = [(i.namespace, i.key, i.value) for i in store.search(("a",), limit=10)]
+    with scoped(app, "a"):
+        ids = [r[0] for r in app.execute("SELECT recall_id FROM pgmem.recall_log ORDER BY recall_id").fetchall()]
+        out["replays"] = [
+            app.execute(
+                "SELECT part_no, rank, piece_id, logged_rank, change FROM pgmem.replay_logged_recall('a', %s)"
+                " ORDER BY part_no, rank",
+                (i,),
+            ).fetchall()
+            for i in ids
+        ]
+    return out
+
+
+def test_a_store_written_at_0059_upgrades_and_round_trips_a_downgrade_unchanged(
+    admin_conn: Conn, tree_0059: Path
+) -> None:
+    """A DBA's upgrade of a store written by 0059's functions (0059's package installed it) to
+    head, then a downgrade to 0056 and an upgrade again with this package: every row of every
+    table stays as it was (turns, pieces, words, word folds, facts, documents, store items and
+    tombstones, the recall log), and recall, fact recall, document search, the store and the
+    replay of a logged recall answer as before. The one loss is the documented one: 0057's
+    downgrade drops recall_log.settings, so the logged recall's settings are gone after it."""
+    with scratch_database(admin_conn, "at0059") as url:
+        old = subprocess.run(
+            [sys.executable, "-P", "-m", "pgmem", "migrate"],
+            capture_output=True,
+            text=True,
+            cwd=repo_root(),
+            env={**_env(url, "pgmem-0059"), "PYTHONPATH": str(tree_0059)},
+            check=False,
+        )
+        assert old.returncode == 0 and _version(url) == OLD_HEAD, old.stderr[-2000:]
+        ensure_login_roles(admin_conn)
+        admin = psycopg.connect(url, autocommit=True)
+        try:
+            with connect(role_url(url, APP_LOGIN)) as app:
+                _write(app, admin)
+                rows, answers = _rows(url), _answers(app)
+                assert len(rows["word_fold"]) >= 1 and len(rows["store_tombstone"]) == 1
+                words = answers["words"]
+                assert isinstance(words, dict)
+                found = [(h["body"], h["word_rank"]) for g in words["groups"] for h in g["hits"] if h["word_rank"]]
+                assert found == [("bulk piece 0.517", 1)]  # the word side, over the folded postings
+                assert str(answers["store"]).count("value") == 2
+                assert str(answers["replays"]).count("'same'") == 10  # two logged recalls of five hits
+
+                assert upgrade(url, params=PARAMS) == "migrate" and _version(url) == head_revision()
+                assert _rows(url) == rows
+                assert _answers(app) == answers
+
+                downgrade(url, "0056", params=PARAMS)
+                assert upgrade(url, params=PARAMS) == "migrate" and _version(url) == head_revision()
+                again = _rows(url)
+                assert [json.loads(r)["settings"] for r in again["recall_log"]] == [None, None]
+                logged = [json.loads(r) for r in rows.pop("recall_log")]
+                assert [r["settings"] for r in logged] == [{}, {"pgmem.word_weight": "0.5"}]
+                assert [json.loads(r) for r in again.pop("recall_log")] == [{**r, "settings": None} for r in logged]
+                assert again == rows
+                assert _answers(app) == answers
+        finally:
+            admin.close()
