@@ -19,6 +19,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from pgmem import server
 from pgmem.db import connect, scoped
 from pgmem.documents.store import Document, add_documents, search_documents
 from pgmem.facts import Fact, add_facts, fact_recall
@@ -31,6 +32,7 @@ from tests.conftest import TEST_DIMS, scratch_database
 from tests.lifecycle_helpers import in_scope
 from tests.security_helpers import (
     APP_LOGIN,
+    READER_LOGIN,
     Conn,
     HashEmbedder,
     ensure_login_roles,
@@ -326,3 +328,85 @@ def test_a_store_written_at_0059_upgrades_and_round_trips_a_downgrade_unchanged(
                 assert _answers(app) == answers
         finally:
             admin.close()
+
+
+def _functions(url: str) -> list[tuple[object, ...]]:
+    """pgmem's functions and their row versions: a function replaced (even by its own text) gets
+    a new xmin."""
+    with psycopg.connect(url) as c:
+        return c.execute(
+            "SELECT oid, xmin::text FROM pg_proc WHERE pronamespace = 'pgmem'::regnamespace ORDER BY oid"
+        ).fetchall()
+
+
+def test_a_run_behind_an_application_transaction_gives_up_whole_and_a_rerun_finishes(
+    admin_conn: Conn, at_start: str
+) -> None:
+    """The runbook's lock-timeout procedure from 0059: the functions-only revisions 0060-0066
+    commit their version rows; the last, 0067, applies the re-runnable set, which waits for an
+    application transaction on pgmem.turn, gives up on its lock timeout (one line, 55P03) and
+    rolls back whole: the schema says 0066 and no function was replaced (the set comes with a
+    run's last revision). Meanwhile the application reads and writes; once its transaction ends,
+    the same command finishes."""
+    ensure_login_roles(admin_conn)
+    app = connect(role_url(at_start, APP_LOGIN))
+    try:
+        with app.transaction():
+            in_scope(app, "s")
+            ingest_turns(app, [make_turn("s", "t", 0, "written before the migration")], EMB)
+        functions = _functions(at_start)
+        with app.transaction():
+            in_scope(app, "s")
+            assert ingest_turns(app, [make_turn("s", "t", 1, "written while it waits")], EMB).inserted == 1
+            code, err = _finish(_start(at_start, "pgmem-migrate", PGOPTIONS="-c lock_timeout=100ms"))
+            assert code == 2 and err.count("\n") == 1 and "lock timeout" in err and "55P03" in err, err
+            assert _version(at_start) == "0066" and _functions(at_start) == functions
+            assert len(recall(app, "s", "written", EMB, floor=-1).groups[0].hits) == 2
+        code, err = _finish(_start(at_start, "pgmem-migrate", PGOPTIONS="-c lock_timeout=100ms"))
+        assert (code, err) == (0, "schema pgmem is at head\n")
+        assert _version(at_start) == head_revision() and _functions(at_start) != functions
+        with scoped(app, "s"):
+            assert app.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (2,)
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("login", [APP_LOGIN, READER_LOGIN])
+def test_migrate_as_an_application_or_reader_login_is_refused_in_one_line(
+    admin_conn: Conn, at_start: str, login: str
+) -> None:
+    """Not at head, `pgmem migrate` as a LOGIN member of pgmem_app or pgmem_reader stops before
+    alembic runs, in one line naming the role to run it as; nothing changes."""
+    ensure_login_roles(admin_conn)
+    functions = _functions(at_start)
+    code, err = _finish(_start(role_url(at_start, login), "pgmem-migrate"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), err
+    assert "may not migrate" in err and "pgmem_owner" in err
+    assert _version(at_start) == START and _functions(at_start) == functions
+
+
+def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalog(db_url: str, at_start: str) -> None:
+    """The runbook's review step, then the script itself applied by a DBA with psql (offline
+    mode, no database read) to a database at its start revision: it runs cleanly and leaves the
+    catalog an online `pgmem migrate` leaves, the version at head."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", f"{START}:head"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        env={k: v for k, v in _env(at_start, "pgmem-sql").items() if k != "DATABASE_URL"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("COMMIT;") == 8 and "@PIECE_DIMS@" not in done.stdout
+    psql = subprocess.run(
+        [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", at_start],
+        input=done.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert psql.returncode == 0, psql.stderr[-2000:]
+    assert _version(at_start) == head_revision()
+    fresh, got = schema_dump(db_url), schema_dump(at_start)
+    assert got == fresh, _diff(fresh, got)
