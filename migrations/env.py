@@ -33,14 +33,18 @@ def run_offline() -> None:
 def run_online() -> None:
     url = config.attributes.get("connection_url") or sqlalchemy_url(None)
     engine = create_engine(url, poolclass=pool.NullPool)
-    with engine.connect() as conn:
+    with engine.connect() as guard, engine.connect() as conn:
         # One run at a time: a second `pgmem migrate` (another host of a deploy, store.setup()
         # in several processes) waits here for the first to end (or gives up on its
         # lock_timeout), then reads the version the first left. Without it, it ran the first's
         # revisions again behind it and failed on the version row ("expected to match one row")
-        # or on the catalog ("tuple concurrently updated"). The lock goes with the connection
-        # (the two-key form: pgmem's other advisory locks take one bigint key, another space).
-        conn.exec_driver_sql(RUN_LOCK)
+        # or on the catalog ("tuple concurrently updated"). A transaction lock on a connection
+        # of its own, open for the whole run and ended when it closes: the run's connection
+        # commits once per revision, and a session lock taken there would outlive the run on a
+        # server connection a transaction-mode pooler (PgBouncer) hands back to its pool. Idle
+        # while the revisions run, so exempt from idle_in_transaction_session_timeout.
+        guard.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
+        guard.exec_driver_sql(RUN_LOCK)
         # The version table lives in pgmem, so the schema must exist before alembic looks.
         # Created only when missing: CREATE SCHEMA IF NOT EXISTS checks CREATE on the database
         # first, which a migrating login needs only to install (pgmem.migrate.preflight).

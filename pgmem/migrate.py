@@ -68,9 +68,10 @@ def revisions_below(revision: str) -> list[str]:
         raise ConfigError(f"no revision {revision[:40]!r} in this pgmem") from None
 
 
-#: The advisory lock an online alembic run holds for its session (migrations/env.py), and an
-#: apply of the definitions for its transaction: one run at a time.
-RUN_LOCK = "SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgmem'), pg_catalog.hashtext('migrate'))"
+#: The advisory lock an online alembic run holds in a transaction of its own for the whole run
+#: (migrations/env.py), and an apply of the definitions for its transaction: one run at a time.
+#: The two-key form: pgmem's other advisory locks take one bigint key, another space.
+RUN_LOCK = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgmem'), pg_catalog.hashtext('migrate'))"
 
 ROLLING_BACK = 'to roll back, follow docs/operations.md, "Rolling back"'
 
@@ -153,7 +154,7 @@ def apply_definitions(url: str, params: InstallParams | None = None) -> None:
     onto this package's head."""
     params = params or InstallParams.from_mapping({})
     with psycopg.connect(url) as conn:  # one transaction, committed when the block ends
-        conn.execute(RUN_LOCK.replace("pg_advisory_lock", "pg_advisory_xact_lock"))  # after a running alembic run
+        conn.execute(RUN_LOCK)  # after a running alembic run
         row = conn.execute("SELECT version_num FROM pgmem.alembic_version FOR UPDATE").fetchone()
         if row is None or row[0] != head_revision():
             raise SchemaError(f"schema pgmem moved to {row and row[0]} meanwhile: run pgmem migrate again")

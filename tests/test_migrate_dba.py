@@ -410,3 +410,16 @@ def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalo
     assert _version(at_start) == head_revision()
     fresh, got = schema_dump(db_url), schema_dump(at_start)
     assert got == fresh, _diff(fresh, got)
+
+
+def test_a_login_of_pgmem_owner_and_pgmem_app_migrates(admin_conn: Conn, at_start: str) -> None:
+    """900_grants refuses a member of pgmem_app that may create in pgmem, unless it is a member
+    of pgmem_owner too (trusted as the owner is; the runbook's step 4 says so): such a login
+    migrates."""
+    login = "pgmem_test_owner_app"  # its own role: roles are the cluster's, the others' stay as they are
+    ensure_login_roles(admin_conn)
+    maintenance_login(admin_conn, at_start, login).close()
+    admin_conn.execute(sql.SQL("GRANT pgmem_app TO {}").format(sql.Identifier(login)))
+    code, err = _finish(_start(role_url(at_start, login), "pgmem-migrate"))
+    assert (code, err) == (0, "schema pgmem is at head\n"), err
+    assert _version(at_start) == head_revision()
