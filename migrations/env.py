@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
 from sqlalchemy import create_engine, pool
 
@@ -19,14 +21,48 @@ OPTS = {
 }
 
 
+def _step_checks_its_version_row(ctx: Any, step: Any, heads: set[str], **_: Any) -> None:
+    """Offline, after each step's version row change: the check alembic makes online (its
+    UPDATE must match one row). In a script the UPDATE of a database at another revision than
+    the script's start matches none without a word, and the script ran on: head's functions over
+    older tables, the version left where it was. The step's transaction now rolls back instead,
+    naming the revision the database is at (psql -v ON_ERROR_STOP=1 stops there)."""
+    want = sorted(heads)
+    expected = "ARRAY[" + ", ".join(f"'{h}'" for h in want) + "]::text[]" if want else "NULL::text[]"
+    start = ", ".join(step.source_revision_ids) or "base"
+    end = ", ".join(step.destination_revision_ids) or "base"
+    ctx.impl.static_output(
+        f"""DO $check$
+DECLARE
+    found text[] := (SELECT array_agg(v.version_num::text ORDER BY v.version_num) FROM pgmem.alembic_version v);
+BEGIN
+    IF found IS DISTINCT FROM {expected} THEN
+        RAISE EXCEPTION 'schema pgmem is at %, not at {start} where this step to {end} starts: rolled back',
+            coalesce(array_to_string(found, ', '), 'no revision')
+            USING ERRCODE = '55000',
+                  HINT = 'Write the script from the revision the database is at: pgmem migrate --sql '
+                         '--revision <pgmem.version()''s revision>:head.';
+    END IF;
+END
+$check$;
+"""
+    )
+
+
 def run_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
         literal_binds=True,
+        on_version_apply=_step_checks_its_version_row,
         **OPTS,  # type: ignore[arg-type]
     )
     with context.begin_transaction():
-        context.execute("CREATE SCHEMA IF NOT EXISTS pgmem")
+        # As online: created only when missing (CREATE SCHEMA IF NOT EXISTS checks CREATE on
+        # the database first, which the migrating login needs only to install).
+        context.execute(
+            "DO $schema$ BEGIN IF pg_catalog.to_regnamespace('pgmem') IS NULL THEN CREATE SCHEMA pgmem; END IF;"
+            " END $schema$"
+        )
         context.run_migrations()
 
 

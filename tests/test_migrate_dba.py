@@ -423,3 +423,52 @@ def test_a_login_of_pgmem_owner_and_pgmem_app_migrates(admin_conn: Conn, at_star
     code, err = _finish(_start(role_url(at_start, login), "pgmem-migrate"))
     assert (code, err) == (0, "schema pgmem is at head\n"), err
     assert _version(at_start) == head_revision()
+
+
+def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_nothing(admin_conn: Conn) -> None:
+    """The reviewed script (`pgmem migrate --sql --revision 0059:head`) applied with psql to a
+    database that is not at 0059 (a wrong copy, or one that another migration moved). Before:
+    offline, alembic's version updates match no row without a word, so on a database at 0056
+    the script ran to its end (exit 0), put head's functions over 0056's tables (log_recall
+    writes recall_log.settings, which 0057 adds) and left the version at 0056. Now each
+    revision's transaction checks the version row it wrote and rolls back when it wrote none:
+    psql stops on the first (ON_ERROR_STOP), naming the revision the database is at."""
+    with scratch_database(admin_conn, "wrong_start") as url:
+        upgrade(url, "0056", params=PARAMS)
+        functions = _functions(url)
+        script = subprocess.run(
+            [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", f"{START}:head"],
+            capture_output=True,
+            text=True,
+            cwd=repo_root(),
+            env={k: v for k, v in _env(url, "pgmem-sql").items() if k != "DATABASE_URL"},
+            check=True,
+        ).stdout
+        psql = subprocess.run(
+            [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert psql.returncode == 3, psql.stderr[-2000:]
+        assert "schema pgmem is at 0056, not at 0059 where this step to 0060 starts" in psql.stderr, psql.stderr[-2000:]
+        assert _version(url) == "0056" and _functions(url) == functions
+        # The script written from where the database is applies.
+        script = subprocess.run(
+            [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", "0056:head"],
+            capture_output=True,
+            text=True,
+            cwd=repo_root(),
+            env={k: v for k, v in _env(url, "pgmem-sql").items() if k != "DATABASE_URL"},
+            check=True,
+        ).stdout
+        psql = subprocess.run(
+            [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert psql.returncode == 0, psql.stderr[-2000:]
+        assert _version(url) == head_revision()
