@@ -59,6 +59,32 @@ def shipped_revision(name: str) -> str:
     return found.revision
 
 
+def newest_table_change() -> str:
+    """The newest revision that changes a table (one not made by sqlfiles.functions_only). This
+    pgmem ships its head's re-runnable definitions only, and they read what that revision adds,
+    so a run stops there or later."""
+    for rev in _script().walk_revisions():
+        if not getattr(rev.module.upgrade, "functions_only", False):
+            return rev.revision
+    raise AssertionError("no revision changes a table")  # 0001 creates them
+
+
+def check_functions_fit(revision: str) -> None:
+    """A one-line ConfigError when a run to `revision` would apply this pgmem's re-runnable
+    definitions (head's) below the newest revision that changes a table: they would read columns
+    and tables the schema does not have yet (at 0056, log_recall writes recall_log.settings,
+    which 0057 adds). Nothing to check without definitions to apply."""
+    from pgmem import sqlfiles  # looked up at the call, as apply_idempotent does
+
+    target, floor = shipped_revision(revision), newest_table_change()
+    if sqlfiles.idempotent_files() and target in revisions_below(floor):
+        raise ConfigError(
+            f"revision {target} is below {floor}, the newest revision of this pgmem that changes a table: the "
+            f"functions it applies are its head's ({head_revision()}), which need {floor}'s tables; "
+            f"name {floor} or later"
+        )
+
+
 def revisions_below(revision: str) -> list[str]:
     """The revisions `revision` comes after, newest first (ConfigError when it is not shipped)."""
     try:
@@ -187,6 +213,7 @@ def upgrade(url: str, revision: str = "head", params: InstallParams | None = Non
     if step == "definitions":
         apply_definitions(url, params)
     elif step == "migrate":
+        check_functions_fit(revision)
         with _driver_errors():
             command.upgrade(alembic_config(url, params), revision)
     return step

@@ -181,4 +181,5 @@ def functions_only(revision: str) -> tuple[Callable[[], None], Callable[[], None
     def downgrade() -> None:
         return None
 
+    upgrade.functions_only = True  # type: ignore[attr-defined]  # read by pgmem.migrate.newest_table_change
     return upgrade, downgrade

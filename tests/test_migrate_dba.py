@@ -434,7 +434,8 @@ def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_no
     revision's transaction checks the version row it wrote and rolls back when it wrote none:
     psql stops on the first (ON_ERROR_STOP), naming the revision the database is at."""
     with scratch_database(admin_conn, "wrong_start") as url:
-        upgrade(url, "0056", params=PARAMS)
+        upgrade(url, params=PARAMS)
+        downgrade(url, "0056", params=PARAMS)
         functions = _functions(url)
         script = subprocess.run(
             [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", f"{START}:head"],
@@ -472,3 +473,30 @@ def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_no
         )
         assert psql.returncode == 0, psql.stderr[-2000:]
         assert _version(url) == head_revision()
+
+
+@pytest.mark.parametrize("argv", [["--revision", "0056"], ["--sql", "--revision", "0012:0030"]])
+def test_migrate_refuses_to_stop_below_the_newest_table_change(admin_conn: Conn, argv: list[str]) -> None:
+    """This pgmem ships its head's functions only. Before: `pgmem migrate --revision 0056` ran
+    (exit 0) and applied them at 0056, where log_recall failed (42703: recall_log.settings comes
+    with 0057), and --sql printed the same. Now both are refused in one line naming 0057, the
+    newest revision that changes a table, before anything runs; 0057 itself is accepted."""
+    with scratch_database(admin_conn, "below") as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "pgmem", "migrate", *argv],
+            capture_output=True,
+            text=True,
+            cwd=repo_root(),
+            env=_env(url, "pgmem-migrate"),
+            check=False,
+        )
+        assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+        assert "below 0057, the newest revision of this pgmem that changes a table" in done.stderr
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT to_regnamespace('pgmem')").fetchone() == (None,)
+        if "--sql" not in argv:
+            assert upgrade(url, "0057", params=PARAMS) == "migrate" and _version(url) == "0057"
+            ensure_login_roles(admin_conn)
+            with connect(role_url(url, APP_LOGIN)) as app:
+                assert ingest_turns(app, [make_turn("s", "t", 0, "the harbour at dawn")], EMB).inserted == 1
+                assert recall(app, "s", "harbour", EMB, floor=-1, log=True).recall_id is not None

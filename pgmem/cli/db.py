@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument(
         "--revision",
         default="head",
-        help="upgrade to this revision (head or an id); with --sql, START:END prints the script from START",
+        help="upgrade to this revision (head, or an id from the newest that changes a table: the functions applied"
+        " are head's); with --sql, START:END prints the script from START",
     )
     m.add_argument("--sql", action="store_true", help="print the SQL instead of running it (offline)")
     m.add_argument(
@@ -100,7 +101,14 @@ def run_psql(psql_args: list[str]) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
 
-    from pgmem.migrate import ROLLING_BACK, alembic_config, revisions_below, shipped_revision, upgrade
+    from pgmem.migrate import (
+        ROLLING_BACK,
+        alembic_config,
+        check_functions_fit,
+        revisions_below,
+        shipped_revision,
+        upgrade,
+    )
     from pgmem.sqlfiles import ALEMBIC_INI
 
     if args.alembic_ini:
@@ -114,6 +122,7 @@ def _migrate(args: argparse.Namespace) -> int:
             start = shipped_revision(start)
             if end in revisions_below(start):
                 raise ConfigError(f"--revision {start}:{end} goes down: pgmem migrate only upgrades; {ROLLING_BACK}")
+        check_functions_fit(end)
         command.upgrade(alembic_config(None), f"{start}:{end}" if start else end, sql=True)
         return 0
     step = upgrade(server_url(settings()), args.revision)
