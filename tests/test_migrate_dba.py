@@ -1,7 +1,10 @@
 """`pgmem migrate` as a DBA runs it in production (docs/operations.md, "Upgrading pgmem"): two
-runs at once, the migrating login without CREATE on the database, a run that gives up on its
-lock timeout behind an application's open transaction and is run again. Each run is the CLI in
-its own process, as a deploy script starts it."""
+runs at once, the migrating login without CREATE on the database (or a member of pgmem_app too),
+application and reader logins, a run that gives up on its lock timeout behind an application's
+open transaction and is run again, the reviewed offline script applied with psql (to the right
+database and to a wrong one), a target below the newest table change, and a store written by
+0059's own package upgraded to head and round-tripped through a downgrade. Each run is the CLI
+in its own process, as a deploy script starts it."""
 
 from __future__ import annotations
 
