@@ -28,7 +28,7 @@ from pgmem.documents.store import Document, add_documents, search_documents
 from pgmem.facts import Fact, add_facts, fact_recall
 from pgmem.ingest import ingest_turns
 from pgmem.integrations.langgraph import PgmemStore
-from pgmem.migrate import downgrade, head_revision, upgrade
+from pgmem.migrate import downgrade, head_revision, revisions_below, upgrade
 from pgmem.recall import recall
 from pgmem.sqlfiles import InstallParams
 from tests.conftest import TEST_DIMS, scratch_database
@@ -178,7 +178,7 @@ def test_the_migrating_login_without_create_on_the_database_upgrades_an_installe
 
 # --- an upgrade of a store written by 0059's functions, and a downgrade round trip ----------
 
-#: The revision whose package writes the data: the last before the functions-only run 0060-0067.
+#: The revision whose package writes the data: the last before a run of functions-only revisions.
 OLD_HEAD = START
 
 
@@ -345,11 +345,11 @@ def _functions(url: str) -> list[tuple[object, ...]]:
 def test_a_run_behind_an_application_transaction_gives_up_whole_and_a_rerun_finishes(
     admin_conn: Conn, at_start: str
 ) -> None:
-    """The runbook's lock-timeout procedure from 0059: the functions-only revisions 0060-0066
-    commit their version rows; the last, 0067, applies the re-runnable set, which waits for an
-    application transaction on pgmem.turn, gives up on its lock timeout (one line, 55P03) and
-    rolls back whole: the schema says 0066 and no function was replaced (the set comes with a
-    run's last revision). Meanwhile the application reads and writes; once its transaction ends,
+    """The runbook's lock-timeout procedure from 0059: the functions-only revisions after it but
+    the last commit their version rows; the last, head, applies the re-runnable set, which waits
+    for an application transaction on pgmem.turn, gives up on its lock timeout (one line, 55P03)
+    and rolls back whole: the schema says the revision before head and no function was replaced
+    (the set comes with a run's last revision). Meanwhile the application reads and writes; once its transaction ends,
     the same command finishes."""
     ensure_login_roles(admin_conn)
     app = connect(role_url(at_start, APP_LOGIN))
@@ -363,7 +363,7 @@ def test_a_run_behind_an_application_transaction_gives_up_whole_and_a_rerun_fini
             assert ingest_turns(app, [make_turn("s", "t", 1, "written while it waits")], EMB).inserted == 1
             code, err = _finish(_start(at_start, "pgmem-migrate", PGOPTIONS="-c lock_timeout=100ms"))
             assert code == 2 and err.count("\n") == 1 and "lock timeout" in err and "55P03" in err, err
-            assert _version(at_start) == "0066" and _functions(at_start) == functions
+            assert _version(at_start) == revisions_below(head_revision())[0] and _functions(at_start) == functions
             assert len(recall(app, "s", "written", EMB, floor=-1).groups[0].hits) == 2
         code, err = _finish(_start(at_start, "pgmem-migrate", PGOPTIONS="-c lock_timeout=100ms"))
         assert (code, err) == (0, "schema pgmem is at head\n")
@@ -401,7 +401,8 @@ def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalo
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("COMMIT;") == 8 and "@PIECE_DIMS@" not in done.stdout
+    steps = revisions_below(head_revision()).index(START) + 1  # START's successors up to head
+    assert done.stdout.count("COMMIT;") == steps and "@PIECE_DIMS@" not in done.stdout
     psql = subprocess.run(
         [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", at_start],
         input=done.stdout,
