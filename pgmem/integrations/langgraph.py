@@ -19,7 +19,8 @@ Mapping (README, section LangGraph, says the same):
   texts are those at the index paths (LangGraph's path syntax; default `$`, the whole value as
   JSON), one source per path; a path holding a list of chat messages (`{"role": ..., "content":
   ...}`, e.g. `messages`) is stored as those messages, role-split like a logged turn. An item put
-  with `index=False`, or with no text at its paths, is a plain key-value row with no turn.
+  with `index=False`, or with no text at its paths (chat messages whose contents are null, empty
+  or images only included), is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
   namespace under the prefix. Items are ranked by their best hit's rank in its part's group,
@@ -144,7 +145,7 @@ from pgmem.recall import (  # noqa: E402
     recall_statement,
 )
 from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
-from pgmem.turns import MAX_DEPTH, Turn, parse_time  # noqa: E402
+from pgmem.turns import MAX_DEPTH, Turn, check_messages, parse_time, split_sources  # noqa: E402
 
 T = TypeVar("T")
 
@@ -320,7 +321,10 @@ def check_ttl(ttl: object, what: str = "ttl") -> float | None:
 
 def item_messages(value: Mapping[str, Any], paths: Sequence[str]) -> list[dict[str, Any]]:
     """The messages of an indexed item's turn: one source per text at each path; a path holding
-    a list of chat messages gives those messages."""
+    a list of chat messages gives those messages. No messages when none has text (chat messages
+    with a null, empty or image-only content): the item is then a plain row, as one with no text
+    at its paths. Messages pgmem does not read (`check_messages`) are kept, for the turn's check
+    to refuse them in one line."""
     messages: list[dict[str, Any]] = []
     for path in paths:
         held = value.get(path) if path.isidentifier() else None
@@ -335,7 +339,11 @@ def item_messages(value: Mapping[str, Any], paths: Sequence[str]) -> list[dict[s
         for text in get_text_at_path(value, path):
             if text.strip():
                 messages.append({"role": role, "content": text})
-    return messages
+    try:
+        check_messages(messages, "item")
+    except InputError:
+        return messages
+    return messages if split_sources(messages) else []
 
 
 def conninfo_url(conninfo: str, password: str | None = None) -> str:

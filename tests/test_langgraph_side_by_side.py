@@ -1,0 +1,82 @@
+"""PgmemStore and LangGraph's PostgresStore run side by side on the same calls, each on its own
+database of the test server: where a call succeeds on PostgresStore, PgmemStore gives the same
+answer (or, where docs/langgraph.md says why it differs, the one line it documents).
+
+Real Postgres: PostgresStore as the superuser on a database of its own (it creates its tables),
+PgmemStore as the application login on the test's migrated database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
+
+from langgraph.store.base import BaseStore, PutOp
+from langgraph.store.postgres import PostgresStore
+
+from pgmem.integrations.langgraph import PgmemStore
+from tests.security_helpers import HashEmbedder
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture
+def lg_url(admin_conn: Conn, db_url: str) -> Iterator[str]:
+    """A database of its own for a LangGraph PostgresStore, set up."""
+    name = f"{admin_conn.info.dbname}_lgside"
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = psycopg.conninfo.make_conninfo(db_url, dbname=name)
+        with PostgresStore.from_conn_string(url) as lg:
+            lg.setup()
+        yield url
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _listing(store: BaseStore, prefix: tuple[str, ...]) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    return sorted((i.namespace, i.key, i.value) for i in store.search(prefix, limit=100))
+
+
+#: Chat messages with no text in any of them: a tool call's step awaiting its result has a
+#: null content, an image has no text part, a message may have an empty or no content.
+NO_TEXT_MESSAGES: dict[str, list[dict[str, Any]]] = {
+    "null content": [{"role": "user", "content": None}],
+    "empty content": [{"role": "user", "content": ""}, {"role": "assistant", "content": "   "}],
+    "no content": [{"role": "user"}],
+    "image only": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]}],
+}
+
+
+def test_chat_messages_without_text_are_stored_as_postgres_store_stores_them(lg_url: str, app_url: str) -> None:
+    """An item whose indexed path holds chat messages with no text is stored (a plain row, no
+    turn: the module's rule for an item with no text at its paths). It failed the whole batch
+    ("the turn has no text in any message"), where PostgresStore stores it."""
+    ns = ("chat",)
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder(), index={"fields": ["messages"]}) as pm,
+    ):
+        for store in (lg, pm):
+            store.put(ns, "kept", {"messages": [{"role": "user", "content": "the dog hates baths"}]})
+            for key, messages in NO_TEXT_MESSAGES.items():
+                store.put(ns, key, {"messages": messages})  # the store's fields
+                store.put(ns, f"{key} (index)", {"messages": messages}, index=["messages"])  # the put's own
+            store.batch(
+                [PutOp(ns, "in a batch", {"messages": NO_TEXT_MESSAGES["null content"]}), PutOp(ns, "next", {"n": 1})]
+            )
+        assert _listing(pm, ns) == _listing(lg, ns)
+        assert len(_listing(pm, ns)) == 2 * len(NO_TEXT_MESSAGES) + 3
+        for key in NO_TEXT_MESSAGES:
+            got = pm.get(ns, key)
+            assert got is not None and got.value == {"messages": NO_TEXT_MESSAGES[key]}
+        # Nothing to search in them: a query finds the item with text only.
+        assert [i.key for i in pm.search(ns, query="which pet dislikes bathing?", limit=3)] == ["kept"]
+        # An item put again with messages holding no text loses its turn, as with index=False.
+        pm.put(ns, "kept", {"messages": NO_TEXT_MESSAGES["null content"]})
+        assert pm.search(ns, query="which pet dislikes bathing?", limit=3) == []
