@@ -16,7 +16,7 @@ from psycopg import sql
 
 pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
 
-from langgraph.store.base import BaseStore, PutOp
+from langgraph.store.base import BaseStore, PutOp, SearchOp
 from langgraph.store.postgres import PostgresStore
 
 from pgmem.integrations.langgraph import PgmemStore
@@ -80,3 +80,27 @@ def test_chat_messages_without_text_are_stored_as_postgres_store_stores_them(lg_
         # An item put again with messages holding no text loses its turn, as with index=False.
         pm.put(ns, "kept", {"messages": NO_TEXT_MESSAGES["null content"]})
         assert pm.search(ns, query="which pet dislikes bathing?", limit=3) == []
+
+
+def test_a_blank_query_lists_items_as_postgres_store_does(lg_url: str, app_url: str) -> None:
+    """On pgmem's pieces, a query of whitespace only failed ("message is empty (or only
+    whitespace): nothing to recall"), while an empty one lists the items. PostgresStore without
+    an embed lists them for any query; a blank one now lists them in PgmemStore too, filter,
+    limit and offset applied, score None."""
+    ns = ("blank",)
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder()) as pm,
+    ):
+        for store in (lg, pm):
+            for i in range(4):
+                store.put(ns, f"k{i}", {"text": f"note {i}", "n": i})
+        for query in ("", " ", "\n\t "):
+            for kw in ({}, {"filter": {"n": {"$gte": 2}}}, {"limit": 2, "offset": 1}):
+                got = pm.search(ns, query=query, **kw)
+                want = lg.search(ns, query=query, **kw)
+                assert [(i.key, i.value, i.score) for i in got] == [(i.key, i.value, i.score) for i in want]
+        (answer,) = pm.batch([SearchOp(ns, query="  ", limit=10)])
+        assert isinstance(answer, list) and len(answer) == 4
+        # A query with words still searches the pieces.
+        assert pm.search(ns, query="note 3", limit=1)[0].score is not None

@@ -663,7 +663,11 @@ class _StoreLogic:
     def _search(self, op: SearchOp, query_vectors: Mapping[str, Any]) -> Call[list[SearchItem]]:
         times, rest = time_bounds(op.filter)
         flt = check_filter(rest)
-        if times and (not op.query or self.field_embedder is not None):
+        # A query of whitespace only is no query on pgmem's pieces (there is nothing to recall):
+        # the items are listed, as for an empty one, and as PostgresStore without an embed lists
+        # them for any query. A field embedder embeds it, as PostgresStore with one does.
+        query = op.query if self.field_embedder is not None or (op.query or "").strip() else None
+        if times and (not query or self.field_embedder is not None):
             raise InputError("filter $since / $until bound a search with a query through pgmem's pieces; "
                              "a listing and field vectors have no turn times")  # fmt: skip
         namespaces = yield from self._namespaces_under(tuple(op.namespace_prefix))
@@ -676,10 +680,10 @@ class _StoreLogic:
                     (times.get("since"), times.get("until")),
                 )
             found: list[SearchItem] = []
-        elif not op.query:
+        elif not query:
             found = yield from self._list_items(namespaces, flt, op.limit, op.offset)
         elif self.field_embedder is not None:
-            found = yield from self._vector_search(namespaces, query_vectors[op.query], flt, op)
+            found = yield from self._vector_search(namespaces, query_vectors[query], flt, op)
         else:
             found = yield from self._recall_search(namespaces, flt, op, times)
         yield from self._refresh_found(found, op.refresh_ttl)
