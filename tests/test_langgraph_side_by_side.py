@@ -16,9 +16,10 @@ from psycopg import sql
 
 pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
 
-from langgraph.store.base import BaseStore, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
 from langgraph.store.postgres import PostgresStore
 
+from pgmem.errors import InputError
 from pgmem.integrations.langgraph import PgmemStore
 from tests.security_helpers import HashEmbedder
 
@@ -104,3 +105,38 @@ def test_a_blank_query_lists_items_as_postgres_store_does(lg_url: str, app_url: 
         assert isinstance(answer, list) and len(answer) == 4
         # A query with words still searches the pieces.
         assert pm.search(ns, query="note 3", limit=1)[0].score is not None
+
+
+@pytest.mark.parametrize("label", [" ", "\t", "\n  "])
+def test_a_namespace_of_one_blank_label_is_refused_in_one_line_before_anything_runs(
+    lg_url: str, app_url: str, label: str
+) -> None:
+    """PostgresStore stores a namespace whose only label is whitespace; pgmem's scope names need
+    a non-blank character (docs/langgraph.md, Limits), so PgmemStore refuses it. The refusal
+    named "scope", pgmem's word, not the namespace, and came from the driver, after the batch's
+    other ops had been planned; now it is an InputError naming the namespace, for a get as for a
+    put, and a batch holding one stores nothing. A search of it finds nothing to search."""
+    ns = (label,)
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder()) as pm,
+    ):
+        lg.put(ns, "k", {"text": "x"})
+        lg_item = lg.get(ns, "k")
+        assert lg_item is not None  # PostgresStore stores it
+        pm.put(("kept",), "k", {"text": "stored before"})
+        for ops in (
+            [PutOp(("kept",), "also", {"text": "same batch"}), PutOp(ns, "k", {"text": "x"})],
+            [GetOp(ns, "k")],
+        ):
+            with pytest.raises(InputError) as err:
+                pm.batch(ops)
+            message = str(err.value)
+            assert "\n" not in message and "namespace" in message and "blank" in message, message
+        assert pm.search(ns) == [] and pm.get(("kept",), "also") is None
+        kept = pm.get(("kept",), "k")
+        assert kept is not None and kept.value == {"text": "stored before"}
+        # A blank label beside another one is a scope with text, stored as PostgresStore stores it.
+        for store in (lg, pm):
+            store.put(("x", label), "k", {"text": "x"})
+        assert _listing(pm, ("x", label)) == _listing(lg, ("x", label))

@@ -184,6 +184,13 @@ def namespace_scope(namespace: object) -> str:
     `\\` and `/` in a label escaped. InputError for a namespace pgmem cannot store."""
     labels = check_namespace(namespace)
     scope = "/".join(label.replace("\\", "\\\\").replace("/", "\\/") for label in labels)
+    if not scope.strip():
+        # pgmem's scope names need a non-blank character (check_name); said here, naming the
+        # namespace, before any op of the batch runs.
+        raise InputError(
+            f"namespace {labels!r:.80} is one blank label: pgmem cannot store it (a scope name needs a "
+            "non-blank character; blank labels beside others are fine)"
+        )
     if len(scope) > MAX_SCOPE_CHARS:
         raise InputError(
             f"namespace {labels!r:.120} maps to a scope of {len(scope)} characters; at most {MAX_SCOPE_CHARS} "
