@@ -83,6 +83,41 @@ def test_chat_messages_without_text_are_stored_as_postgres_store_stores_them(lg_
         assert pm.search(ns, query="which pet dislikes bathing?", limit=3) == []
 
 
+#: Lists of chat messages in shapes pgmem's turns do not read: LangChain's own tool calls
+#: (`name`, `args`, `id`, which LangChain accepts in a message dict), a content that is a number.
+OTHER_SHAPES: dict[str, list[dict[str, Any]]] = {
+    "langchain tool calls": [
+        {"role": "user", "content": "what is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}],
+        },
+        {"role": "tool", "content": "sunny in Paris", "tool_call_id": "c1"},
+    ],
+    "numeric content": [{"role": "user", "content": "the harbour crane count"}, {"role": "tool", "content": 5}],
+    "tool_calls not a list": [{"role": "assistant", "content": "volcano eruption", "tool_calls": "none"}],
+}
+
+
+def test_chat_messages_of_other_shapes_are_stored_and_searched_as_text(lg_url: str, app_url: str) -> None:
+    """A messages path whose list pgmem's turn check refuses (check_messages) failed the whole
+    batch ("messages[1].tool_calls[0] must be an object whose function is an object with a
+    string name"), where PostgresStore stores it; it is now indexed as the path's text."""
+    ns = ("shapes",)
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder(), index={"fields": ["messages"]}) as pm,
+    ):
+        for store in (lg, pm):
+            store.batch([PutOp(ns, key, {"messages": messages}) for key, messages in OTHER_SHAPES.items()])
+            store.put(ns, "one by one", {"messages": OTHER_SHAPES["langchain tool calls"]}, index=["messages"])
+        assert _listing(pm, ns) == _listing(lg, ns)
+        assert len(_listing(pm, ns)) == len(OTHER_SHAPES) + 1
+        # Their text is searchable (the hash embedder: the exact words find it first).
+        assert pm.search(ns, query="volcano eruption", limit=1)[0].key == "tool_calls not a list"
+
+
 def test_a_blank_query_lists_items_as_postgres_store_does(lg_url: str, app_url: str) -> None:
     """On pgmem's pieces, a query of whitespace only failed ("message is empty (or only
     whitespace): nothing to recall"), while an empty one lists the items. PostgresStore without

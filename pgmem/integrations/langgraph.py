@@ -18,7 +18,8 @@ Mapping (README, section LangGraph, says the same):
   being the item's creation) and blended with the item's context vector like any turn. The
   texts are those at the index paths (LangGraph's path syntax; default `$`, the whole value as
   JSON), one source per path; a path holding a list of chat messages (`{"role": ..., "content":
-  ...}`, e.g. `messages`) is stored as those messages, role-split like a logged turn. An item put
+  ...}`, e.g. `messages`, in OpenAI's shape: a list in another shape is the path's text) is
+  stored as those messages, role-split like a logged turn. An item put
   with `index=False`, or with no text at its paths (chat messages whose contents are null, empty
   or images only included), is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
@@ -80,7 +81,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 from urllib.parse import quote, urlencode
 
 from pgmem.extras import require
@@ -328,29 +329,36 @@ def check_ttl(ttl: object, what: str = "ttl") -> float | None:
 
 def item_messages(value: Mapping[str, Any], paths: Sequence[str]) -> list[dict[str, Any]]:
     """The messages of an indexed item's turn: one source per text at each path; a path holding
-    a list of chat messages gives those messages. No messages when none has text (chat messages
-    with a null, empty or image-only content): the item is then a plain row, as one with no text
-    at its paths. Messages pgmem does not read (`check_messages`) are kept, for the turn's check
-    to refuse them in one line."""
+    a list of chat messages pgmem reads gives those messages (other lists, messages of another
+    shape included, are the path's text, as any value). No messages when none has text (chat
+    messages with a null, empty or image-only content): the item is then a plain row, as one
+    with no text at its paths."""
     messages: list[dict[str, Any]] = []
     for path in paths:
         held = value.get(path) if path.isidentifier() else None
-        if (
-            isinstance(held, list)
-            and held
-            and all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in held)
-        ):
+        if _chat_messages(held):
             messages.extend(dict(m) for m in held)
             continue
         role = "memory" if path == "$" else f"memory {path}"
         for text in get_text_at_path(value, path):
             if text.strip():
                 messages.append({"role": role, "content": text})
-    try:
-        check_messages(messages, "item")
-    except InputError:
-        return messages
     return messages if split_sources(messages) else []
+
+
+def _chat_messages(held: object) -> TypeGuard[list[Mapping[str, Any]]]:
+    """Whether a value is a list of chat messages in the shapes pgmem reads (`check_messages`):
+    OpenAI's. A list in another shape (LangChain's tool calls, a content that is a number) is
+    indexed as text, as PostgresStore indexes any value: refusing it failed the whole batch."""
+    if not (
+        isinstance(held, list) and held and all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in held)
+    ):
+        return False
+    try:
+        check_messages(held, "messages")
+    except InputError:
+        return False
+    return True
 
 
 def conninfo_url(conninfo: str, password: str | None = None) -> str:
