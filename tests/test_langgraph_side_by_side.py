@@ -22,6 +22,7 @@ from langgraph.store.postgres import PostgresStore
 from pgmem.errors import InputError
 from pgmem.integrations.langgraph import PgmemStore
 from tests.security_helpers import HashEmbedder
+from tests.test_langgraph_parity import WordEmbeddings
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -175,3 +176,24 @@ def test_a_namespace_of_one_blank_label_is_refused_in_one_line_before_anything_r
         for store in (lg, pm):
             store.put(("x", label), "k", {"text": "x"})
         assert _listing(pm, ("x", label)) == _listing(lg, ("x", label))
+
+
+def test_blank_field_texts_get_no_vector_as_documented(lg_url: str, app_url: str) -> None:
+    """docs/langgraph.md, "Blank texts get no vector": with an `embed`, PostgresStore embeds an
+    empty or blank field and a query returns the item; PgmemStore sends no blank text to the
+    embed, so a query never returns it. Both store and list it alike."""
+    ns = ("blanks",)
+    emb = WordEmbeddings()
+    index: Any = {"dims": 64, "embed": emb, "fields": ["text"]}
+    with (
+        PostgresStore.from_conn_string(lg_url, index=index) as lg,
+        PgmemStore.from_conn_string(app_url, index=index) as pm,
+    ):
+        lg.setup()  # its vector table
+        for store in (lg, pm):
+            store.batch([PutOp(ns, "empty", {"text": ""}), PutOp(ns, "blank", {"text": "  \n"}),
+                         PutOp(ns, "words", {"text": "red apple pie"})])  # fmt: skip
+        assert emb.texts == 3 + 1  # PostgresStore's three texts, PgmemStore's one
+        assert _listing(pm, ns) == _listing(lg, ns)
+        assert {i.key for i in lg.search(ns, query="apple", limit=10)} == {"empty", "blank", "words"}
+        assert [i.key for i in pm.search(ns, query="apple", limit=10)] == ["words"]
