@@ -197,3 +197,32 @@ def test_blank_field_texts_get_no_vector_as_documented(lg_url: str, app_url: str
         assert _listing(pm, ns) == _listing(lg, ns)
         assert {i.key for i in lg.search(ns, query="apple", limit=10)} == {"empty", "blank", "words"}
         assert [i.key for i in pm.search(ns, query="apple", limit=10)] == ["words"]
+
+
+def test_a_key_too_long_in_bytes_for_the_index_is_refused_in_one_line(lg_url: str, app_url: str) -> None:
+    """1,000 characters of CJK (3,000 bytes) pass the documented key limit of 1,000 characters
+    but not Postgres's btree (2,704 bytes an entry): both stores failed at the insert, pgmem with
+    the index's error ("index row size 3016 exceeds btree version 4 maximum 2704 for index
+    "store_item_pkey" ...", naming pgmem's table); now an InputError names the key's bytes before
+    anything runs. A key of 1,000 ASCII characters, or 600 CJK ones, is stored by both."""
+    ns = ("keys",)
+    cjk = "".join(chr(0x4E00 + i) for i in range(1000))
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder()) as pm,
+    ):
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+            lg.put(ns, cjk, {"text": "x"})
+        pm.put(ns, "kept", {"text": "stored before"})
+        with pytest.raises(InputError) as err:
+            pm.batch([PutOp(ns, "also", {"text": "same batch"}), PutOp(ns, cjk, {"text": "x"})])
+        message = str(err.value)
+        assert "bytes as UTF-8" in message and "\n" not in message and "index row" not in message, message
+        assert pm.get(ns, "also") is None and pm.get(ns, cjk) is None and lg.get(ns, cjk) is None
+        pm.delete(ns, cjk)  # a delete of such a key finds nothing, as in PostgresStore
+        lg.delete(ns, cjk)
+        for store in (lg, pm):
+            store.put(ns, "k" * 1000, {"text": "ascii"})
+            store.put(ns, cjk[:600], {"text": "cjk"})
+        assert [it for it in _listing(pm, ns) if it[1] != "kept"] == _listing(lg, ns)
+        assert len(_listing(lg, ns)) == 2

@@ -154,6 +154,10 @@ T = TypeVar("T")
 MAX_SCOPE_CHARS = 200
 #: store_item.item_key is at most 1,000 characters.
 MAX_KEY_CHARS = 1000
+#: An item's scope and key, as UTF-8, in its index entries (store_item's and store_vector's
+#: primary keys): Postgres refuses a btree entry over 2,704 bytes ("index row size ... exceeds
+#: btree version 4 maximum"), which 1,000 characters of CJK or emoji pass.
+MAX_KEY_INDEX_BYTES = 2600
 #: Keys up to this length are readable in the thread name (`item:<key>`, 200 characters at most).
 _READABLE_KEY_CHARS = 195
 #: Default cap on an item's value as JSON (UTF-8 bytes). An indexed value is embedded whole:
@@ -1631,9 +1635,15 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         namespace_scope(op.namespace)
         check_key(op.key)
     elif isinstance(op, PutOp):
-        namespace_scope(op.namespace)
+        scope = namespace_scope(op.namespace)
         check_key(op.key)
         if op.value is not None:
+            size = len(scope.encode("utf-8")) + len(op.key.encode("utf-8"))
+            if size > MAX_KEY_INDEX_BYTES:
+                raise InputError(
+                    f"{where}: key and namespace are {size:,} bytes as UTF-8; at most {MAX_KEY_INDEX_BYTES:,} "
+                    "(an item's index entry holds both)"
+                )
             check_value(op.value, max_bytes=max_value_bytes)
             check_index(op.index)
         if op.ttl is not None and not _not_provided(op.ttl):
