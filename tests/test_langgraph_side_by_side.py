@@ -226,3 +226,36 @@ def test_a_key_too_long_in_bytes_for_the_index_is_refused_in_one_line(lg_url: st
             store.put(ns, cjk[:600], {"text": "cjk"})
         assert [it for it in _listing(pm, ns) if it[1] != "kept"] == _listing(lg, ns)
         assert len(_listing(lg, ns)) == 2
+
+
+@pytest.mark.parametrize(
+    ("flt", "where"),
+    [
+        ({"text": "a\x00b"}, "filter.text contains a NUL"),
+        ({"text\x00": 1}, "filter key 'text\\x00' contains a NUL"),
+        ({"text": {"$eq": "\udcff"}}, "filter.text.$eq contains an invalid UTF-8 byte"),
+        ({"n": {"$eq": float("nan")}}, "filter.n.$eq is nan"),
+        ({"n": {1, 2}}, "filter.n is a set: a filter holds JSON types only"),
+        ({"n": 10**5000}, "filter is not JSON"),
+    ],
+)
+def test_a_hostile_filter_is_refused_in_one_line_naming_the_filter(
+    lg_url: str, app_url: str, flt: dict[str, Any], where: str
+) -> None:
+    """PostgresStore fails on each of these filters too (a driver or database error); PgmemStore
+    refused them in one line that named the filter "value" ("value.text contains a NUL ..."),
+    the word of a put's value, which the search has none of."""
+    ns = ("flt",)
+    with (
+        PostgresStore.from_conn_string(lg_url) as lg,
+        PgmemStore.from_conn_string(app_url, embedder=HashEmbedder()) as pm,
+    ):
+        for store in (lg, pm):
+            store.put(ns, "k", {"text": "kept", "n": 1})
+        with pytest.raises(Exception):  # noqa: B017 - PostgresStore's errors vary: psycopg's, json's
+            lg.search(ns, filter=flt)
+        with pytest.raises(InputError) as err:
+            pm.search(ns, filter=flt)
+        message = str(err.value)
+        assert message.startswith(where) and "\n" not in message, message
+        assert [i.value for i in pm.search(ns)] == [i.value for i in lg.search(ns)] == [{"text": "kept", "n": 1}]

@@ -232,11 +232,12 @@ def check_key(key: object) -> str:
     return key
 
 
-def check_value(value: object, *, max_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> str:
-    """`value` as JSON text Postgres can store (jsonb), or an InputError naming the place."""
+def check_value(value: object, *, max_bytes: int = DEFAULT_MAX_VALUE_BYTES, what: str = "value") -> str:
+    """`value` as JSON text Postgres can store (jsonb), or an InputError naming the place (`what`:
+    the value of a put, or a search's filter)."""
     if not isinstance(value, Mapping):
-        raise InputError(f"value must be a JSON object (a dict), got {type(value).__name__}")
-    stack: list[tuple[object, str, int]] = [(value, "value", 1)]
+        raise InputError(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
+    stack: list[tuple[object, str, int]] = [(value, what, 1)]
     while stack:
         v, where, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -255,14 +256,15 @@ def check_value(value: object, *, max_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> s
             if not math.isfinite(v):
                 raise InputError(f"{where} is {v}: JSON has no NaN or infinity")
         elif not (v is None or isinstance(v, bool | int)):
-            raise InputError(f"{where} is a {type(v).__name__}: a value holds JSON types only")
+            raise InputError(f"{where} is a {type(v).__name__}: a {what} holds JSON types only")
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:  # e.g. an integer of more than 4,300 digits
-        raise InputError(f"value is not JSON: {exc}") from None
+        raise InputError(f"{what} is not JSON: {exc}") from None
     size = len(text.encode("utf-8"))
     if size > max_bytes:
-        raise InputError(f"value is {size:,} bytes as JSON; at most {max_bytes:,} (max_value_bytes)")
+        limit = " (max_value_bytes)" if what == "value" else ""
+        raise InputError(f"{what} is {size:,} bytes as JSON; at most {max_bytes:,}{limit}")
     return text
 
 
@@ -313,7 +315,7 @@ def check_filter(flt: object) -> str | None:
                 raise InputError(
                     f"filter[{k!r:.40}]: operator {str(bad[0])!r:.40} is not one of {', '.join(FILTER_OPERATORS)}"
                 )
-    return check_value(flt, max_bytes=DEFAULT_MAX_VALUE_BYTES)
+    return check_value(flt, max_bytes=DEFAULT_MAX_VALUE_BYTES, what="filter")
 
 
 #: The longest TTL pgmem stores (pgmem.store_item.ttl_minutes): 100 years, in minutes.
