@@ -130,6 +130,13 @@ def is_refusal(exc: Exception) -> bool:
     return state[:2] in REFUSAL_CLASSES or state in CANCELED_STATES
 
 
+#: What the 22000 refusals of another model say: recall's and bind_scope_model's (" from model "),
+#: and the LangGraph store's, whose namespace holds one model's field vectors or pgmem's pieces
+#: (pgmem.store_search, put_item_vectors, put_item). Each is a ModelRefusedError, so also a
+#: ModelMismatchError, as docs/langgraph.md says a store with another model gets.
+_MODEL_REFUSALS = (" from model ", "items are embedded with ", " is indexed with ")
+
+
 def database_error(exc: Exception) -> DatabaseError:
     """The PgmemError for a refusal, keeping its SQLSTATE and hint."""
     state = getattr(exc, "sqlstate", None) or ""
@@ -138,7 +145,7 @@ def database_error(exc: Exception) -> DatabaseError:
         cls: type[DatabaseError] = SchemaMissingError
     elif state == "42501":
         cls = ScopeError
-    elif state == "22000" and " from model " in str(err):
+    elif state == "22000" and any(s in str(err) for s in _MODEL_REFUSALS):
         cls = ModelRefusedError
     elif state in ("42704", "P0002"):
         cls = NotFoundError

@@ -29,7 +29,7 @@ pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, PutOp, SearchOp
 
-from pgmem.errors import ConfigError, EmbeddingError, ModelMismatchError, PgmemError
+from pgmem.errors import ConfigError, EmbeddingError, ModelMismatchError, ModelRefusedError, PgmemError
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, namespace_scope
 from tests.helpers import InFlight, sent
 from tests.security_helpers import HashEmbedder
@@ -380,12 +380,23 @@ def test_another_model_on_a_namespace_is_a_one_line_error_and_nothing_is_stored(
         with pytest.raises(ModelMismatchError, match="words-v1") as err:
             store.put(("m",), "b", {"text": "second"})
         assert "\n" not in str(err.value) and other.calls == 0  # refused before embedding
-        with pytest.raises(PgmemError, match="words-v1"):
+        # A search too: a ModelMismatchError (ModelRefusedError from store_search's 22000; an
+        # ArgumentError before, which `except ModelMismatchError` missed).
+        with pytest.raises(ModelMismatchError, match="words-v1") as err:
             store.search(("m",), query="first")
+        assert isinstance(err.value, ModelRefusedError) and "\n" not in str(err.value)
         assert store.get(("m",), "b") is None
-    # pgmem's own pieces cannot be mixed into a namespace of field vectors either
-    with sync_store(app_url, "conn") as store, pytest.raises(PgmemError, match="field vectors"):
+    # pgmem's own pieces cannot be mixed into a namespace of field vectors either, nor field
+    # vectors into a namespace of pieces
+    with sync_store(app_url, "conn") as store, pytest.raises(ModelMismatchError, match="field vectors"):
         store.put(("m",), "c", {"text": "third"})
+    with sync_store(app_url, "conn") as store:
+        store.put(("pieces",), "a", {"text": "stored as pieces"})
+    with (
+        sync_store(app_url, "conn", index=_vector_index(other, "cosine")) as store,
+        pytest.raises(ModelMismatchError, match="pieces"),
+    ):
+        store.put(("pieces",), "b", {"text": "a field vector"})
 
 
 def test_hostile_embeddings_are_one_line_errors_and_nothing_is_stored(app_url: str) -> None:
