@@ -810,3 +810,26 @@ def test_ttl_config_omit_expired_and_an_empty_match_condition(conn: Conn) -> Non
         PgmemStore(conn, embedder=HashEmbedder(), ttl={"omit_expired": False})
     (listed,) = store.batch([ListNamespacesOp(match_conditions=(MatchCondition("prefix", ()),))])
     assert isinstance(listed, list) and ("ttl", "a") in listed
+
+
+def test_a_put_into_a_namespace_moved_to_another_model_is_a_model_refusal(conn: Conn) -> None:
+    """A namespace's scope moved to another model (`pgmem.reembed`) refuses a store still on the
+    old one as every other write does: ModelRefusedError (a ModelMismatchError, 22000), so a
+    service that switches its embedder on a model refusal switches here too. It was an
+    InputError carrying the refusal's text (found by tests/test_mixed_writers.py)."""
+    from pgmem.errors import ModelMismatchError, ModelRefusedError
+    from pgmem.lab.bench.reembed import Rotated
+    from pgmem.reembed import reembed
+
+    old = HashEmbedder()
+    new = Rotated(old)
+    PgmemStore(conn, embedder=old).put(("moved",), "k1", {"text": "the pallets are in the harbour"})
+    assert reembed(conn, "moved", new).flipped
+    with pytest.raises(ModelRefusedError, match=r"refusing model test:hash \(") as refused:
+        PgmemStore(conn, embedder=old).put(("moved",), "k2", {"text": "the freezer is in the depot"})
+    assert isinstance(refused.value, ModelMismatchError) and refused.value.sqlstate == "22000"
+    assert "22000: " not in str(refused.value)
+    # The new model's store writes, and the refused put stored nothing.
+    PgmemStore(conn, embedder=new).put(("moved",), "k3", {"text": "the ledger is at the courier"})
+    keys = [it.key for it in PgmemStore(conn, embedder=new).search(("moved",), limit=10)]
+    assert sorted(keys) == ["k1", "k3"]

@@ -131,6 +131,7 @@ from pgmem.errors import (  # noqa: E402
     EmbeddingError,
     InputError,
     ModelMismatchError,
+    ModelRefusedError,
     PgmemError,
     SchemaError,
     database_error,
@@ -975,7 +976,13 @@ class _StoreLogic:
             # One put_turns call a scope (the batch is one transaction either way).
             report = yield from ingest_turns_call(turns, self.embedder, bulk=True)
             if report.failed:
-                raise InputError("; ".join(err for _, err in report.failed[:3]))
+                errors = [err for _, err in report.failed]
+                if all(err.startswith("22000: ") and " from model " in err for err in errors):
+                    # The scope stores another model's pieces (a model change moved it): the
+                    # error a model refusal is everywhere else, so a service that switches its
+                    # embedder on ModelMismatchError switches here too.
+                    raise ModelRefusedError("; ".join(e.removeprefix("22000: ") for e in errors[:3]), sqlstate="22000")
+                raise InputError("; ".join(errors[:3]))
         return not_written
 
     def _writes_calls(
