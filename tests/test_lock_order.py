@@ -1554,3 +1554,76 @@ def test_retention_waits_for_a_forget_scope_in_flight_before_it_locks_a_thread(
     assert expired == [(scope, 0)], f"retention: {expired!r}"
     assert churn.deadlocks(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
+
+
+def _long_keys_in_opposite_orders() -> tuple[str, str]:
+    """Two store keys too long to be read in their item's thread (`item-sha256:<hex>`), k1 < k2,
+    whose threads sort the other way: the store locks items in key order, and a lock taken in
+    thread order would meet it in the opposite one."""
+    base = "k" * 200
+    keys = [f"{base}{i}" for i in range(20)]
+    for k1 in keys:
+        for k2 in keys:
+            if k1 < k2 and item_thread(k1) > item_thread(k2):
+                return k1, k2
+    raise AssertionError("no such pair")
+
+
+def test_retention_of_expired_items_and_a_batch_putting_them_again_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """keep_days => 30; two store items with long keys were last put 400 days ago. A batch puts
+    both again (the store's order: by key, so k1 first) while retention expires them. Retention
+    locked a scope's items sorted by their threads, `item-sha256:<hex>` for a long key, so k2
+    before k1: it held k2 and waited for the batch's k1 while the batch waited for k2, and the
+    server ended one of them (40P01; apply_retention, which the DBA's job runs once, is not run
+    again). Items are now locked by key everywhere (retention, forget_document, expire_items, the
+    store): retention waits for the batch and finds both items renewed."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    k1, k2 = _long_keys_in_opposite_orders()
+    ns = (f"locks-items-{uuid.uuid4().hex[:8]}",)
+    scope = namespace_scope(ns)
+    store = PgmemStore(conn, embedder=EMB)
+    store.put(ns, k1, {"text": "the first pallet"})
+    store.put(ns, k2, {"text": "the second pallet"})
+    admin_conn.execute(
+        """UPDATE pgmem.turn SET turn_time = now() - interval '400 days', ingested_at = now() - interval '400 days'
+            WHERE scope_id = %s""",
+        (scope,),
+    )
+    with scoped(conn, scope):
+        conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
+    deadlocks_before = churn.deadlocks(admin_conn)
+    writer, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+
+    def put(key: str) -> Callable[[Conn], object]:
+        return lambda c: c.execute(
+            "SELECT * FROM pgmem.put_item(%s, %s, %s, jsonb_build_object('text', 'put again'), %s)",
+            (scope, list(ns), key, item_thread(key)),
+        ).fetchall()
+
+    try:
+        writer.begin(scope, directory="default")
+        writer.do(put(k1))
+        expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
+        assert waits_for_lock(admin_conn, expire, keeper.pid)  # for the batch's k1
+        second = writer.start(put(k2))
+        put_again = outcome(second)
+        if not isinstance(put_again, BaseException):
+            # Then the items' turns, as the batch stores them after its puts: renewed today.
+            now = datetime.now(UTC)
+            renewed = [
+                Turn(scope, item_thread(k), 0, now, ({"role": "user", "content": "put again"},)) for k in (k1, k2)
+            ]
+            assert writer.do(ingest(renewed)).replaced == 2
+            writer.commit()
+        expired = outcome(expire)
+    finally:
+        keeper.close()
+    assert not isinstance(put_again, BaseException), f"the batch's second put: {put_again!r}"
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    values = admin_conn.execute(
+        "SELECT item_key, value->>'text' FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (scope,)
+    ).fetchall()
+    assert values == [(k1, "put again"), (k2, "put again")]

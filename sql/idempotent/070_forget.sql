@@ -461,8 +461,9 @@ BEGIN
                            WHERE f.scope_id = forget_document.scope AND f.thread_id IS NOT NULL
                              AND pgmem._document_fact(forget_document.scope, f.section, forget_document.document_id)
                            ORDER BY 1);
+    -- Items by key, bytewise, as every writer of several items locks them (0070).
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = forget_document.scope AND i.thread_id = ANY (fact_threads)
-      ORDER BY i.thread_id, i.item_key FOR UPDATE;
+      ORDER BY i.item_key COLLATE "C" FOR UPDATE;
     PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = forget_document.scope AND th.thread_id = ANY (fact_threads)
       ORDER BY th.thread_id FOR UPDATE;
     -- The units by their chunks' ids: one scan of piece_chunk_idx, whatever the statistics

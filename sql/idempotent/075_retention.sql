@@ -152,8 +152,11 @@ BEGIN
             -- The scope row first, FOR KEY SHARE (0054): a forget_scope in flight is waited for.
             PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s.scope_id FOR KEY SHARE;
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
+            -- Items by key, bytewise (0070), as the store's batches and expire_items lock them:
+            -- sorted by thread, an item with a long key (thread item-sha256:<hex>) came in
+            -- another order, and retention and a batch putting two such items again deadlocked.
             PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = s.scope_id AND i.thread_id = ANY (doomed)
-              ORDER BY i.thread_id, i.item_key FOR UPDATE;
+              ORDER BY i.item_key COLLATE "C" FOR UPDATE;
             PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = s.scope_id AND th.thread_id = ANY (doomed)
               ORDER BY th.thread_id FOR UPDATE;
             SELECT coalesce(array_agg(e.thread_id ORDER BY e.thread_id, e.turn_index), '{}'),

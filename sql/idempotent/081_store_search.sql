@@ -349,7 +349,7 @@ BEGIN
     keys := ARRAY(
         SELECT i.item_key FROM pgmem.store_item i
          WHERE i.scope_id = expire_items.scope AND i.expires_at <= pg_catalog.now()
-         ORDER BY i.item_key LIMIT max_items
+         ORDER BY i.item_key COLLATE "C" LIMIT max_items
            FOR UPDATE SKIP LOCKED);
     -- Then their threads, FOR UPDATE and sorted (as apply_retention takes a scope's expiring
     -- threads), so that no writer adds to them: the ids of what goes are read once, here.
