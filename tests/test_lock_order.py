@@ -1627,3 +1627,61 @@ def test_retention_of_expired_items_and_a_batch_putting_them_again_do_not_deadlo
         "SELECT item_key, value->>'text' FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (scope,)
     ).fetchall()
     assert values == [(k1, "put again"), (k2, "put again")]
+
+
+def test_a_store_batch_deleting_then_putting_and_a_model_flip_do_not_deadlock(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A store batch deletes item a (its thread locked and deleted, the scope row held FOR KEY
+    SHARE) and puts item b; a model change of the namespace flips meanwhile. The flip holds the
+    scope row FOR NO KEY UPDATE and waits for thread item:a; the batch's put then stores b's turn,
+    whose bind_scope_model asks for the row FOR SHARE: it waited for the flip, which waited for
+    it (40P01, found by tests/test_mixed_writers.py). A batch that stores turns now holds the
+    scope row FOR SHARE before its first item, as every writer of pieces does: the flip waits
+    for the whole batch, then finds b's pieces not staged yet and changes nothing (reembed embeds
+    them and flips again), as after any writer of the old model."""
+    from pgmem.lab.bench.reembed import Rotated
+    from pgmem.reembed import reembed
+
+    new = Rotated(EMB)
+    ns = (f"locks-flip-{uuid.uuid4().hex[:8]}",)
+    scope = namespace_scope(ns)
+    PgmemStore(conn, embedder=EMB).put(ns, "a", {"text": "the pallet in the harbour"})
+    staged = reembed(conn, scope, new, flip=False)  # every vector of the new model staged
+    assert not staged.flipped and staged.embedded > 0
+    deadlocks_before = churn.deadlocks(admin_conn)
+    batcher, flipper = sessions(), sessions()
+    hold = threading.Event()
+    release = threading.Event()
+
+    class Paused(HashEmbedder):
+        """The old model, pausing the batch after its delete (while it embeds b's texts)."""
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            hold.set()
+            assert release.wait(STEP_SECONDS)
+            return super().embed(texts)
+
+    def batch(c: Conn) -> object:
+        return PgmemStore(c, embedder=Paused()).batch(
+            [PutOp(ns, "a", None), PutOp(ns, "b", {"text": "the freezer at the depot"})]
+        )
+
+    written = batcher.start(batch)
+    assert hold.wait(STEP_SECONDS)
+
+    def flip_now(c: Conn) -> object:
+        with scoped(c, scope):
+            return c.execute(
+                "SELECT flipped FROM pgmem.reembed_flip(%s, %s, %s, 0.8)", (scope, new.model_id, new.dims)
+            ).fetchall()
+
+    flip = flipper.start(flip_now)
+    assert waits_for_lock(admin_conn, flip, flipper.pid)  # for the batch
+    release.set()
+    result, flipped = outcome(written), outcome(flip)
+    assert not isinstance(result, BaseException), f"the batch: {result!r}"
+    assert flipped == [(False,)], f"the flip: {flipped!r}"
+    assert churn.deadlocks(admin_conn) == deadlocks_before
+    items = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchall()
+    assert items == [("b",)]

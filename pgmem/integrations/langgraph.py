@@ -921,16 +921,36 @@ class _StoreLogic:
         # Items searched through their turns, by scope: (key, thread, messages).
         searched: dict[str, list[tuple[str, str, list[dict[str, Any]]]]] = {}
         not_written: dict[tuple[str, str], str] = {}
+        found_messages = {
+            id(op): item_messages(dict(op.value), self.fields if op.index is None else (op.index or []))
+            for op in puts
+            if op.value is not None and fe is None
+        }
+        # A scope whose items the batch stores as turns is held FOR SHARE before its first item
+        # (bind_scope_model, as put_turns holds it at the end): the lock order's scope row first,
+        # in the strongest mode the batch takes it. Asked for only by put_turns, after a delete
+        # or a put had locked an item's thread, a model change's flip (the row FOR NO KEY UPDATE,
+        # then the threads) waited for that thread while the batch waited for the flip: a
+        # deadlock (tests/test_mixed_writers.py). An import's conditional puts, which may write
+        # nothing (a scope forgotten since), bind no model ahead.
+        bound: set[str] = set()
+        turn_scopes = {namespace_scope(op.namespace) for op in puts if found_messages.get(id(op)) and not unless_newer}
         for op in puts:
             scope = namespace_scope(op.namespace)
+            if scope in turn_scopes and scope not in bound:
+                bound.add(scope)
+                yield Query(
+                    scope,
+                    "SELECT pgmem.bind_scope_model(%s, %s, %s, 'piece')",
+                    (scope, self.embedder.model_id, self.embedder.dims),
+                    wait=False,
+                )
             if op.value is None:
                 yield Query(scope, "SELECT pgmem.delete_item(%s, %s)", (scope, op.key), wait=False)
                 continue
             ident = (scope, op.key)
             value = dict(op.value)
-            messages = (
-                [] if fe is not None else item_messages(value, self.fields if op.index is None else (op.index or []))
-            )
+            messages = found_messages.get(id(op), [])
             thread = item_thread(op.key) if messages else None
             since = unless_newer.get(ident) if unless_newer else None
             written = yield Query(
