@@ -144,6 +144,41 @@ def test_recall_arguments_are_refused_in_sql(store: Conn) -> None:
     )
 
 
+def _comment(conn: Conn, function: str) -> str:
+    row = conn.execute("SELECT obj_description(%s::regprocedure, 'pg_proc')", (function,)).fetchone()
+    assert row is not None and isinstance(row[0], str)
+    return row[0]
+
+
+def test_the_comments_of_check_recall_args_and_reblend_say_what_they_raise(store: Conn) -> None:
+    """\\df+ shows these comments: check_recall_args said 22004 for NULL, while a NULL x, floor,
+    candidates, rrf_k, show or recency is 22023 like an out-of-range value; reblend's named
+    neither its thread argument nor its refusals (until 0071)."""
+    v = [hash_vector("q")]
+    mem = "SELECT * FROM pgmem.memory_recall(%s, %s::vector[], {})"
+    _refused(store, mem.format("x => NULL"), (SCOPE, v), "22023", "x must be between 1 and 1000, got NULL")
+    _refused(store, mem.format("recency => NULL"), (SCOPE, v), "22023", "recency is a cosine band")
+    _refused(store, "SELECT * FROM pgmem.memory_recall(%s, '{}'::vector[])", (SCOPE,), "22004", "part_vectors")
+    args = (
+        "pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, "
+        "integer, integer, integer, jsonb, timestamptz, timestamptz, timestamptz, timestamptz, double precision)"
+    )
+    checks = _comment(store, args)
+    assert "22004 (NULL)" not in checks
+    assert "22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts)" in checks
+    assert "22023 (NULL or out of range" in checks
+    _refused(store, "SELECT pgmem.reblend(%s, 2)", (SCOPE,), "22023", "weight must be between 0 and 1")
+    with scoped(store, SCOPE):
+        row = store.execute("SELECT pgmem.reblend(%s, 0.8, thread => 'nosuch')", (SCOPE,)).fetchone()
+    assert row == (0,)
+    with pytest.raises(psycopg.Error) as err, scoped(store, "empty"):
+        store.execute("SELECT pgmem.reblend('empty', 0.8)").fetchone()
+    assert err.value.sqlstate == "42704"
+    reblend = _comment(store, "pgmem.reblend(text, double precision, text)")
+    assert "given thread, only that thread's" in reblend
+    assert "22023 otherwise" in reblend and "42704" in reblend
+
+
 OK_VECTOR = str(hash_vector("q").tolist())
 #: (plane, part_texts, part_vectors, x, floor, mode) of a log_recall call a recall would accept.
 LOG_OK: tuple[str, list[str], list[str], int, float, str] = ("memory", ["q"], [OK_VECTOR], 5, 0.2, "vector")

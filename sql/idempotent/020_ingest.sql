@@ -477,7 +477,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reblend(text, double precision, text) IS
-'Rewrite the search vectors of a scope''s memory pieces with a new weight, from the stored raw and context vectors: no embedding call. Returns the pieces rewritten.';
+'Rewrite the search vectors of a scope''s memory pieces (given thread, only that thread''s) with a new weight (0 to 1, 22023 otherwise), from the stored raw and context vectors: no embedding call. Returns the pieces rewritten; a scope with no memory stored raises 42704.';
 
 -- What makes two facts the same: the same scope and the same (thread, turn, section, body),
 -- compared exactly (case, spaces and all). The JSON array keeps NULL apart from '' and each

@@ -148,7 +148,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer, jsonb,
                                              timestamptz, timestamptz, timestamptz, timestamptz, double precision) IS
-'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (NULL), 22023 (out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes, a time window or since / until that is infinite or ends before it starts (pgmem.check_window), recency in [0, 1]) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
+'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts), 22023 (NULL or out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes, a time window or since / until that is infinite or ends before it starts (pgmem.check_window), recency in [0, 1]) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
 -- Word search of a message's parts (hybrid recall), in three steps:
 --  1. pgmem.word_lexemes: the english lexemes of the part's last 8,000 UTF-8 bytes (cut on a
