@@ -69,12 +69,26 @@ P = ParamSpec("P")
 AsyncDb = psycopg.AsyncConnection[Any] | Any  # an AsyncConnection, or an AsyncConnectionPool
 
 _TYPES: weakref.WeakKeyDictionary[object, list[TypeInfo]] = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[object, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def connection_lock(conn: psycopg.AsyncConnection[Any]) -> asyncio.Lock:
+    """The one lock of an async connection that pgmem's calls on it hold while they run (this
+    module's, AsyncPgmemStore's): calls gathered on one connection run one after the other.
+    Interleaved, one call's statements ran inside the other's transaction and pipeline, and
+    psycopg failed both (a bare AssertionError, `PQsendQuery not allowed in pipeline mode`)."""
+    lock = _LOCKS.get(conn)
+    if lock is None:
+        lock = _LOCKS[conn] = asyncio.Lock()
+    return lock
 
 
 async def run(db: AsyncDb, call: Call[T]) -> T:
-    """Drive `call` on an async connection (used as it is) or pool (one connection for the call)."""
+    """Drive `call` on an async connection (used as it is, one call at a time: `connection_lock`)
+    or pool (one connection for the call)."""
     if isinstance(db, psycopg.AsyncConnection):
-        return await _drive(db, call)
+        async with connection_lock(db):
+            return await _drive(db, call)
     lease = pool_lease(db)
     if not hasattr(lease, "__aenter__"):
         other = isinstance(db, psycopg.Connection) or hasattr(lease, "__enter__")
@@ -204,6 +218,7 @@ __all__ = [
     "add_documents",
     "add_facts",
     "asynchronous",
+    "connection_lock",
     "fact_recall",
     "forget_document",
     "forget_fact",

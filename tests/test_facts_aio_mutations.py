@@ -222,7 +222,9 @@ def test_every_aio_function_runs_its_sync_namesakes_call(app_url: str) -> None:
     """pgmem.aio's functions (all of them) give what their sync namesakes give on the same data:
     a twin bound to another call (forget_thread running forget_scope's, fact_recall recall's) is
     caught here."""
-    names = {n for n in pgmem.aio.__all__ if n not in ("asynchronous", "local_step", "run", "scoped")}
+    names = {
+        n for n in pgmem.aio.__all__ if n not in ("asynchronous", "connection_lock", "local_step", "run", "scoped")
+    }
     assert names == set(SYNC)
     expected = _scenario("sync", app_url, "twins-sync")
     assert _scenario("async", app_url, "twins-async") == expected

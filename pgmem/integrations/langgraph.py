@@ -1505,7 +1505,6 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         self._conn = conn
         self._conninfo = conninfo
         self._is_pool = not isinstance(conn, psycopg.AsyncConnection)
-        self._alock = asyncio.Lock()
         self._sweeper_task: asyncio.Task[None] | None = None
         self._sweep_stop = asyncio.Event()
 
@@ -1548,7 +1547,7 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
             async with self._conn.connection() as conn:
                 yield conn
         else:
-            async with self._alock:
+            async with aio.connection_lock(self._conn):  # shared with pgmem.aio's calls on it
                 yield self._conn
 
     async def _arun(self, make: Callable[[], Call[T]]) -> T:

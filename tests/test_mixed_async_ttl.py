@@ -1,0 +1,590 @@
+"""Mixed async writers with TTL (docs/langgraph.md, docs/architecture.md "Lock order"): async
+clients, each on its own async connections as the application login, run a seeded random mix
+on two store namespaces (one of pgmem's pieces, one of field vectors) through `AsyncPgmemStore`:
+puts without a TTL, with a long one and with one so short that the item expires within its own
+put ("expiring" puts: the clock without waiting for it), single calls and gathered ones (which
+LangGraph batches into one `abatch`), explicit batches of puts, gets and deletes, gets and
+searches that refresh TTLs, deletes, and, through `pgmem.aio`, ingests of a chat thread into the
+pieces namespace and forgets of its turns. Beside them a sync client imports a PostgresStore
+(whose items include one with a TTL that expires at once in pgmem) into the pieces namespace
+again and again, another forgets item threads, the chat thread and, now and then, a whole
+scope, and the maintenance login (a LOGIN member of pgmem_owner) runs
+`pgmem.sweep_expired_items()` and `pgmem.apply_retention()` (the pieces scope keeps two turns a
+thread). Every call is logged with when it started and ended; then, as a superuser:
+
+- no call raised or reported anything (nothing here is a documented refusal);
+- no get or search, during the run or after it, returned an item an expiring put wrote;
+- the server detected no deadlock;
+- no orphan rows (`pgmem.lab.bench.churn.orphans`, which covers store items without their
+  turn, item threads without their item and directory entries without an item, after a last
+  sweep: the docs keep an expired item's namespace listed until the sweep; and store vectors
+  without their item);
+- every key's visible value (none when absent or expired) is that of a write (a put, an
+  expiring put reading as none, a delete) acknowledged after the last forget that could remove
+  it, and that no later acknowledged write replaced; an imported key no one deleted or forgot
+  holds the source's value.
+
+A fixed number of operations per client, not a time; the slow variant runs more seeds with more
+clients and operations."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
+
+from langgraph.store.base import GetOp, Item, PutOp
+from langgraph.store.postgres import PostgresStore
+
+import pgmem.aio
+from pgmem.db import connect
+from pgmem.forget import forget_scope, forget_thread
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
+from pgmem.integrations.langgraph_import import import_postgres_store
+from pgmem.lab.bench.churn import orphans
+from pgmem.turns import Turn
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, maintenance_login, role_url
+
+Namespace = tuple[str, ...]
+PIECES: Namespace = ("mt", "pieces")
+FIELDS: Namespace = ("mt", "fields")
+NAMESPACES = (PIECES, FIELDS)
+SCOPE: dict[Namespace, str] = {ns: namespace_scope(ns) for ns in NAMESPACES}
+#: The clients' keys; the last is too long for its thread's name (`item-sha256:<hex>`).
+KEYS = ("k0", "k1", "k2", "k" * 200 + "x")
+#: Keys only the import writes (into PIECES); the last expires in pgmem as soon as it is copied.
+IMPORTED: dict[str, dict[str, Any]] = {
+    "imp0": {"text": "imported note zero about pallets"},
+    "imp1": {"text": "imported note one about ledgers"},
+}
+IMPORTED_EXPIRING = "impx"
+CHAT = "chat"
+CHAT_TURNS = 4
+#: A TTL (minutes) so short that the item expires inside its own put's transaction.
+EXPIRING = 1e-12
+WORDS = ("invoice", "shipment", "pallet", "freezer", "courier", "harbour", "ledger", "voucher")
+OWNER_LOGIN = "pgmem_test_async_ttl_owner"
+MODEL = HashEmbedder()
+MAINTENANCE = ("sweep", "apply_retention")
+
+
+def field_embed(texts: list[str]) -> list[list[float]]:
+    return [hash_vector(t).tolist() for t in texts]
+
+
+FIELD_INDEX = {"dims": 384, "embed": field_embed, "fields": ["text"]}
+TTL_CONFIG = {"refresh_on_read": True}
+
+
+@dataclass
+class Op:
+    kind: str
+    scope: str
+    start: float
+    end: float = 0.0
+    #: What the call removed (a forget): thread names, or () for a scope.
+    targets: list[str] = field(default_factory=list)
+    #: key -> the value it wrote, None for a delete or an expiring put; kept only if acknowledged.
+    wrote: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    error: str | None = None
+
+
+class Log:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.lock = threading.Lock()
+        #: Counts the clients' calls, so that maintenance runs once every few of them.
+        self.ticks = 0
+        self.tick = threading.Condition(self.lock)
+        #: Reads that returned an item an expiring put wrote.
+        self.bad_reads: list[str] = []
+
+    def add(self, op: Op) -> None:
+        op.end = time.monotonic()
+        with self.lock:
+            self.ops.append(op)
+            if op.kind not in MAINTENANCE:
+                self.ticks += 1
+                self.tick.notify_all()
+
+    def saw(self, what: str, values: list[tuple[str, dict[str, Any] | None]]) -> None:
+        for key, value in values:
+            if value is not None and value.get("expiring"):
+                with self.lock:
+                    self.bad_reads.append(f"{what} {key!r:.20}: returned an expired item {value}")
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+# -- the async clients --------------------------------------------------------------------------
+
+
+class AsyncClient:
+    def __init__(self, n: int, app_url: str, log: Log, seed: int) -> None:
+        self.n = n
+        self.app_url = app_url
+        self.log = log
+        self.rng = random.Random(seed)
+        self.count = 0
+
+    async def open(self) -> None:
+        async def one() -> psycopg.AsyncConnection[Any]:
+            return await psycopg.AsyncConnection.connect(self.app_url, autocommit=True)
+
+        self.conns = [await one(), await one(), await one()]
+        self.stores: dict[Namespace, AsyncPgmemStore] = {
+            PIECES: AsyncPgmemStore(self.conns[0], embedder=MODEL, ttl=TTL_CONFIG),
+            FIELDS: AsyncPgmemStore(self.conns[1], index=FIELD_INDEX, ttl=TTL_CONFIG),
+        }
+        self.memory = self.conns[2]  # pgmem.aio's ingests and forgets
+
+    async def close(self) -> None:
+        for c in self.conns:
+            await c.close()
+
+    def value(self, key: str, expiring: bool) -> dict[str, Any]:
+        self.count += 1
+        word = self.rng.choice(WORDS)
+        return {"text": f"{key[:6]} note {self.n}-{self.count} about the {word}", "expiring": expiring}
+
+    def ttl(self) -> tuple[float | None, bool]:
+        roll = self.rng.random()
+        if roll < 0.35:
+            return EXPIRING, True
+        return (None if roll < 0.7 else 60.0), False
+
+    async def timed(self, kind: str, scope: str, fn: Callable[[Op], Any]) -> None:
+        op = Op(kind, scope, time.monotonic())
+        try:
+            await fn(op)
+        except Exception as exc:  # anything escaping is judged by the checks
+            op.error = describe(exc)
+            op.wrote = {}
+        self.log.add(op)
+
+    async def put(self, ns: tuple[str, ...], key: str) -> None:
+        ttl, expiring = self.ttl()
+        value = self.value(key, expiring)
+
+        async def go(op: Op) -> None:
+            await self.stores[ns].aput(ns, key, value, ttl=ttl)
+            op.wrote[key] = None if expiring else value
+
+        await self.timed("put", SCOPE[ns], go)
+
+    async def delete(self, ns: tuple[str, ...], key: str) -> None:
+        async def go(op: Op) -> None:
+            await self.stores[ns].adelete(ns, key)
+            op.wrote[key] = None
+
+        await self.timed("delete", SCOPE[ns], go)
+
+    async def get(self, ns: tuple[str, ...], key: str) -> None:
+        async def go(op: Op) -> None:
+            item = await self.stores[ns].aget(ns, key, refresh_ttl=self.rng.random() < 0.7)
+            self.log.saw("get", [(key, None if item is None else item.value)])
+
+        await self.timed("get", SCOPE[ns], go)
+
+    async def search(self, ns: tuple[str, ...]) -> None:
+        query = f"what about the {self.rng.choice(WORDS)}?" if self.rng.random() < 0.6 else None
+
+        async def go(op: Op) -> None:
+            found = await self.stores[ns].asearch(ns, query=query, limit=20, refresh_ttl=True)
+            self.log.saw("search", [(i.key, i.value) for i in found])
+
+        await self.timed("search", SCOPE[ns], go)
+
+    async def batch(self, ns: tuple[str, ...]) -> None:
+        ops: list[Any] = []
+        wrote: dict[str, dict[str, Any] | None] = {}
+        for key in self.rng.sample(KEYS, self.rng.randint(1, 3)):
+            roll = self.rng.random()
+            if roll < 0.25:
+                ops.append(GetOp(ns, key, refresh_ttl=True))
+            elif roll < 0.4:
+                ops.append(PutOp(ns, key, None))
+                wrote[key] = None
+            else:
+                ttl, expiring = self.ttl()
+                value = self.value(key, expiring)
+                ops.append(PutOp(ns, key, value, ttl=ttl))
+                wrote[key] = None if expiring else value
+
+        async def go(op: Op) -> None:
+            results = await self.stores[ns].abatch(ops)
+            self.log.saw(
+                "batch get", [(o.key, r.value) for o, r in zip(ops, results, strict=True) if isinstance(r, Item)]
+            )
+            op.wrote.update(wrote)
+
+        await self.timed("batch", SCOPE[ns], go)
+
+    async def ingest(self) -> None:
+        index = self.rng.randrange(CHAT_TURNS)
+        turn = Turn(SCOPE[PIECES], CHAT, index, None, ({"role": "user", "content": self.value(CHAT, False)["text"]},))
+
+        async def go(op: Op) -> None:
+            report = await pgmem.aio.ingest_turns(self.memory, [turn], MODEL)
+            if report.failed:
+                raise AssertionError(f"ingest reported {report.failed}")
+
+        await self.timed("ingest", SCOPE[PIECES], go)
+
+    async def forget_chat(self) -> None:
+        async def go(op: Op) -> None:
+            if self.rng.random() < 0.5:
+                await pgmem.aio.forget_turn(self.memory, SCOPE[PIECES], CHAT, self.rng.randrange(CHAT_TURNS))
+            else:
+                await pgmem.aio.forget_thread(self.memory, SCOPE[PIECES], CHAT)
+
+        await self.timed("aio_forget", SCOPE[PIECES], go)
+
+    def one(self) -> Any:
+        rng = self.rng
+        ns = rng.choice(NAMESPACES)
+        key = rng.choice(KEYS)
+        roll = rng.random()
+        if roll < 0.3:
+            return self.put(ns, key)
+        if roll < 0.4:
+            return self.delete(ns, key)
+        if roll < 0.55:
+            return self.get(ns, key)
+        if roll < 0.65:
+            return self.search(ns)
+        if roll < 0.8:
+            return self.batch(ns)
+        if roll < 0.92:
+            return self.ingest()
+        return self.forget_chat()
+
+    async def step(self) -> None:
+        if self.rng.random() < 0.35:
+            # Calls gathered at once: LangGraph batches the store's into one abatch.
+            await asyncio.gather(*(self.one() for _ in range(self.rng.randint(2, 4))))
+        else:
+            await self.one()
+
+
+async def async_clients(app_url: str, log: Log, *, clients: int, ops: int, seed: int) -> None:
+    cs = [AsyncClient(i, app_url, log, seed * 1000 + i) for i in range(clients)]
+    for c in cs:
+        await c.open()
+
+    async def drive(c: AsyncClient) -> None:
+        for _ in range(ops):
+            await c.step()
+
+    try:
+        await asyncio.gather(*(drive(c) for c in cs))
+    finally:
+        for c in cs:
+            await c.close()
+
+
+# -- the sync clients -------------------------------------------------------------------------
+
+
+def timed(log: Log, kind: str, scope: str, fn: Callable[[Op], object]) -> None:
+    op = Op(kind, scope, time.monotonic())
+    try:
+        fn(op)
+    except Exception as exc:
+        op.error = describe(exc)
+    log.add(op)
+
+
+def forgetter(app_url: str, log: Log, rng: random.Random, ops: int) -> None:
+    """Forgets of item threads, the chat thread and (rarely) a whole scope."""
+    with connect(app_url) as conn:
+        for _ in range(ops):
+            ns = rng.choice(NAMESPACES)
+            scope = SCOPE[ns]
+            roll = rng.random()
+            if roll < 0.06:
+
+                def whole(op: Op, scope: str = scope) -> None:
+                    forget_scope(conn, scope)
+
+                timed(log, "forget_scope", scope, whole)
+                continue
+            if roll < 0.25:
+                thread = CHAT
+                scope = SCOPE[PIECES]
+            else:
+                thread = item_thread(rng.choice((*KEYS, *IMPORTED, IMPORTED_EXPIRING)))
+
+            def one(op: Op, scope: str = scope, thread: str = thread) -> None:
+                op.targets = [thread]
+                forget_thread(conn, scope, thread)
+
+            timed(log, "forget_thread", scope, one)
+
+
+def importer(app_url: str, source_url: str, log: Log, runs: int) -> None:
+    """Writes the source's items again (a new version, later than any forget so far), then
+    imports the source into PIECES; again and again."""
+    with connect(app_url) as conn:
+        store = PgmemStore(conn, embedder=MODEL, ttl=TTL_CONFIG)
+        for n in range(runs):
+            values = fill_source(source_url, n)
+
+            def one(op: Op, values: dict[str, dict[str, Any]] = values) -> None:
+                op.wrote.update(values)
+                report = import_postgres_store(source_url, store, page_size=2)
+                op.targets = [report.summary()]
+                if report.failed or not report.complete:
+                    raise AssertionError(f"import: {report.summary()} {report.failed}")
+
+            timed(log, "import", SCOPE[PIECES], one)
+
+
+def maintenance(owner: Conn, log: Log, stop: threading.Event) -> None:
+    """Sweeps and retention runs, a round every three calls of the clients, until they stop
+    (at least twice)."""
+    runs, last = 0, 0
+    while True:
+        with log.tick:
+            log.tick.wait_for(lambda last=last: stop.is_set() or log.ticks >= last + 3)  # type: ignore[misc]
+            last = log.ticks
+        if stop.is_set() and runs >= 2:
+            return
+        runs += 1
+        timed(log, "sweep", "*", lambda op: owner.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall())
+        timed(log, "apply_retention", "*", lambda op: owner.execute("SELECT * FROM pgmem.apply_retention()").fetchall())
+
+
+# -- the run and its checks ---------------------------------------------------------------------
+
+
+def fill_source(source_url: str, version: int) -> dict[str, dict[str, Any]]:
+    """Puts the source's items (version `version` of their values); returns the lasting ones."""
+    values = {key: {**value, "version": version} for key, value in IMPORTED.items()}
+    with PostgresStore.from_conn_string(source_url) as lg:
+        if version == 0:
+            lg.setup()
+        for key, value in values.items():
+            lg.put(PIECES, key, value)
+        lg.put(PIECES, IMPORTED_EXPIRING, {"text": "imported and expiring", "expiring": True}, ttl=1)
+    with psycopg.connect(source_url, autocommit=True) as c:
+        # Unexpired in the source, expired in pgmem once copied (its TTL counts from the import).
+        # LangGraph's own tests make the column a float for TTLs under a minute.
+        if version == 0:
+            c.execute("ALTER TABLE store ALTER COLUMN ttl_minutes TYPE double precision")
+        c.execute(
+            "UPDATE store SET ttl_minutes = %s, expires_at = now() + interval '1 day' WHERE key = %s",
+            (EXPIRING, IMPORTED_EXPIRING),
+        )
+    return values
+
+
+def run(app_url: str, source_url: str, owner: Conn, *, clients: int, ops: int, seed: int) -> Log:
+    log = Log()
+    with connect(app_url) as conn, conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (SCOPE[PIECES],))
+        conn.execute("SELECT pgmem.set_retention(%s, keep_turns => 2)", (SCOPE[PIECES],))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def body(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # a bug of the test itself
+            errors.append(exc)
+
+    rng = random.Random(seed)
+    workers = [
+        threading.Thread(target=body, args=(lambda: forgetter(app_url, log, random.Random(rng.random()), ops),)),
+        threading.Thread(target=body, args=(lambda: importer(app_url, source_url, log, max(3, ops // 8)),)),
+    ]
+    side = threading.Thread(target=body, args=(lambda: maintenance(owner, log, stop),))
+    for w in [*workers, side]:
+        w.start()
+    try:
+        asyncio.run(async_clients(app_url, log, clients=clients, ops=ops, seed=seed))
+    finally:
+        for w in workers:
+            w.join(600)
+        stop.set()
+        with log.tick:
+            log.tick.notify_all()
+        side.join(600)
+    assert not any(w.is_alive() for w in [*workers, side]), "a client hung (a lock wait without end?)"
+    assert errors == [], errors
+    return log
+
+
+def covers(f: Op, scope: str, key: str) -> bool:
+    """Whether the forget `f` may have removed the item `key` of `scope`."""
+    if f.error or f.scope != scope:
+        return False
+    return f.kind == "forget_scope" or (f.kind == "forget_thread" and f.targets == [item_thread(key)])
+
+
+def visible(admin: Conn) -> dict[tuple[str, str], Any]:
+    return {
+        (str(r[0]), str(r[1])): r[2]
+        for r in admin.execute(
+            "SELECT scope_id, item_key, value FROM pgmem.store_item WHERE expires_at IS NULL OR expires_at > now()"
+        )
+    }
+
+
+EXTRA_ORPHANS = {
+    "store vector without its item": """
+        SELECT count(*) FROM pgmem.store_vector v WHERE NOT EXISTS (
+            SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = v.scope_id AND i.item_key = v.item_key)""",
+    "expired item left after the last sweep": """
+        SELECT count(*) FROM pgmem.store_item WHERE expires_at <= now()""",
+}
+
+
+def check(admin: Conn, app_url: str, log: Log, seen: dict[str, int]) -> list[str]:
+    """The problems of the final state (empty: none); `seen` counts what was checked."""
+    problems = [f"{op.kind} {op.scope:.20} {op.targets}: {op.error}" for op in log.ops if op.error]
+    problems += log.bad_reads
+    for what, query in EXTRA_ORPHANS.items():
+        row = admin.execute(query).fetchone()
+        if row and int(str(row[0])):
+            problems.append(f"{what}: {row[0]} rows")
+    problems += orphans(admin)
+    items = visible(admin)
+    removers = [o for o in log.ops if o.kind.startswith("forget")]
+    for ns in NAMESPACES:
+        scope = SCOPE[ns]
+        for key in KEYS:
+            ws = [(o, o.wrote[key]) for o in log.ops if o.scope == scope and key in o.wrote]
+            cut = max((f.end for f in removers if covers(f, scope, key)), default=float("-inf"))
+            if not any(w.start > cut for w, _ in ws):
+                continue  # every write of it may have been removed by a forget that ended later
+            final = {repr(v) for w, v in ws if not any(w2.start > w.end and repr(v2) != repr(v) for w2, v2 in ws)}
+            got = items.get((scope, key))
+            seen["present" if got is not None else "absent"] = (
+                seen.get("present" if got is not None else "absent", 0) + 1
+            )
+            if repr(got) not in final:
+                problems.append(f"item {ns} {key:.10}: {got!r:.80} is not the last acknowledged {final}")
+    # An imported key: the last import (they run one after the other) started after the last
+    # forget that could remove it wrote its source version (written after that forget too).
+    imports = [o for o in log.ops if o.kind == "import" and not o.error]
+    for key in IMPORTED:
+        cut = max((f.end for f in removers if covers(f, SCOPE[PIECES], key)), default=float("-inf"))
+        if not imports or imports[-1].start < cut:
+            continue
+        seen["imported"] = seen.get("imported", 0) + 1
+        got = items.get((SCOPE[PIECES], key))
+        if got != imports[-1].wrote[key]:
+            problems.append(f"imported {key}: {got!r:.80}, not the last import's {imports[-1].wrote[key]}")
+    if (SCOPE[PIECES], IMPORTED_EXPIRING) in items:
+        problems.append(f"imported {IMPORTED_EXPIRING}: visible although it expired")
+    # What the store itself returns now agrees, and returns no expired item.
+    with connect(app_url) as conn:
+        for ns, store in (
+            (PIECES, PgmemStore(conn, embedder=MODEL)),
+            (FIELDS, PgmemStore(conn, index=FIELD_INDEX)),
+        ):
+            for key in (*KEYS, *IMPORTED, IMPORTED_EXPIRING):
+                item = store.get(ns, key, refresh_ttl=False)
+                got = None if item is None else item.value
+                if got != items.get((SCOPE[ns], key)):
+                    problems.append(f"get {ns} {key:.10}: {got!r:.60}, stored {items.get((SCOPE[ns], key))!r:.60}")
+            listed = {i.key: i.value for i in store.search(ns, limit=100)}
+            log.saw("final search", list(listed.items()))
+    return problems
+
+
+@pytest.fixture
+def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
+    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def source_url(admin_conn: Conn, db_url: str) -> Iterator[str]:
+    name = f"{admin_conn.info.dbname}_attlsrc"
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = psycopg.conninfo.make_conninfo(db_url, dbname=name)
+        yield url
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def mixed_run(
+    db_url: str, admin_conn: Conn, owner: Conn, source_url: str, *, clients: int, ops: int, seed: int
+) -> None:
+    app_url = role_url(db_url, APP_LOGIN)
+    log = run(app_url, source_url, owner, clients=clients, ops=ops, seed=seed)
+    owner.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall()  # the docs' last sweep
+    seen: dict[str, int] = {}
+    problems = check(admin_conn, app_url, log, seen)
+    problems += [b for b in log.bad_reads if b.startswith("final")]
+    row = admin_conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    deadlocks = int(str(row[0])) if row else 0
+    counts = {k: sum(o.kind == k for o in log.ops) for k in sorted({o.kind for o in log.ops})}
+    print(*(o.targets[0] for o in log.ops if o.kind == "import" and o.targets), sep="\n")
+    print(f"seed {seed}: {len(log.ops)} operations {counts}; checked {seen}; deadlocks detected: {deadlocks}")
+    assert problems == [], "\n".join(problems)
+    assert deadlocks == 0, f"the server detected {deadlocks} deadlocks: some writer took its locks out of order"
+    kinds = {o.kind for o in log.ops if o.error is None}
+    assert {
+        "put", "delete", "get", "search", "batch", "ingest", "aio_forget", "forget_thread", "import", "sweep",
+        "apply_retention",
+    } <= kinds, kinds  # fmt: skip
+
+
+def test_async_store_writers_with_ttl_keep_every_acknowledged_write_and_never_return_an_expired_item(
+    db_url: str, admin_conn: Conn, owner: Conn, source_url: str
+) -> None:
+    mixed_run(db_url, admin_conn, owner, source_url, clients=4, ops=60, seed=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_async_store_writers_with_ttl_longer(
+    db_url: str, admin_conn: Conn, owner: Conn, source_url: str, seed: int
+) -> None:
+    mixed_run(db_url, admin_conn, owner, source_url, clients=6, ops=150, seed=seed)
+
+
+def test_pgmem_aio_calls_gathered_on_one_async_connection_run_one_after_the_other(app_url: str) -> None:
+    """Found by the run above: pgmem.aio calls gathered on one AsyncConnection (and the async
+    store's on the same connection) interleaved their transactions and pipelines, and psycopg
+    failed them with a bare AssertionError. They now hold the connection's lock in turn."""
+
+    async def go() -> list[object]:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as conn:
+            store = AsyncPgmemStore(conn, embedder=MODEL)
+            turns = [
+                Turn(f"ag{i}", "t", 0, None, ({"role": "user", "content": f"note {i} about the pallets"},))
+                for i in range(3)
+            ]
+            return await asyncio.gather(
+                *(pgmem.aio.ingest_turns(conn, [t], MODEL) for t in turns),
+                store.aput(("ag3",), "k", {"text": "a store item about the ledger"}),
+                return_exceptions=True,
+            )
+
+    results = asyncio.run(go())
+    assert [describe(r) for r in results if isinstance(r, BaseException)] == []
+    assert [getattr(r, "failed", None) for r in results[:3]] == [[], [], []]
+    with connect(app_url) as conn:
+        assert PgmemStore(conn, embedder=MODEL).get(("ag3",), "k") is not None
+        for i in range(3):
+            with conn.transaction():
+                conn.execute("SELECT set_config('pgmem.scope', %s, true)", (f"ag{i}",))
+                assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (1,)
