@@ -588,3 +588,39 @@ def test_pgmem_aio_calls_gathered_on_one_async_connection_run_one_after_the_othe
             with conn.transaction():
                 conn.execute("SELECT set_config('pgmem.scope', %s, true)", (f"ag{i}",))
                 assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (1,)
+
+
+class PutWhileEmbedding(HashEmbedder):
+    """Embeds as HashEmbedder; on the first text holding `marker`, first runs `hook` (a put by
+    another connection, committed inside the reader's transaction, before its read)."""
+
+    def __init__(self, marker: str, hook: Callable[[], None]) -> None:
+        super().__init__()
+        self.marker, self.hook = marker, hook
+
+    def embed(self, texts: Any) -> Any:
+        if any(self.marker in t for t in texts) and self.hook is not None:
+            hook, self.hook = self.hook, None  # type: ignore[assignment]
+            hook()
+        return super().embed(texts)
+
+
+def test_a_search_never_returns_an_item_that_expired_in_a_put_committed_after_the_search_began(
+    app_url: str,
+) -> None:
+    """Found by the run above: a search's transaction began (embedding its query) before another
+    client's put of an item with a TTL short enough to expire within the put committed; the
+    search's statement then read the item, already expired, and returned it: the store's reads
+    compared expires_at with now(), their transaction's start, not the time they read."""
+    ns = ("mt", "expiring")
+    with connect(app_url) as reader, connect(app_url) as writer:
+        wstore = PgmemStore(writer, embedder=MODEL)
+        wstore.put(ns, "seed", {"text": "the seed item about pallets"})
+
+        def put() -> None:
+            wstore.put(ns, "k", {"text": "an expiring note about pallets", "expiring": True}, ttl=EXPIRING)
+
+        rstore = PgmemStore(reader, embedder=PutWhileEmbedding("pallets query", put))
+        found = rstore.search(ns, query="pallets query", limit=10)
+        assert rstore.get(ns, "k") is None
+    assert [i.key for i in found] == ["seed"]

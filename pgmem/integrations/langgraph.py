@@ -759,7 +759,7 @@ class _StoreLogic:
                 f"""SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, i.thread_id, r.rank, r.cosine
                       FROM ({st.sql}) r
                       JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
-                     WHERE (i.expires_at IS NULL OR i.expires_at > now())
+                     WHERE (i.expires_at IS NULL OR i.expires_at > clock_timestamp())
                        AND pgmem.store_filter_match(i.value, %s::jsonb)""",
                 (*st.params, scope, flt),
             )

@@ -60,7 +60,7 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
     SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_get.scope) AND i.item_key = store_get.item_key
-       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
 $$;
 COMMENT ON FUNCTION pgmem.store_get(text, text) IS
 'A LangGraph store item of the transaction''s scope by key; no row when it is missing or expired (an expired item is invisible before the sweep removes it).';
@@ -84,7 +84,7 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
     SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_list.scope)
-       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+       AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_list.filter)
      ORDER BY i.updated_at DESC, i.item_key
      LIMIT greatest(lim, 0) OFFSET greatest(off, 0)
@@ -281,7 +281,7 @@ BEGIN
               FROM pgmem.store_vector v WHERE v.scope_id = store_search.scope
              GROUP BY v.item_key) s
       JOIN pgmem.store_item i ON i.scope_id = store_search.scope AND i.item_key = s.item_key
-     WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
+     WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_search.filter)
      ORDER BY s.score DESC NULLS LAST, i.item_key
      LIMIT lim OFFSET off;
@@ -308,7 +308,7 @@ BEGIN
     WITH locked AS (
         SELECT i.item_key FROM pgmem.store_item i
          WHERE i.scope_id = refresh_items.scope AND i.item_key = ANY (refresh_items.item_keys)
-           AND i.ttl_minutes IS NOT NULL AND i.expires_at > pg_catalog.now()
+           AND i.ttl_minutes IS NOT NULL AND i.expires_at > pg_catalog.clock_timestamp()
          ORDER BY i.item_key
            FOR UPDATE SKIP LOCKED)
     UPDATE pgmem.store_item i SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => i.ttl_minutes * 60)
