@@ -624,3 +624,51 @@ def test_a_search_never_returns_an_item_that_expired_in_a_put_committed_after_th
         found = rstore.search(ns, query="pallets query", limit=10)
         assert rstore.get(ns, "k") is None
     assert [i.key for i in found] == ["seed"]
+
+
+@pytest.fixture
+def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
+    """tests/test_lock_order.py's sessions: connections whose steps run on threads of their own."""
+    from tests.test_lock_order import Session
+
+    opened: list[Session] = []
+
+    def open_session() -> Session:
+        opened.append(Session(app_url))
+        return opened[-1]
+
+    yield open_session
+    for s in opened:
+        s.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a store batch deleting two indexed items holds the scope's recall-log lock "
+    "(pgmem._recall_log_lock, taken by the first delete's _forget_logs) while it asks for the "
+    "second key's lock (pgmem._store_key_lock); a delete of that key alone holds its key lock and "
+    "asks for the recall-log lock: a deadlock (found by the slow variant above)",
+)
+def test_two_store_batches_deleting_indexed_items_do_not_deadlock(
+    app_url: str, admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+    from tests.test_lock_order import outcome, waits_for_lock
+
+    ns = ("mt", "deletes")
+    scope = namespace_scope(ns)
+    store = PgmemStore(conn, embedder=MODEL)
+    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
+    first, second = sessions(), sessions()
+    delete = "SELECT pgmem.delete_item(%s, %s)"
+    first.begin(scope, directory=DEFAULT_DIRECTORY)
+    first.do(lambda c: c.execute(delete, (scope, "a")))  # a's key lock, then the recall-log lock
+    second.begin(scope, directory=DEFAULT_DIRECTORY)
+    lone = second.start(lambda c: c.execute(delete, (scope, "b")))  # b's key lock, then waits
+    assert waits_for_lock(admin_conn, lone, second.pid)
+    then = first.start(lambda c: c.execute(delete, (scope, "b")))
+    results = [outcome(then), outcome(lone)]
+    failed = [r for r in results if isinstance(r, BaseException)]
+    for s in (first, second):
+        s.do(lambda c: c.execute("ROLLBACK"))
+    assert failed == []
