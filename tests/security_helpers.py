@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
+import subprocess
+import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -183,3 +186,29 @@ def slow_enabled(config: pytest.Config) -> bool:
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def package_before(added: str, dest: Path, old_head: str) -> Path:
+    """The pgmem of the commit before the first one adding a file matching `added` (a git
+    pathspec), laid out in `dest` as installed (pgmem.sql and pgmem.migrations inside the
+    package), its last revision `old_head`; skips the test without this repository's history."""
+    found = _git("log", "--diff-filter=A", "--format=%H", "--", added)
+    commit = _git("rev-parse", "--verify", f"{found.splitlines()[-1]}^") if found else ""
+    if not commit:
+        pytest.skip("needs this repository's git history (the old package is taken from it)")
+    archive = subprocess.run(
+        ["git", "-C", str(repo_root()), "archive", commit, "pgmem", "sql", "migrations"],
+        capture_output=True,
+        check=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    for folder in ("sql", "migrations"):
+        (dest / "pgmem" / folder).symlink_to(dest / folder)
+    assert sorted(p.name for p in (dest / "migrations" / "versions").glob("*.py"))[-1].startswith(old_head)
+    return dest

@@ -8,12 +8,10 @@ in its own process, as a deploy script starts it."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +39,7 @@ from tests.security_helpers import (
     ensure_login_roles,
     maintenance_login,
     make_turn,
+    package_before,
     repo_root,
     role_url,
 )
@@ -182,31 +181,11 @@ def test_the_migrating_login_without_create_on_the_database_upgrades_an_installe
 OLD_HEAD = START
 
 
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
 @pytest.fixture(scope="module")
 def tree_0059(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pgmem of the commit before the first revision above 0059 was added (its Python, sql/
     and migrations/), laid out as installed, as tests/test_rollback.py takes 0050's."""
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", "migrations/versions/006*")
-    commit = _git("rev-parse", "--verify", f"{added.splitlines()[-1]}^") if added else ""
-    if not commit:
-        pytest.skip("needs this repository's git history (the old package is taken from it)")
-    dest = tmp_path_factory.mktemp("pgmem-0059")
-    archive = subprocess.run(
-        ["git", "-C", str(repo_root()), "archive", commit, "pgmem", "sql", "migrations"],
-        capture_output=True,
-        check=True,
-    )
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(dest, filter="data")
-    for folder in ("sql", "migrations"):
-        (dest / "pgmem" / folder).symlink_to(dest / folder)
-    assert sorted(p.name for p in (dest / "migrations" / "versions").glob("*.py"))[-1].startswith(OLD_HEAD)
-    return dest
+    return package_before("migrations/versions/006*", tmp_path_factory.mktemp("pgmem-0059"), OLD_HEAD)
 
 
 def _rows(url: str) -> dict[str, list[str]]:

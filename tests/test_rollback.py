@@ -17,7 +17,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tarfile
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -42,6 +41,7 @@ from tests.security_helpers import (
     hash_vector,
     maintenance_login,
     make_turn,
+    package_before,
     repo_root,
     role_url,
 )
@@ -54,31 +54,13 @@ NAMESPACE = ["notes"]
 TURN_TEXT = "The zeppelin flight over Lake Constance is booked for Friday."
 
 
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
 @pytest.fixture(scope="module")
 def old_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pgmem of the commit before 0051 was added, laid out as installed (pgmem.sql and
     pgmem.migrations inside the package)."""
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", "migrations/versions/0051_store_tombstone.py")
-    commit = _git("rev-parse", "--verify", f"{added.splitlines()[-1]}^") if added else ""
-    if not commit:
-        pytest.skip("needs this repository's git history (the old package is taken from it)")
-    dest = tmp_path_factory.mktemp("pgmem-0050")
-    archive = subprocess.run(
-        ["git", "-C", str(repo_root()), "archive", commit, "pgmem", "sql", "migrations"],
-        capture_output=True,
-        check=True,
+    return package_before(
+        "migrations/versions/0051_store_tombstone.py", tmp_path_factory.mktemp("pgmem-0050"), OLD_HEAD
     )
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(dest, filter="data")
-    for folder in ("sql", "migrations"):
-        (dest / "pgmem" / folder).symlink_to(dest / folder)
-    assert sorted(p.name for p in (dest / "migrations" / "versions").glob("*.py"))[-1].startswith(OLD_HEAD)
-    return dest
 
 
 def _with_the_rule(old: Path, dest: Path) -> Path:
