@@ -367,28 +367,38 @@ def test_migrate_as_an_application_or_reader_login_is_refused_in_one_line(
     assert _version(at_start) == START and _functions(at_start) == functions
 
 
+def _offline_script(url: str, revisions: str) -> subprocess.CompletedProcess[str]:
+    """`pgmem migrate --sql --revision REVISIONS` as the DBA runs it: no database read."""
+    return subprocess.run(
+        [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", revisions],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        env={k: v for k, v in _env(url, "pgmem-sql").items() if k != "DATABASE_URL"},
+        check=False,
+    )
+
+
+def _psql(url: str, script: str) -> subprocess.CompletedProcess[str]:
+    """`script` applied with psql, stopping on the first error (ON_ERROR_STOP)."""
+    return subprocess.run(
+        [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
+        input=script,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalog(db_url: str, at_start: str) -> None:
     """The runbook's review step, then the script itself applied by a DBA with psql (offline
     mode, no database read) to a database at its start revision: it runs cleanly and leaves the
     catalog an online `pgmem migrate` leaves, the version at head."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", f"{START}:head"],
-        capture_output=True,
-        text=True,
-        cwd=repo_root(),
-        env={k: v for k, v in _env(at_start, "pgmem-sql").items() if k != "DATABASE_URL"},
-        check=False,
-    )
+    done = _offline_script(at_start, f"{START}:head")
     assert done.returncode == 0, done.stderr[-2000:]
     steps = revisions_below(head_revision()).index(START) + 1  # START's successors up to head
     assert done.stdout.count("COMMIT;") == steps and "@PIECE_DIMS@" not in done.stdout
-    psql = subprocess.run(
-        [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", at_start],
-        input=done.stdout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    psql = _psql(at_start, done.stdout)
     assert psql.returncode == 0, psql.stderr[-2000:]
     assert _version(at_start) == head_revision()
     fresh, got = schema_dump(db_url), schema_dump(at_start)
@@ -420,40 +430,18 @@ def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_no
         upgrade(url, params=PARAMS)
         downgrade(url, "0056", params=PARAMS)
         functions = _functions(url)
-        script = subprocess.run(
-            [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", f"{START}:head"],
-            capture_output=True,
-            text=True,
-            cwd=repo_root(),
-            env={k: v for k, v in _env(url, "pgmem-sql").items() if k != "DATABASE_URL"},
-            check=True,
-        ).stdout
-        psql = subprocess.run(
-            [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
-            input=script,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        written = _offline_script(url, f"{START}:head")
+        assert written.returncode == 0, written.stderr[-2000:]
+        script = written.stdout
+        psql = _psql(url, script)
         assert psql.returncode == 3, psql.stderr[-2000:]
         assert "schema pgmem is at 0056, not at 0059 where this step to 0060 starts" in psql.stderr, psql.stderr[-2000:]
         assert _version(url) == "0056" and _functions(url) == functions
         # The script written from where the database is applies.
-        script = subprocess.run(
-            [sys.executable, "-m", "pgmem", "migrate", "--sql", "--revision", "0056:head"],
-            capture_output=True,
-            text=True,
-            cwd=repo_root(),
-            env={k: v for k, v in _env(url, "pgmem-sql").items() if k != "DATABASE_URL"},
-            check=True,
-        ).stdout
-        psql = subprocess.run(
-            [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
-            input=script,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        written = _offline_script(url, "0056:head")
+        assert written.returncode == 0, written.stderr[-2000:]
+        script = written.stdout
+        psql = _psql(url, script)
         assert psql.returncode == 0, psql.stderr[-2000:]
         assert _version(url) == head_revision()
 
