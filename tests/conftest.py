@@ -29,7 +29,7 @@ from pgmem import server
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
 from pgmem.sqlfiles import InstallParams
-from tests.security_helpers import APP_LOGIN, ensure_login_roles, role_url
+from tests.security_helpers import APP_LOGIN, ensure_login_roles, maintenance_login, role_url
 
 TEST_DIMS = 384
 _STARTED_HERE = False
@@ -54,6 +54,8 @@ def _server_params() -> dict[str, object]:
 
 
 SERVER = _server_params()
+#: The login of the `owner` fixture: a LOGIN member of pgmem_owner.
+MAINTENANCE_LOGIN = "pgmem_test_maintenance"
 
 
 def migrate_loader(host: str, port: int, user: str, dbname: str, password: str, **_: object) -> None:
@@ -107,6 +109,17 @@ def admin_conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     than a service has (roles, catalog, server settings, fixtures only a DBA could set up)."""
     c = psycopg.connect(db_url, autocommit=True)
     register_vector(c)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def owner(
+    admin_conn: psycopg.Connection[tuple[object, ...]], db_url: str
+) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """The maintenance login (a LOGIN member of pgmem_owner), as a DBA runs index maintenance,
+    retention and sweeps; a test module may define its own."""
+    c = maintenance_login(admin_conn, db_url, MAINTENANCE_LOGIN)
     yield c
     c.close()
 

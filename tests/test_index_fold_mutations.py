@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import psycopg
@@ -20,7 +19,7 @@ from pgmem.db import scoped
 from pgmem.documents.store import Document, add_documents
 from pgmem.ingest import ingest_turns
 from tests.conftest import TEST_DIMS
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, connect_as, maintenance_login, make_turn
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, connect_as, make_turn
 from tests.test_write_tail import META, _put_turn, _stored, _unit, indexed
 from tests.test_write_tail import SCOPE as WIDE
 
@@ -29,7 +28,6 @@ __all__ = ["app_conn", "indexed"]
 MODEL = "test:hash"
 SCOPE = "ixfold"
 OTHER = "ixfold-other"
-OWNER_LOGIN = "pgmem_test_ixfold_maint"
 N = 1500
 #: Words in 136 or 137 of the 1,500 pieces: folded with their ids (more than 128, at most the
 #: fold's cap of 160) and searched at the default share (at most 150 pieces).
@@ -47,13 +45,6 @@ def _embedder() -> HashEmbedder:
 def _add(conn: Conn, scope: str, thread: str, texts: list[str], first: int = 0) -> None:
     turns = [make_turn(scope, thread, first + i, t) for i, t in enumerate(texts)]
     assert not ingest_turns(conn, turns, _embedder()).failed
-
-
-@pytest.fixture
-def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
-    yield c
-    c.close()
 
 
 @pytest.fixture

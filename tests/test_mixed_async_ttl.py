@@ -53,7 +53,7 @@ from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_threa
 from pgmem.integrations.langgraph_import import import_postgres_store
 from pgmem.lab.bench.churn import orphans
 from pgmem.turns import Turn
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, maintenance_login, role_url
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, role_url
 
 Namespace = tuple[str, ...]
 PIECES: Namespace = ("mt", "pieces")
@@ -73,7 +73,6 @@ CHAT_TURNS = 4
 #: A TTL (minutes) so short that the item expires inside its own put's transaction.
 EXPIRING = 1e-12
 WORDS = ("invoice", "shipment", "pallet", "freezer", "courier", "harbour", "ledger", "voucher")
-OWNER_LOGIN = "pgmem_test_async_ttl_owner"
 MODEL = HashEmbedder()
 MAINTENANCE = ("sweep", "apply_retention")
 
@@ -507,13 +506,6 @@ def check(admin: Conn, app_url: str, log: Log, seen: dict[str, int]) -> list[str
             listed = {i.key: i.value for i in store.search(ns, limit=100)}
             log.saw("final search", list(listed.items()))
     return problems
-
-
-@pytest.fixture
-def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ from pgmem.lab.bench.reembed import Rotated
 from pgmem.recall import recall
 from pgmem.reembed import reembed
 from pgmem.turns import Turn
-from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, maintenance_login, role_url
+from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, role_url
 
 SCOPES = ("mx0", "mx1", "mx2")
 #: The scope the re-embed client moves between two models (the others stay on MODEL_A).
@@ -73,7 +73,6 @@ BULK_TURNS = 30
 ITEMS = ("alpha", "bravo", "charlie", "k" * 200 + "0", "k" * 200 + "1")
 DOCS = ("guide.md", "notes.md")
 WORDS = ("invoice", "shipment", "pallet", "freezer", "courier", "harbour", "ledger", "voucher", "customs", "depot")
-OWNER_LOGIN = "pgmem_test_mixed_owner"
 
 MODEL_A = HashEmbedder()
 MODEL_B = Rotated(MODEL_A)
@@ -576,13 +575,6 @@ def recall_finds(admin: Conn, app: Conn, turns: list[tuple[str, str, int, int]])
         if (thread, index) not in hits:
             problems.append(f"turn {scope}/{thread}/{index}: a recall of its exact text does not find it: {hits}")
     return problems
-
-
-@pytest.fixture
-def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
-    yield c
-    c.close()
 
 
 def mixed_run(

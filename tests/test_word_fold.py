@@ -8,7 +8,7 @@ either way (setting pgmem.word_fold = off reads the index)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import psycopg
@@ -16,6 +16,7 @@ import pytest
 
 from pgmem.db import scoped
 from pgmem.ingest import ingest_turns
+from tests.conftest import MAINTENANCE_LOGIN
 from tests.security_helpers import (
     APP_LOGIN,
     Conn,
@@ -23,7 +24,6 @@ from tests.security_helpers import (
     app_conn,
     connect_as,
     graded_texts,
-    maintenance_login,
     make_turn,
 )
 
@@ -32,7 +32,6 @@ __all__ = ["app_conn"]
 MODEL = "test:hash"
 BIG = "folded"
 SMALL = "unfolded"
-OWNER_LOGIN = "pgmem_test_fold_maint"
 VOCAB = [f"f{i:03d}q" for i in range(80)]
 PLAN = "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words' AND action = 'postings'"
 
@@ -51,13 +50,6 @@ def _add(conn: Conn, scope: str, thread: str, n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     turns = [make_turn(scope, thread, i, t) for i, t in enumerate(_texts(rng, n))]
     assert not ingest_turns(conn, turns, HashEmbedder(model_id=MODEL)).failed
-
-
-@pytest.fixture
-def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -315,7 +307,7 @@ def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, admin_conn
                     c.execute("SELECT * FROM pgmem.forget_turn(%s, %s, %s)", (BIG, f"t{i % 5}", i // 5))
 
     def refresher() -> None:
-        with connect_as(db_url, OWNER_LOGIN) as c:
+        with connect_as(db_url, MAINTENANCE_LOGIN) as c:
             while not stop.is_set():
                 c.execute("SELECT pgmem.refresh_word_fold(%s)", (BIG,))
 

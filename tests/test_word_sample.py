@@ -6,8 +6,6 @@ searches the same words."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import psycopg
 import pytest
@@ -23,7 +21,6 @@ from tests.security_helpers import (
     HashEmbedder,
     app_conn,
     graded_texts,
-    maintenance_login,
     make_turn,
 )
 
@@ -33,7 +30,6 @@ MODEL = "test:hash"
 BIG = "sampled"
 SMALL = "unsampled"
 #: A LOGIN member of pgmem_owner: the login that migrates pgmem and runs index maintenance.
-OWNER_LOGIN = "pgmem_test_sample_maint"
 VOCAB = [f"s{i:03d}q" for i in range(80)]
 PLAN = "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan() WHERE plane = 'words'"
 
@@ -51,13 +47,6 @@ def _turns(scope: str, n: int, seed: int, threads: int) -> list[Turn]:
     if threads == 1:
         return [make_turn(scope, "t", i, t) for i, t in enumerate(_texts(rng, n))]
     return [make_turn(scope, f"t{i % threads}", i // threads, t) for i, t in enumerate(_texts(rng, n))]
-
-
-@pytest.fixture
-def owner(admin_conn: Conn, db_url: str) -> Iterator[Conn]:
-    c = maintenance_login(admin_conn, db_url, OWNER_LOGIN)
-    yield c
-    c.close()
 
 
 @pytest.fixture
