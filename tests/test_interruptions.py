@@ -56,10 +56,15 @@ def blocking(admin_conn: Conn) -> Iterator[Conn]:
     admin_conn.execute("SELECT pg_advisory_unlock_all()")
 
 
+#: The app login's backends of this test's database: tests of other databases run beside it
+#: (`make test` runs two pytest workers on one server).
+OURS = "datname = current_database() AND usename = %s"
+
+
 async def until_blocked(admin: Conn) -> None:
     """Return once the app login's backend waits for a lock (polled in pg_stat_activity: the
     call cannot finish before the test releases the lock, so this orders, it does not race)."""
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'"
+    waiting = f"SELECT count(*) FROM pg_stat_activity WHERE {OURS} AND wait_event_type = 'Lock'"
     while not count(admin, waiting, (APP_LOGIN,)):
         await asyncio.sleep(0.005)
 
@@ -109,7 +114,10 @@ class InterruptedEmbedder(HashEmbedder):
         self.admin = admin
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
-        self.admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (APP_LOGIN,))
+        self.admin.execute(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {OURS}",
+            (APP_LOGIN,),
+        )
         raise KeyboardInterrupt
 
 
@@ -183,7 +191,10 @@ def test_pg_cancel_backend_of_an_async_call_is_one_pgmem_error(app_url: str, blo
         async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
             task = asyncio.ensure_future(pgmem.aio.ingest_turns(aconn, TURNS, EMB, bulk=True))
             await until_blocked(blocking)
-            blocking.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE usename = %s", (APP_LOGIN,))
+            blocking.execute(
+                f"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE {OURS}",
+                (APP_LOGIN,),
+            )
             with pytest.raises(CanceledError) as err:
                 await task
             _one_line_cancel(err.value, "57014")
@@ -193,7 +204,7 @@ def test_pg_cancel_backend_of_an_async_call_is_one_pgmem_error(app_url: str, blo
     assert stored_turns(blocking) == 0
 
 
-TERMINATE = "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE usename = %s"
+TERMINATE = f"SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE {OURS}"
 
 
 def terminate(admin: Conn) -> None:
