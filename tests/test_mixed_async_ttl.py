@@ -30,6 +30,7 @@ clients and operations."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import threading
 import time
@@ -52,6 +53,7 @@ from pgmem.forget import forget_scope, forget_thread
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
 from pgmem.integrations.langgraph_import import import_postgres_store
 from pgmem.lab.bench.churn import orphans
+from pgmem.recall import recall
 from pgmem.turns import Turn
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, role_url
 
@@ -213,10 +215,8 @@ class AsyncClient:
             roll = self.rng.random()
             if roll < 0.25:
                 ops.append(GetOp(ns, key, refresh_ttl=True))
-            elif roll < 0.4 and not any(isinstance(o, PutOp) and o.value is None for o in ops):
-                # At most one delete a batch: a batch deleting two items can deadlock with a
-                # lone delete, an open defect (test_two_store_batches_deleting_indexed_items_do_not_deadlock,
-                # xfail below), which the library retries; this run asserts none is detected.
+            elif roll < 0.4:
+                # Batches delete several items (test_two_store_batches_deleting_indexed_items_do_not_deadlock).
                 ops.append(PutOp(ns, key, None))
                 wrote[key] = None
             else:
@@ -637,16 +637,20 @@ def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
         s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a store batch deleting two indexed items holds the scope's recall-log lock "
-    "(pgmem._recall_log_lock, taken by the first delete's _forget_logs) while it asks for the "
-    "second key's lock (pgmem._store_key_lock); a delete of that key alone holds its key lock and "
-    "asks for the recall-log lock: a deadlock (found by the slow variant above)",
-)
+def _logged_rows(admin: Conn, scope: str) -> int:
+    row = admin.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)).fetchone()
+    return int(str(row[0])) if row else 0
+
+
 def test_two_store_batches_deleting_indexed_items_do_not_deadlock(
     app_url: str, admin_conn: Conn, conn: Conn, sessions: Any
 ) -> None:
+    """Found by the slow variant above: a transaction deleting two indexed items took the scope's
+    recall-log lock at its first delete (the delete of a's log rows), then asked for b's key lock,
+    while a delete of b alone held b's key and asked for the recall-log lock: a deadlock. The log
+    rows of a store delete now go at its commit (0073), after every lock the transaction took:
+    the lone delete runs through, the batch's second delete waits for it, and both commit; the
+    recalls that returned the items are gone with them, and not before the commit."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
     from tests.test_lock_order import outcome, waits_for_lock
 
@@ -654,16 +658,113 @@ def test_two_store_batches_deleting_indexed_items_do_not_deadlock(
     scope = namespace_scope(ns)
     store = PgmemStore(conn, embedder=MODEL)
     store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
+    for key in ("a", "b"):  # a recall in each item's thread: its log row names that item only
+        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
+    recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0)  # names both
+    assert _logged_rows(admin_conn, scope) == 3
     first, second = sessions(), sessions()
     delete = "SELECT pgmem.delete_item(%s, %s)"
     first.begin(scope, directory=DEFAULT_DIRECTORY)
-    first.do(lambda c: c.execute(delete, (scope, "a")))  # a's key lock, then the recall-log lock
+    first.do(lambda c: c.execute(delete, (scope, "a")))
+    assert _logged_rows(admin_conn, scope) == 3  # a's log rows wait for the commit
     second.begin(scope, directory=DEFAULT_DIRECTORY)
-    lone = second.start(lambda c: c.execute(delete, (scope, "b")))  # b's key lock, then waits
-    assert waits_for_lock(admin_conn, lone, second.pid)
-    then = first.start(lambda c: c.execute(delete, (scope, "b")))
-    results = [outcome(then), outcome(lone)]
-    failed = [r for r in results if isinstance(r, BaseException)]
-    for s in (first, second):
-        s.do(lambda c: c.execute("ROLLBACK"))
-    assert failed == []
+    lone = second.do(lambda c: c.execute(delete, (scope, "b")).fetchone())  # never waits for the first
+    assert lone == (True,)
+    then = first.start(lambda c: c.execute(delete, (scope, "b")).fetchone())
+    assert waits_for_lock(admin_conn, then, first.pid)  # b's key, held by the lone delete
+    second.commit()
+    assert outcome(then) == (False,)  # deleted by the other
+    assert _logged_rows(admin_conn, scope) == 1  # the recall in a's thread
+    first.commit()
+    assert _logged_rows(admin_conn, scope) == 0
+    assert store.get(ns, "a") is None and store.get(ns, "b") is None
+
+
+def test_a_store_delete_rolled_back_keeps_its_log_rows_and_one_in_a_savepoint_too(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """The recall-log rows of a store delete go at its commit: a rollback, of the transaction or of
+    the savepoint the delete ran in, keeps them with the item; a delete after the rolled-back
+    savepoint takes them at the commit."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "rolled")
+    scope = namespace_scope(ns)
+    store = PgmemStore(conn, embedder=MODEL)
+    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
+    for key in ("a", "b"):
+        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
+    s = sessions()
+    delete = "SELECT pgmem.delete_item(%s, %s)"
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute(delete, (scope, "a")))
+    s.do(lambda c: c.execute("ROLLBACK"))
+    assert _logged_rows(admin_conn, scope) == 2 and store.get(ns, "a") is not None
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SAVEPOINT x"))
+    s.do(lambda c: c.execute(delete, (scope, "a")))
+    s.do(lambda c: c.execute("ROLLBACK TO SAVEPOINT x"))
+    s.do(lambda c: c.execute(delete, (scope, "b")))
+    s.commit()
+    assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "a") is not None
+    assert store.get(ns, "b") is None
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "not json",
+        "[1, 2]",
+        "null",
+        '{"mt/other": {"threads": ["%(other)s"], "piece_ids": [], "fact_ids": []}}',
+        '{"mt/planted": {"threads": 5, "piece_ids": "x", "fact_ids": null}}',
+        '{"mt/planted": "x"}',
+    ],
+)
+def test_a_planted_item_logs_setting_forgets_nothing_of_another_scope(
+    admin_conn: Conn, conn: Conn, sessions: Any, planted: str
+) -> None:
+    """pgmem.item_logs_at_commit is pgmem's own setting, but the caller can set it: whatever it held
+    before a delete_item, the delete forgets its own item's log rows at the commit, and none of
+    another scope (the trigger reads only the entry of the deleted row's scope)."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    mine, other = ("mt", "planted"), ("mt", "other")
+    for ns in (mine, other):
+        PgmemStore(conn, embedder=MODEL).put(ns, "a", {"text": "item a about pallets"})
+        recall(conn, namespace_scope(ns), "pallets", MODEL, log=True, floor=-1.0, thread=item_thread("a"))
+    s = sessions()
+    s.begin(namespace_scope(mine), directory=DEFAULT_DIRECTORY)
+    value = planted.replace("%(other)s", item_thread("a"))
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (value,)))
+    assert s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (namespace_scope(mine),)).fetchone()) == (
+        True,
+    )
+    s.commit()
+    assert _logged_rows(admin_conn, namespace_scope(mine)) == 0
+    assert _logged_rows(admin_conn, namespace_scope(other)) == 1
+
+
+def test_an_item_logs_setting_changed_after_a_delete_fails_the_commit_in_one_line(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """Set after the delete to what pgmem never writes, the setting cannot say which log rows to
+    forget: the commit fails with one line (22023), and the item and its log rows stay."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "changed")
+    scope = namespace_scope(ns)
+    store = PgmemStore(conn, embedder=MODEL)
+    store.put(ns, "a", {"text": "item a about pallets"})
+    recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread("a"))
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
+    bad = json.dumps({scope: {"threads": [], "piece_ids": ["x"], "fact_ids": []}})
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (bad,)))
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        s.commit()
+    assert err.value.diag.message_primary == (
+        "pgmem.item_logs_at_commit is not what delete_item wrote: it is pgmem's own setting"
+    )
+    assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "a") is not None

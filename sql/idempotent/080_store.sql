@@ -298,6 +298,101 @@ $$;
 COMMENT ON FUNCTION pgmem._delete_item_rows(text, text) IS
 'Internal to delete_item and expire_items: delete a store item of the scope and, when it was indexed, its thread''s rows (pgmem._forget_thread_rows), but not the recall-log rows that returned them. Returns whether the item existed, its thread, and the ids of the pieces and facts deleted.';
 
+-- A store delete's recall-log rows are deleted at its transaction's commit (0073), not by the
+-- delete: the lock order puts the scope's recall-log lock (pgmem._recall_log_lock) after every
+-- row lock of the transaction, and a store batch deleting two items took it at its first delete,
+-- then asked for the second key's lock, while a delete of that key alone held the key and asked
+-- for the recall-log lock: a deadlock. (A batch's puts after a delete, and their turns, were
+-- held the same way.) delete_item adds the item's thread, pieces and facts to the transaction's
+-- setting pgmem.item_logs_at_commit (a JSON object: scope -> threads, piece_ids, fact_ids); the
+-- deferred trigger below, queued by the item row's delete, forgets them in one read of the log
+-- a scope, at the commit, after everything else the transaction locked. A savepoint rolled back
+-- takes back both the setting and its queued triggers. Until the commit the transaction itself
+-- still sees the rows.
+CREATE OR REPLACE FUNCTION pgmem._item_logs_at_commit(scope text, thread text, piece_ids bigint[], fact_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    pending jsonb;
+    s jsonb;
+BEGIN
+    BEGIN  -- pgmem's own setting: anything else found there (set by the caller) starts afresh
+        pending := coalesce(nullif(current_setting('pgmem.item_logs_at_commit', true), ''), '{}')::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        pending := '{}';
+    END;
+    IF jsonb_typeof(pending) <> 'object' THEN
+        pending := '{}';
+    END IF;
+    s := pending -> scope;
+    IF jsonb_typeof(s) IS DISTINCT FROM 'object'
+       OR jsonb_typeof(s -> 'threads') IS DISTINCT FROM 'array'
+       OR jsonb_typeof(s -> 'piece_ids') IS DISTINCT FROM 'array'
+       OR jsonb_typeof(s -> 'fact_ids') IS DISTINCT FROM 'array' THEN
+        s := '{"threads": [], "piece_ids": [], "fact_ids": []}';
+    END IF;
+    s := jsonb_build_object('threads', (s -> 'threads') || to_jsonb(thread),
+                            'piece_ids', (s -> 'piece_ids') || to_jsonb(coalesce(piece_ids, '{}')),
+                            'fact_ids', (s -> 'fact_ids') || to_jsonb(coalesce(fact_ids, '{}')));
+    PERFORM set_config('pgmem.item_logs_at_commit', jsonb_set(pending, ARRAY[scope], s)::text, true);
+END
+$$;
+COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) IS
+'Internal to delete_item: add a deleted item''s thread, pieces and facts to the transaction''s pgmem.item_logs_at_commit, whose recall-log rows pgmem._forget_item_logs_at_commit deletes at the commit.';
+
+-- The trigger's function runs as pgmem_owner (900_grants.sql): at the commit no pgmem function
+-- is running, and pgmem_app may not delete recall-log rows. It reads the setting only for the
+-- scope of a store item the transaction deleted, which a definer function deleted under the
+-- transaction's write scope, so what it forgets is that scope's log rows only; it sets
+-- pgmem.scope to that scope for the delete (row-level security) and back.
+CREATE OR REPLACE FUNCTION pgmem._forget_item_logs_at_commit()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+DECLARE
+    pending jsonb;
+    threads text[];
+    piece_ids bigint[];
+    fact_ids bigint[];
+    caller_scope text := current_setting('pgmem.scope', true);
+BEGIN
+    BEGIN
+        pending := nullif(current_setting('pgmem.item_logs_at_commit', true), '')::jsonb;
+        IF jsonb_typeof(pending) IS DISTINCT FROM 'object' OR NOT pending ? OLD.scope_id THEN
+            RETURN NULL;  -- none left: this scope's were forgotten at its first deleted row
+        END IF;
+        threads := ARRAY(SELECT DISTINCT t FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'threads') AS u(t));
+        piece_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'piece_ids') AS u(i));
+        fact_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'fact_ids') AS u(i));
+    EXCEPTION WHEN data_exception THEN
+        RAISE EXCEPTION 'pgmem.item_logs_at_commit is not what delete_item wrote: it is pgmem''s own setting'
+            USING ERRCODE = '22023',
+                  HINT = 'Do not set pgmem.item_logs_at_commit; the transaction''s deletes were not committed.';
+    END;
+    PERFORM set_config('pgmem.item_logs_at_commit', (pending - OLD.scope_id)::text, true);
+    PERFORM set_config('pgmem.scope', OLD.scope_id, true);
+    PERFORM pgmem._forget_logs(OLD.scope_id, threads, '{}', piece_ids, fact_ids);
+    PERFORM set_config('pgmem.scope', coalesce(caller_scope, ''), true);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_item_logs_at_commit() IS
+'Trigger (deferred to the commit, on pgmem.store_item deletes in a transaction that called delete_item): deletes the recall-log rows of the deleted items of the row''s scope, from pgmem.item_logs_at_commit (pgmem._forget_logs, once a scope), after every other lock the transaction took.';
+
+-- A constraint trigger (the only kind that can wait for the commit) has no OR REPLACE; the
+-- re-runnable set holds store_item ACCESS EXCLUSIVE anyway (its policies).
+DROP TRIGGER IF EXISTS store_item_logs_at_commit ON pgmem.store_item;
+CREATE CONSTRAINT TRIGGER store_item_logs_at_commit
+AFTER DELETE ON pgmem.store_item
+DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW
+WHEN (OLD.thread_id IS NOT NULL AND pg_catalog.current_setting('pgmem.item_logs_at_commit', true) <> '')
+EXECUTE FUNCTION pgmem._forget_item_logs_at_commit();
+
 CREATE OR REPLACE FUNCTION pgmem.delete_item(scope text, item_key text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -334,10 +429,14 @@ BEGIN
         PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
     END IF;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
+    -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit): the
+    -- marker set first, since the trigger is queued as the item row is deleted.
+    PERFORM set_config('pgmem.item_logs_at_commit',
+                       coalesce(nullif(current_setting('pgmem.item_logs_at_commit', true), ''), '{}'), true);
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
     IF r.thread IS NOT NULL THEN
-        PERFORM pgmem._forget_logs(delete_item.scope, ARRAY[r.thread], ARRAY[NULL::integer], r.piece_ids, r.fact_ids);
+        PERFORM pgmem._item_logs_at_commit(delete_item.scope, r.thread, r.piece_ids, r.fact_ids);
     END IF;
     IF r.existed THEN  -- the namespace leaves the directories with the last item (unless one is being put)
         PERFORM pgmem._drop_empty_namespace(delete_item.scope);
@@ -346,7 +445,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the scope row FOR KEY SHARE (when there is one) and then the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread; the log rows at the commit, by the deferred trigger store_item_logs_at_commit, after every other lock of the transaction); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the scope row FOR KEY SHARE (when there is one) and then the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
 
 -- Before literal (0040): dropped so a named call stays unambiguous.
 DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);

@@ -169,6 +169,7 @@ BEGIN
                 ('refresh_items', 'moves the expiry of LangGraph store items of the caller''s scope on a read; pgmem_app may not write tables.'),
                 ('expire_items', 'deletes the expired LangGraph store items of the caller''s scope as delete_item does; pgmem_app may not write tables.'),
                 ('delete_item', 'deletes a LangGraph store item of the caller''s scope, its turn and its directory entry; pgmem_app may not write tables.'),
+                ('_forget_item_logs_at_commit', 'a trigger at the commit of a transaction that called delete_item: deletes the recall-log rows of the items it deleted, in their scope; pgmem_app may not write tables.'),
                 ('forget_turn', 'deletes a turn, its pieces, facts and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_thread', 'deletes a thread with its turns, pieces, facts, store items and recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
                 ('forget_fact', 'deletes a fact and its recall-log rows in the caller''s scope; pgmem_app may not write tables.'),
