@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -420,3 +421,39 @@ def test_expire_items_takes_at_most_max_items_in_key_order_and_nothing_unexpired
             conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
             row = conn.execute("SELECT pgmem.expire_items(%s, %s)", (scope, max_items)).fetchone()
         assert (row, keys()) == ((gone,), left), max_items
+
+
+def test_a_put_in_a_transaction_begun_before_the_item_expired_treats_it_as_expired(
+    hstore: PgmemStore, conn: Conn, admin_conn: Conn
+) -> None:
+    """Reads judge expiry by the clock (0072); puts judged it by their transaction's start. An item
+    that expired after a transaction began, and that the transaction's own read no longer finds,
+    was still alive for its put: an import's conditional put kept it instead of writing its copy
+    (the expired item then vanished with the copy), and a plain put kept its old created_at."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("ttl", "clock")
+    scope = namespace_scope(ns)
+    hstore.batch([PutOp(ns, "cond", {"text": "the old value"}), PutOp(ns, "plain", {"text": "the old value"})])
+    before = hstore.get(ns, "plain")
+    assert before is not None
+    put = """SELECT created_at, written FROM pgmem.put_item(
+                 scope => %s, namespace => %s, item_key => %s, value => '{"text": "the imported copy"}',
+                 unless_newer_than => %s)"""
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (DEFAULT_DIRECTORY,))
+        started = conn.execute("SELECT now()").fetchone()
+        assert started is not None
+        admin_conn.execute(  # both expire now, after the transaction began
+            "UPDATE pgmem.store_item SET ttl_minutes = 1, expires_at = clock_timestamp() WHERE scope_id = %s", (scope,)
+        )
+        for key in ("cond", "plain"):  # the transaction's reads no longer find them
+            assert conn.execute("SELECT count(*) FROM pgmem.store_get(%s, %s)", (scope, key)).fetchone() == (0,)
+        cond = conn.execute(put, (scope, list(ns), "cond", before.updated_at - timedelta(days=1))).fetchone()
+        plain = conn.execute(put, (scope, list(ns), "plain", None)).fetchone()
+    assert cond is not None and cond[1] is True  # written: the item it would have kept had expired
+    assert plain is not None and plain == (started[0], True)  # a new item: created now
+    for key in ("cond", "plain"):
+        item = hstore.get(ns, key)
+        assert item is not None and item.value == {"text": "the imported copy"}

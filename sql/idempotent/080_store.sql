@@ -175,15 +175,19 @@ BEGIN
         IF FOUND THEN
             -- A conditional put (an import): an item written after unless_newer_than, and not
             -- expired, is kept as it is. Decided under the item's lock, so a put committed
-            -- after the caller read the item is never overwritten by an older value.
-            IF old.updated_at > unless_newer_than AND NOT coalesce(old.expires_at <= pg_catalog.now(), false) THEN
+            -- after the caller read the item is never overwritten by an older value. Expired by
+            -- the clock, as the store's reads judge it (0074): by the transaction's start, an
+            -- item that expired since, which the transaction's own reads no longer found, was
+            -- kept, and the import's copy was lost with it.
+            IF old.updated_at > unless_newer_than AND NOT coalesce(old.expires_at <= pg_catalog.clock_timestamp(), false) THEN
                 RETURN QUERY SELECT old.created_at, old.updated_at, old.thread_id, false, false;
                 RETURN;
             END IF;
             old_thread := old.thread_id;
-            -- An expired item put again is a new item (PostgresStore: the sweep had removed it).
+            -- An expired item put again is a new item (PostgresStore: the sweep had removed it),
+            -- expired by the clock as above.
             UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now(),
-                   created_at = CASE WHEN i.expires_at <= pg_catalog.now() THEN pg_catalog.now() ELSE i.created_at END,
+                   created_at = CASE WHEN i.expires_at <= pg_catalog.clock_timestamp() THEN pg_catalog.now() ELSE i.created_at END,
                    ttl_minutes = put_item.ttl_minutes,
                    expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60)
              WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key
@@ -224,7 +228,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired, is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired (by the clock, as reads judge it), is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),
