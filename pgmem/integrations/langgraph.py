@@ -935,6 +935,14 @@ class _StoreLogic:
         # nothing (a scope forgotten since), bind no model ahead.
         bound: set[str] = set()
         turn_scopes = {namespace_scope(op.namespace) for op in puts if found_messages.get(id(op)) and not unless_newer}
+        # A batch of several scopes opens them all (their rows created, held FOR KEY SHARE), in
+        # order, before it binds a model in any (0074): a bind may register a new model, whose
+        # lock is held to the commit, and a batch that then inserted its next scope's row waited
+        # for a writer that had inserted that row and waited for the registry (a deadlock).
+        put_scopes = sorted({namespace_scope(op.namespace) for op in puts if op.value is not None})
+        if turn_scopes and len(put_scopes) > 1:
+            for scope in put_scopes:
+                yield Query(scope, "SELECT pgmem.open_scope(%s)", (scope,), wait=False)
         for op in puts:
             scope = namespace_scope(op.namespace)
             if scope in turn_scopes and scope not in bound:

@@ -207,6 +207,34 @@ $$;
 COMMENT ON FUNCTION pgmem.model_refusal(text, text, integer, text) IS
 'Why a write of the scope''s piece or fact plane with this model would be refused (the scope stores vectors of another model), or NULL when it would not: the check a client runs before embedding anything, and the message bind_scope_model raises. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
+-- A transaction that writes several scopes (a LangGraph store batch over several namespaces)
+-- opens all of them, sorted, before it binds a model in any (0074): the registry's lock, held by
+-- a registration to the end of the transaction, comes after every scope row the transaction
+-- creates. A batch that registered a new model binding its first scope, then inserted its
+-- second scope's row, waited for another writer that had inserted that row and was waiting for
+-- the registry: a deadlock.
+CREATE OR REPLACE FUNCTION pgmem.open_scope(scope text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM set_config('pgmem.scope', pgmem._write_scope(open_scope.scope), true);
+    -- As put_item and set_retention: insert, then hold FOR KEY SHARE; a scope forgotten
+    -- meanwhile is created again.
+    LOOP
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (open_scope.scope) ON CONFLICT (scope_id) DO NOTHING;
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = open_scope.scope FOR KEY SHARE;
+        EXIT WHEN FOUND;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem.open_scope(text) IS
+'Create the scope''s row if it has none (no model bound) and hold it FOR KEY SHARE to the end of the transaction: a transaction writing several scopes opens them all, sorted, before it binds a model in any (bind_scope_model may register a new model, whose lock is held to the commit and comes after every scope row in the lock order, docs/architecture.md). The scope must be the transaction''s pgmem.scope (42501 otherwise).';
+
 CREATE OR REPLACE FUNCTION pgmem.bind_scope_model(scope text, model_id text, dims integer, plane text DEFAULT 'piece', reembed boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -235,7 +263,9 @@ BEGIN
     -- registered the same new model. A plane's first write records its model before the SHARE
     -- lock is taken (an UPDATE only when the row is unbound), so two first writers serialise
     -- instead of deadlocking. A scope forgotten meanwhile (forget_scope deleted the row) is
-    -- created again: the write lands after the forget.
+    -- created again: the write lands after the forget. A transaction writing several scopes
+    -- opens them all first (pgmem.open_scope, 0074), so a registration here creates no scope
+    -- row after it.
     LOOP
         INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;
         key := pgmem._model_key(model_id, dims, plane || '.embedding');

@@ -153,6 +153,7 @@ BEGIN
     FOR r IN
         SELECT p.oid::regprocedure AS fn, d.reason, pg_catalog.obj_description(p.oid, 'pg_proc') AS cmt
           FROM (VALUES
+                ('open_scope', 'creates the caller''s scope row (no model bound); pgmem_app may not write tables.'),
                 ('bind_scope_model', 'creates the caller''s scope row and records its model; pgmem_app may not write tables.'),
                 ('put_turn', 'writes the turn, thread and pieces atomically; pgmem_app may not write tables.'),
                 ('put_turns', 'writes many turns of the caller''s scope with their threads and pieces in one transaction; pgmem_app may not write tables.'),
