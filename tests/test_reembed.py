@@ -236,6 +236,27 @@ def test_forgetting_during_a_model_change_takes_the_staged_vectors(
     assert reembed(conn, SCOPE, Counting(e5)).flipped
 
 
+def test_a_flip_keeps_the_vectors_staged_for_another_model(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, e5: Embedder
+) -> None:
+    """A change to model C is staged (interrupted, or in progress beside it) when a change to
+    e5 flips. C's staged vectors are of the pieces' texts, which the flip does not touch, so
+    they stay valid; the flip used to delete every staged vector of the scope, and the change to
+    C then embedded every piece again (here all of them, not none)."""
+    from pgmem.lab.bench.reembed import Rotated
+
+    ingest_turns(conn, turns(n=8), embedder)
+    other = Rotated(embedder)
+    assert not reembed(conn, SCOPE, other, flip=False).flipped
+    total = sum(int(str(n)) for _, n in models(admin_conn))
+    assert reembed(conn, SCOPE, Counting(e5)).flipped
+    assert staged(admin_conn) == total  # C's, and none of e5's
+    resumed = Counting(other)
+    res = reembed(conn, SCOPE, resumed)
+    assert res.flipped and resumed.texts == 0
+    assert models(admin_conn) == [(other.model_id, total)] and staged(admin_conn) == 0
+
+
 def test_the_model_is_checked_before_anything_is_embedded(conn: Conn, embedder: Embedder, e5: Embedder) -> None:
     ingest_turns(conn, turns(n=3), embedder)
     resized = Resized(e5)

@@ -8,8 +8,11 @@ a deadlock (40P01). pgmem.open_scope creates a scope's row and holds it FOR KEY 
 several scopes opens them all, sorted, before its first bind, so the registry's lock comes after
 every scope row the transaction creates.
 
-Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 900_grants.sql): a new
-function, no result column of an existing one changes.
+reembed_flip deletes only its own model's staged vectors: a change to another model staged in the
+same scope kept none of its work, and embedded every piece again.
+
+Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 045_reembed.sql,
+900_grants.sql): a new function, no result column of an existing one changes.
 
 Revision ID: 0074
 Revises: 0073

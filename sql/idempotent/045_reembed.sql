@@ -171,7 +171,7 @@ BEGIN
     -- away the vectors staged for those, and the scope stayed on two models.
     IF bound IS NOT DISTINCT FROM key
        AND NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = reembed_flip.scope AND p.model_key <> key) THEN
-        DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope;
+        DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope AND sv.model_key = key;
         RETURN QUERY SELECT true, 0::bigint, 0::bigint, 0::bigint;
         RETURN;
     END IF;
@@ -229,12 +229,15 @@ BEGIN
        AND sv.scope_id = p.scope_id AND sv.model_key = key AND sv.piece_id = p.piece_id;
     GET DIAGNOSTICS n_documents = ROW_COUNT;
     UPDATE pgmem.scope s SET piece_model_key = key WHERE s.scope_id = reembed_flip.scope;
-    DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope;
+    -- Only this model's staged rows go (0074): another model's are vectors of the same texts (a
+    -- flip changes no piece's text or id), still valid for a change to that model, which until
+    -- then lost them silently and embedded every piece again.
+    DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope AND sv.model_key = key;
     RETURN QUERY SELECT true, 0::bigint, n_memory + n_documents, n_turns;
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_flip(text, text, integer, double precision) IS
-'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. Returns flipped, pending, the pieces and turns rewritten.';
+'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. The model''s staged vectors are then deleted; those staged for another model are kept (a flip changes no piece''s text) and go when that model flips, their pieces are deleted or the scope is forgotten. Returns flipped, pending, the pieces and turns rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.maintenance_scopes()
 RETURNS TABLE (scope_id text)
