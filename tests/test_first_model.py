@@ -137,7 +137,7 @@ def _client(url: str, kind: str, scope: str, shared: str, emb: HashEmbedder, sta
         conn.close()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_first_writers_of_a_new_model_in_new_and_shared_scopes_do_not_deadlock(
     admin_conn: Conn, app_url: str, seed: int
 ) -> None:
