@@ -24,7 +24,7 @@ from langgraph.store.base import PutOp
 from psycopg import sql
 
 import pgmem.aio
-from pgmem.db import connect
+from pgmem.db import connect, scoped
 from pgmem.documents.store import Document, add_documents
 from pgmem.facts import Fact, add_facts
 from pgmem.ingest import ingest_turns
@@ -177,3 +177,16 @@ def test_first_writers_of_a_new_model_in_new_and_shared_scopes_do_not_deadlock(
             t.join(timeout=60)
         assert not errors, f"round {round_}: {errors[:3]!r}"
     assert _deadlocks_settled(admin_conn, before) == 0
+
+
+def test_open_scope_creates_the_row_once_and_binds_no_model(app_conn: Conn, admin_conn: Conn) -> None:
+    scope = f"opened-{uuid.uuid4().hex[:8]}"
+    for _ in range(2):
+        with scoped(app_conn, scope):
+            app_conn.execute("SELECT pgmem.open_scope(%s)", (scope,))
+    rows = admin_conn.execute(
+        "SELECT piece_model_key, fact_model_key FROM pgmem.scope WHERE scope_id = %s", (scope,)
+    ).fetchall()
+    assert rows == [(None, None)]
+    with pytest.raises(psycopg.errors.NullValueNotAllowed), scoped(app_conn, scope):
+        app_conn.execute("SELECT pgmem.open_scope(NULL)")

@@ -305,6 +305,7 @@ def test_writes_into_another_scope_are_refused(app_conn: Conn, target_exists: bo
         ("SELECT pgmem.remove_document(%s, 'doc')", (other,)),
         ("SELECT pgmem.reblend_documents(%s, 0.5)", (other,)),
         ("SELECT pgmem.bind_scope_model(%s, 'test:hash', 384)", (other,)),
+        ("SELECT pgmem.open_scope(%s)", (other,)),
         (
             "SELECT pgmem.log_recall(%s, 'memory', 'm', ARRAY['p'], %s::vector[], 5, 0.3, NULL, 'vector', '[]')",
             (other, [hash_vector("p")]),
