@@ -936,7 +936,7 @@ class _StoreLogic:
         bound: set[str] = set()
         turn_scopes = {namespace_scope(op.namespace) for op in puts if found_messages.get(id(op)) and not unless_newer}
         # A batch of several scopes opens them all (their rows created, held FOR KEY SHARE), in
-        # order, before it binds a model in any (0074): a bind may register a new model, whose
+        # order, before it binds a model in any (0075): a bind may register a new model, whose
         # lock is held to the commit, and a batch that then inserted its next scope's row waited
         # for a writer that had inserted that row and waited for the registry (a deadlock).
         put_scopes = sorted({namespace_scope(op.namespace) for op in puts if op.value is not None})

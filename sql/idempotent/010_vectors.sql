@@ -208,7 +208,7 @@ COMMENT ON FUNCTION pgmem.model_refusal(text, text, integer, text) IS
 'Why a write of the scope''s piece or fact plane with this model would be refused (the scope stores vectors of another model), or NULL when it would not: the check a client runs before embedding anything, and the message bind_scope_model raises. The scope must be the transaction''s pgmem.scope (42501 otherwise).';
 
 -- A transaction that writes several scopes (a LangGraph store batch over several namespaces)
--- opens all of them, sorted, before it binds a model in any (0074): the registry's lock, held by
+-- opens all of them, sorted, before it binds a model in any (0075): the registry's lock, held by
 -- a registration to the end of the transaction, comes after every scope row the transaction
 -- creates. A batch that registered a new model binding its first scope, then inserted its
 -- second scope's row, waited for another writer that had inserted that row and was waiting for
@@ -264,7 +264,7 @@ BEGIN
     -- lock is taken (an UPDATE only when the row is unbound), so two first writers serialise
     -- instead of deadlocking. A scope forgotten meanwhile (forget_scope deleted the row) is
     -- created again: the write lands after the forget. A transaction writing several scopes
-    -- opens them all first (pgmem.open_scope, 0074), so a registration here creates no scope
+    -- opens them all first (pgmem.open_scope, 0075), so a registration here creates no scope
     -- row after it.
     LOOP
         INSERT INTO pgmem.scope AS s (scope_id) VALUES (bind_scope_model.scope) ON CONFLICT (scope_id) DO NOTHING;

@@ -229,7 +229,7 @@ BEGIN
        AND sv.scope_id = p.scope_id AND sv.model_key = key AND sv.piece_id = p.piece_id;
     GET DIAGNOSTICS n_documents = ROW_COUNT;
     UPDATE pgmem.scope s SET piece_model_key = key WHERE s.scope_id = reembed_flip.scope;
-    -- Only this model's staged rows go (0074): another model's are vectors of the same texts (a
+    -- Only this model's staged rows go (0075): another model's are vectors of the same texts (a
     -- flip changes no piece's text or id), still valid for a change to that model, which until
     -- then lost them silently and embedded every piece again.
     DELETE FROM pgmem.staged_vector sv WHERE sv.scope_id = reembed_flip.scope AND sv.model_key = key;

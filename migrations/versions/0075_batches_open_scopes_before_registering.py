@@ -14,13 +14,13 @@ same scope kept none of its work, and embedded every piece again.
 Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 045_reembed.sql,
 900_grants.sql): a new function, no result column of an existing one changes.
 
-Revision ID: 0074
-Revises: 0073
+Revision ID: 0075
+Revises: 0074
 Create Date: 2026-12-06
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0074"
-down_revision = "0073"
+revision = "0075"
+down_revision = "0074"
 upgrade, downgrade = functions_only(revision)
