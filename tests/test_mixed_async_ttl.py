@@ -745,26 +745,152 @@ def test_a_planted_item_logs_setting_forgets_nothing_of_another_scope(
     assert _logged_rows(admin_conn, namespace_scope(other)) == 1
 
 
-def test_an_item_logs_setting_changed_after_a_delete_fails_the_commit_in_one_line(
+def test_an_item_logs_setting_changed_after_a_delete_still_forgets_the_item_and_a_forged_one_fails(
     admin_conn: Conn, conn: Conn, sessions: Any
 ) -> None:
-    """Set after the delete to what pgmem never writes, the setting cannot say which log rows to
-    forget: the commit fails with one line (22023), and the item and its log rows stay."""
+    """Set after the delete to a value that is not the transaction's own (0075: no transaction id),
+    the setting names nothing, and the trigger forgets the deleted row's own thread all the same: the
+    commit succeeds and the item's log rows are gone. Forged with the transaction's id to what pgmem
+    never writes, it cannot say which log rows to forget: the commit fails with one line (22023),
+    and the item and its log rows stay."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
     ns = ("mt", "changed")
     scope = namespace_scope(ns)
     store = PgmemStore(conn, embedder=MODEL)
-    store.put(ns, "a", {"text": "item a about pallets"})
-    recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread("a"))
+    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
+    for key in ("a", "b"):
+        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(key))
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
-    bad = json.dumps({scope: {"threads": [], "piece_ids": ["x"], "fact_ids": []}})
-    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (bad,)))
+    foreign = json.dumps({scope: {"threads": [], "piece_ids": ["x"], "fact_ids": []}})
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (foreign,)))
+    s.commit()
+    assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "a") is None
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'b')", (scope,)))
+    xid = s.do(lambda c: c.execute("SELECT pg_current_xact_id()::text").fetchone())
+    assert xid is not None
+    forged = json.dumps({"xid": xid[0], "scopes": {scope: {"threads": [], "piece_ids": ["x"], "fact_ids": []}}})
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (forged,)))
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
         s.commit()
     assert err.value.diag.message_primary == (
         "pgmem.item_logs_at_commit is not what delete_item wrote: it is pgmem's own setting"
     )
-    assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "a") is not None
+    assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "b") is not None
+
+
+def _two_logged_items(conn: Conn, ns: Namespace) -> str:
+    """Items a and b of the namespace, each returned by one logged recall filtered to its thread."""
+    scope = namespace_scope(ns)
+    PgmemStore(conn, embedder=MODEL).batch(
+        [PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})]
+    )
+    for key in ("a", "b"):
+        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
+    return scope
+
+
+def _logged_threads(admin: Conn, scope: str) -> list[str]:
+    rows = admin.execute(
+        "SELECT thread_id FROM pgmem.recall_log WHERE scope_id = %s ORDER BY recall_id", (scope,)
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_store_delete_under_set_constraints_immediate_forgets_its_log_rows(
+    admin_conn: Conn, conn: Conn, sessions: Any, when: str
+) -> None:
+    """Found probing 0073 as the application login: under SET CONSTRAINTS ALL IMMEDIATE (as
+    Django's constraint checks run it) the trigger fires at the end of the statement deleting the
+    item row, inside delete_item, which noted the item's thread, pieces and facts only after that
+    statement: the trigger found nothing noted and the deleted item's log rows survived the commit
+    (2 rows left, not 1). delete_item now notes them before the row goes (0075). Set after the
+    delete, the pending trigger fires at the SET and forgets them then."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    scope = _two_logged_items(conn, ("mt", f"immediate-{when}"))
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    if when == "before":
+        s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
+    if when == "after":
+        s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
+        assert _logged_rows(admin_conn, scope) == 2  # not committed yet: the others still see them
+    assert s.do(lambda c: c.execute("SELECT current_setting('pgmem.scope')").fetchone()) == (scope,)
+    s.commit()
+    assert _logged_threads(admin_conn, scope) == [item_thread("b")]
+
+
+@pytest.mark.parametrize("value", ["", "{}", "not json", "[" * 50_000 + "]" * 50_000])
+def test_an_item_logs_setting_emptied_after_a_delete_still_forgets_the_item(
+    admin_conn: Conn, conn: Conn, sessions: Any, value: str
+) -> None:
+    """Found probing 0073: set to '' or '{}' after the delete (RESET, or an application clearing
+    what it takes for its own setting), the setting named nothing, the trigger returned at once and
+    the deleted item's log rows survived the commit. The trigger now forgets the deleted row's own
+    thread whatever the setting holds (0075); unparsable or nested past the stack, the same."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    scope = _two_logged_items(conn, ("mt", "emptied"))
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (value,)))
+    s.commit()
+    assert _logged_threads(admin_conn, scope) == [item_thread("b")]
+
+
+def test_a_session_item_logs_setting_on_a_pooled_connection_forgets_nothing_else(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """Found probing 0073: a session-level SET of pgmem.item_logs_at_commit outlives its
+    transaction (a pooled connection's next borrower has it), and every later delete_item on the
+    connection added to it: the commit of a delete of a forgot b's log rows too, b being still
+    stored (0 rows left, not 1). The value carries its transaction's id now (0075), and one of
+    another transaction is dropped. Nested past the stack, or numbers beyond bigint, it failed
+    every later delete on the connection; dropped too, now."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "pooled")
+    scope = _two_logged_items(conn, ns)
+    planted = {scope: {"threads": [item_thread("b")], "piece_ids": [], "fact_ids": []}}
+    hostile = [json.dumps(planted), json.dumps({scope: {"threads": [], "piece_ids": [10**30], "fact_ids": []}})]
+    s = sessions()
+    for value in [*hostile, "[" * 50_000 + "]" * 50_000]:
+        s.do(lambda c, v=value: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, false)", (v,)))
+        PgmemStore(conn, embedder=MODEL).put(ns, "a", {"text": "item a about pallets"})
+        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread("a"))
+        s.begin(scope, directory=DEFAULT_DIRECTORY)
+        assert s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)).fetchone()) == (True,)
+        s.commit()
+        assert _logged_threads(admin_conn, scope) == [item_thread("b")]
+        assert s.do(lambda c: c.execute("SELECT current_setting('pgmem.scope', true)").fetchone()) in {("",), (None,)}
+
+
+def test_a_put_after_a_delete_of_its_key_keeps_the_recalls_of_the_new_item(admin_conn: Conn, conn: Conn) -> None:
+    """Found probing 0073: a transaction deleting a and putting a again (a store batch of the two,
+    or two calls in one transaction), then logging a recall that returned the new a, lost that
+    log row at its commit: the trigger forgot a's thread whole, and the new item has the same
+    thread. Before 0073 the delete forgot at once and the later row stayed. A thread stored again
+    by the commit is forgotten by the deleted pieces' and facts' ids only (0075): the recall that
+    returned the old a goes, the one that returned the new a stays."""
+    ns = ("mt", "reput")
+    scope = _two_logged_items(conn, ns)
+    store = PgmemStore(conn, embedder=MODEL)
+    old = admin_conn.execute(
+        "SELECT recall_id FROM pgmem.recall_log WHERE scope_id = %s AND thread_id = %s", (scope, item_thread("a"))
+    ).fetchall()
+    with conn.transaction():
+        store.delete(ns, "a")
+        store.put(ns, "a", {"text": "a new item a about pallets"})
+        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread("a"))
+    assert _logged_threads(admin_conn, scope) == [item_thread("b"), item_thread("a")]
+    kept = admin_conn.execute(
+        "SELECT results::text FROM pgmem.recall_log WHERE scope_id = %s AND thread_id = %s", (scope, item_thread("a"))
+    ).fetchall()
+    assert len(old) == 1 and len(kept) == 1 and "a new item a" in str(kept[0][0])

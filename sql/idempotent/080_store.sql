@@ -308,11 +308,14 @@ COMMENT ON FUNCTION pgmem._delete_item_rows(text, text) IS
 -- then asked for the second key's lock, while a delete of that key alone held the key and asked
 -- for the recall-log lock: a deadlock. (A batch's puts after a delete, and their turns, were
 -- held the same way.) delete_item adds the item's thread, pieces and facts to the transaction's
--- setting pgmem.item_logs_at_commit (a JSON object: scope -> threads, piece_ids, fact_ids); the
--- deferred trigger below, queued by the item row's delete, forgets them in one read of the log
--- a scope, at the commit, after everything else the transaction locked. A savepoint rolled back
--- takes back both the setting and its queued triggers. Until the commit the transaction itself
--- still sees the rows.
+-- setting pgmem.item_logs_at_commit (a JSON object: {"xid": the transaction's id, "scopes":
+-- scope -> threads, piece_ids, fact_ids}) before it deletes the item row; the deferred trigger
+-- below, queued by the row's delete, forgets them in one read of the log a scope, at the commit,
+-- after everything else the transaction locked. A savepoint rolled back takes back both the
+-- setting and its queued triggers. Until the commit the transaction itself still sees the rows.
+-- The transaction's id (0075): a value another transaction left (a session-level SET, which
+-- outlives its transaction on a pooled connection) is not this one's, and is dropped, not added
+-- to: a later delete on that connection forgot the other threads the value named.
 CREATE OR REPLACE FUNCTION pgmem._item_logs_at_commit(scope text, thread text, piece_ids bigint[], fact_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -322,16 +325,18 @@ AS $$
 DECLARE
     pending jsonb;
     s jsonb;
+    xid text := pg_current_xact_id()::text;
 BEGIN
     BEGIN  -- pgmem's own setting: anything else found there (set by the caller) starts afresh
-        pending := coalesce(nullif(current_setting('pgmem.item_logs_at_commit', true), ''), '{}')::jsonb;
-    EXCEPTION WHEN invalid_text_representation THEN
-        pending := '{}';
+        pending := nullif(current_setting('pgmem.item_logs_at_commit', true), '')::jsonb;
+    EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
+        pending := NULL;
     END;
-    IF jsonb_typeof(pending) <> 'object' THEN
-        pending := '{}';
+    IF jsonb_typeof(pending) IS DISTINCT FROM 'object' OR (pending ->> 'xid') IS DISTINCT FROM xid
+       OR jsonb_typeof(pending -> 'scopes') IS DISTINCT FROM 'object' THEN
+        pending := jsonb_build_object('xid', xid, 'scopes', '{}'::jsonb);
     END IF;
-    s := pending -> scope;
+    s := pending -> 'scopes' -> scope;
     IF jsonb_typeof(s) IS DISTINCT FROM 'object'
        OR jsonb_typeof(s -> 'threads') IS DISTINCT FROM 'array'
        OR jsonb_typeof(s -> 'piece_ids') IS DISTINCT FROM 'array'
@@ -341,17 +346,24 @@ BEGIN
     s := jsonb_build_object('threads', (s -> 'threads') || to_jsonb(thread),
                             'piece_ids', (s -> 'piece_ids') || to_jsonb(coalesce(piece_ids, '{}')),
                             'fact_ids', (s -> 'fact_ids') || to_jsonb(coalesce(fact_ids, '{}')));
-    PERFORM set_config('pgmem.item_logs_at_commit', jsonb_set(pending, ARRAY[scope], s)::text, true);
+    PERFORM set_config('pgmem.item_logs_at_commit', jsonb_set(pending, ARRAY['scopes', scope], s)::text, true);
 END
 $$;
 COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) IS
-'Internal to delete_item: add a deleted item''s thread, pieces and facts to the transaction''s pgmem.item_logs_at_commit, whose recall-log rows pgmem._forget_item_logs_at_commit deletes at the commit.';
+'Internal to delete_item: add an item''s thread, pieces and facts, before the item row is deleted, to the transaction''s pgmem.item_logs_at_commit (a value of another transaction is dropped), whose recall-log rows pgmem._forget_item_logs_at_commit deletes at the commit.';
 
 -- The trigger's function runs as pgmem_owner (900_grants.sql): at the commit no pgmem function
 -- is running, and pgmem_app may not delete recall-log rows. It reads the setting only for the
 -- scope of a store item the transaction deleted, which a definer function deleted under the
 -- transaction's write scope, so what it forgets is that scope's log rows only; it sets
 -- pgmem.scope to that scope for the delete (row-level security) and back.
+-- The deleted row's own thread is forgotten whatever the setting holds (0075): set to '' or
+-- '{}' after the delete, or to another transaction's value, the setting named nothing and the
+-- deleted item's log rows survived the commit. The scope's entry is then marked done with the
+-- threads forgotten, so its other rows cost no read of the log. A thread that exists again at
+-- the commit (a put of the same key after the delete, in the same transaction) is forgotten by
+-- the deleted pieces' and facts' ids only: as a whole thread, the recalls logged after the put,
+-- which returned the new item, went too.
 CREATE OR REPLACE FUNCTION pgmem._forget_item_logs_at_commit()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE
@@ -359,33 +371,57 @@ SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 DECLARE
     pending jsonb;
+    entry jsonb;
+    done jsonb := '[]';
     threads text[];
-    piece_ids bigint[];
-    fact_ids bigint[];
+    whole text[];
+    piece_ids bigint[] := '{}';
+    fact_ids bigint[] := '{}';
     caller_scope text := current_setting('pgmem.scope', true);
 BEGIN
     BEGIN
         pending := nullif(current_setting('pgmem.item_logs_at_commit', true), '')::jsonb;
-        IF jsonb_typeof(pending) IS DISTINCT FROM 'object' OR NOT pending ? OLD.scope_id THEN
-            RETURN NULL;  -- none left: this scope's were forgotten at its first deleted row
+    EXCEPTION WHEN invalid_text_representation OR statement_too_complex THEN
+        pending := NULL;
+    END;
+    IF jsonb_typeof(pending) IS DISTINCT FROM 'object' OR (pending ->> 'xid') IS DISTINCT FROM pg_current_xact_id()::text
+       OR jsonb_typeof(pending -> 'scopes') IS DISTINCT FROM 'object' THEN
+        pending := NULL;  -- not this transaction's: the row's own thread only
+    END IF;
+    entry := pending -> 'scopes' -> OLD.scope_id;
+    IF jsonb_typeof(entry -> 'done') = 'array' THEN
+        IF (entry -> 'done') ? OLD.thread_id THEN
+            RETURN NULL;  -- forgotten with the scope's first deleted row
         END IF;
-        threads := ARRAY(SELECT DISTINCT t FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'threads') AS u(t));
-        piece_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'piece_ids') AS u(i));
-        fact_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(pending -> OLD.scope_id -> 'fact_ids') AS u(i));
+        done := entry -> 'done';
+        entry := NULL;
+    END IF;
+    BEGIN
+        threads := ARRAY(SELECT DISTINCT t FROM (
+                             SELECT jsonb_array_elements_text(coalesce(entry -> 'threads', '[]')) UNION ALL SELECT OLD.thread_id
+                         ) AS u(t) WHERE t IS NOT NULL);
+        piece_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(coalesce(entry -> 'piece_ids', '[]')) AS u(i));
+        fact_ids := ARRAY(SELECT DISTINCT i::bigint FROM jsonb_array_elements_text(coalesce(entry -> 'fact_ids', '[]')) AS u(i));
     EXCEPTION WHEN data_exception THEN
         RAISE EXCEPTION 'pgmem.item_logs_at_commit is not what delete_item wrote: it is pgmem''s own setting'
             USING ERRCODE = '22023',
                   HINT = 'Do not set pgmem.item_logs_at_commit; the transaction''s deletes were not committed.';
     END;
-    PERFORM set_config('pgmem.item_logs_at_commit', (pending - OLD.scope_id)::text, true);
+    IF pending IS NOT NULL THEN
+        PERFORM set_config('pgmem.item_logs_at_commit',
+                           jsonb_set(pending, ARRAY['scopes', OLD.scope_id],
+                                     jsonb_build_object('done', done || to_jsonb(threads)))::text, true);
+    END IF;
     PERFORM set_config('pgmem.scope', OLD.scope_id, true);
-    PERFORM pgmem._forget_logs(OLD.scope_id, threads, '{}', piece_ids, fact_ids);
+    whole := ARRAY(SELECT t FROM unnest(threads) AS u(t)
+                    WHERE NOT EXISTS (SELECT 1 FROM pgmem.thread th WHERE th.scope_id = OLD.scope_id AND th.thread_id = u.t));
+    PERFORM pgmem._forget_logs(OLD.scope_id, whole, '{}', piece_ids, fact_ids);
     PERFORM set_config('pgmem.scope', coalesce(caller_scope, ''), true);
     RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_item_logs_at_commit() IS
-'Trigger (deferred to the commit, on pgmem.store_item deletes in a transaction that called delete_item): deletes the recall-log rows of the deleted items of the row''s scope, from pgmem.item_logs_at_commit (pgmem._forget_logs, once a scope), after every other lock the transaction took.';
+'Trigger (deferred to the commit, on pgmem.store_item deletes in a transaction that called delete_item): deletes the recall-log rows of the deleted items of the row''s scope, from pgmem.item_logs_at_commit (this transaction''s value only) and the row''s own thread (pgmem._forget_logs, once a scope), after every other lock the transaction took; a thread stored again since is forgotten by the deleted pieces'' and facts'' ids only.';
 
 -- A constraint trigger (the only kind that can wait for the commit) has no OR REPLACE; the
 -- re-runnable set holds store_item ACCESS EXCLUSIVE anyway (its policies).
@@ -405,6 +441,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     r record;
+    item_thread text;
 BEGIN
     IF scope IS NULL OR item_key IS NULL THEN
         RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
@@ -433,15 +470,23 @@ BEGIN
         PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
     END IF;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
-    -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit): the
-    -- marker set first, since the trigger is queued as the item row is deleted.
-    PERFORM set_config('pgmem.item_logs_at_commit',
-                       coalesce(nullif(current_setting('pgmem.item_logs_at_commit', true), ''), '{}'), true);
+    -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit), noted
+    -- before the item row goes (0075): the item row, then its thread (pgmem._lock_thread, as
+    -- _delete_item_rows takes them), so no writer adds to the pieces and facts read here. Noted
+    -- after the delete, a trigger fired at the delete's own statement (SET CONSTRAINTS ALL
+    -- IMMEDIATE, as Django's constraint checks run) found nothing noted, and the log rows stayed.
+    SELECT i.thread_id INTO item_thread FROM pgmem.store_item i
+     WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key FOR UPDATE;
+    IF item_thread IS NOT NULL THEN
+        PERFORM pgmem._lock_thread(delete_item.scope, item_thread);
+        PERFORM pgmem._item_logs_at_commit(
+            delete_item.scope, item_thread,
+            ARRAY(SELECT p.piece_id FROM pgmem.piece p
+                   WHERE p.scope_id = delete_item.scope AND p.kind = 'memory' AND p.thread_id = item_thread),
+            ARRAY(SELECT f.fact_id FROM pgmem.fact f WHERE f.scope_id = delete_item.scope AND f.thread_id = item_thread));
+    END IF;
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
-    IF r.thread IS NOT NULL THEN
-        PERFORM pgmem._item_logs_at_commit(delete_item.scope, r.thread, r.piece_ids, r.fact_ids);
-    END IF;
     IF r.existed THEN  -- the namespace leaves the directories with the last item (unless one is being put)
         PERFORM pgmem._drop_empty_namespace(delete_item.scope);
     END IF;
