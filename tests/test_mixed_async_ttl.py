@@ -800,7 +800,7 @@ def _logged_threads(admin: Conn, scope: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("when", ["before", "before, two", "after"])
 def test_a_store_delete_under_set_constraints_immediate_forgets_its_log_rows(
     admin_conn: Conn, conn: Conn, sessions: Any, when: str
 ) -> None:
@@ -812,18 +812,20 @@ def test_a_store_delete_under_set_constraints_immediate_forgets_its_log_rows(
     delete, the pending trigger fires at the SET and forgets them then."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
-    scope = _two_logged_items(conn, ("mt", f"immediate-{when}"))
+    scope = _two_logged_items(conn, ("mt", f"immediate-{when.replace(', ', '-')}"))
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
-    if when == "before":
+    if when.startswith("before"):
         s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
+    if when == "before, two":  # the scope's second delete, after its first fired, is noted afresh
+        s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'b')", (scope,)))
     if when == "after":
         s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
         assert _logged_rows(admin_conn, scope) == 2  # not committed yet: the others still see them
     assert s.do(lambda c: c.execute("SELECT current_setting('pgmem.scope')").fetchone()) == (scope,)
     s.commit()
-    assert _logged_threads(admin_conn, scope) == [item_thread("b")]
+    assert _logged_threads(admin_conn, scope) == ([] if when == "before, two" else [item_thread("b")])
 
 
 @pytest.mark.parametrize("value", ["", "{}", "not json", "[" * 50_000 + "]" * 50_000])

@@ -6,8 +6,8 @@ item's thread, pieces and facts, and found nothing; a pgmem.item_logs_at_commit 
 after the delete named nothing; a session-level value (which outlives its transaction on a pooled
 connection) was added to by a later delete, whose commit forgot the other threads it named; and a
 put of the same key after the delete, in the same transaction, had its own recalls forgotten at the
-commit (its thread, forgotten whole). delete_item now notes them before the delete, under the
-item's and thread's locks; the value carries its transaction's id, and one of another transaction
+commit (its thread, forgotten whole). delete_item now notes them before the delete, with the
+item row locked FOR UPDATE; the value carries its transaction's id, and one of another transaction
 is dropped; the trigger forgets the deleted row's own thread whatever the value holds, and a thread
 stored again by the commit by the deleted pieces' and facts' ids only.
 

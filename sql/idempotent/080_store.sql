@@ -359,8 +359,10 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- pgmem.scope to that scope for the delete (row-level security) and back.
 -- The deleted row's own thread is forgotten whatever the setting holds (0075): set to '' or
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
--- deleted item's log rows survived the commit. The scope's entry is then marked done with the
--- threads forgotten, so its other rows cost no read of the log. A thread that exists again at
+-- deleted item's log rows survived the commit (with none of this transaction's, each row then
+-- forgets its own thread). The scope's entry is then marked done, so its other rows cost no read
+-- of the log; a later delete_item in the scope (under SET CONSTRAINTS ALL IMMEDIATE, the trigger
+-- fires at each delete) notes its item afresh. A thread that exists again at
 -- the commit (a put of the same key after the delete, in the same transaction) is forgotten by
 -- the deleted pieces' and facts' ids only: as a whole thread, the recalls logged after the put,
 -- which returned the new item, went too.
@@ -372,7 +374,6 @@ AS $$
 DECLARE
     pending jsonb;
     entry jsonb;
-    done jsonb := '[]';
     threads text[];
     whole text[];
     piece_ids bigint[] := '{}';
@@ -389,12 +390,8 @@ BEGIN
         pending := NULL;  -- not this transaction's: the row's own thread only
     END IF;
     entry := pending -> 'scopes' -> OLD.scope_id;
-    IF jsonb_typeof(entry -> 'done') = 'array' THEN
-        IF (entry -> 'done') ? OLD.thread_id THEN
-            RETURN NULL;  -- forgotten with the scope's first deleted row
-        END IF;
-        done := entry -> 'done';
-        entry := NULL;
+    IF entry = '{"done": true}' THEN
+        RETURN NULL;  -- forgotten with the scope's first deleted row (a later delete_item notes afresh)
     END IF;
     BEGIN
         threads := ARRAY(SELECT DISTINCT t FROM (
@@ -409,8 +406,7 @@ BEGIN
     END;
     IF pending IS NOT NULL THEN
         PERFORM set_config('pgmem.item_logs_at_commit',
-                           jsonb_set(pending, ARRAY['scopes', OLD.scope_id],
-                                     jsonb_build_object('done', done || to_jsonb(threads)))::text, true);
+                           jsonb_set(pending, ARRAY['scopes', OLD.scope_id], '{"done": true}')::text, true);
     END IF;
     PERFORM set_config('pgmem.scope', OLD.scope_id, true);
     whole := ARRAY(SELECT t FROM unnest(threads) AS u(t)
@@ -442,6 +438,8 @@ AS $$
 DECLARE
     r record;
     item_thread text;
+    item_pieces bigint[];
+    item_facts bigint[];
 BEGIN
     IF scope IS NULL OR item_key IS NULL THEN
         RAISE EXCEPTION 'delete_item: scope and item_key must not be NULL' USING ERRCODE = '22004';
@@ -471,19 +469,20 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit), noted
-    -- before the item row goes (0075): the item row, then its thread (pgmem._lock_thread, as
-    -- _delete_item_rows takes them), so no writer adds to the pieces and facts read here. Noted
-    -- after the delete, a trigger fired at the delete's own statement (SET CONSTRAINTS ALL
-    -- IMMEDIATE, as Django's constraint checks run) found nothing noted, and the log rows stayed.
-    SELECT i.thread_id INTO item_thread FROM pgmem.store_item i
-     WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key FOR UPDATE;
+    -- before the item row goes (0075), which is locked first (as the delete would): a put of the
+    -- key waits. Noted after the delete, a trigger fired at the delete's own statement (SET
+    -- CONSTRAINTS ALL IMMEDIATE, as Django's constraint checks run) found nothing noted, and the
+    -- log rows stayed. (The thread is forgotten whole at the commit, whatever writes into it
+    -- before _delete_item_rows locks it: the ids are for hits that do not name it.)
+    SELECT i.thread_id,
+           ARRAY(SELECT p.piece_id FROM pgmem.piece p
+                  WHERE p.scope_id = delete_item.scope AND p.kind = 'memory' AND p.thread_id = i.thread_id),
+           ARRAY(SELECT f.fact_id FROM pgmem.fact f WHERE f.scope_id = delete_item.scope AND f.thread_id = i.thread_id)
+      INTO item_thread, item_pieces, item_facts
+      FROM pgmem.store_item i
+     WHERE i.scope_id = delete_item.scope AND i.item_key = delete_item.item_key FOR UPDATE OF i;
     IF item_thread IS NOT NULL THEN
-        PERFORM pgmem._lock_thread(delete_item.scope, item_thread);
-        PERFORM pgmem._item_logs_at_commit(
-            delete_item.scope, item_thread,
-            ARRAY(SELECT p.piece_id FROM pgmem.piece p
-                   WHERE p.scope_id = delete_item.scope AND p.kind = 'memory' AND p.thread_id = item_thread),
-            ARRAY(SELECT f.fact_id FROM pgmem.fact f WHERE f.scope_id = delete_item.scope AND f.thread_id = item_thread));
+        PERFORM pgmem._item_logs_at_commit(delete_item.scope, item_thread, item_pieces, item_facts);
     END IF;
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
