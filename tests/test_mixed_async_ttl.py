@@ -896,3 +896,74 @@ def test_a_put_after_a_delete_of_its_key_keeps_the_recalls_of_the_new_item(admin
         "SELECT results::text FROM pgmem.recall_log WHERE scope_id = %s AND thread_id = %s", (scope, item_thread("a"))
     ).fetchall()
     assert len(old) == 1 and len(kept) == 1 and "a new item a" in str(kept[0][0])
+
+
+def test_store_deletes_in_two_scopes_forget_each_scopes_rows_and_leave_the_callers_scope(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """A transaction deleting in one scope, then in another (a store batch switches pgmem.scope
+    between namespaces), with its value forged (its own transaction id kept) to name each scope's
+    other item b, still stored, and a third scope it deleted nothing in: each scope's deleted
+    item's log rows go, b's stay, and the trigger, fired early by SET CONSTRAINTS ALL IMMEDIATE,
+    leaves pgmem.scope as the caller had it (the third scope). Would catch: the trigger reading
+    another scope's entry, forgetting a stored item's rows, or leaving pgmem.scope set to the last
+    scope it forgot in."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    one, two = _two_logged_items(conn, ("mt", "one")), _two_logged_items(conn, ("mt", "two"))
+    s = sessions()
+    s.begin(one, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (one,)))
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.scope', %s, true)", (two,)))
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (two,)))
+    value = s.do(lambda c: c.execute("SELECT current_setting('pgmem.item_logs_at_commit')").fetchone())
+    assert value is not None
+    forged = json.loads(str(value[0]))
+    forged["scopes"][two]["threads"].append(item_thread("b"))  # b of two is not deleted
+    forged["scopes"][one]["threads"].append(item_thread("b"))
+    forged["scopes"]["mt/elsewhere"] = {"threads": [item_thread("b")], "piece_ids": [], "fact_ids": []}
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.item_logs_at_commit', %s, true)", (json.dumps(forged),)))
+    s.do(lambda c: c.execute("SELECT set_config('pgmem.scope', 'mt/elsewhere', true)"))
+    s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
+    assert s.do(lambda c: c.execute("SELECT current_setting('pgmem.scope')").fetchone()) == ("mt/elsewhere",)
+    s.commit()
+    # b's thread, forged into both scopes' entries, is stored still: a thread that exists at the
+    # commit is forgotten by the deleted ids only, so b's log rows stay in both.
+    assert _logged_threads(admin_conn, one) == [item_thread("b")]
+    assert _logged_threads(admin_conn, two) == [item_thread("b")]
+    assert s.do(lambda c: c.execute("SELECT current_setting('pgmem.scope', true)").fetchone()) in {("",), (None,)}
+
+
+def test_store_deletes_with_savepoints_a_put_between_and_a_forget_scope_after(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """Deletes of one transaction whatever comes between them and the commit: a savepoint rolled
+    back after a later delete keeps only that delete's rows; a key deleted, put and deleted again
+    loses both versions' log rows; a forget_scope after a delete commits (the trigger meets a
+    scope with no rows left). Would catch: a trigger whose noted value a savepoint left behind, a
+    re-put thread shielding the second delete, a commit failing on a forgotten scope."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "between")
+    scope = _two_logged_items(conn, ns)
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
+    s.do(lambda c: c.execute("SAVEPOINT x"))
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'b')", (scope,)))
+    s.do(lambda c: c.execute("ROLLBACK TO SAVEPOINT x"))
+    s.commit()
+    assert _logged_threads(admin_conn, scope) == [item_thread("b")]
+    store = PgmemStore(conn, embedder=MODEL)
+    with conn.transaction():
+        store.delete(ns, "b")
+        store.put(ns, "b", {"text": "a new item b about ledgers"})
+        recall(conn, scope, "ledgers", MODEL, log=True, floor=-1.0, thread=item_thread("b"))
+        store.delete(ns, "b")
+    assert _logged_threads(admin_conn, scope) == []
+    other = _two_logged_items(conn, ("mt", "between2"))
+    s.begin(other, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (other,)))
+    s.do(lambda c: c.execute("SELECT * FROM pgmem.forget_scope(%s)", (other,)))
+    s.commit()
+    assert _logged_rows(admin_conn, other) == 0
