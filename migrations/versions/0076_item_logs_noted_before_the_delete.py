@@ -7,8 +7,10 @@ after the delete named nothing; a session-level value (which outlives its transa
 connection) was added to by a later delete, whose commit forgot the other threads it named; and a
 put of the same key after the delete, in the same transaction, had its own recalls forgotten at the
 commit (its thread, forgotten whole). delete_item now notes them before the delete, with the
-item row locked FOR UPDATE; the value carries its transaction's id, and one of another transaction
-is dropped; the trigger forgets the deleted row's own thread whatever the value holds, and a thread
+item row locked FOR UPDATE, as a line appended to the value (0073 parsed and rewrote a JSON object of
+every delete so far at each delete: quadratic, 4,000 deletes in one batch 7.6 s against 4.0 s now);
+the value's first line names its transaction, and one of another transaction is dropped; the
+trigger forgets the deleted row's own thread whatever the value holds, and a thread
 stored again by the commit by the deleted pieces' and facts' ids only.
 
 Only re-runnable definitions change (sql/idempotent/080_store.sql).
