@@ -150,10 +150,19 @@ def named_threads(admin: Conn) -> list[tuple[str, int, str]]:
     return [(str(s), int(str(r)), str(t)) for s, r, t in rows]
 
 
-@pytest.mark.parametrize("seed", [1])
 def test_store_deletes_beside_retention_sweeps_forgets_and_loggers_leave_no_log_row_and_no_deadlock(
-    app_url: str, admin_conn: Conn, owner: Conn, seed: int
+    app_url: str, admin_conn: Conn, owner: Conn
 ) -> None:
+    mixed_deletes(app_url, admin_conn, owner, seed=1, ops=12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_store_deletes_beside_the_other_writers_longer(app_url: str, admin_conn: Conn, owner: Conn, seed: int) -> None:
+    mixed_deletes(app_url, admin_conn, owner, seed=seed, ops=40)
+
+
+def mixed_deletes(app_url: str, admin_conn: Conn, owner: Conn, *, seed: int, ops: int) -> None:
     run = Run(seed)
     owner.autocommit = True
     with connect(app_url) as conn:
@@ -179,9 +188,9 @@ def test_store_deletes_beside_retention_sweeps_forgets_and_loggers_leave_no_log_
     before = deadlocks(admin_conn)
     stop = threading.Event()
     workers: list[Callable[[], None]] = [
-        *(lambda n=n: deleter(app_url, run, n, 12) for n in range(3)),
-        lambda: logger(app_url, run, 40),
-        lambda: forgetter(app_url, run, 10),
+        *(lambda n=n: deleter(app_url, run, n, ops) for n in range(3)),
+        lambda: logger(app_url, run, ops * 3),
+        lambda: forgetter(app_url, run, ops),
     ]
     threads = [threading.Thread(target=w) for w in workers]
     chores = threading.Thread(target=maintenance, args=(owner, run, stop))
