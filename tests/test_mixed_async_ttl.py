@@ -967,3 +967,24 @@ def test_store_deletes_with_savepoints_a_put_between_and_a_forget_scope_after(
     s.do(lambda c: c.execute("SELECT * FROM pgmem.forget_scope(%s)", (other,)))
     s.commit()
     assert _logged_rows(admin_conn, other) == 0
+
+
+@pytest.mark.parametrize(
+    "label",
+    ['q"uote\ttab', "line\nbreak\u2028sep", "back\\slash", "done", "pgmem 1", "\u202eobrd\U0001f9ea", "x" * 190],
+)
+def test_store_deletes_in_hostile_scope_names_forget_their_own_rows_only(
+    admin_conn: Conn, conn: Conn, label: str
+) -> None:
+    """Scope names that could be mistaken for the noted value's own syntax (a quote, a tab, a line
+    break, a line separator, a backslash, the word marking a scope done, the first line's prefix,
+    bidi and astral characters, a long one) beside a plain scope, deleted in one transaction:
+    each scope's deleted item's log rows go and its other item's stay. Would catch a value whose
+    lines one scope's name could split or impersonate."""
+    plain = _two_logged_items(conn, ("mt", "plain"))
+    hostile = _two_logged_items(conn, ("mt", label))
+    store = PgmemStore(conn, embedder=MODEL)
+    with conn.transaction():
+        store.batch([PutOp(("mt", "plain"), "a", None), PutOp(("mt", label), "a", None)])
+    assert _logged_threads(admin_conn, plain) == [item_thread("b")]
+    assert _logged_threads(admin_conn, hostile) == [item_thread("b")]
