@@ -988,3 +988,26 @@ def test_store_deletes_in_hostile_scope_names_forget_their_own_rows_only(
         store.batch([PutOp(("mt", "plain"), "a", None), PutOp(("mt", label), "a", None)])
     assert _logged_threads(admin_conn, plain) == [item_thread("b")]
     assert _logged_threads(admin_conn, hostile) == [item_thread("b")]
+
+
+def test_store_deletes_whose_lines_were_cut_from_the_value_each_forget_their_own_thread(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """The value cut back to its first line after two deletes of one scope (the transaction's own
+    id kept, its lines gone): each deleted row's trigger, finding none of its scope's lines, forgets
+    its own thread, and marks nothing done, so the second row's thread goes too. Marking the scope
+    done at the first row kept the second item's log rows (found writing this test)."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    scope = _two_logged_items(conn, ("mt", "cut"))
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a'), pgmem.delete_item(%s, 'b')", (scope, scope)))
+    s.do(
+        lambda c: c.execute(
+            "SELECT set_config('pgmem.item_logs_at_commit', split_part(current_setting('pgmem.item_logs_at_commit'),"
+            " E'\\n', 1) || E'\\n', true)"
+        )
+    )
+    s.commit()
+    assert _logged_threads(admin_conn, scope) == []

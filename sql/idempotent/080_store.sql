@@ -348,8 +348,8 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- pgmem.scope to that scope for the delete (row-level security) and back.
 -- The deleted row's own thread is forgotten whatever the setting holds (0075): set to '' or
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
--- deleted item's log rows survived the commit (with none of this transaction's, each row then
--- forgets its own thread). The scope's lines are then replaced by a line marking it done, so its
+-- deleted item's log rows survived the commit (with no line of its scope in this transaction's
+-- value, each row then forgets its own thread, and nothing is marked done). The scope's lines are then replaced by a line marking it done, so its
 -- other rows cost no read of the log; a later delete_item in the scope (under SET CONSTRAINTS
 -- ALL IMMEDIATE, the trigger fires at each delete) adds a line again. A thread that exists
 -- again at the commit (a put of the same key after the delete, in the same transaction) is
@@ -394,7 +394,7 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'Do not set pgmem.item_logs_at_commit; the transaction''s deletes were not committed.';
     END;
-    IF pending IS NOT NULL THEN
+    IF pending IS NOT NULL AND cardinality(entries) > 0 THEN  -- none noted: each row its own thread
         PERFORM set_config('pgmem.item_logs_at_commit',
                            head || coalesce(string_agg(u.l || E'\n', '' ORDER BY u.n), '') || done || E'\n', true)
            FROM unnest(lines) WITH ORDINALITY AS u(l, n)
