@@ -748,7 +748,7 @@ def test_a_planted_item_logs_setting_forgets_nothing_of_another_scope(
 def test_an_item_logs_setting_changed_after_a_delete_still_forgets_the_item_and_a_forged_one_fails(
     admin_conn: Conn, conn: Conn, sessions: Any
 ) -> None:
-    """Set after the delete to a value that is not the transaction's own (0075: no transaction id),
+    """Set after the delete to a value that is not the transaction's own (0076: no transaction id),
     the setting names nothing, and the trigger forgets the deleted row's own thread all the same: the
     commit succeeds and the item's log rows are gone. Forged with the transaction's id to what pgmem
     never writes, it cannot say which log rows to forget: the commit fails with one line (22023),
@@ -808,7 +808,7 @@ def test_a_store_delete_under_set_constraints_immediate_forgets_its_log_rows(
     Django's constraint checks run it) the trigger fires at the end of the statement deleting the
     item row, inside delete_item, which noted the item's thread, pieces and facts only after that
     statement: the trigger found nothing noted and the deleted item's log rows survived the commit
-    (2 rows left, not 1). delete_item now notes them before the row goes (0075). Set after the
+    (2 rows left, not 1). delete_item now notes them before the row goes (0076). Set after the
     delete, the pending trigger fires at the SET and forgets them then."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
@@ -835,7 +835,7 @@ def test_an_item_logs_setting_emptied_after_a_delete_still_forgets_the_item(
     """Found probing 0073: set to '' or '{}' after the delete (RESET, or an application clearing
     what it takes for its own setting), the setting named nothing, the trigger returned at once and
     the deleted item's log rows survived the commit. The trigger now forgets the deleted row's own
-    thread whatever the setting holds (0075); unparsable or nested past the stack, the same."""
+    thread whatever the setting holds (0076); unparsable or nested past the stack, the same."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
     scope = _two_logged_items(conn, ("mt", "emptied"))
@@ -853,7 +853,7 @@ def test_a_session_item_logs_setting_on_a_pooled_connection_forgets_nothing_else
     """Found probing 0073: a session-level SET of pgmem.item_logs_at_commit outlives its
     transaction (a pooled connection's next borrower has it), and every later delete_item on the
     connection added to it: the commit of a delete of a forgot b's log rows too, b being still
-    stored (0 rows left, not 1). The value carries its transaction's id now (0075), and one of
+    stored (0 rows left, not 1). The value carries its transaction's id now (0076), and one of
     another transaction is dropped. Nested past the stack, or numbers beyond bigint, it failed
     every later delete on the connection; dropped too, now."""
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
@@ -879,7 +879,7 @@ def test_a_put_after_a_delete_of_its_key_keeps_the_recalls_of_the_new_item(admin
     or two calls in one transaction), then logging a recall that returned the new a, lost that
     log row at its commit: the trigger forgot a's thread whole, and the new item has the same
     thread. Before 0073 the delete forgot at once and the later row stayed. A thread stored again
-    by the commit is forgotten by the deleted pieces' and facts' ids only (0075): the recall that
+    by the commit is forgotten by the deleted pieces' and facts' ids only (0076): the recall that
     returned the old a goes, the one that returned the new a stays."""
     ns = ("mt", "reput")
     scope = _two_logged_items(conn, ns)

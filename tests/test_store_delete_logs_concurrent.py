@@ -1,4 +1,4 @@
-"""Store deletes whose recall-log rows go at their commit (0073, 0075: the deferred trigger
+"""Store deletes whose recall-log rows go at their commit (0073, 0076: the deferred trigger
 store_item_logs_at_commit) beside every other writer of the same scopes' recall logs: store
 batches deleting several items of two scopes each (and putting new ones), recalls logged over
 the scopes and filtered to item threads, forgets of item threads, ingests of a chat thread, and

@@ -313,7 +313,7 @@ COMMENT ON FUNCTION pgmem._delete_item_rows(text, text) IS
 -- by the row's delete, forgets them in one read of the log a scope, at the commit, after
 -- everything else the transaction locked. A savepoint rolled back takes back both the setting
 -- and its queued triggers. Until the commit the transaction itself still sees the rows.
--- The first line names the transaction (0075): a value another transaction left (a
+-- The first line names the transaction (0076): a value another transaction left (a
 -- session-level SET, which outlives its transaction on a pooled connection) is dropped, not
 -- added to: a later delete on that connection forgot the other threads it named. A line is
 -- appended, never parsed here: 0073 parsed and rewrote a JSON object of every delete so far at
@@ -346,7 +346,7 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- scope of a store item the transaction deleted, which a definer function deleted under the
 -- transaction's write scope, so what it forgets is that scope's log rows only; it sets
 -- pgmem.scope to that scope for the delete (row-level security) and back.
--- The deleted row's own thread is forgotten whatever the setting holds (0075): set to '' or
+-- The deleted row's own thread is forgotten whatever the setting holds (0076): set to '' or
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
 -- deleted item's log rows survived the commit (with no line of its scope in this transaction's
 -- value, each row then forgets its own thread, and nothing is marked done). The scope's lines are then replaced by a line marking it done, so its
@@ -461,7 +461,7 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit), noted
-    -- before the item row goes (0075), which is locked first (as the delete would): a put of the
+    -- before the item row goes (0076), which is locked first (as the delete would): a put of the
     -- key waits. Noted after the delete, a trigger fired at the delete's own statement (SET
     -- CONSTRAINTS ALL IMMEDIATE, as Django's constraint checks run) found nothing noted, and the
     -- log rows stayed. (The thread is forgotten whole at the commit, whatever writes into it
