@@ -637,6 +637,17 @@ def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
         s.close()
 
 
+def _two_logged_items(conn: Conn, ns: Namespace) -> str:
+    """Items a and b of the namespace, each returned by one logged recall filtered to its thread."""
+    scope = namespace_scope(ns)
+    PgmemStore(conn, embedder=MODEL).batch(
+        [PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})]
+    )
+    for key in ("a", "b"):
+        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
+    return scope
+
+
 def _logged_rows(admin: Conn, scope: str) -> int:
     row = admin.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)).fetchone()
     return int(str(row[0])) if row else 0
@@ -655,11 +666,8 @@ def test_two_store_batches_deleting_indexed_items_do_not_deadlock(
     from tests.test_lock_order import outcome, waits_for_lock
 
     ns = ("mt", "deletes")
-    scope = namespace_scope(ns)
+    scope = _two_logged_items(conn, ns)  # a recall in each item's thread: its log row names that item only
     store = PgmemStore(conn, embedder=MODEL)
-    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
-    for key in ("a", "b"):  # a recall in each item's thread: its log row names that item only
-        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
     recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0)  # names both
     assert _logged_rows(admin_conn, scope) == 3
     first, second = sessions(), sessions()
@@ -689,11 +697,8 @@ def test_a_store_delete_rolled_back_keeps_its_log_rows_and_one_in_a_savepoint_to
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
     ns = ("mt", "rolled")
-    scope = namespace_scope(ns)
+    scope = _two_logged_items(conn, ns)
     store = PgmemStore(conn, embedder=MODEL)
-    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
-    for key in ("a", "b"):
-        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
     s = sessions()
     delete = "SELECT pgmem.delete_item(%s, %s)"
     s.begin(scope, directory=DEFAULT_DIRECTORY)
@@ -756,11 +761,8 @@ def test_an_item_logs_setting_changed_after_a_delete_still_forgets_the_item_and_
     from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
 
     ns = ("mt", "changed")
-    scope = namespace_scope(ns)
+    scope = _two_logged_items(conn, ns)
     store = PgmemStore(conn, embedder=MODEL)
-    store.batch([PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})])
-    for key in ("a", "b"):
-        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(key))
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)))
@@ -780,17 +782,6 @@ def test_an_item_logs_setting_changed_after_a_delete_still_forgets_the_item_and_
         "pgmem.item_logs_at_commit is not what delete_item wrote: it is pgmem's own setting"
     )
     assert _logged_rows(admin_conn, scope) == 1 and store.get(ns, "b") is not None
-
-
-def _two_logged_items(conn: Conn, ns: Namespace) -> str:
-    """Items a and b of the namespace, each returned by one logged recall filtered to its thread."""
-    scope = namespace_scope(ns)
-    PgmemStore(conn, embedder=MODEL).batch(
-        [PutOp(ns, "a", {"text": "item a about pallets"}), PutOp(ns, "b", {"text": "item b about ledgers"})]
-    )
-    for key in ("a", "b"):
-        recall(conn, scope, "pallets and ledgers", MODEL, log=True, floor=-1.0, thread=item_thread(key))
-    return scope
 
 
 def _logged_threads(admin: Conn, scope: str) -> list[str]:

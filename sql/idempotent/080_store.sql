@@ -349,9 +349,10 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- The deleted row's own thread is forgotten whatever the setting holds (0076): set to '' or
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
 -- deleted item's log rows survived the commit (with no line of its scope in this transaction's
--- value, each row then forgets its own thread, and nothing is marked done). The scope's lines are then replaced by a line marking it done, so its
--- other rows cost no read of the log; a later delete_item in the scope (under SET CONSTRAINTS
--- ALL IMMEDIATE, the trigger fires at each delete) adds a line again. A thread that exists
+-- value, each row then forgets its own thread, and nothing is marked done). The scope's lines
+-- are then replaced by a line marking it done, so its other rows cost no read of the log; a
+-- later delete_item in the scope (under SET CONSTRAINTS ALL IMMEDIATE, the trigger fires at
+-- each delete) adds a line again. A thread that exists
 -- again at the commit (a put of the same key after the delete, in the same transaction) is
 -- forgotten by the deleted pieces' and facts' ids only: as a whole thread, the recalls logged
 -- after the put, which returned the new item, went too.
