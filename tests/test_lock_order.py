@@ -1685,3 +1685,18 @@ def test_a_store_batch_deleting_then_putting_and_a_model_flip_do_not_deadlock(
     assert churn.deadlocks(admin_conn) == deadlocks_before
     items = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchall()
     assert items == [("b",)]
+
+
+@pytest.mark.parametrize("function", ["pgmem.sweep_expired_items(integer)", "pgmem.apply_retention()"])
+def test_maintenance_goes_through_scopes_in_the_order_of_the_store_s_batches(admin_conn: Conn, function: str) -> None:
+    """A store batch writes its namespaces' scopes in Python's order (code points: "B/x" before
+    "a/x"); sweep_expired_items and apply_retention each run every scope in one transaction. On a
+    database whose collation orders "a/x" first (en_US), each could hold a scope's locks the
+    other waited for. Both now order by scope_id COLLATE "C" (bytewise: code points, in UTF-8).
+    This server has no collation but C to run the two orders against each other, so the
+    definitions are read: each orders its scopes with COLLATE "C"."""
+    row = admin_conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (function,)).fetchone()
+    assert row is not None
+    source = " ".join(str(row[0]).split())
+    assert 'scope_id COLLATE "C")' in source, function
+    assert sorted(["B/x", "a/x"]) == ["B/x", "a/x"]  # the batches' order, which "C" matches

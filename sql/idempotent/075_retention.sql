@@ -134,7 +134,9 @@ BEGIN
                   HINT = 'Run SELECT * FROM pgmem.apply_retention() as the role that migrates pgmem (a login member of pgmem_owner, without SET ROLE) or as a superuser; no pgmem.scope is needed (docs/operations.md).';
     END IF;
     PERFORM set_config('pgmem.maintenance', 'on', true);
-    settings := ARRAY(SELECT rt FROM pgmem.retention rt ORDER BY rt.scope_id);
+    -- Scopes in bytewise order (COLLATE "C", 0077), as the store's batches and sweep_expired_items
+    -- go through them, whatever the database's collation.
+    settings := ARRAY(SELECT rt FROM pgmem.retention rt ORDER BY rt.scope_id COLLATE "C");
     PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
     RAISE NOTICE 'apply_retention: % scopes have a retention setting', cardinality(settings);
     FOREACH s IN ARRAY settings LOOP

@@ -411,8 +411,12 @@ BEGIN
                   HINT = 'Run SELECT * FROM pgmem.sweep_expired_items() as the role that migrates pgmem (a login member of pgmem_owner) or a superuser; an application sweeps its own namespaces with pgmem.expire_items(scope).';
     END IF;
     PERFORM set_config('pgmem.maintenance', 'on', true);
-    scopes := ARRAY(SELECT DISTINCT i.scope_id FROM pgmem.store_item i
-                     WHERE i.expires_at IS NOT NULL AND i.expires_at <= pg_catalog.now() ORDER BY 1);
+    -- Scopes in bytewise order (COLLATE "C", 0077), the order of a store batch's Python sort: in
+    -- one transaction, a sweep that went through them in an en_US database's order (a/x before
+    -- B/x) and a batch deleting in both (B/x first) could each hold what the other waited for.
+    scopes := ARRAY(SELECT d.scope_id FROM (SELECT DISTINCT i.scope_id FROM pgmem.store_item i
+                                              WHERE i.expires_at IS NOT NULL AND i.expires_at <= pg_catalog.now()) d
+                     ORDER BY d.scope_id COLLATE "C");
     PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
     FOREACH s IN ARRAY scopes LOOP
         EXIT WHEN left_over < 1;
