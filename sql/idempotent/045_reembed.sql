@@ -117,20 +117,28 @@ BEGIN
     PERFORM pgmem.check_vectors(vectors, 'piece.embedding', 'vectors');
     key := pgmem._model_key(model_id, vector_dims(vectors[1]), 'piece.embedding');
     -- Lock order (docs/architecture.md): only the pieces (KEY SHARE, the foreign key's lock,
-    -- taken here so a piece deleted meanwhile is skipped, never a 23503).
+    -- taken here so a piece deleted meanwhile is skipped, never a 23503), in piece order, and
+    -- never waited for (0078): a piece a writer holds right now (put_turns replacing its turn,
+    -- a forget, forget_scope, a store batch deleting items) is skipped, and staged by the next
+    -- pass of the model change if it is still there (reembed_flip reports it pending). Waiting,
+    -- staging held pieces in the order of its join while such a writer deleted them in the
+    -- order of its scan, and each waited for a piece the other held (40P01, found by the slow
+    -- variants of tests/test_mixed_writers.py); locking their turns or threads first met a store
+    -- batch, which holds its items' threads in key order.
     INSERT INTO pgmem.staged_vector AS sv (scope_id, model_key, piece_id, raw_embedding)
     SELECT stage_vectors.scope, key, p.piece_id, l2_normalize(u.v)
       FROM (SELECT DISTINCT ON (x.id) x.id, x.v FROM unnest(piece_ids, vectors) WITH ORDINALITY AS x(id, v, ord)
              ORDER BY x.id, x.ord DESC) AS u
       JOIN pgmem.piece p ON p.scope_id = stage_vectors.scope AND p.piece_id = u.id
-       FOR KEY SHARE OF p
+     ORDER BY p.piece_id
+       FOR KEY SHARE OF p SKIP LOCKED
     ON CONFLICT (scope_id, model_key, piece_id) DO UPDATE SET raw_embedding = EXCLUDED.raw_embedding, staged_at = now();
     GET DIAGNOSTICS written = ROW_COUNT;
     RETURN written;
 END
 $$;
 COMMENT ON FUNCTION pgmem.stage_vectors(text, text, bigint[], vector[]) IS
-'Step 2 of a model change: store the new model''s vectors of the given pieces beside the serving ones (pgmem.staged_vector); recall is unchanged. A piece gone meanwhile is skipped; a piece given twice keeps its last vector. Returns the vectors written.';
+'Step 2 of a model change: store the new model''s vectors of the given pieces beside the serving ones (pgmem.staged_vector); recall is unchanged. A piece gone meanwhile is skipped, and so is one a writer holds right now (being replaced or forgotten: never waited for), which reembed_flip then reports pending if it is still there; a piece given twice keeps its last vector. Returns the vectors written.';
 
 CREATE OR REPLACE FUNCTION pgmem.reembed_flip(scope text, model_id text, dims integer,
                                               document_weight double precision DEFAULT 0.8)
