@@ -12,7 +12,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
 
@@ -21,6 +20,7 @@ from langgraph.store.postgres import PostgresStore
 
 from pgmem.errors import InputError
 from pgmem.integrations.langgraph import PgmemStore
+from tests.conftest import scratch_database
 from tests.security_helpers import HashEmbedder
 from tests.test_langgraph_parity import WordEmbeddings
 
@@ -28,17 +28,12 @@ Conn = psycopg.Connection[tuple[object, ...]]
 
 
 @pytest.fixture
-def lg_url(admin_conn: Conn, db_url: str) -> Iterator[str]:
+def lg_url(admin_conn: Conn) -> Iterator[str]:
     """A database of its own for a LangGraph PostgresStore, set up."""
-    name = f"{admin_conn.info.dbname}_lgside"
-    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        url = psycopg.conninfo.make_conninfo(db_url, dbname=name)
+    with scratch_database(admin_conn, "lgside") as url:
         with PostgresStore.from_conn_string(url) as lg:
             lg.setup()
         yield url
-    finally:
-        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _listing(store: BaseStore, prefix: tuple[str, ...]) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:

@@ -40,7 +40,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
 
@@ -55,6 +54,7 @@ from pgmem.integrations.langgraph_import import import_postgres_store
 from pgmem.lab.bench.churn import orphans
 from pgmem.recall import recall
 from pgmem.turns import Turn
+from tests.conftest import scratch_database
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, hash_vector, role_url
 
 Namespace = tuple[str, ...]
@@ -509,14 +509,9 @@ def check(admin: Conn, app_url: str, log: Log, seen: dict[str, int]) -> list[str
 
 
 @pytest.fixture
-def source_url(admin_conn: Conn, db_url: str) -> Iterator[str]:
-    name = f"{admin_conn.info.dbname}_attlsrc"
-    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        url = psycopg.conninfo.make_conninfo(db_url, dbname=name)
+def source_url(admin_conn: Conn) -> Iterator[str]:
+    with scratch_database(admin_conn, "attlsrc") as url:
         yield url
-    finally:
-        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def mixed_run(
