@@ -29,11 +29,24 @@ def test_delete_ab_times_both_databases_and_refuses_bad_inputs(db_url: str, caps
         assert "URL2/URL p50" in out[0]
         assert _left(db_url) == 0 and _left(url2) == 0
 
+        # Several deletes a transaction: timed per delete, with the COMMIT's share.
+        assert delete_ab.main([db_url, url2, "--items", "5", "--recalls", "2", "--per-transaction", "2"]) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("delete_item, 5 items, 2 a transaction, 2 logged recalls")
+        assert "COMMIT's share of a transaction: URL 0." in out[0]
+        assert _left(db_url) == 0 and _left(url2) == 0
+
         assert delete_ab.main([db_url, with_database(db_url, "pgmem_no_such_database"), "--items", "4"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("delete_ab: ") and "Traceback" not in err[0]
         assert _left(db_url) == 0
-    for argv in (["--items", "1"], ["--recalls", "-1"], ["--items", "x"]):
+    for argv in (
+        ["--items", "1"],
+        ["--recalls", "-1"],
+        ["--items", "x"],
+        ["--per-transaction", "0"],
+        ["--items", "4", "--per-transaction", "5"],
+    ):
         with pytest.raises(SystemExit) as exc:
             delete_ab.main([db_url, db_url, *argv])
         assert exc.value.code == 2

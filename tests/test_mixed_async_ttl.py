@@ -997,3 +997,92 @@ def test_store_deletes_whose_lines_were_cut_from_the_value_each_forget_their_own
     )
     s.commit()
     assert _logged_threads(admin_conn, scope) == []
+
+
+def _sealed_chunks(s: Any) -> int:
+    """How many chunks of the session's pgmem.item_logs_at_commit its transaction has sealed."""
+    row = s.do(lambda c: c.execute("SELECT current_setting('pgmem.item_logs_at_commit_chunks', true)").fetchone())
+    value = str(row[0] or "") if row else ""
+    return int(value.split("\n")[1]) if "\n" in value else 0
+
+
+def _many_logged_items(conn: Conn, ns: Namespace, n: int, logged: list[int]) -> str:
+    """Items k0..k{n-1} of the namespace, those in logged each returned by a recall in its thread."""
+    scope = namespace_scope(ns)
+    store = PgmemStore(conn, embedder=MODEL)
+    for first in range(0, n, 100):
+        store.batch(
+            [PutOp(ns, f"k{i}", {"text": f"item {i} about pallets"}) for i in range(first, min(n, first + 100))]
+        )
+    for i in logged:
+        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(f"k{i}"))
+    return scope
+
+
+def test_a_transaction_s_many_store_deletes_seal_their_notes_and_forget_every_item_s_rows(
+    admin_conn: Conn, conn: Conn, sessions: Any
+) -> None:
+    """0079: past 16 kB a transaction's delete notes move into sealed chunks (a setting copied
+    whole at each delete cost each delete the length of every note before it). At the commit every
+    deleted item's log rows go, from the first chunk to the last line, and the kept items' stay;
+    deletes in a savepoint rolled back, chunks they sealed included, keep theirs. Would catch a
+    trigger that reads only the unsealed lines (the first row of the scope marks it done and the
+    rows of the sealed items' threads survive), or a chunk a rolled-back savepoint left behind."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "sealed-" + "x" * 150)  # long lines (220 bytes): a chunk every 75 deletes
+    logged = [0, 1, 60, 120, 179, 180, 239, 240, 299]
+    scope = _many_logged_items(conn, ns, 300, logged)
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    for i in range(180):
+        assert s.do(lambda c, k=f"k{i}": c.execute("SELECT pgmem.delete_item(%s, %s)", (scope, k)).fetchone()) == (
+            True,
+        )
+    sealed = _sealed_chunks(s)
+    assert sealed >= 2
+    s.do(lambda c: c.execute("SAVEPOINT x"))
+    for i in range(180, 240):
+        s.do(lambda c, k=f"k{i}": c.execute("SELECT pgmem.delete_item(%s, %s)", (scope, k)))
+    assert _sealed_chunks(s) > sealed
+    s.do(lambda c: c.execute("ROLLBACK TO SAVEPOINT x"))
+    assert _sealed_chunks(s) == sealed
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k299')", (scope,)))
+    assert _logged_rows(admin_conn, scope) == len(logged)  # until the commit
+    s.commit()
+    assert _logged_threads(admin_conn, scope) == [item_thread(f"k{i}") for i in (180, 239, 240)]
+    left = admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
+    assert left == (300 - 181,)
+
+
+@pytest.mark.parametrize("count", ["x", "99", "-1", "1" * 12])
+def test_a_forged_count_of_sealed_delete_notes_fails_the_commit_in_one_line(
+    admin_conn: Conn, conn: Conn, sessions: Any, count: str
+) -> None:
+    """pgmem.item_logs_at_commit_chunks set by the caller, with the transaction's own first line,
+    to what delete_item never writes (not a count, or more chunks than were sealed): the trigger
+    cannot read the notes it names, so the commit fails with one line (22023) and the items and
+    their log rows stay, as for a forged pgmem.item_logs_at_commit."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("mt", "forged-" + "x" * 150)
+    scope = _many_logged_items(conn, ns, 100, [0, 99])
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    for i in range(100):
+        s.do(lambda c, k=f"k{i}": c.execute("SELECT pgmem.delete_item(%s, %s)", (scope, k)))
+    assert _sealed_chunks(s) >= 1
+    s.do(
+        lambda c: c.execute(
+            "SELECT set_config('pgmem.item_logs_at_commit_chunks',"
+            " split_part(current_setting('pgmem.item_logs_at_commit'), E'\\n', 1) || E'\\n' || %s, true)",
+            (count,),
+        )
+    )
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        s.commit()
+    message = str(err.value.diag.message_primary)
+    assert "is not what delete_item wrote: it is pgmem's own setting" in message and "\n" not in message
+    assert _logged_rows(admin_conn, scope) == 2
+    left = admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
+    assert left == (100,)

@@ -318,6 +318,33 @@ COMMENT ON FUNCTION pgmem._delete_item_rows(text, text) IS
 -- added to: a later delete on that connection forgot the other threads it named. A line is
 -- appended, never parsed here: 0073 parsed and rewrote a JSON object of every delete so far at
 -- each delete, 4,000 deletes in one transaction spent 13.4 s on it.
+-- Sealed chunks (0079): a setting is a string copied whole when it is set, so one that grew by a
+-- line a delete cost each delete the length of every line before it (a delete took 2.07-3.92 ms
+-- in a transaction of 8,000 deletes against 0.67 in one of 50; sealed, 0.89-1.65 against 0.69:
+-- docs/bench/delete-ab-0079.txt). Past
+-- chunk_bytes the lines move to pgmem.item_logs_at_commit_<i> (i = 1, 2, ...), each headed by the
+-- same first line, and pgmem.item_logs_at_commit_chunks holds the first line and their count.
+CREATE OR REPLACE FUNCTION pgmem._item_logs_sealed(head text)
+RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    chunks text := current_setting('pgmem.item_logs_at_commit_chunks', true);
+BEGIN
+    IF left(chunks, length(head)) IS DISTINCT FROM head THEN
+        RETURN 0;  -- another transaction's, or none
+    END IF;
+    IF substr(chunks, length(head) + 1) !~ '^[0-9]{1,9}$' THEN
+        RAISE EXCEPTION 'pgmem.item_logs_at_commit_chunks is not what delete_item wrote: it is pgmem''s own setting'
+            USING ERRCODE = '22023', HINT = 'Do not set pgmem.item_logs_at_commit*.';
+    END IF;
+    RETURN substr(chunks, length(head) + 1)::integer;
+END
+$$;
+COMMENT ON FUNCTION pgmem._item_logs_sealed(text) IS
+'Internal to the store''s delete notes: how many chunks of pgmem.item_logs_at_commit the transaction (head, its first line) has sealed, from pgmem.item_logs_at_commit_chunks (0 when that is another transaction''s or unset; 22023 when it is not a count).';
+
 CREATE OR REPLACE FUNCTION pgmem._item_logs_at_commit(scope text, thread text, piece_ids bigint[], fact_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -327,9 +354,17 @@ AS $$
 DECLARE
     head text := 'pgmem ' || pg_current_xact_id()::text || E'\n';
     pending text := current_setting('pgmem.item_logs_at_commit', true);
+    chunk_bytes constant integer := 16384;
+    sealed integer;
 BEGIN
     IF pending IS NULL OR left(pending, length(head)) IS DISTINCT FROM head THEN
         pending := head;  -- anything else found there (set by the caller) starts afresh
+    END IF;
+    IF octet_length(pending) > chunk_bytes THEN
+        sealed := pgmem._item_logs_sealed(head) + 1;
+        PERFORM set_config('pgmem.item_logs_at_commit_' || sealed, pending, true);
+        PERFORM set_config('pgmem.item_logs_at_commit_chunks', head || sealed, true);
+        pending := head;
     END IF;
     PERFORM set_config('pgmem.item_logs_at_commit',
                        pending || to_jsonb(scope)::text || E'\t'
@@ -339,7 +374,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) IS
-'Internal to delete_item: add an item''s thread, pieces and facts, before the item row is deleted, to the transaction''s pgmem.item_logs_at_commit (a line appended; a value of another transaction is dropped), whose recall-log rows pgmem._forget_item_logs_at_commit deletes at the commit.';
+'Internal to delete_item: add an item''s thread, pieces and facts, before the item row is deleted, to the transaction''s pgmem.item_logs_at_commit (a line appended; a value of another transaction is dropped; past 16 kB its lines are sealed into pgmem.item_logs_at_commit_<i>, counted by pgmem.item_logs_at_commit_chunks), whose recall-log rows pgmem._forget_item_logs_at_commit deletes at the commit.';
 
 -- The trigger's function runs as pgmem_owner (900_grants.sql): at the commit no pgmem function
 -- is running, and pgmem_app may not delete recall-log rows. It reads the setting only for the
@@ -350,12 +385,13 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
 -- deleted item's log rows survived the commit (with no line of its scope in this transaction's
 -- value, each row then forgets its own thread, and nothing is marked done). The scope's lines
--- are then replaced by a line marking it done, so its other rows cost no read of the log; a
--- later delete_item in the scope (under SET CONSTRAINTS ALL IMMEDIATE, the trigger fires at
--- each delete) adds a line again. A thread that exists
--- again at the commit (a put of the same key after the delete, in the same transaction) is
--- forgotten by the deleted pieces' and facts' ids only: as a whole thread, the recalls logged
--- after the put, which returned the new item, went too.
+-- (in the setting and its sealed chunks) are then replaced by a line marking it done, the other
+-- scopes' lines kept in the setting and the chunks dropped, so its other rows cost no read of the
+-- log and no parse of the lines (0079: a search of the setting); a later delete_item in the scope
+-- (under SET CONSTRAINTS ALL IMMEDIATE, the trigger fires at each delete) adds a line again. A
+-- thread that exists again at the commit (a put of the same key after the delete, in the same
+-- transaction) is forgotten by the deleted pieces' and facts' ids only: as a whole thread, the
+-- recalls logged after the put, which returned the new item, went too.
 CREATE OR REPLACE FUNCTION pgmem._forget_item_logs_at_commit()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE
@@ -364,6 +400,8 @@ AS $$
 DECLARE
     head text := 'pgmem ' || pg_current_xact_id()::text || E'\n';
     pending text := current_setting('pgmem.item_logs_at_commit', true);
+    sealed integer := 0;
+    chunk text;
     mine text := to_jsonb(OLD.scope_id)::text || E'\t';
     done text := 'done' || E'\t' || to_jsonb(OLD.scope_id)::text;
     lines text[] := '{}';
@@ -375,13 +413,23 @@ DECLARE
     caller_scope text := current_setting('pgmem.scope', true);
 BEGIN
     IF pending IS NOT NULL AND left(pending, length(head)) = head THEN
-        lines := string_to_array(rtrim(substr(pending, length(head) + 1), E'\n'), E'\n');
+        sealed := pgmem._item_logs_sealed(head);
+        -- Forgotten with the scope's first deleted row: marked done, no line of it since.
+        IF sealed = 0 AND strpos(pending, E'\n' || done || E'\n') > 0 AND strpos(pending, E'\n' || mine) = 0 THEN
+            RETURN NULL;
+        END IF;
+        FOR i IN 1..sealed LOOP
+            chunk := current_setting('pgmem.item_logs_at_commit_' || i, true);
+            IF left(chunk, length(head)) IS DISTINCT FROM head THEN
+                RAISE EXCEPTION 'pgmem.item_logs_at_commit_% is not what delete_item wrote: it is pgmem''s own setting', i
+                    USING ERRCODE = '22023',
+                          HINT = 'Do not set pgmem.item_logs_at_commit*; the transaction''s deletes were not committed.';
+            END IF;
+            lines := lines || string_to_array(rtrim(substr(chunk, length(head) + 1), E'\n'), E'\n');
+        END LOOP;
+        lines := lines || string_to_array(rtrim(substr(pending, length(head) + 1), E'\n'), E'\n');
     ELSE
         pending := NULL;  -- not this transaction's: the row's own thread only
-    END IF;
-    IF pending IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(lines) AS u(l) WHERE starts_with(u.l, mine))
-       AND done = ANY (lines) THEN
-        RETURN NULL;  -- forgotten with the scope's first deleted row
     END IF;
     BEGIN
         entries := ARRAY(SELECT substr(u.l, length(mine) + 1)::jsonb FROM unnest(lines) AS u(l) WHERE starts_with(u.l, mine));
@@ -400,6 +448,9 @@ BEGIN
                            head || coalesce(string_agg(u.l || E'\n', '' ORDER BY u.n), '') || done || E'\n', true)
            FROM unnest(lines) WITH ORDINALITY AS u(l, n)
           WHERE NOT starts_with(u.l, mine) AND u.l <> done;
+        IF sealed > 0 THEN
+            PERFORM set_config('pgmem.item_logs_at_commit_chunks', head || '0', true);
+        END IF;
     END IF;
     PERFORM set_config('pgmem.scope', OLD.scope_id, true);
     whole := ARRAY(SELECT t FROM unnest(threads) AS u(t)
@@ -410,7 +461,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_item_logs_at_commit() IS
-'Trigger (deferred to the commit, on pgmem.store_item deletes in a transaction that called delete_item): deletes the recall-log rows of the deleted items of the row''s scope, from pgmem.item_logs_at_commit (this transaction''s lines only) and the row''s own thread (pgmem._forget_logs, once a scope), after every other lock the transaction took; a thread stored again since is forgotten by the deleted pieces'' and facts'' ids only.';
+'Trigger (deferred to the commit, on pgmem.store_item deletes in a transaction that called delete_item): deletes the recall-log rows of the deleted items of the row''s scope, from pgmem.item_logs_at_commit and its sealed chunks (this transaction''s lines only) and the row''s own thread (pgmem._forget_logs, once a scope), after every other lock the transaction took; a thread stored again since is forgotten by the deleted pieces'' and facts'' ids only.';
 
 -- A constraint trigger (the only kind that can wait for the commit) has no OR REPLACE; the
 -- re-runnable set holds store_item ACCESS EXCLUSIVE anyway (its policies).
