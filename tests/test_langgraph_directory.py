@@ -195,3 +195,32 @@ def test_the_reader_login_gets_lists_and_searches_through_the_store(
     writer.get(("t", "a"), "ttl")
     moved = admin_conn.execute("SELECT expires_at FROM pgmem.store_item WHERE item_key = 'ttl'").fetchone()
     assert moved is not None and moved[0] > expires[0]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "shuffled"])
+def test_a_namespace_emptied_in_one_transaction_leaves_the_directory_with_its_last_item_in_any_order(
+    conn: Conn, order: str
+) -> None:
+    """One transaction deleting a namespace's items one by one: the namespace stays listed while
+    an item is left, and goes with the last, in whatever key order they go. The look for an item
+    left starts at the key just deleted (0080: from the scope's first key it stepped over every
+    item the transaction had deleted); would catch a look that stops there, such as one missing
+    the smaller keys left when the largest goes first."""
+    import random
+
+    store = _store(conn, "tenant-order")
+    ns = ("t", "order", order)
+    keys = [f"k{i:02d}" for i in range(12)]
+    for k in keys:
+        store.put(ns, k, {"text": f"item {k}"})
+    ordered = {"ascending": keys, "descending": keys[::-1], "shuffled": random.Random(5).sample(keys, len(keys))}
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", ("t/order/" + order,))
+        conn.execute("SELECT set_config('pgmem.store_directory', 'tenant-order', true)")
+        for n, k in enumerate(ordered[order], 1):
+            assert conn.execute("SELECT pgmem.delete_item(%s, %s)", ("t/order/" + order, k)).fetchone() == (True,)
+            listed = conn.execute(
+                "SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = %s", ("t/order/" + order,)
+            )
+            assert listed.fetchone() == ((0,) if n == len(keys) else (1,)), (order, n, k)
+    assert store.list_namespaces() == []

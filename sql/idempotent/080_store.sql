@@ -531,7 +531,7 @@ BEGIN
     SELECT * INTO r FROM pgmem._delete_item_rows(delete_item.scope, delete_item.item_key);
     PERFORM pgmem._note_deleted_items(delete_item.scope, ARRAY[delete_item.item_key]);
     IF r.existed THEN  -- the namespace leaves the directories with the last item (unless one is being put)
-        PERFORM pgmem._drop_empty_namespace(delete_item.scope);
+        PERFORM pgmem._drop_empty_namespace(delete_item.scope, delete_item.item_key);
     END IF;
     RETURN r.existed;
 END

@@ -372,7 +372,7 @@ BEGIN
         PERFORM pgmem._forget_logs(expire_items.scope, doomed, '{}', gone_pieces, gone_facts);
     END IF;
     -- A namespace left listed without items (its last delete met a writer in flight) goes now.
-    PERFORM pgmem._drop_empty_namespace(expire_items.scope);
+    PERFORM pgmem._drop_empty_namespace(expire_items.scope, keys[cardinality(keys)]);
     RETURN cardinality(keys);
 END
 $$;
