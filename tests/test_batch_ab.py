@@ -23,9 +23,11 @@ def _left(url: str) -> int:
 def test_batch_ab_times_both_sides_and_refuses_bad_inputs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
     with temporary_database(db_url, InstallParams(384, 1024)) as url2:
-        assert batch_ab.main([db_url, url2, "--namespaces", "2", "--puts", "4", "--batches", "2"]) == 0
+        assert (
+            batch_ab.main([db_url, url2, "--namespaces", "2", "--puts", "4", "--batches", "2", "--prefill", "2"]) == 0
+        )
         out = capsys.readouterr().out.strip().splitlines()
-        assert len(out) == 1 and out[0].startswith("store.batch, 4 puts over 2 namespaces, 2 batches a side")
+        assert len(out) == 1 and out[0].startswith("store.batch, 4 puts over 2 namespaces, 2 batches a side (after 2)")
         assert "URL2/URL p50" in out[0]
         assert _left(db_url) == 0 and _left(url2) == 0
 
@@ -33,7 +35,13 @@ def test_batch_ab_times_both_sides_and_refuses_bad_inputs(db_url: str, capsys: p
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("batch_ab: ") and "Traceback" not in err[0]
         assert _left(db_url) == 0
-    for argv in (["--namespaces", "0"], ["--namespaces", "5", "--puts", "4"], ["--batches", "1"], ["--puts", "x"]):
+    for argv in (
+        ["--namespaces", "0"],
+        ["--namespaces", "5", "--puts", "4"],
+        ["--batches", "1"],
+        ["--prefill", "0"],
+        ["--puts", "x"],
+    ):
         with pytest.raises(SystemExit) as exc:
             batch_ab.main([db_url, db_url, *argv])
         assert exc.value.code == 2

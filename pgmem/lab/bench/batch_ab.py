@@ -2,7 +2,7 @@
 a test).
 
     python -m pgmem.lab.bench.batch_ab URL URL2 [--python PY] [--python2 PY2] [--namespaces 8]
-        [--puts 40] [--batches 100]
+        [--puts 40] [--batches 100] [--prefill 50]
 
 URL and URL2 name two migrated databases as a superuser, each at the revision to compare (a
 database migrated by each checkout's `pgmem migrate`); PY and PY2 (default: this interpreter) are
@@ -13,7 +13,9 @@ pgmem's pieces (`index={"fields": ["text"]}`, word-hash vectors: no model time) 
 connection. A batch is `puts` puts of new items spread evenly over `namespaces` namespaces
 ("bench", "batch-ab", "n<j>"), each namespace its own scope: a batch of several opens them all
 first since 0075 (`pgmem.open_scope`, one statement a scope), which `--namespaces 1` leaves out
-(the control). One batch a side first, not timed, creates the scopes and binds the model; then
+(the control). First, not timed, `prefill` batches a side create the scopes, bind the model and
+fill the tables, and the database is vacuumed and analyzed (timed from empty tables, batches of
+one namespace came out 0.81x in one run and 1.81x in the next, as the tables grew); then
 `batches` batches a side, alternating the sides batch by batch and which goes first. Timed, in
 the worker: the wall clock of `store.batch` (embedding, the pipelined statements, the commit).
 Every put must be stored; the scopes are forgotten at the end, on error too. Reported: p50 and
@@ -83,7 +85,7 @@ def _line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def worker(url: str, namespaces: int, puts: int) -> int:
+def worker(url: str, namespaces: int, puts: int, prefill: int) -> int:
     """A side: reads `batch N` lines on stdin and answers each with the batch's milliseconds;
     `stop` forgets the scopes and answers with the items the batches left stored."""
     from pgmem.db import connect
@@ -98,7 +100,9 @@ def worker(url: str, namespaces: int, puts: int) -> int:
     try:
         _forget(conn, namespaces)
         store = PgmemStore(conn, embedder=HashWords(), index={"fields": ["text"]})
-        store.batch(_ops(-1, puts, namespaces))  # the scopes created and the model bound: not timed
+        for i in range(prefill):  # not timed
+            store.batch(_ops(-1 - i, puts, namespaces))
+        conn.execute("VACUUM (ANALYZE)")
         print(f"ready {_commit()}", flush=True)
         for line in sys.stdin:
             cmd, _, arg = line.strip().partition(" ")
@@ -122,11 +126,11 @@ def worker(url: str, namespaces: int, puts: int) -> int:
 
 
 class _Side:
-    def __init__(self, python: str, url: str, namespaces: int, puts: int) -> None:
+    def __init__(self, python: str, url: str, namespaces: int, puts: int, prefill: int) -> None:
         self.python = python
         cmd = [python, "-P", str(Path(__file__).resolve()), "--worker", url]
         self.proc = subprocess.Popen(
-            [*cmd, "--namespaces", str(namespaces), "--puts", str(puts)],
+            [*cmd, "--namespaces", str(namespaces), "--puts", str(puts), "--prefill", str(prefill)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(python).parent,
         )  # fmt: skip
         self.commit = self.ask(None).removeprefix("ready ")
@@ -156,12 +160,20 @@ class _Side:
 
 
 def run(
-    url: str, url2: str, *, python: str, python2: str, namespaces: int = 8, puts: int = 40, batches: int = 100
+    url: str,
+    url2: str,
+    *,
+    python: str,
+    python2: str,
+    namespaces: int = 8,
+    puts: int = 40,
+    batches: int = 100,
+    prefill: int = 50,
 ) -> dict[str, Any]:
     sides: list[_Side] = []
     try:
         for py, u in ((python, url), (python2, url2)):
-            sides.append(_Side(py, u, namespaces, puts))
+            sides.append(_Side(py, u, namespaces, puts, prefill))
         times: list[list[float]] = [[], []]
         for i in range(batches):
             for side in (0, 1) if i % 2 else (1, 0):
@@ -170,10 +182,10 @@ def run(
     finally:
         for s in sides:
             s.close()
-    want = puts * (batches + 1)
+    want = puts * (batches + prefill)
     if stored != [want, want]:
         raise RuntimeError(f"items stored (URL, URL2): {stored}, not {want} each")
-    out: dict[str, Any] = {"namespaces": namespaces, "puts": puts, "batches": batches}
+    out: dict[str, Any] = {"namespaces": namespaces, "puts": puts, "batches": batches, "prefill": prefill}
     for name, s, ts in zip(("url", "url2"), sides, times, strict=True):
         out[name] = {
             "commit": s.commit,
@@ -193,23 +205,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--namespaces", type=int, default=8)
     p.add_argument("--puts", type=int, default=40, help="puts a batch")
     p.add_argument("--batches", type=int, default=100, help="batches timed a side")
+    p.add_argument("--prefill", type=int, default=50, help="batches a side put first, not timed")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if not (1 <= a.namespaces <= 1000 and a.namespaces <= a.puts <= 10_000 and 2 <= a.batches <= 100_000):
         p.error("--namespaces must be 1..1000, --puts namespaces..10000 and --batches 2..100000")
+    if not 1 <= a.prefill <= 100_000:
+        p.error("--prefill must be 1..100000")
     if a.worker:
-        return worker(a.url, a.namespaces, a.puts)
+        return worker(a.url, a.namespaces, a.puts, a.prefill)
     if a.url2 is None:
         p.error("URL2 is required")
     try:
         r = run(
-            a.url, a.url2, python=a.python, python2=a.python2, namespaces=a.namespaces, puts=a.puts, batches=a.batches
-        )
+            a.url, a.url2, python=a.python, python2=a.python2, namespaces=a.namespaces, puts=a.puts,
+            batches=a.batches, prefill=a.prefill,
+        )  # fmt: skip
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"batch_ab: {_line(exc)}", file=sys.stderr)
         return 1
     print(
-        f"store.batch, {r['puts']} puts over {r['namespaces']} namespaces, {r['batches']} batches a side, wall clock: "
+        f"store.batch, {r['puts']} puts over {r['namespaces']} namespaces, {r['batches']} batches a side "
+        f"(after {r['prefill']}), wall clock: "
         f"URL ({r['url']['commit']}) p50 {r['url']['p50_ms']} ms (p95 {r['url']['p95_ms']}), "
         f"URL2 ({r['url2']['commit']}) p50 {r['url2']['p50_ms']} ms (p95 {r['url2']['p95_ms']}); "
         f"URL2/URL p50 {r['p50_ratio']}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
