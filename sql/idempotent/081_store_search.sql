@@ -303,6 +303,10 @@ BEGIN
         RAISE EXCEPTION 'refresh_items: scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(refresh_items.scope), true);
+    -- The scope row first, FOR KEY SHARE as its writers hold it (0081): without it a refresh held
+    -- items while forget_scope held the scope row and went on to delete them, and the refresh's
+    -- transaction then waited for forget_scope (a deadlock in tests/test_mixed_async_ttl.py).
+    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = refresh_items.scope FOR KEY SHARE;
     -- Store items in key order (the lock order); an item a writer holds is skipped: the write
     -- sets its expiry anyway, and a read never waits for one.
     WITH locked AS (
