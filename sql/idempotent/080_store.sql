@@ -331,19 +331,28 @@ SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 DECLARE
     chunks text := current_setting('pgmem.item_logs_at_commit_chunks', true);
+    n integer := 0;
 BEGIN
-    IF left(chunks, length(head)) IS DISTINCT FROM head THEN
-        RETURN 0;  -- another transaction's, or none
+    IF left(chunks, length(head)) = head THEN
+        IF substr(chunks, length(head) + 1) !~ '^[0-9]{1,9}$' THEN
+            RAISE EXCEPTION 'pgmem.item_logs_at_commit_chunks is not what delete_item wrote: it is pgmem''s own setting'
+                USING ERRCODE = '22023', HINT = 'Do not set pgmem.item_logs_at_commit*.';
+        END IF;
+        n := substr(chunks, length(head) + 1)::integer;
     END IF;
-    IF substr(chunks, length(head) + 1) !~ '^[0-9]{1,9}$' THEN
+    -- The chunk after the last one counted is never the transaction's (the trigger empties the
+    -- chunks it takes back into the setting): a count set below the chunks sealed (unset,
+    -- another transaction's, or smaller) hid their lines, and the scope, marked done by its first
+    -- row, kept those items' log rows (found probing 0079, tests/test_rt47_notes.py).
+    IF left(current_setting('pgmem.item_logs_at_commit_' || (n + 1), true), length(head)) = head THEN
         RAISE EXCEPTION 'pgmem.item_logs_at_commit_chunks is not what delete_item wrote: it is pgmem''s own setting'
             USING ERRCODE = '22023', HINT = 'Do not set pgmem.item_logs_at_commit*.';
     END IF;
-    RETURN substr(chunks, length(head) + 1)::integer;
+    RETURN n;
 END
 $$;
 COMMENT ON FUNCTION pgmem._item_logs_sealed(text) IS
-'Internal to the store''s delete notes: how many chunks of pgmem.item_logs_at_commit the transaction (head, its first line) has sealed, from pgmem.item_logs_at_commit_chunks (0 when that is another transaction''s or unset; 22023 when it is not a count).';
+'Internal to the store''s delete notes: how many chunks of pgmem.item_logs_at_commit the transaction (head, its first line) has sealed, from pgmem.item_logs_at_commit_chunks (0 when that is another transaction''s or unset; 22023 when it is not a count, or when the chunk after the last one counted is the transaction''s: a count set below the chunks sealed).';
 
 CREATE OR REPLACE FUNCTION pgmem._item_logs_at_commit(scope text, thread text, piece_ids bigint[], fact_ids bigint[])
 RETURNS void
@@ -384,7 +393,9 @@ COMMENT ON FUNCTION pgmem._item_logs_at_commit(text, text, bigint[], bigint[]) I
 -- The deleted row's own thread is forgotten whatever the setting holds (0076): set to '' or
 -- '{}' after the delete, or to another transaction's value, the setting named nothing and the
 -- deleted item's log rows survived the commit (with no line of its scope in this transaction's
--- value, each row then forgets its own thread, and nothing is marked done). The scope's lines
+-- value, each row then forgets its own thread, and nothing is marked done; a rewrite keeping the
+-- transaction's id that leaves one line of the scope, or adds a done line, which this cannot tell
+-- from its own, still lets the first row stand for the scope's others). The scope's lines
 -- (in the setting and its sealed chunks) are then replaced by a line marking it done, the other
 -- scopes' lines kept in the setting and the chunks dropped, so its other rows cost no read of the
 -- log and no parse of the lines (0079: a search of the setting); a later delete_item in the scope
@@ -448,7 +459,10 @@ BEGIN
                            head || coalesce(string_agg(u.l || E'\n', '' ORDER BY u.n), '') || done || E'\n', true)
            FROM unnest(lines) WITH ORDINALITY AS u(l, n)
           WHERE NOT starts_with(u.l, mine) AND u.l <> done;
-        IF sealed > 0 THEN
+        IF sealed > 0 THEN  -- taken back into the setting: emptied, so none counts as sealed
+            FOR i IN 1..sealed LOOP
+                PERFORM set_config('pgmem.item_logs_at_commit_' || i, '', true);
+            END LOOP;
             PERFORM set_config('pgmem.item_logs_at_commit_chunks', head || '0', true);
         END IF;
     END IF;
