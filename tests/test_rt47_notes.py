@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 pytest.importorskip("langgraph.store.postgres", reason="the [langgraph] extra is not installed")
 
@@ -99,7 +100,8 @@ def test_a_count_of_sealed_notes_set_below_the_chunks_sealed_fails_the_commit_in
         )
     )
     assert _sealed_chunks(s) >= 2
-    s.do(lambda c: c.execute(f"SELECT set_config('pgmem.item_logs_at_commit_chunks', {COUNTS[count]}, true)"))
+    forge = sql.SQL("SELECT set_config('pgmem.item_logs_at_commit_chunks', {}, true)").format(sql.SQL(COUNTS[count]))
+    s.do(lambda c: c.execute(forge))
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
         s.commit()
     message = str(err.value.diag.message_primary)
@@ -172,7 +174,11 @@ def test_session_level_chunks_of_another_transaction_forget_nothing_kept(
     s = sessions()
     line = f'"{scope}"\t{{"thread": "{item_thread("k119")}", "piece_ids": [], "fact_ids": []}}\n'
     for name, value in [("_chunks", "pgmem 1\n2"), ("_1", "pgmem 1\n" + line), ("_2", "pgmem 1\n" + line)]:
-        s.do(lambda c, n=name, v=value: c.execute(f"SET pgmem.item_logs_at_commit{n} = {psycopg.sql.quote(v)}"))
+        s.do(
+            lambda c, n=name, v=value: c.execute(
+                "SELECT set_config(%s, %s, false)", ("pgmem.item_logs_at_commit" + n, v)
+            )
+        )
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k000')", (scope,)))
     s.commit()
@@ -212,7 +218,8 @@ def test_a_rewritten_item_logs_setting_still_forgets_each_deleted_row_s_own_thre
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k000'), pgmem.delete_item(%s, 'k001')", (scope, scope)))
     expr = REWRITES[rewrite].replace("v", "current_setting('pgmem.item_logs_at_commit')")
     params = (scope,) if "%s" in expr else ()
-    s.do(lambda c: c.execute(f"SELECT set_config('pgmem.item_logs_at_commit', {expr}, true)", params))
+    forge = sql.SQL("SELECT set_config('pgmem.item_logs_at_commit', {}, true)").format(sql.SQL(expr))
+    s.do(lambda c: c.execute(forge, params))
     s.commit()
     assert _items(admin_conn, scope) == 0
     assert _logged_threads(admin_conn, scope) == []
@@ -248,3 +255,29 @@ def test_two_transactions_deleting_a_namespace_s_last_two_items_leave_it_listed_
     assert _listed(admin_conn, scope) == 1 and ns in [tuple(n) for n in store.list_namespaces()]
     store.sweep_ttl()
     assert _listed(admin_conn, scope) == 0
+
+
+@pytest.mark.parametrize("line", ['"%s"\tnot json', '"%s"\t{"thread": "x", "piece_ids": ["y"]}', '"%s"\t[1]'])
+def test_a_forged_chunk_with_a_bad_line_of_the_scope_fails_the_commit_or_forgets_the_item(
+    admin_conn: Conn, conn: Conn, sessions: Any, line: str
+) -> None:
+    """Held (0079 probe): a chunk and a count forged with the transaction's own first line, the
+    chunk holding a line of the deleted row's scope that delete_item never writes: the commit
+    fails in one line (22023), the item and its log rows staying, or (a line naming nothing, a
+    JSON array) commits, the item's own thread forgotten."""
+    scope = _many_logged_items(conn, ("rt47", "bad-chunk"), 1, [0])
+    s = sessions()
+    s.begin(scope, directory=DEFAULT_DIRECTORY)
+    s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k000')", (scope,)))
+    forge = """SELECT set_config('pgmem.item_logs_at_commit_1', h || %s || E'\\n', true),
+                      set_config('pgmem.item_logs_at_commit_chunks', h || '1', true)
+                 FROM (SELECT split_part(current_setting('pgmem.item_logs_at_commit'), E'\\n', 1) || E'\\n') AS v(h)"""
+    s.do(lambda c: c.execute(forge, (line.replace("%s", scope),)))
+    try:
+        s.commit()
+    except psycopg.errors.InvalidParameterValue as err:
+        assert "\n" not in str(err.diag.message_primary)
+        assert _logged_threads(admin_conn, scope) == [item_thread("k000")] and _items(admin_conn, scope) == 1
+        assert line.endswith("json") or "piece_ids" in line
+        return
+    assert _logged_threads(admin_conn, scope) == [] and _items(admin_conn, scope) == 0
