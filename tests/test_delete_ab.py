@@ -35,6 +35,12 @@ def test_delete_ab_times_both_databases_and_refuses_bad_inputs(db_url: str, caps
         assert len(out) == 1 and out[0].startswith("delete_item, 5 items, 2 a transaction, 2 logged recalls")
         assert "COMMIT's share of a transaction: URL 0." in out[0]
         assert _left(db_url) == 0 and _left(url2) == 0
+        argv = [db_url, url2, "--items", "12", "--recalls", "0", "--per-transaction", "12", "--order", "descending"]
+        assert delete_ab.main(argv) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("delete_item, 12 items, 12 a transaction, keys descending, 0 logged")
+        assert "COMMIT's share of a transaction: URL 0." in out[0]
+        assert _left(db_url) == 0 and _left(url2) == 0
 
         assert delete_ab.main([db_url, with_database(db_url, "pgmem_no_such_database"), "--items", "4"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
@@ -46,6 +52,7 @@ def test_delete_ab_times_both_databases_and_refuses_bad_inputs(db_url: str, caps
         ["--items", "x"],
         ["--per-transaction", "0"],
         ["--items", "4", "--per-transaction", "5"],
+        ["--order", "random"],
     ):
         with pytest.raises(SystemExit) as exc:
             delete_ab.main([db_url, db_url, *argv])

@@ -15,7 +15,13 @@ refresh_items; one run in six of five store test files under pytest -n 2, at 22f
   to delete while its transaction went on to wait for forget_scope. It takes the scope row FOR
   KEY SHARE first, as the scope's writers do.
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql, 081_store_search.sql).
+It also carries the review of 0079 and 0080 (tests/test_rt47_notes.py): a count of sealed delete
+notes set below the chunks sealed fails the commit (22023) instead of hiding their items' log
+rows; the look for a namespace's items left starts from the first key when the transaction's
+previous delete in the scope was of a later key (pgmem.store_deleted_near, a hint only).
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql, 080_store.sql,
+081_store_search.sql).
 
 Revision ID: 0081
 Revises: 0080

@@ -152,8 +152,9 @@ COMMENT ON FUNCTION pgmem._note_deleted_items(text, text[]) IS
 -- Unless the transaction's previous delete in the scope was of a later key (review rt47): deleting
 -- in descending key order, every key after near is one this transaction deleted, and the look from
 -- near stepped over all of them before the look from the first key found an item at once (6,000
--- deletes a transaction in descending order: 0.31-0.48 ms a delete against 0.12-0.18 at 0078, and
--- growing with the transaction); the last key deleted, per transaction and scope, is kept in
+-- deletes a transaction in descending key order: 0.85 ms a delete without the hint, 0.54 with it,
+-- 0.71-0.86 at 0078; docs/bench/delete-ab-0080-order.txt); the last key deleted, per transaction
+-- and scope, is kept in
 -- pgmem.store_deleted_near, a hint only (whatever it holds, the look from the first key decides).
 DROP FUNCTION IF EXISTS pgmem._drop_empty_namespace(text);
 CREATE OR REPLACE FUNCTION pgmem._drop_empty_namespace(scope text, near text)

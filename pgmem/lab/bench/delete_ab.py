@@ -1,12 +1,14 @@
 """Two databases' store deletes side by side (a benchmark, not a test).
 
     python -m pgmem.lab.bench.delete_ab URL URL2 [--items 300] [--recalls 60] [--per-transaction 1]
+                                        [--order numeric|ascending|descending]
 
 URL and URL2 name two migrated databases as a superuser, each at the revision to compare (a
 database migrated by each checkout's `pgmem migrate`). Into a new scope of each, the same `items`
 indexed LangGraph store items are put through PgmemStore (word-hash vectors: no model time) and
 `recalls` recalls that return them are logged. Then every item is deleted by `pgmem.delete_item`,
-`per_transaction` items a transaction (one by default), alternating the databases transaction by
+`per_transaction` items a transaction (one by default), in `order`: numeric (k0, k1, ..., k10,
+the default) or the keys sorted bytewise, ascending or descending, alternating the databases transaction by
 transaction and which goes first. Timed: the client's wall clock of the calls and their COMMIT (a
 delete's recall-log rows may go at the commit, 0073), on one connection a database, reported per
 delete (a transaction's time divided by its deletes); with more than one delete a transaction, the
@@ -77,7 +79,9 @@ def _scopes(conns: list[Conn]) -> Iterator[None]:
                 forget_scope(c, SCOPE)
 
 
-def run(url: str, url2: str, *, items: int = 300, recalls: int = 60, per_transaction: int = 1) -> dict[str, Any]:
+def run(
+    url: str, url2: str, *, items: int = 300, recalls: int = 60, per_transaction: int = 1, order: str = "numeric"
+) -> dict[str, Any]:
     conns = [connect(url)]
     try:
         conns.append(connect(url2))
@@ -90,8 +94,11 @@ def run(url: str, url2: str, *, items: int = 300, recalls: int = 60, per_transac
         for c in conns:
             forget_scope(c, SCOPE)
             _fill(c, items, recalls)
+        ordered = [f"k{i}" for i in range(items)]
+        if order != "numeric":
+            ordered.sort(key=lambda k: k.encode(), reverse=order == "descending")
         for n, first in enumerate(range(0, items, per_transaction)):
-            keys = [f"k{i}" for i in range(first, min(items, first + per_transaction))]
+            keys = ordered[first : first + per_transaction]
             for side in (0, 1) if n % 2 else (1, 0):
                 c = conns[side]
                 t = time.perf_counter()
@@ -110,7 +117,12 @@ def run(url: str, url2: str, *, items: int = 300, recalls: int = 60, per_transac
         c.close()
     if left != [(0, 0), (0, 0)]:
         raise RuntimeError(f"items and recall-log rows left after the deletes (URL, URL2): {left}")
-    out: dict[str, Any] = {"items": items, "recalls": recalls, "per_transaction": per_transaction}
+    out: dict[str, Any] = {
+        "items": items,
+        "recalls": recalls,
+        "per_transaction": per_transaction,
+        "order": order,
+    }
     for name, ts, cs in zip(("url", "url2"), times, commits, strict=True):
         out[name] = {
             "p50_ms": round(statistics.median(ts), 3),
@@ -129,16 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--items", type=int, default=300)
     p.add_argument("--recalls", type=int, default=60)
     p.add_argument("--per-transaction", type=int, default=1, help="deletes a transaction")
+    p.add_argument("--order", choices=("numeric", "ascending", "descending"), default="numeric")
     a = p.parse_args(argv)
     if not (2 <= a.items <= 100_000 and 0 <= a.recalls <= 10_000 and 1 <= a.per_transaction <= a.items):
         p.error("--items must be 2..100000, --recalls 0..10000 and --per-transaction 1..items")
     try:
-        r = run(a.url, a.url2, items=a.items, recalls=a.recalls, per_transaction=a.per_transaction)
+        r = run(a.url, a.url2, items=a.items, recalls=a.recalls, per_transaction=a.per_transaction, order=a.order)
     except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
         line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"delete_ab: {line}", file=sys.stderr)
         return 1
-    each = "" if a.per_transaction == 1 else f", {a.per_transaction} a transaction"
+    each = ("" if a.per_transaction == 1 else f", {a.per_transaction} a transaction") + (
+        "" if a.order == "numeric" else f", keys {a.order}"
+    )
     share = (
         ""
         if a.per_transaction == 1
