@@ -19,8 +19,9 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
@@ -145,6 +146,24 @@ def app_url(db_url: str, admin_conn: psycopg.Connection[tuple[object, ...]]) -> 
     """URL of this test's database as APP_LOGIN, a LOGIN member of pgmem_app."""
     ensure_login_roles(admin_conn)
     return role_url(db_url, APP_LOGIN)
+
+
+@pytest.fixture
+def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
+    """Opens tests/test_lock_order.py's sessions (app-login connections whose steps run on threads
+    of their own, so that a step can wait for a lock while the test drives the others); each is
+    closed at the end of the test."""
+    from tests.test_lock_order import Session
+
+    opened: list[Session] = []
+
+    def open_session() -> Session:
+        opened.append(Session(app_url))
+        return opened[-1]
+
+    yield open_session
+    for s in opened:
+        s.close()
 
 
 @pytest.fixture

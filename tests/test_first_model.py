@@ -31,9 +31,7 @@ from pgmem.ingest import ingest_turns
 from pgmem.integrations.langgraph import PgmemStore
 from pgmem.lab.bench import churn
 from tests.security_helpers import DIMS, Conn, HashEmbedder, make_turn
-from tests.test_lock_order import Session, outcome, sessions, waits_for_lock
-
-__all__ = ["sessions"]  # the fixture, shared with tests/test_lock_order.py
+from tests.test_lock_order import Session, outcome, waits_for_lock
 
 
 def _bind(scope: str, model: str) -> Callable[[Conn], object]:

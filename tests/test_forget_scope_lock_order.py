@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -36,19 +36,6 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 Conn = psycopg.Connection[tuple[object, ...]]
 MODEL = HashEmbedder()
 TTL = {"default_ttl": 60, "refresh_on_read": True}
-
-
-@pytest.fixture
-def sessions(app_url: str) -> Iterator[Callable[[], Session]]:
-    opened: list[Session] = []
-
-    def open_session() -> Session:
-        opened.append(Session(app_url))
-        return opened[-1]
-
-    yield open_session
-    for s in opened:
-        s.close()
 
 
 def _deadlocks_now(admin: Conn) -> int:

@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -88,20 +88,6 @@ class Session:
         self.conn.cancel()  # a step still waiting (a failing run) ends now, not at the timeout
         self._worker.shutdown(wait=True)
         self.conn.close()
-
-
-@pytest.fixture
-def sessions(app_url: str) -> Iterator[Callable[[], Session]]:
-    opened: list[Session] = []
-
-    def open_session() -> Session:
-        s = Session(app_url)
-        opened.append(s)
-        return s
-
-    yield open_session
-    for s in opened:
-        s.close()
 
 
 def waits_for_lock(admin: Conn, step: Future[Any], pid: int) -> bool:

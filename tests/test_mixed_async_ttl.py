@@ -616,22 +616,6 @@ def test_a_search_never_returns_an_item_that_expired_in_a_put_committed_after_th
     assert [i.key for i in found] == ["seed"]
 
 
-@pytest.fixture
-def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
-    """tests/test_lock_order.py's sessions: connections whose steps run on threads of their own."""
-    from tests.test_lock_order import Session
-
-    opened: list[Session] = []
-
-    def open_session() -> Session:
-        opened.append(Session(app_url))
-        return opened[-1]
-
-    yield open_session
-    for s in opened:
-        s.close()
-
-
 def _two_logged_items(conn: Conn, ns: Namespace) -> str:
     """Items a and b of the namespace, each returned by one logged recall filtered to its thread."""
     scope = namespace_scope(ns)

@@ -3,7 +3,6 @@ namespace's items left from the key just deleted), as the application login."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -17,43 +16,15 @@ from langgraph.store.base import PutOp
 from pgmem.integrations.langgraph import DEFAULT_DIRECTORY, PgmemStore, item_thread, namespace_scope
 from pgmem.recall import recall
 from tests.security_helpers import Conn, HashEmbedder
+from tests.test_mixed_async_ttl import _logged_threads, _sealed_chunks
 
 MODEL = HashEmbedder()
 Namespace = tuple[str, ...]
 
 
-@pytest.fixture
-def sessions(app_url: str) -> Iterator[Callable[[], Any]]:
-    """tests/test_lock_order.py's sessions: connections whose steps run on threads of their own."""
-    from tests.test_lock_order import Session
-
-    opened: list[Session] = []
-
-    def open_session() -> Session:
-        opened.append(Session(app_url))
-        return opened[-1]
-
-    yield open_session
-    for s in opened:
-        s.close()
-
-
-def _logged_threads(admin: Conn, scope: str) -> list[str]:
-    rows = admin.execute(
-        "SELECT thread_id FROM pgmem.recall_log WHERE scope_id = %s ORDER BY recall_id", (scope,)
-    ).fetchall()
-    return [str(r[0]) for r in rows]
-
-
 def _items(admin: Conn, scope: str) -> int:
     row = admin.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
     return int(str(row[0])) if row else 0
-
-
-def _sealed_chunks(s: Any) -> int:
-    row = s.do(lambda c: c.execute("SELECT current_setting('pgmem.item_logs_at_commit_chunks', true)").fetchone())
-    value = str(row[0] or "") if row else ""
-    return int(value.split("\n")[1]) if "\n" in value else 0
 
 
 def _many_logged_items(conn: Conn, ns: Namespace, n: int, logged: list[int]) -> str:

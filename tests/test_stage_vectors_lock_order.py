@@ -19,9 +19,7 @@ from pgmem.db import connect
 from pgmem.ingest import ingest_turns
 from pgmem.lab.bench import churn
 from tests.security_helpers import DIMS, Conn, HashEmbedder, make_turn
-from tests.test_lock_order import Session, sessions
-
-__all__ = ["sessions"]  # the fixture, shared with tests/test_lock_order.py
+from tests.test_lock_order import Session
 
 SCOPE = "stage-order"
 TURNS = 24
