@@ -8,9 +8,8 @@ refresh_items; one run in six of five store test files under pytest -n 2, at 22f
   has inserted and not committed, so it locked nothing; the writers after it met it halfway,
   after its recall-log lock. It now inserts the row first (ON CONFLICT DO NOTHING waits for the
   other insert), as delete_item does since 0067, and again when another forget deleted the row
-  while this one waited for it. Store batches beside forget_scope for 60 s: 18 and 21 deadlocks
-  detected before, 0 after (two forgets at once: 1 with the insert alone, 0 in two runs with the
-  loop).
+  while this one waited for it (tests/test_forget_scope_lock_order.py: the interleaving replayed,
+  and a 4-second stress of store batches beside forget_scope, which met a deadlock before).
 - refresh_items locked items without the scope row, so it held an item forget_scope was about
   to delete while its transaction went on to wait for forget_scope. It takes the scope row FOR
   KEY SHARE first, as the scope's writers do.

@@ -550,12 +550,12 @@ BEGIN
     -- forget) is waited for first, by an insert of the row (ON CONFLICT waits for that insert),
     -- as delete_item does (0067): SELECT ... FOR UPDATE does not see an uncommitted row, so it
     -- locked nothing, the writer went on taking the scope's item, thread and turn locks, and this
-    -- met them halfway, after the recall-log lock (0081: 21 deadlocks in 60 s of store batches
-    -- beside forget_scope, tests/test_forget_scope_lock_order.py). The row inserted here, when
-    -- there was none, is this transaction's until it is deleted below; a row another forget
-    -- deleted while this waited for it is inserted again (the lock then found nothing: with two
-    -- forgets of the scope at once, 1 deadlock in 60 s). (A name the scope table cannot hold
-    -- names no scope: nothing to wait for.)
+    -- met them halfway, after the recall-log lock (0081; tests/test_forget_scope_lock_order.py
+    -- replays it, and its stress of store batches beside forget_scope met a deadlock in 4 s). The
+    -- row inserted here, when there was none, is this transaction's until it is deleted below; a
+    -- row another forget deleted while this waited for it is inserted again (the lock then found
+    -- nothing, and two forgets of the scope at once deadlocked the same way). (A name the scope
+    -- table cannot hold names no scope: nothing to wait for.)
     IF char_length(forget_scope.scope) BETWEEN 1 AND 200 THEN
         LOOP
             INSERT INTO pgmem.scope AS s (scope_id) VALUES (forget_scope.scope) ON CONFLICT (scope_id) DO NOTHING;
