@@ -31,6 +31,13 @@ def test_batch_ab_times_both_sides_and_refuses_bad_inputs(db_url: str, capsys: p
         assert "URL2/URL p50" in out[0]
         assert _left(db_url) == 0 and _left(url2) == 0
 
+        # Gets of the batch before, each refreshing its item's TTL.
+        argv = [db_url, url2, "--namespaces", "2", "--puts", "4", "--gets", "2", "--batches", "2", "--prefill", "2"]
+        assert batch_ab.main(argv) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("store.batch, 4 puts and 2 gets (TTL refreshed) over 2 namespaces")
+        assert _left(db_url) == 0 and _left(url2) == 0
+
         assert batch_ab.main([db_url, with_database(db_url, "pgmem_no_such_database"), "--batches", "2"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("batch_ab: ") and "Traceback" not in err[0]
@@ -41,6 +48,7 @@ def test_batch_ab_times_both_sides_and_refuses_bad_inputs(db_url: str, capsys: p
         ["--batches", "1"],
         ["--prefill", "0"],
         ["--puts", "x"],
+        ["--puts", "4", "--gets", "5"],
     ):
         with pytest.raises(SystemExit) as exc:
             batch_ab.main([db_url, db_url, *argv])

@@ -2,7 +2,7 @@
 a test).
 
     python -m pgmem.lab.bench.batch_ab URL URL2 [--python PY] [--python2 PY2] [--namespaces 8]
-        [--puts 40] [--batches 100] [--prefill 50]
+        [--puts 40] [--batches 100] [--prefill 50] [--gets 0]
 
 URL and URL2 name two migrated databases as a superuser, each at the revision to compare (a
 database migrated by each checkout's `pgmem migrate`); PY and PY2 (default: this interpreter) are
@@ -16,7 +16,9 @@ first since 0075 (`pgmem.open_scope`, one statement a scope), which `--namespace
 (the control). First, not timed, `prefill` batches a side create the scopes, bind the model and
 fill the tables, and the database is vacuumed and analyzed (timed from empty tables, batches of
 one namespace came out 0.81x in one run and 1.81x in the next, as the tables grew); then
-`batches` batches a side, alternating the sides batch by batch and which goes first. Timed, in
+`batches` batches a side, alternating the sides batch by batch and which goes first. With
+`gets`, the items are stored with a TTL and each batch also gets that many items of the batch
+before it, each get refreshing its TTL (`pgmem.refresh_items`, one call a get). Timed, in
 the worker: the wall clock of `store.batch` (embedding, the pipelined statements, the commit).
 Every put must be stored; the scopes are forgotten at the end, on error too. Reported: p50 and
 p95 a side, their ratio, and the commit of each side's pgmem."""
@@ -40,10 +42,10 @@ def _namespace(j: int) -> tuple[str, ...]:
     return (*ROOT, f"n{j}")
 
 
-def _ops(batch: int, puts: int, namespaces: int) -> list[Any]:
-    from langgraph.store.base import PutOp
+def _ops(batch: int, puts: int, namespaces: int, gets: int = 0) -> list[Any]:
+    from langgraph.store.base import GetOp, PutOp
 
-    return [
+    ops: list[Any] = [
         PutOp(
             _namespace(j % namespaces),
             f"b{batch}-{j}",
@@ -51,6 +53,8 @@ def _ops(batch: int, puts: int, namespaces: int) -> list[Any]:
         )
         for j in range(puts)
     ]
+    # Gets of the previous batch's items (stored with a TTL, so each refreshes it: refresh_items).
+    return ops + [GetOp(_namespace(j % namespaces), f"b{batch - 1}-{j}") for j in range(gets)]
 
 
 def _commit() -> str:
@@ -85,7 +89,7 @@ def _line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def worker(url: str, namespaces: int, puts: int, prefill: int) -> int:
+def worker(url: str, namespaces: int, puts: int, prefill: int, gets: int = 0) -> int:
     """A side: reads `batch N` lines on stdin and answers each with the batch's milliseconds;
     `stop` forgets the scopes and answers with the items the batches left stored."""
     from pgmem.db import connect
@@ -99,15 +103,16 @@ def worker(url: str, namespaces: int, puts: int, prefill: int) -> int:
         return 1
     try:
         _forget(conn, namespaces)
-        store = PgmemStore(conn, embedder=HashWords(), index={"fields": ["text"]})
+        ttl = {"default_ttl": 60.0, "refresh_on_read": True} if gets else None
+        store = PgmemStore(conn, embedder=HashWords(), index={"fields": ["text"]}, ttl=ttl)
         for i in range(prefill):  # not timed
-            store.batch(_ops(-1 - i, puts, namespaces))
+            store.batch(_ops(-prefill + i, puts, namespaces))
         conn.execute("VACUUM (ANALYZE)")
         print(f"ready {_commit()}", flush=True)
         for line in sys.stdin:
             cmd, _, arg = line.strip().partition(" ")
             if cmd == "batch":
-                ops = _ops(int(arg), puts, namespaces)
+                ops = _ops(int(arg), puts, namespaces, gets)
                 t = time.perf_counter()
                 store.batch(ops)
                 print(f"{(time.perf_counter() - t) * 1000:.4f}", flush=True)
@@ -126,11 +131,12 @@ def worker(url: str, namespaces: int, puts: int, prefill: int) -> int:
 
 
 class _Side:
-    def __init__(self, python: str, url: str, namespaces: int, puts: int, prefill: int) -> None:
+    def __init__(self, python: str, url: str, namespaces: int, puts: int, prefill: int, gets: int = 0) -> None:
         self.python = python
         cmd = [python, "-P", str(Path(__file__).resolve()), "--worker", url]
         self.proc = subprocess.Popen(
-            [*cmd, "--namespaces", str(namespaces), "--puts", str(puts), "--prefill", str(prefill)],
+            [*cmd, "--namespaces", str(namespaces), "--puts", str(puts), "--prefill", str(prefill),
+             "--gets", str(gets)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(python).parent,
         )  # fmt: skip
         self.commit = self.ask(None).removeprefix("ready ")
@@ -169,11 +175,12 @@ def run(
     puts: int = 40,
     batches: int = 100,
     prefill: int = 50,
+    gets: int = 0,
 ) -> dict[str, Any]:
     sides: list[_Side] = []
     try:
         for py, u in ((python, url), (python2, url2)):
-            sides.append(_Side(py, u, namespaces, puts, prefill))
+            sides.append(_Side(py, u, namespaces, puts, prefill, gets))
         times: list[list[float]] = [[], []]
         for i in range(batches):
             for side in (0, 1) if i % 2 else (1, 0):
@@ -185,7 +192,7 @@ def run(
     want = puts * (batches + prefill)
     if stored != [want, want]:
         raise RuntimeError(f"items stored (URL, URL2): {stored}, not {want} each")
-    out: dict[str, Any] = {"namespaces": namespaces, "puts": puts, "batches": batches, "prefill": prefill}
+    out: dict[str, Any] = {"namespaces": namespaces, "puts": puts, "gets": gets, "batches": batches, "prefill": prefill}
     for name, s, ts in zip(("url", "url2"), sides, times, strict=True):
         out[name] = {
             "commit": s.commit,
@@ -206,26 +213,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--puts", type=int, default=40, help="puts a batch")
     p.add_argument("--batches", type=int, default=100, help="batches timed a side")
     p.add_argument("--prefill", type=int, default=50, help="batches a side put first, not timed")
+    p.add_argument("--gets", type=int, default=0, help="gets a batch of the previous batch's items, with a TTL")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if not (1 <= a.namespaces <= 1000 and a.namespaces <= a.puts <= 10_000 and 2 <= a.batches <= 100_000):
         p.error("--namespaces must be 1..1000, --puts namespaces..10000 and --batches 2..100000")
     if not 1 <= a.prefill <= 100_000:
         p.error("--prefill must be 1..100000")
+    if not 0 <= a.gets <= a.puts:
+        p.error("--gets must be 0..puts")
     if a.worker:
-        return worker(a.url, a.namespaces, a.puts, a.prefill)
+        return worker(a.url, a.namespaces, a.puts, a.prefill, a.gets)
     if a.url2 is None:
         p.error("URL2 is required")
     try:
         r = run(
             a.url, a.url2, python=a.python, python2=a.python2, namespaces=a.namespaces, puts=a.puts,
-            batches=a.batches, prefill=a.prefill,
+            batches=a.batches, prefill=a.prefill, gets=a.gets,
         )  # fmt: skip
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"batch_ab: {_line(exc)}", file=sys.stderr)
         return 1
     print(
-        f"store.batch, {r['puts']} puts over {r['namespaces']} namespaces, {r['batches']} batches a side "
+        f"store.batch, {r['puts']} puts"
+        + (f" and {r['gets']} gets (TTL refreshed)" if r["gets"] else "")
+        + f" over {r['namespaces']} namespaces, {r['batches']} batches a side "
         f"(after {r['prefill']}), wall clock: "
         f"URL ({r['url']['commit']}) p50 {r['url']['p50_ms']} ms (p95 {r['url']['p95_ms']}), "
         f"URL2 ({r['url2']['commit']}) p50 {r['url2']['p50_ms']} ms (p95 {r['url2']['p95_ms']}); "
