@@ -990,16 +990,16 @@ def _sealed_chunks(s: Any) -> int:
     return int(value.split("\n")[1]) if "\n" in value else 0
 
 
-def _many_logged_items(conn: Conn, ns: Namespace, n: int, logged: list[int]) -> str:
-    """Items k0..k{n-1} of the namespace, those in logged each returned by a recall in its thread."""
+def _many_logged_items(conn: Conn, ns: Namespace, n: int, logged: list[int], width: int = 0) -> str:
+    """Items k0..k{n-1} of the namespace (numbers zero-padded to width), those in logged each
+    returned by a recall in its thread."""
     scope = namespace_scope(ns)
     store = PgmemStore(conn, embedder=MODEL)
+    key = [f"k{str(i).zfill(width)}" for i in range(n)]
     for first in range(0, n, 100):
-        store.batch(
-            [PutOp(ns, f"k{i}", {"text": f"item {i} about pallets"}) for i in range(first, min(n, first + 100))]
-        )
+        store.batch([PutOp(ns, key[i], {"text": f"item {i} about pallets"}) for i in range(first, min(n, first + 100))])
     for i in logged:
-        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(f"k{i}"))
+        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(key[i]))
     return scope
 
 

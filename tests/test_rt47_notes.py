@@ -16,7 +16,7 @@ from langgraph.store.base import PutOp
 from pgmem.integrations.langgraph import DEFAULT_DIRECTORY, PgmemStore, item_thread, namespace_scope
 from pgmem.recall import recall
 from tests.security_helpers import Conn, HashEmbedder
-from tests.test_mixed_async_ttl import _logged_threads, _sealed_chunks
+from tests.test_mixed_async_ttl import _logged_threads, _many_logged_items, _sealed_chunks
 
 MODEL = HashEmbedder()
 Namespace = tuple[str, ...]
@@ -25,19 +25,6 @@ Namespace = tuple[str, ...]
 def _items(admin: Conn, scope: str) -> int:
     row = admin.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
     return int(str(row[0])) if row else 0
-
-
-def _many_logged_items(conn: Conn, ns: Namespace, n: int, logged: list[int]) -> str:
-    """Items k000..k{n-1} (keys in key order), those in logged each returned by a recall in its thread."""
-    scope = namespace_scope(ns)
-    store = PgmemStore(conn, embedder=MODEL)
-    for first in range(0, n, 100):
-        store.batch(
-            [PutOp(ns, f"k{i:03}", {"text": f"item {i} about pallets"}) for i in range(first, min(n, first + 100))]
-        )
-    for i in logged:
-        recall(conn, scope, "pallets", MODEL, log=True, floor=-1.0, thread=item_thread(f"k{i:03}"))
-    return scope
 
 
 COUNTS = {
@@ -62,7 +49,7 @@ def test_a_count_of_sealed_notes_set_below_the_chunks_sealed_fails_the_commit_in
     setting holds). The commit now fails (22023), the items and their rows staying."""
     ns = ("rt47", "count-" + "x" * 150)  # long lines: a chunk every 75 deletes
     logged = [0, 40, 99, 130, 159]
-    scope = _many_logged_items(conn, ns, 160, logged)
+    scope = _many_logged_items(conn, ns, 160, logged, width=3)
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(
@@ -92,7 +79,7 @@ def test_deletes_in_two_scopes_in_one_statement_under_immediate_with_seals_savep
     chunk read twice or left counted, or a rolled-back seal kept."""
     x, y = ("rt47", "x-" + "x" * 150), ("rt47", "y-" + "y" * 150)
     logged = [0, 59, 60, 119, 120, 149]
-    sx, sy = (_many_logged_items(conn, ns, 150, logged) for ns in (x, y))
+    sx, sy = (_many_logged_items(conn, ns, 150, logged, width=3) for ns in (x, y))
     s = sessions()
     s.begin(sx, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SET CONSTRAINTS ALL IMMEDIATE"))
@@ -141,7 +128,7 @@ def test_session_level_chunks_of_another_transaction_forget_nothing_kept(
     chunks (another transaction's first line) naming a kept item: the next transactions' deletes,
     sealing or not, forget their own items' log rows only."""
     ns = ("rt47", "pooled-" + "x" * 150)
-    scope = _many_logged_items(conn, ns, 120, [0, 100, 119])
+    scope = _many_logged_items(conn, ns, 120, [0, 100, 119], width=3)
     s = sessions()
     line = f'"{scope}"\t{{"thread": "{item_thread("k119")}", "piece_ids": [], "fact_ids": []}}\n'
     for name, value in [("_chunks", "pgmem 1\n2"), ("_1", "pgmem 1\n" + line), ("_2", "pgmem 1\n" + line)]:
@@ -183,7 +170,7 @@ def test_a_rewritten_item_logs_setting_still_forgets_each_deleted_row_s_own_thre
     line marking the scope done, the scope's first row (or none) forgets for all, and b, deleted
     too, keeps its log rows: a row after the first meets the done line and returns. A done line
     is what the trigger writes itself, so it cannot tell a forged one; the docs now say so."""
-    scope = _many_logged_items(conn, ("rt47", "rewritten"), 2, [0, 1])
+    scope = _many_logged_items(conn, ("rt47", "rewritten"), 2, [0, 1], width=3)
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k000'), pgmem.delete_item(%s, 'k001')", (scope, scope)))
@@ -236,7 +223,7 @@ def test_a_forged_chunk_with_a_bad_line_of_the_scope_fails_the_commit_or_forgets
     chunk holding a line of the deleted row's scope that delete_item never writes: the commit
     fails in one line (22023), the item and its log rows staying, or (a line naming nothing, a
     JSON array) commits, the item's own thread forgotten."""
-    scope = _many_logged_items(conn, ("rt47", "bad-chunk"), 1, [0])
+    scope = _many_logged_items(conn, ("rt47", "bad-chunk"), 1, [0], width=3)
     s = sessions()
     s.begin(scope, directory=DEFAULT_DIRECTORY)
     s.do(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k000')", (scope,)))

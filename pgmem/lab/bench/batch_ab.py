@@ -57,18 +57,6 @@ def _ops(batch: int, puts: int, namespaces: int, gets: int = 0) -> list[Any]:
     return ops + [GetOp(_namespace(j % namespaces), f"b{batch - 1}-{j}") for j in range(gets)]
 
 
-def _commit() -> str:
-    import pgmem
-
-    try:
-        return subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            capture_output=True, text=True, check=True, cwd=Path(pgmem.__file__).parent,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _forget(conn: Any, namespaces: int) -> None:
     from pgmem.forget import forget_scope
     from pgmem.integrations.langgraph import namespace_scope
@@ -94,7 +82,7 @@ def worker(url: str, namespaces: int, puts: int, prefill: int, gets: int = 0) ->
     `stop` forgets the scopes and answers with the items the batches left stored."""
     from pgmem.db import connect
     from pgmem.integrations.langgraph import PgmemStore
-    from pgmem.lab.bench.langgraph_batch import HashWords
+    from pgmem.lab.bench.langgraph_batch import HashWords, _commit
 
     try:
         conn = connect(url)
