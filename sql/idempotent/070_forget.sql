@@ -235,20 +235,51 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    made boolean;
 BEGIN
     -- The scope row first, FOR KEY SHARE as its writers hold it (0054): forget_scope, which locks
     -- it FOR UPDATE and then deletes the scope's pieces, threads and items, is waited for, or
     -- waits for this. Without it a forget of a thread held rows forget_scope went on to delete,
     -- and a put of the scope in the same transaction then waited for forget_scope (a deadlock).
-    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope FOR KEY SHARE;
+    -- A row another transaction is inserting, or a thread row below, is not seen by a SELECT
+    -- ... FOR UPDATE: the forget locked nothing, deleted the writer's rows once it committed (a
+    -- later statement's snapshot), and met another forget of the thread, which had locked the
+    -- committed row, halfway (a deadlock, 0082). Each row is therefore inserted first when it is
+    -- not found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
+    -- was none), deleted at once: its index entry still makes a writer of the thread wait for
+    -- this transaction, as a lock on the row would. A row deleted by another forget while this
+    -- waited is looked for again. (A name the tables cannot hold names nothing: no wait.)
+    LOOP
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope FOR KEY SHARE;
+        EXIT WHEN FOUND OR char_length(_lock_thread.scope) NOT BETWEEN 1 AND 200;
+        made := NULL;
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (_lock_thread.scope) ON CONFLICT (scope_id) DO NOTHING
+        RETURNING true INTO made;
+        IF made THEN
+            DELETE FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope;
+            RETURN;  -- no scope: nothing of it to lock
+        END IF;
+    END LOOP;
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = _lock_thread.scope AND i.thread_id = _lock_thread.thread
         FOR UPDATE;
-    PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread
-        FOR UPDATE;
+    LOOP
+        PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread
+            FOR UPDATE;
+        EXIT WHEN FOUND OR char_length(_lock_thread.thread) NOT BETWEEN 1 AND 200;
+        made := NULL;
+        INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (_lock_thread.scope, _lock_thread.thread)
+        ON CONFLICT (scope_id, thread_id) DO NOTHING
+        RETURNING true INTO made;
+        IF made THEN
+            DELETE FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread;
+            RETURN;
+        END IF;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION pgmem._lock_thread(text, text) IS
-'Internal to the forget functions: lock the scope row FOR KEY SHARE, then a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget, and a forget_scope waits for it or it for the forget_scope.';
+'Internal to the forget functions: lock the scope row FOR KEY SHARE, then a thread''s store items, then its thread row, FOR UPDATE (the documented lock order), so concurrent writers of the thread finish first or wait for the forget, and a forget_scope waits for it or it for the forget_scope. A scope or thread row not found is inserted first, which waits for a writer inserting it, and deleted again when there was none (0082).';
 
 -- Threads left with no turn and no fact go with the last of them (their names are the caller's
 -- data); forget_fact and forget_document left the row add_facts had created (0052). The caller

@@ -1,0 +1,203 @@
+"""A forget of a thread or turn beside a writer creating the thread: no deadlock (0082).
+
+pgmem._lock_thread locks a thread's row FOR UPDATE before a forget deletes anything (the lock
+order: scope row, store items, thread, turn, pieces; the recall-log lock last). A SELECT ... FOR
+UPDATE does not see a row another transaction is inserting, so a forget that started while a
+put_turn created the thread locked nothing; once the writer had committed, the forget's later
+statements deleted its rows, and a second forget that had locked the committed thread row met
+it halfway (two forget_thread calls, each waiting for the other's transaction: seen in a stress
+of writers and forgets). The same held for a scope row being inserted. _lock_thread now inserts
+a row it does not find, which waits for the writer's insert, and deletes it again when there
+was none.
+
+Run as the application login, with sessions whose steps run on threads of their own."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from pgmem import forget_thread, forget_turn
+from pgmem.db import connect
+from pgmem.forget import Forgotten
+from pgmem.ingest import IngestReport, ingest_turns
+from pgmem.lab.bench.churn import deadlocks
+from tests.security_helpers import make_turn
+from tests.test_lock_order import EMB, Session, ingest, outcome, turns_of, waits_for_lock
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def _deadlocks_now(admin: Conn) -> int:
+    time.sleep(1.2)  # the statistics collector's delay
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    return deadlocks(admin)
+
+
+def _rows(admin: Conn, table: str, scope: str) -> int:
+    row = admin.execute(f"SELECT count(*) FROM pgmem.{table} WHERE scope_id = %s", (scope,)).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+@pytest.mark.parametrize("scope_exists", [True, False], ids=["new thread", "new scope"])
+def test_a_forget_of_a_thread_being_created_waits_for_its_writer_so_a_second_forget_cannot_meet_it_halfway(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session], scope_exists: bool
+) -> None:
+    """A writer creates thread n (and, in the second case, its scope) in an open transaction.
+    Forget A of n starts, in a transaction that then writes the thread anew (a re-ingest: forget
+    the thread, put its turns). Before 0082 A saw no row, locked nothing and returned at once,
+    holding the scope's recall-log lock; after the writer's commit forget B locked the thread,
+    deleted its rows and waited for that lock, while A's put of the thread waited for B's
+    delete: a deadlock (40P01). Now A waits for the writer and forgets its turn; B waits for A,
+    then forgets A's new turn."""
+    scope = f"lock-thread-{uuid.uuid4().hex[:8]}"
+    if scope_exists:
+        assert ingest_turns(conn, [make_turn(scope, "other", 0, "alpha about the harbour")], EMB).inserted == 1
+    before = deadlocks(admin_conn)
+    writer, a, b = sessions(), sessions(), sessions()
+
+    writer.begin(scope)
+    assert writer.do(ingest([make_turn(scope, "n", 0, "bravo, the thread's first turn")])).inserted == 1
+    a.begin(scope)
+    first = a.start(lambda c: forget_thread(c, scope, "n"))
+    a_waited = waits_for_lock(admin_conn, first, a.pid)  # for the writer's insert of the row
+    writer.commit()
+    first_forgot = outcome(first)
+    second = b.start(lambda c: forget_thread(c, scope, "n"))
+    b_waited = waits_for_lock(admin_conn, second, b.pid)
+    rewritten = outcome(a.start(ingest([make_turn(scope, "n", 1, "charlie, written anew")])))
+    if isinstance(rewritten, IngestReport):
+        a.commit()
+    second_forgot = outcome(second)
+
+    assert isinstance(rewritten, IngestReport), f"A's put after its forget: {rewritten!r}"
+    assert isinstance(second_forgot, Forgotten), f"forget B: {second_forgot!r}"
+    assert a_waited, "forget A did not wait for the writer creating the thread"
+    assert isinstance(first_forgot, Forgotten), f"forget A: {first_forgot!r}"
+    assert (first_forgot.threads, first_forgot.turns) == (1, 1)  # the writer's turn, committed first
+    assert b_waited
+    assert (rewritten.inserted, rewritten.failed) == (1, [])
+    assert (second_forgot.threads, second_forgot.turns) == (1, 1)  # A's turn, committed before B ran
+    assert turns_of(admin_conn, scope, "n") == []
+    assert admin_conn.execute(
+        "SELECT count(*) FROM pgmem.thread WHERE scope_id = %s AND thread_id = 'n'", (scope,)
+    ).fetchone() == (0,)
+    assert _deadlocks_now(admin_conn) - before == 0
+
+
+def test_a_forget_of_a_turn_waits_for_a_writer_creating_its_thread(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """forget_turn locks the thread the same way: begun while a writer creates the thread with
+    that turn, it waits for the writer's commit and forgets the turn (before 0082 it returned at
+    once and the turn was stored after it)."""
+    scope = f"lock-turn-{uuid.uuid4().hex[:8]}"
+    assert ingest_turns(conn, [make_turn(scope, "other", 0, "alpha about the harbour")], EMB).inserted == 1
+    writer, forgetter = sessions(), sessions()
+    writer.begin(scope)
+    assert writer.do(ingest([make_turn(scope, "n", 3, "delta, a turn of a new thread")])).inserted == 1
+    gone = forgetter.start(lambda c: forget_turn(c, scope, "n", 3))
+    assert waits_for_lock(admin_conn, gone, forgetter.pid)
+    writer.commit()
+    forgot = outcome(gone)
+    assert isinstance(forgot, Forgotten), f"the forget: {forgot!r}"
+    assert (forgot.threads, forgot.turns) == (1, 1)
+    assert turns_of(admin_conn, scope, "n") == []
+
+
+@pytest.mark.parametrize(
+    "scope_name, thread",
+    [("exists", "never-written"), ("never-written", "t"), ("exists", "x" * 201), ("exists", "a\x00b"), ("exists", "")],
+)
+def test_a_forget_of_a_thread_or_scope_that_does_not_exist_leaves_no_row_and_answers_in_one_line(
+    conn: Conn, admin_conn: Conn, scope_name: str, thread: str
+) -> None:
+    """_lock_thread inserts a row it does not find and deletes it again (0082): forgetting what
+    was never written forgets nothing, leaves no thread or scope row behind, and a name the
+    tables cannot hold is refused in one line or forgets nothing, as before. What is stored
+    stays, and the thread can be written afterwards."""
+    from pgmem.errors import PgmemError
+
+    base = f"lock-none-{uuid.uuid4().hex[:8]}"
+    scope = base if scope_name == "exists" else f"{base}-never"
+    assert ingest_turns(conn, [make_turn(base, "kept", 0, "echo about the harbour")], EMB).inserted == 1
+    scopes = admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone()
+    forgets: list[Callable[[], Forgotten]] = [
+        lambda: forget_thread(conn, scope, thread),
+        lambda: forget_turn(conn, scope, thread, 0),
+    ]
+    for forget in forgets:
+        try:
+            gone = forget()
+        except PgmemError as exc:
+            assert "\n" not in str(exc) and "Traceback" not in str(exc)
+        else:
+            assert (gone.threads, gone.turns, gone.pieces) == (0, 0, 0)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == scopes
+    assert admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = %s", (base,)).fetchall() == [
+        ("kept",)
+    ]
+    assert _rows(admin_conn, "thread", f"{base}-never") == 0
+    assert turns_of(admin_conn, base, "kept") == [0]
+    if scope_name == "exists" and thread == "never-written":
+        assert ingest_turns(conn, [make_turn(scope, thread, 0, "foxtrot, written after")], EMB).inserted == 1
+
+
+def test_writers_creating_threads_beside_forgets_of_them_never_deadlock(app_url: str, admin_conn: Conn) -> None:
+    """Two clients put turns of a few threads (each created again and again), two others forget
+    those threads and turns, for four seconds: every call must succeed and the server detect no
+    deadlock."""
+    scope = f"lock-stress-{uuid.uuid4().hex[:8]}"
+    stop = threading.Event()
+    errors: list[str] = []
+    done = [0, 0]
+
+    def first_line(exc: Exception) -> str:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        with connect(app_url) as c:
+            while not stop.is_set():
+                th = f"t{rng.randint(0, 2)}"
+                turns = [make_turn(scope, th, i, f"turn {i} of {th} about the ferry") for i in range(rng.randint(1, 3))]
+                try:
+                    ingest_turns(c, turns, EMB)
+                    done[0] += 1
+                except Exception as exc:
+                    errors.append(f"put: {first_line(exc)}")
+
+    def forgetter(seed: int) -> None:
+        rng = random.Random(seed)
+        with connect(app_url) as c:
+            while not stop.is_set():
+                th = f"t{rng.randint(0, 2)}"
+                try:
+                    if rng.random() < 0.5:
+                        forget_thread(c, scope, th)
+                    else:
+                        forget_turn(c, scope, th, rng.randint(0, 2))
+                    done[1] += 1
+                except Exception as exc:
+                    errors.append(f"forget: {first_line(exc)}")
+
+    before = deadlocks(admin_conn)
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    threads += [threading.Thread(target=forgetter, args=(10 + i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(4.0)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    assert errors == []
+    assert done[0] > 10 and done[1] > 10  # both kinds ran
+    assert _deadlocks_now(admin_conn) - before == 0
