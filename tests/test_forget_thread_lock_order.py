@@ -201,3 +201,36 @@ def test_writers_creating_threads_beside_forgets_of_them_never_deadlock(app_url:
     assert errors == []
     assert done[0] > 10 and done[1] > 10  # both kinds ran
     assert _deadlocks_now(admin_conn) - before == 0
+
+
+@pytest.mark.parametrize("how", ["delete_item", "sweep as the DBA", "sweep as pgmem_owner"])
+def test_a_store_item_whose_thread_was_never_written_is_deleted_and_leaves_no_thread_row(
+    conn: Conn, admin_conn: Conn, owner: Conn, how: str
+) -> None:
+    """A put_item names a thread whose turn the caller never stored (plain SQL): the thread row
+    does not exist, so deleting or expiring the item makes _lock_thread insert the row and delete
+    it again (0082), as the app login (delete_item), as a superuser and as the maintenance login
+    (the sweep, which sets each scope in turn; row-level security is forced on the owner). None
+    may fail or leave the row."""
+    scope = f"lock-item-{uuid.uuid4().hex[:8]}"
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        conn.execute("SELECT set_config('pgmem.store_directory', 'd', true)")
+        conn.execute(
+            "SELECT * FROM pgmem.put_item(%s, %s::text[], 'k', '{\"v\": 1}'::jsonb,"
+            " thread => 'never-stored', ttl_minutes => 5)",
+            (scope, [scope]),
+        )
+    if how == "delete_item":
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            assert conn.execute("SELECT pgmem.delete_item(%s, 'k')", (scope,)).fetchone() == (True,)
+    else:
+        admin_conn.execute(
+            "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second' WHERE scope_id = %s", (scope,)
+        )
+        sweeper = admin_conn if how == "sweep as the DBA" else owner
+        swept = sweeper.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall()
+        assert (scope, 1) in swept
+    assert _rows(admin_conn, "store_item", scope) == 0
+    assert _rows(admin_conn, "thread", scope) == 0
