@@ -224,6 +224,43 @@ $$;
 COMMENT ON FUNCTION pgmem._forget_items(text, text) IS
 'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, remember them as deleted (pgmem._note_deleted_items), and delete the scope''s store directory entries once no item is left (pgmem._drop_empty_namespace). Returns the items deleted.';
 
+-- The scope row of a forget, FOR KEY SHARE as its writers hold it (0054), with a row another
+-- transaction is inserting waited for (0082, in pgmem._lock_thread until 0083, which
+-- forget_document shares): a SELECT ... FOR KEY SHARE does not see an uncommitted row, so the
+-- row is inserted when it is not found (ON CONFLICT waits for the other insert) and, when this
+-- transaction made it (there was none), deleted at once; its index entry still makes a writer
+-- creating the scope wait for this transaction. A row another forget deleted while this waited
+-- is looked for again. (A name the table cannot hold names no scope: no wait.)
+CREATE OR REPLACE FUNCTION pgmem._lock_scope(scope text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    made boolean;
+BEGIN
+    LOOP
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _lock_scope.scope FOR KEY SHARE;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        IF coalesce(char_length(_lock_scope.scope) NOT BETWEEN 1 AND 200, true) THEN
+            RETURN false;
+        END IF;
+        made := NULL;
+        INSERT INTO pgmem.scope AS s (scope_id) VALUES (_lock_scope.scope) ON CONFLICT (scope_id) DO NOTHING
+        RETURNING true INTO made;
+        IF made THEN
+            DELETE FROM pgmem.scope s WHERE s.scope_id = _lock_scope.scope;
+            RETURN false;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem._lock_scope(text) IS
+'Internal to the forget functions: hold the scope row FOR KEY SHARE and return true; when there is none, insert it (which waits for a writer inserting it), delete it again and return false (0082, 0083).';
+
 -- The one lock order of every writer (docs/architecture.md): scope, then store item or
 -- document, then thread, then turn, then pieces and facts, then recall-log rows. A forget of a
 -- thread or turn takes the thread's store items and its thread row FOR UPDATE before it deletes
@@ -242,25 +279,17 @@ BEGIN
     -- it FOR UPDATE and then deletes the scope's pieces, threads and items, is waited for, or
     -- waits for this. Without it a forget of a thread held rows forget_scope went on to delete,
     -- and a put of the scope in the same transaction then waited for forget_scope (a deadlock).
-    -- A row another transaction is inserting, or a thread row below, is not seen by a SELECT
-    -- ... FOR UPDATE: the forget locked nothing, deleted the writer's rows once it committed (a
+    -- A row another transaction is inserting (pgmem._lock_scope, since 0083), or a thread row
+    -- below, is not seen by a SELECT ... FOR UPDATE: the forget locked nothing, deleted the writer's rows once it committed (a
     -- later statement's snapshot), and met another forget of the thread, which had locked the
     -- committed row, halfway (a deadlock, 0082). Each row is therefore inserted first when it is
     -- not found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
     -- was none), deleted at once: its index entry still makes a writer of the thread wait for
     -- this transaction, as a lock on the row would. A row deleted by another forget while this
     -- waited is looked for again. (A name the tables cannot hold names nothing: no wait.)
-    LOOP
-        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope FOR KEY SHARE;
-        EXIT WHEN FOUND OR char_length(_lock_thread.scope) NOT BETWEEN 1 AND 200;
-        made := NULL;
-        INSERT INTO pgmem.scope AS s (scope_id) VALUES (_lock_thread.scope) ON CONFLICT (scope_id) DO NOTHING
-        RETURNING true INTO made;
-        IF made THEN
-            DELETE FROM pgmem.scope s WHERE s.scope_id = _lock_thread.scope;
-            RETURN;  -- no scope: nothing of it to lock
-        END IF;
-    END LOOP;
+    IF NOT pgmem._lock_scope(_lock_thread.scope) THEN
+        RETURN;  -- no scope: nothing of it to lock
+    END IF;
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = _lock_thread.scope AND i.thread_id = _lock_thread.thread
         FOR UPDATE;
     LOOP
@@ -503,16 +532,46 @@ DECLARE
     fact_threads text[];
     n_threads integer;
     n_docs integer;
+    made boolean;
 BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
         RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
     -- The document row first (the lock order): a put_document replacing it finishes first or
-    -- waits, instead of each holding what the other deletes.
-    PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = forget_document.scope FOR KEY SHARE;  -- as _lock_thread (0054)
-    PERFORM 1 FROM pgmem.document d
-      WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
+    -- waits, instead of each holding what the other deletes. The scope row before it, as
+    -- _lock_thread holds it (0054). A row a put_document creating the document (or its scope)
+    -- has inserted, not yet committed, is not seen by a SELECT ... FOR UPDATE: the forget locked
+    -- nothing and returned, holding the scope's recall-log lock; once the writer had committed,
+    -- a second forget locked the row and waited for that lock, while the first forget's
+    -- transaction, putting the document again, waited for the second's row: a deadlock (0083,
+    -- tests/test_forget_document_lock_order.py). Each row is therefore inserted when it is not
+    -- found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
+    -- was none), deleted at once, as _lock_thread does (0082): its index entry makes a writer of
+    -- the document wait for this transaction. (The row is never seen by another transaction, so
+    -- its title, body and hash are empty. An id the table or its index cannot hold names no
+    -- document: no wait.)
+    IF pgmem._lock_scope(forget_document.scope) THEN
+        LOOP
+            PERFORM 1 FROM pgmem.document d
+              WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
+            EXIT WHEN FOUND OR char_length(forget_document.document_id) NOT BETWEEN 1 AND 1000;
+            made := NULL;
+            BEGIN
+                INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
+                VALUES (forget_document.scope, forget_document.document_id, '', '', '\x'::bytea)
+                ON CONFLICT (scope_id, document_id) DO NOTHING
+                RETURNING true INTO made;
+            EXCEPTION WHEN program_limit_exceeded THEN  -- 54000: too long for the key's index
+                EXIT;
+            END;
+            IF made THEN
+                DELETE FROM pgmem.document d
+                 WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id;
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
     -- Then the threads of the facts about it (0052), their store items first, each sorted, as
     -- forget_fact and apply_retention take them: a forget of one of those facts' turns
     -- (retention) finishes first or waits. Deleting the facts first, this held one fact while it

@@ -1,0 +1,25 @@
+"""A forget of a document waits for a writer inserting the document or scope row (functions only).
+
+pgmem.forget_document locked the document row with SELECT ... FOR UPDATE, which does not see a
+row another transaction has inserted and not committed: a forget that started while a
+put_document created the document locked nothing and returned at once, holding the scope's
+recall-log lock; once the writer had committed, a second forget of the document locked the
+committed row and waited for that lock, while the first forget's transaction, putting the
+document again (a re-import), waited for the second's row: a deadlock (40P01). forget_document
+now inserts a document row it does not find (ON CONFLICT DO NOTHING waits for the other insert)
+and deletes it at once when this transaction made it, as pgmem._lock_thread does since 0082; the
+scope row first, through pgmem._lock_scope, the scope half of _lock_thread, which both now share
+(tests/test_forget_document_lock_order.py replays it).
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+
+Revision ID: 0083
+Revises: 0082
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0083"
+down_revision = "0082"
+upgrade, downgrade = functions_only(revision)

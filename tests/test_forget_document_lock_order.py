@@ -1,0 +1,186 @@
+"""A forget of a document beside a writer creating the document: no deadlock (0083).
+
+forget_document locks the document row FOR UPDATE before it deletes anything (the lock order:
+scope row, store item or document, thread, turn, pieces and facts; the recall-log lock last). A
+SELECT ... FOR UPDATE does not see a row another transaction is inserting, so a forget that
+started while a put_document created the document locked nothing and returned at once, holding
+the scope's recall-log lock; once the writer had committed, a second forget locked the committed
+row and waited for that lock, while the first forget's transaction, putting the document again,
+waited for the second's row: a deadlock (40P01). The same held for a scope row being inserted.
+forget_document now inserts a row it does not find, as pgmem._lock_thread does since 0082,
+which waits for the writer's insert, and deletes it again when there was none.
+
+Run as the application login, with sessions whose steps run on threads of their own."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from pgmem import forget_document
+from pgmem.documents.store import Document, DocumentReport, add_documents
+from pgmem.forget import Forgotten
+from pgmem.lab.bench.churn import deadlocks
+from tests.test_lock_order import EMB, Session, outcome, waits_for_lock
+
+Conn = psycopg.Connection[tuple[object, ...]]
+#: 1,000 characters (3,000 bytes) that do not compress: too long for the document key's index (54000).
+WIDE_ID = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(1000))
+
+
+def _deadlocks_now(admin: Conn) -> int:
+    time.sleep(1.2)  # the statistics collector's delay
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    return deadlocks(admin)
+
+
+def _count(admin: Conn, query: str, params: tuple[object, ...]) -> int:
+    row = admin.execute(query, params).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def _put(scope: str, doc_id: str, text: str) -> Callable[[Conn], DocumentReport]:
+    return lambda c: add_documents(c, scope, [Document(doc_id, text)], EMB)
+
+
+@pytest.mark.parametrize("scope_exists", [True, False], ids=["new document", "new scope"])
+def test_a_forget_of_a_document_being_created_waits_for_its_writer_so_a_second_forget_cannot_meet_it_halfway(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session], scope_exists: bool
+) -> None:
+    """A writer creates document d.md (and, in the second case, its scope) in an open
+    transaction. Forget A of d.md starts, in a transaction that then puts the document anew (a
+    re-import: forget it, add it). Before 0083 A saw no row, locked nothing and returned at once,
+    holding the scope's recall-log lock; after the writer's commit forget B locked the document,
+    deleted its units and waited for that lock, while A's put of the document waited for B's
+    delete: a deadlock (40P01). Now A waits for the writer and forgets its document; B waits for
+    A, then forgets A's new version."""
+    scope = f"lock-doc-{uuid.uuid4().hex[:8]}"
+    if scope_exists:
+        assert (
+            add_documents(conn, scope, [Document("other.md", "# Other\n\nalpha about the harbour\n")], EMB).inserted
+            == 1
+        )
+    before = deadlocks(admin_conn)
+    writer, a, b = sessions(), sessions(), sessions()
+
+    writer.begin(scope)
+    assert writer.do(_put(scope, "d.md", "# D\n\nbravo, the document's first version\n")).inserted == 1
+    a.begin(scope)
+    first = a.start(lambda c: forget_document(c, scope, "d.md"))
+    a_waited = waits_for_lock(admin_conn, first, a.pid)  # for the writer's insert of the row
+    writer.commit()
+    first_forgot = outcome(first)
+    second = b.start(lambda c: forget_document(c, scope, "d.md"))
+    b_waited = waits_for_lock(admin_conn, second, b.pid)
+    rewritten = outcome(a.start(_put(scope, "d.md", "# D\n\ncharlie, written anew\n")))
+    if isinstance(rewritten, DocumentReport):
+        a.commit()
+    second_forgot = outcome(second)
+    # B forgets in a transaction of its own: the library runs it again after a deadlock, which
+    # only the server's count shows.
+    assert _deadlocks_now(admin_conn) - before == 0
+
+    assert isinstance(rewritten, DocumentReport), f"A's put after its forget: {rewritten!r}"
+    assert isinstance(second_forgot, Forgotten), f"forget B: {second_forgot!r}"
+    assert a_waited, "forget A did not wait for the writer creating the document"
+    assert isinstance(first_forgot, Forgotten), f"forget A: {first_forgot!r}"
+    assert first_forgot.documents == 1 and first_forgot.pieces > 0  # the writer's, committed first
+    assert b_waited
+    assert (rewritten.inserted, rewritten.failed) == (1, [])
+    assert second_forgot.documents == 1 and second_forgot.pieces > 0  # A's, committed before B ran
+    for table in ("document", "chunk"):
+        assert (
+            _count(
+                admin_conn, f"SELECT count(*) FROM pgmem.{table} WHERE scope_id = %s AND document_id = 'd.md'", (scope,)
+            )
+            == 0
+        )
+    orphans = (
+        "SELECT count(*) FROM pgmem.piece p WHERE p.scope_id = %s AND p.kind = 'document' AND NOT EXISTS ("
+        " SELECT 1 FROM pgmem.chunk c WHERE c.scope_id = p.scope_id AND c.chunk_id = p.chunk_id"
+        " AND c.document_id = 'other.md')"
+    )
+    assert _count(admin_conn, orphans, (scope,)) == 0  # no unit of d.md is left
+
+
+def test_a_forget_of_a_document_waits_for_a_writer_creating_it(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """Begun while a writer creates the document, forget_document waits for the writer's commit
+    and forgets the document (before 0083 it returned at once, forgetting nothing, and the
+    document was stored after it)."""
+    scope = f"lock-doc1-{uuid.uuid4().hex[:8]}"
+    assert add_documents(conn, scope, [Document("other.md", "# Other\n\nalpha about the harbour\n")], EMB).inserted == 1
+    writer, forgetter = sessions(), sessions()
+    writer.begin(scope)
+    assert writer.do(_put(scope, "n.md", "# N\n\ndelta, a new document\n")).inserted == 1
+    gone = forgetter.start(lambda c: forget_document(c, scope, "n.md"))
+    assert waits_for_lock(admin_conn, gone, forgetter.pid)
+    writer.commit()
+    forgot = outcome(gone)
+    assert isinstance(forgot, Forgotten), f"the forget: {forgot!r}"
+    assert forgot.documents == 1
+    assert (
+        _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s AND document_id = 'n.md'", (scope,))
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    "scope_name, doc_id",
+    [
+        ("exists", "never-written.md"),
+        ("never-written", "d.md"),
+        ("exists", "x" * 1001),
+        ("exists", "\U0001f600" * 1000),
+        ("exists", WIDE_ID),
+        ("exists", "a\x00b"),
+        ("exists", ""),
+        ("exists", " "),
+        ("exists", None),
+    ],
+)
+def test_a_forget_of_a_document_or_scope_that_does_not_exist_leaves_no_row_and_answers_in_one_line(
+    conn: Conn, admin_conn: Conn, scope_name: str, doc_id: str | None
+) -> None:
+    """forget_document inserts a row it does not find and deletes it again (0083): forgetting
+    what was never written forgets nothing, leaves no document or scope row behind, and a name
+    the tables cannot hold is refused in one line (a PgmemError) or forgets nothing. What is
+    stored stays, and the document can be written afterwards."""
+    from pgmem.errors import PgmemError
+
+    base = f"lock-doc-none-{uuid.uuid4().hex[:8]}"
+    scope = base if scope_name == "exists" else f"{base}-never"
+    assert add_documents(conn, base, [Document("kept.md", "# Kept\n\necho about the harbour\n")], EMB).inserted == 1
+    scopes = admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone()
+    try:
+        gone = forget_document(conn, scope, doc_id)  # type: ignore[arg-type]
+    except PgmemError as exc:
+        assert "\n" not in str(exc) and "Traceback" not in str(exc)
+    else:
+        assert (gone.documents, gone.pieces) == (0, 0)
+    # The SQL function itself, past the Python checks: a name the table refuses, or NULL.
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (base,))
+        for name in ("", "y" * 1001, "\U0001f600" * 1000, "\U0001f600" * 999 + "y", WIDE_ID):
+            row = conn.execute("SELECT documents, pieces FROM pgmem.forget_document(%s, %s)", (base, name)).fetchone()
+            assert row == (0, 0)
+    with pytest.raises(psycopg.errors.NullValueNotAllowed), conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (base,))
+        conn.execute("SELECT * FROM pgmem.forget_document(%s, NULL)", (base,))
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == scopes
+    assert admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = %s", (base,)).fetchall() == [
+        ("kept.md",)
+    ]
+    assert _count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (f"{base}-never",)) == 0
+    if doc_id == WIDE_ID:  # a document the index cannot hold: the writer is refused too
+        assert [
+            e.split(":")[0] for _, e in add_documents(conn, base, [Document(doc_id, "# W\n\nwide\n")], EMB).failed
+        ] == ["54000"]
+    if scope_name == "exists" and doc_id == "never-written.md":
+        assert add_documents(conn, scope, [Document(doc_id, "# N\n\nfoxtrot, written after\n")], EMB).inserted == 1
