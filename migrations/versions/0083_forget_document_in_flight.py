@@ -11,7 +11,13 @@ and deletes it at once when this transaction made it, as pgmem._lock_thread does
 scope row first, through pgmem._lock_scope, the scope half of _lock_thread, which both now share
 (tests/test_forget_document_lock_order.py replays it).
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+set_retention removing a setting (all NULL) deleted the scope's retention row without the scope
+row: forget_scope, having locked the scope row, waited for the retention row (the scope row's
+delete cascades to it) while the transaction went on to write into the scope and waited for
+forget_scope's row: a deadlock. It now holds the scope row FOR KEY SHARE first, as when it writes
+a setting (tests/test_set_retention_lock_order.py).
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql, 075_retention.sql).
 
 Revision ID: 0083
 Revises: 0082

@@ -46,6 +46,11 @@ BEGIN
             keep_turns, log_keep_rows USING ERRCODE = '22023', HINT = 'NULL means no count limit.';
     END IF;
     IF num_nonnulls(keep_days, keep_turns, log_keep_days, log_keep_rows) = 0 THEN
+        -- The scope row first (the lock order), when there is one: the retention row alone was
+        -- held while forget_scope, having locked the scope row, waited for it (its delete of the
+        -- scope row cascades to it), and a write into the scope after this in the transaction
+        -- waited for forget_scope: a deadlock (0083, tests/test_set_retention_lock_order.py).
+        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = set_retention.scope FOR KEY SHARE;
         DELETE FROM pgmem.retention rt WHERE rt.scope_id = set_retention.scope;
         RETURN r;  -- all NULL: the scope keeps everything
     END IF;
