@@ -234,3 +234,53 @@ def test_a_store_item_whose_thread_was_never_written_is_deleted_and_leaves_no_th
         assert (scope, 1) in swept
     assert _rows(admin_conn, "store_item", scope) == 0
     assert _rows(admin_conn, "thread", scope) == 0
+
+
+def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_before_the_thread(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A store item of thread t is being put (W, uncommitted) and t's row is being created by
+    another writer (W2, uncommitted): forget_thread(t) finds neither, and waits for W2's insert
+    of the thread row. W commits; a store batch (G) puts the item again, holding it. When W2
+    commits, 0082's forget locked the thread row and then waited for the item to delete it
+    (locking the items again only before its first look): the batch's turn of t then waited for
+    the forget's thread row: a deadlock (40P01). The forget now locks the thread's items again
+    after each wait, before the thread row (the lock order), so it waits for the batch and then
+    forgets its turn and item too."""
+    from pgmem.errors import PgmemError
+
+    ns = ("lock-item-flight", uuid.uuid4().hex[:8])
+    scope = "/".join(ns)
+    put = "SELECT * FROM pgmem.put_item(%s, %s, 'k', %s::jsonb, thread => 't')"
+    assert ingest_turns(conn, [make_turn(scope, "other", 0, "the scope's first turn")], EMB).inserted == 1
+    before = deadlocks(admin_conn)
+    w, w2, f, g = sessions(), sessions(), sessions(), sessions()
+
+    w.begin(scope, directory="d")
+    w.do(lambda c: c.execute(put, (scope, list(ns), '{"v": 1}')).fetchall())
+    w2.begin(scope)
+    assert w2.do(ingest([make_turn(scope, "t", 0, "alpha, the item's turn")])).inserted == 1
+    f.begin(scope)
+    forgot = f.start(lambda c: forget_thread(c, scope, "t"))
+    assert waits_for_lock(admin_conn, forgot, f.pid)  # for W2's insert of the thread row
+    w.commit()
+    g.begin(scope, directory="d")
+    g.do(lambda c: c.execute(put, (scope, list(ns), '{"v": 2}')).fetchall())  # holds the item
+    w2.commit()
+    assert waits_for_lock(admin_conn, forgot, f.pid)  # for G's item
+    batch_turn = outcome(g.start(ingest([make_turn(scope, "t", 1, "bravo, the batch's turn")])))
+    if isinstance(batch_turn, IngestReport):
+        g.commit()
+    forgotten = outcome(forgot)
+    if isinstance(forgotten, Forgotten):
+        f.commit()
+
+    assert not isinstance(batch_turn, PgmemError | psycopg.Error), f"the batch's turn: {batch_turn!r}"
+    assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    assert isinstance(batch_turn, IngestReport) and batch_turn.inserted == 1
+    assert (forgotten.threads, forgotten.turns) == (1, 2)  # W2's turn and the batch's
+    assert _rows(admin_conn, "store_item", scope) == 0
+    assert admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = %s", (scope,)).fetchall() == [
+        ("other",)
+    ]
+    assert _deadlocks_now(admin_conn) - before == 0

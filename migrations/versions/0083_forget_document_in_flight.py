@@ -11,6 +11,12 @@ and deletes it at once when this transaction made it, as pgmem._lock_thread does
 scope row first, through pgmem._lock_scope, the scope half of _lock_thread, which both now share
 (tests/test_forget_document_lock_order.py replays it).
 
+pgmem._lock_thread (since 0082) locked the thread's store items once, before it waited for a
+writer inserting the thread row: an item that writer had put, unseen then, was locked only by the
+delete after the thread row, and a store batch that had put the item again meanwhile, then wrote
+a turn of the thread, met the forget halfway (a deadlock). The items are now locked again after
+each wait, before the thread row (tests/test_forget_thread_lock_order.py).
+
 set_retention removing a setting (all NULL) deleted the scope's retention row without the scope
 row: forget_scope, having locked the scope row, waited for the retention row (the scope row's
 delete cascades to it) while the transaction went on to write into the scope and waited for
