@@ -184,3 +184,26 @@ def test_a_forget_of_a_document_or_scope_that_does_not_exist_leaves_no_row_and_a
         ] == ["54000"]
     if scope_name == "exists" and doc_id == "never-written.md":
         assert add_documents(conn, scope, [Document(doc_id, "# N\n\nfoxtrot, written after\n")], EMB).inserted == 1
+
+
+@pytest.mark.parametrize("who", ["app", "superuser", "maintenance login"])
+@pytest.mark.parametrize("what", ["document", "scope"])
+def test_a_forget_of_a_document_never_written_leaves_no_row_under_every_role(
+    conn: Conn, admin_conn: Conn, owner: Conn, who: str, what: str
+) -> None:
+    """forget_document inserts the document (or scope) row it does not find and deletes it again
+    (0083): as the app login, a superuser (no scope set) and the maintenance login (row-level
+    security is forced on pgmem_owner, which the function runs as), it forgets nothing, leaves
+    no row, and a document stored beside it stays."""
+    base = f"lock-doc-role-{uuid.uuid4().hex[:8]}"
+    assert add_documents(conn, base, [Document("kept.md", "# Kept\n\ngolf about the harbour\n")], EMB).inserted == 1
+    scope = base if what == "document" else f"{base}-never"
+    caller = {"app": conn, "superuser": admin_conn, "maintenance login": owner}[who]
+    with caller.transaction():
+        if who != "superuser":
+            caller.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        row = caller.execute("SELECT documents, pieces FROM pgmem.forget_document(%s, 'never.md')", (scope,)).fetchone()
+    assert row == (0, 0)
+    assert _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s", (base,)) == 1
+    assert _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s", (f"{base}-never",)) == 0
+    assert _count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (f"{base}-never",)) == 0
