@@ -17,6 +17,12 @@ delete after the thread row, and a store batch that had put the item again meanw
 a turn of the thread, met the forget halfway (a deadlock). The items are now locked again after
 each wait, before the thread row (tests/test_forget_thread_lock_order.py).
 
+forget_fact held the scope row only through _lock_thread, for a fact tied to a thread: a fact
+tied to none was deleted with no scope row held, and forget_scope, having locked the scope row,
+waited for it while the transaction went on to add a fact and waited for forget_scope's row (a
+deadlock). It now holds the scope row first (pgmem._lock_scope;
+tests/test_forget_fact_lock_order.py).
+
 set_retention removing a setting (all NULL) deleted the scope's retention row without the scope
 row: forget_scope, having locked the scope row, waited for the retention row (the scope row's
 delete cascades to it) while the transaction went on to write into the scope and waited for

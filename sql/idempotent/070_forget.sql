@@ -489,6 +489,12 @@ BEGIN
      WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
     IF fact_thread IS NOT NULL THEN
         PERFORM pgmem._lock_thread(forget_fact.scope, fact_thread);
+    ELSE
+        -- A fact tied to no thread (or none found): the scope row all the same (0083). Deleted
+        -- with no scope row held, its fact was held while forget_scope, having locked the scope
+        -- row, waited for it, and a write into the scope after this in the transaction waited
+        -- for forget_scope: a deadlock (tests/test_forget_fact_lock_order.py).
+        PERFORM pgmem._lock_scope(forget_fact.scope);
     END IF;
     DELETE FROM pgmem.fact f WHERE f.scope_id = forget_fact.scope AND f.fact_id = forget_fact.fact_id;
     GET DIAGNOSTICS n = ROW_COUNT;
