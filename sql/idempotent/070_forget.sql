@@ -224,10 +224,10 @@ $$;
 COMMENT ON FUNCTION pgmem._forget_items(text, text) IS
 'Internal to the forget functions: delete the scope''s LangGraph store items whose searchable turn is in the thread, remember them as deleted (pgmem._note_deleted_items), and delete the scope''s store directory entries once no item is left (pgmem._drop_empty_namespace). Returns the items deleted.';
 
--- The scope row of a forget, FOR KEY SHARE as its writers hold it (0054), with a row another
--- transaction is inserting waited for (0082, in pgmem._lock_thread until 0083, which
--- forget_document shares): a SELECT ... FOR KEY SHARE does not see an uncommitted row, so the
--- row is inserted when it is not found (ON CONFLICT waits for the other insert) and, when this
+-- The scope row of a forget, FOR KEY SHARE as its writers hold it (0054), a row another
+-- transaction is inserting waited for (0082; part of pgmem._lock_thread until 0083, when
+-- forget_document and forget_fact came to need it too): a SELECT ... FOR KEY SHARE does not see
+-- an uncommitted row, so the row is inserted when it is not found (ON CONFLICT waits for the other insert) and, when this
 -- transaction made it (there was none), deleted at once; its index entry still makes a writer
 -- creating the scope wait for this transaction. A row another forget deleted while this waited
 -- is looked for again. (A name the table cannot hold names no scope: no wait.)
@@ -279,10 +279,10 @@ BEGIN
     -- it FOR UPDATE and then deletes the scope's pieces, threads and items, is waited for, or
     -- waits for this. Without it a forget of a thread held rows forget_scope went on to delete,
     -- and a put of the scope in the same transaction then waited for forget_scope (a deadlock).
-    -- A row another transaction is inserting (pgmem._lock_scope, since 0083), or a thread row
-    -- below, is not seen by a SELECT ... FOR UPDATE: the forget locked nothing, deleted the writer's rows once it committed (a
-    -- later statement's snapshot), and met another forget of the thread, which had locked the
-    -- committed row, halfway (a deadlock, 0082). Each row is therefore inserted first when it is
+    -- A row another transaction is inserting (the scope's: pgmem._lock_scope, since 0083), or a
+    -- thread row below, is not seen by a SELECT ... FOR UPDATE: the forget locked nothing,
+    -- deleted the writer's rows once it committed (a later statement's snapshot), and met another
+    -- forget of the thread, which had locked the committed row, halfway (a deadlock, 0082). Each row is therefore inserted first when it is
     -- not found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
     -- was none), deleted at once: its index entry still makes a writer of the thread wait for
     -- this transaction, as a lock on the row would. A row deleted by another forget while this
