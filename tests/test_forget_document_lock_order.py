@@ -207,3 +207,70 @@ def test_a_forget_of_a_document_never_written_leaves_no_row_under_every_role(
     assert _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s", (base,)) == 1
     assert _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s", (f"{base}-never",)) == 0
     assert _count(admin_conn, "SELECT count(*) FROM pgmem.scope WHERE scope_id = %s", (f"{base}-never",)) == 0
+
+
+def test_writers_creating_documents_beside_forgets_and_reimports_of_them_never_deadlock(
+    app_url: str, admin_conn: Conn
+) -> None:
+    """Two clients put a few documents (each created again and again), two others forget them,
+    half the time in a transaction that then puts the document again (a re-import), for four
+    seconds: every call must succeed and the server detect no deadlock."""
+    import random
+    import threading
+
+    from pgmem.db import connect
+
+    scope = f"lock-doc-stress-{uuid.uuid4().hex[:8]}"
+    with connect(app_url) as c:  # the scope and its model first: every writer then shares them
+        assert add_documents(c, scope, [Document("seed.md", "# Seed\n\nabout the quay\n")], EMB).inserted == 1
+    stop = threading.Event()
+    errors: list[str] = []
+    done = [0, 0]
+
+    def first_line(exc: Exception) -> str:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+    def text(rng: random.Random) -> str:
+        return f"# Doc\n\nversion {rng.randint(0, 10**6)} about the ferry\n"
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        with connect(app_url) as c:
+            while not stop.is_set():
+                try:
+                    report = add_documents(c, scope, [Document(f"d{rng.randint(0, 2)}.md", text(rng))], EMB)
+                    errors.extend(f"put: {e}" for _, e in report.failed)
+                    done[0] += 1
+                except Exception as exc:
+                    errors.append(f"put: {first_line(exc)}")
+
+    def forgetter(seed: int) -> None:
+        rng = random.Random(seed)
+        with connect(app_url) as c:
+            while not stop.is_set():
+                doc = f"d{rng.randint(0, 2)}.md"
+                try:
+                    if rng.random() < 0.5:
+                        forget_document(c, scope, doc)
+                    else:
+                        with c.transaction():
+                            forget_document(c, scope, doc)
+                            report = add_documents(c, scope, [Document(doc, text(rng))], EMB)
+                            errors.extend(f"reimport: {e}" for _, e in report.failed)
+                    done[1] += 1
+                except Exception as exc:
+                    errors.append(f"forget: {first_line(exc)}")
+
+    before = deadlocks(admin_conn)
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    threads += [threading.Thread(target=forgetter, args=(10 + i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(4.0)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    assert errors == []
+    assert done[0] > 10 and done[1] > 10  # both kinds ran
+    assert _deadlocks_now(admin_conn) - before == 0
