@@ -98,3 +98,28 @@ def test_forget_fact_of_a_fact_that_does_not_exist_leaves_no_row_and_answers_in_
     assert admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == scopes
     assert _count(admin_conn, "fact", base) == 1
     assert _count(admin_conn, "scope", f"{base}-never") == 0
+
+
+@pytest.mark.parametrize("scope", ["", " ", "x" * 201, "\U0001f600" * 200, "never-written"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "SELECT facts FROM pgmem.forget_fact(%s, 1)",
+        "SELECT documents FROM pgmem.forget_document(%s, 'd.md')",
+        "SELECT threads FROM pgmem.forget_thread(%s, 't')",
+        "SELECT turns FROM pgmem.forget_turn(%s, 't', 0)",
+    ],
+)
+def test_a_superuser_forgetting_in_a_scope_name_no_table_holds_leaves_no_row(
+    admin_conn: Conn, scope: str, call: str
+) -> None:
+    """A superuser may forget with no pgmem.scope set (check_scope lets it name any scope), so
+    pgmem._lock_scope (0083) meets names the app's Python checks refuse: empty, blank, too long,
+    wide. Each forgets nothing in one statement and leaves no scope row; a name the scope table
+    could hold is inserted and deleted again."""
+    name = f"{scope}-{uuid.uuid4().hex[:8]}" if scope == "never-written" else scope
+    scopes = admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone()
+    with admin_conn.transaction():
+        row = admin_conn.execute(call, (name,)).fetchone()
+    assert row == (0,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == scopes
