@@ -281,12 +281,13 @@ BEGIN
     -- and a put of the scope in the same transaction then waited for forget_scope (a deadlock).
     -- A row another transaction is inserting (the scope's: pgmem._lock_scope, since 0083), or a
     -- thread row below, is not seen by a SELECT ... FOR UPDATE: the forget locked nothing,
-    -- deleted the writer's rows once it committed (a later statement's snapshot), and met another
-    -- forget of the thread, which had locked the committed row, halfway (a deadlock, 0082). Each row is therefore inserted first when it is
-    -- not found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
-    -- was none), deleted at once: its index entry still makes a writer of the thread wait for
-    -- this transaction, as a lock on the row would. A row deleted by another forget while this
-    -- waited is looked for again. (A name the tables cannot hold names nothing: no wait.)
+    -- deleted the writer's rows once it committed (a later statement's snapshot), and met
+    -- another forget of the thread, which had locked the committed row, halfway (a deadlock,
+    -- 0082). Each row is therefore inserted first when it is not found (ON CONFLICT waits for
+    -- the other insert) and, when this transaction made it (there was none), deleted at once:
+    -- its index entry still makes a writer of the thread wait for this transaction, as a lock on
+    -- the row would. A row deleted by another forget while this waited is looked for again. (A
+    -- name the tables cannot hold, or NULL, names nothing: no wait.)
     IF NOT pgmem._lock_scope(_lock_thread.scope) THEN
         RETURN;  -- no scope: nothing of it to lock
     END IF;
@@ -299,7 +300,7 @@ BEGIN
             FOR UPDATE;
         PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = _lock_thread.scope AND th.thread_id = _lock_thread.thread
             FOR UPDATE;
-        EXIT WHEN FOUND OR char_length(_lock_thread.thread) NOT BETWEEN 1 AND 200;
+        EXIT WHEN FOUND OR coalesce(char_length(_lock_thread.thread) NOT BETWEEN 1 AND 200, true);
         made := NULL;
         INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (_lock_thread.scope, _lock_thread.thread)
         ON CONFLICT (scope_id, thread_id) DO NOTHING
