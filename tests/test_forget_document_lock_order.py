@@ -14,9 +14,9 @@ Run as the application login, with sessions whose steps run on threads of their 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 
 import psycopg
 import pytest
@@ -25,17 +25,11 @@ from pgmem import forget_document
 from pgmem.documents.store import Document, DocumentReport, add_documents
 from pgmem.forget import Forgotten
 from pgmem.lab.bench.churn import deadlocks
-from tests.test_lock_order import EMB, Session, outcome, waits_for_lock
+from tests.test_lock_order import EMB, Session, deadlocks_now, first_line, outcome, stress, waits_for_lock
 
 Conn = psycopg.Connection[tuple[object, ...]]
 #: 1,000 characters (3,000 bytes) that do not compress: too long for the document key's index (54000).
 WIDE_ID = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(1000))
-
-
-def _deadlocks_now(admin: Conn) -> int:
-    time.sleep(1.2)  # the statistics collector's delay
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return deadlocks(admin)
 
 
 def _count(admin: Conn, query: str, params: tuple[object, ...]) -> int:
@@ -83,7 +77,7 @@ def test_a_forget_of_a_document_being_created_waits_for_its_writer_so_a_second_f
     second_forgot = outcome(second)
     # B forgets in a transaction of its own: the library runs it again after a deadlock, which
     # only the server's count shows.
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert deadlocks_now(admin_conn) - before == 0
 
     assert isinstance(rewritten, DocumentReport), f"A's put after its forget: {rewritten!r}"
     assert isinstance(second_forgot, Forgotten), f"forget B: {second_forgot!r}"
@@ -227,9 +221,6 @@ def test_writers_creating_documents_beside_forgets_and_reimports_of_them_never_d
     errors: list[str] = []
     done = [0, 0]
 
-    def first_line(exc: Exception) -> str:
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
     def text(rng: random.Random) -> str:
         return f"# Doc\n\nversion {rng.randint(0, 10**6)} about the ferry\n"
 
@@ -261,16 +252,8 @@ def test_writers_creating_documents_beside_forgets_and_reimports_of_them_never_d
                 except Exception as exc:
                     errors.append(f"forget: {first_line(exc)}")
 
-    before = deadlocks(admin_conn)
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
-    threads += [threading.Thread(target=forgetter, args=(10 + i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(4.0)
-    stop.set()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a client hung"
+    clients = [partial(writer, i) for i in range(2)] + [partial(forgetter, 10 + i) for i in range(2)]
+    detected = stress(admin_conn, stop, clients)
     assert errors == []
     assert done[0] > 10 and done[1] > 10  # both kinds ran
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert detected == 0

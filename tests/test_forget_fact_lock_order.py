@@ -11,7 +11,6 @@ Run as the application login, with sessions whose steps run on threads of their 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
@@ -23,15 +22,9 @@ from pgmem.errors import PgmemError
 from pgmem.facts import Fact, add_facts
 from pgmem.forget import Forgotten, forget_scope
 from pgmem.lab.bench.churn import deadlocks
-from tests.test_lock_order import EMB, Session, outcome, waits_for_lock
+from tests.test_lock_order import EMB, Session, deadlocks_now, outcome, waits_for_lock
 
 Conn = psycopg.Connection[tuple[object, ...]]
-
-
-def _deadlocks_now(admin: Conn) -> int:
-    time.sleep(1.2)  # the statistics collector's delay
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return deadlocks(admin)
 
 
 def _count(admin: Conn, table: str, scope: str) -> int:
@@ -73,7 +66,7 @@ def test_forget_fact_of_a_fact_without_a_thread_and_a_forget_scope_do_not_deadlo
     assert forgotten.facts == 2  # the second fact and the one added, committed first
     assert _count(admin_conn, "fact", scope) == 0
     assert _count(admin_conn, "scope", scope) == 0
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert deadlocks_now(admin_conn) - before == 0
 
 
 @pytest.mark.parametrize("scope_name", ["exists", "never-written"])

@@ -19,6 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -26,9 +27,8 @@ import pytest
 
 from pgmem.forget import forget_scope
 from pgmem.integrations.langgraph import DEFAULT_DIRECTORY, PgmemStore, namespace_scope
-from pgmem.lab.bench.churn import deadlocks
 from tests.security_helpers import HashEmbedder
-from tests.test_lock_order import Session, outcome, waits_for_lock
+from tests.test_lock_order import Session, deadlocks_now, first_line, outcome, stress, waits_for_lock
 
 pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
 from langgraph.store.base import GetOp, PutOp, SearchOp
@@ -36,12 +36,6 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 Conn = psycopg.Connection[tuple[object, ...]]
 MODEL = HashEmbedder()
 TTL = {"default_ttl": 60, "refresh_on_read": True}
-
-
-def _deadlocks_now(admin: Conn) -> int:
-    time.sleep(1.2)  # the statistics collector's delay
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return deadlocks(admin)
 
 
 def _put(ns: tuple[str, ...], key: str) -> Callable[[Conn], None]:
@@ -75,7 +69,7 @@ def test_forget_scope_waits_for_a_writer_recreating_the_scope_instead_of_meeting
     assert isinstance(forgot, str), forgot
     assert outcome(deleted) == (False,)  # forgotten with the scope
     deleter.commit()
-    assert _deadlocks_now(admin_conn) == 0
+    assert deadlocks_now(admin_conn) == 0
     left = admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
     assert left == (0,)
 
@@ -103,7 +97,7 @@ def test_a_store_read_s_ttl_refresh_holds_the_scope_row_so_forget_scope_waits_fo
     reader.commit()
     forgot = outcome(forgotten)
     assert isinstance(forgot, str), forgot
-    assert _deadlocks_now(admin_conn) == 0
+    assert deadlocks_now(admin_conn) == 0
     left = admin_conn.execute("SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchone()
     assert left == (0,)
 
@@ -145,7 +139,7 @@ def test_store_batches_beside_forget_scope_never_deadlock(app_url: str, admin_co
                     store.batch(ops)
                     done[0] += 1
                 except Exception as exc:
-                    errors.append(f"batch: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+                    errors.append(f"batch: {first_line(exc)}")
 
     def forgetter() -> None:
         with connect(app_url) as c:
@@ -153,21 +147,13 @@ def test_store_batches_beside_forget_scope_never_deadlock(app_url: str, admin_co
                 try:
                     forget_scope(c, scope)
                 except Exception as exc:
-                    errors.append(f"forget_scope: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+                    errors.append(f"forget_scope: {first_line(exc)}")
                 time.sleep(0.01)
 
-    before = deadlocks(admin_conn)
-    threads = [threading.Thread(target=batcher, args=(i,)) for i in range(3)] + [threading.Thread(target=forgetter)]
-    for t in threads:
-        t.start()
-    time.sleep(4.0)
-    stop.set()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a client hung"
+    detected = stress(admin_conn, stop, [partial(batcher, i) for i in range(3)] + [forgetter])
     assert errors == []
     assert done[0] > 20  # the batches ran
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert detected == 0
 
 
 @pytest.mark.parametrize("name", ["x" * 201, "a\x00b", " "])

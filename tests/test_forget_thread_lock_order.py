@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 
 import psycopg
 import pytest
@@ -29,15 +29,19 @@ from pgmem.forget import Forgotten
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.lab.bench.churn import deadlocks
 from tests.security_helpers import make_turn
-from tests.test_lock_order import EMB, Session, ingest, outcome, turns_of, waits_for_lock
+from tests.test_lock_order import (
+    EMB,
+    Session,
+    deadlocks_now,
+    first_line,
+    ingest,
+    outcome,
+    stress,
+    turns_of,
+    waits_for_lock,
+)
 
 Conn = psycopg.Connection[tuple[object, ...]]
-
-
-def _deadlocks_now(admin: Conn) -> int:
-    time.sleep(1.2)  # the statistics collector's delay
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return deadlocks(admin)
 
 
 def _rows(admin: Conn, table: str, scope: str) -> int:
@@ -89,7 +93,7 @@ def test_a_forget_of_a_thread_being_created_waits_for_its_writer_so_a_second_for
     assert admin_conn.execute(
         "SELECT count(*) FROM pgmem.thread WHERE scope_id = %s AND thread_id = 'n'", (scope,)
     ).fetchone() == (0,)
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert deadlocks_now(admin_conn) - before == 0
 
 
 def test_a_forget_of_a_turn_waits_for_a_writer_creating_its_thread(
@@ -159,9 +163,6 @@ def test_writers_creating_threads_beside_forgets_of_them_never_deadlock(app_url:
     errors: list[str] = []
     done = [0, 0]
 
-    def first_line(exc: Exception) -> str:
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
     def writer(seed: int) -> None:
         rng = random.Random(seed)
         with connect(app_url) as c:
@@ -188,19 +189,11 @@ def test_writers_creating_threads_beside_forgets_of_them_never_deadlock(app_url:
                 except Exception as exc:
                     errors.append(f"forget: {first_line(exc)}")
 
-    before = deadlocks(admin_conn)
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
-    threads += [threading.Thread(target=forgetter, args=(10 + i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(4.0)
-    stop.set()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a client hung"
+    clients = [partial(writer, i) for i in range(2)] + [partial(forgetter, 10 + i) for i in range(2)]
+    detected = stress(admin_conn, stop, clients)
     assert errors == []
     assert done[0] > 10 and done[1] > 10  # both kinds ran
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert detected == 0
 
 
 @pytest.mark.parametrize("how", ["delete_item", "sweep as the DBA", "sweep as pgmem_owner"])
@@ -283,7 +276,7 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
     assert admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = %s", (scope,)).fetchall() == [
         ("other",)
     ]
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert deadlocks_now(admin_conn) - before == 0
 
 
 def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its_snapshot_is_a_conflict(

@@ -112,6 +112,33 @@ def outcome(step: Future[T]) -> T | BaseException:
         return exc
 
 
+def deadlocks_now(admin: Conn) -> int:
+    """The deadlocks the server has detected in this database, read once a backend's statistics
+    can have reached it (each reports them within about a second)."""
+    time.sleep(1.2)
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    return churn.deadlocks(admin)
+
+
+def first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def stress(admin: Conn, stop: threading.Event, clients: Sequence[Callable[[], None]], seconds: float = 4.0) -> int:
+    """Runs each client on a thread of its own for `seconds` (each loops until `stop` is set),
+    fails when one hangs, and returns the deadlocks the server detected meanwhile."""
+    before = churn.deadlocks(admin)
+    threads = [threading.Thread(target=c) for c in clients]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    return deadlocks_now(admin) - before
+
+
 def count(admin: Conn, query: str | sql.Composed, params: Sequence[object] | Mapping[str, object] = ()) -> int:
     row = admin.execute(query, params).fetchone()
     assert row is not None
@@ -330,7 +357,7 @@ def test_retention_locks_its_threads_before_forgetting_so_a_forget_of_one_does_n
     assert (forgot.turns, forgot.recall_logs) == (1, 1)
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
     assert (scope, 2) in expired
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert turns_of(admin_conn, scope, "a") == [1] and turns_of(admin_conn, scope, "b") == [2]
 
 
@@ -411,7 +438,7 @@ def test_retention_and_a_forget_deleting_log_rows_that_name_both_do_not_deadlock
     assert (scope, 2, 0) in expired
     assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
     assert (forgotten.turns, forgotten.recall_logs) == (1, 2)
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.recall_log WHERE scope_id = %s", (scope,)) == 0
     assert [turns_of(admin_conn, scope, th) for th in ("x", "y", "y2")] == [[], [1], [1]]
 
@@ -443,7 +470,7 @@ def test_retention_and_a_forget_of_a_fact_of_an_expiring_turn_do_not_deadlock(
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
     assert (scope, 2, 1) in expired  # retention took the fact with its turn
     assert isinstance(forgotten, Forgotten) and forgotten.facts == 0, f"the forget: {forgotten!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
 
 
 def _put_item(scope: str, key: str) -> Callable[[Conn], object]:
@@ -529,7 +556,7 @@ def test_first_writers_of_a_new_scope_and_a_new_model_do_not_deadlock(
     later = outcome(late)
     assert isinstance(early, IngestReport) and early.inserted == 1, f"the first writer: {early!r}"
     assert isinstance(later, IngestReport) and later.inserted == 1, f"the second writer: {later!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 2
 
 
@@ -864,7 +891,7 @@ def test_reblend_and_a_writer_replacing_a_turn_do_not_deadlock(
         writer.commit()
     assert outcome(step) == [(8,)]
     blender.commit()
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     stale = count(
         admin_conn,
         """SELECT count(*) FROM pgmem.piece p JOIN pgmem.turn t USING (scope_id, thread_id, turn_index)
@@ -905,7 +932,7 @@ def test_reblend_and_a_bulk_writer_replacing_turns_on_both_sides_of_it_do_not_de
     writer.commit()
     assert blended == [(4,)], f"reblend: {blended!r}"
     assert isinstance(report, IngestReport) and report.replaced == 2, f"the write: {report!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     bodies = admin_conn.execute(
         "SELECT turn_index, body FROM pgmem.piece WHERE scope_id = %s ORDER BY turn_index", (scope,)
     ).fetchall()
@@ -1168,7 +1195,7 @@ def test_retention_and_a_forget_of_a_document_with_facts_of_expiring_turns_do_no
     assert (scope, 2, 2) in expired  # retention took both facts with their turns
     assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
     assert (forgotten.documents, forgotten.facts) == (1, 0)
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.fact WHERE scope_id = %s", (scope,)) == 0
 
 
@@ -1309,7 +1336,7 @@ def test_a_forget_of_an_items_thread_waits_for_the_items_writer_before_taking_th
     forgetter.commit()
     assert isinstance(turn, IngestReport) and turn.failed == [], f"the batch's turn: {turn!r}"
     assert forgotten == [(1, 1)], f"the forget: {forgotten!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s", (scope,)) == 0
     assert turns_of(admin_conn, scope, thread) == []
 
@@ -1344,7 +1371,7 @@ def test_reblend_and_a_forget_of_a_turn_it_has_locked_do_not_deadlock(
     forgetter.commit()
     assert blended == [(4,)], f"reblend: {blended!r}"
     assert forgotten == [(1,)], f"the forget: {forgotten!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert turns_of(admin_conn, scope, "t") == [0, 2, 3]
 
 
@@ -1373,7 +1400,7 @@ def test_reblend_documents_and_a_forget_of_a_document_it_has_locked_do_not_deadl
     forgetter.commit()
     assert isinstance(blended, list) and int(str(blended[0][0])) >= 2, f"reblend_documents: {blended!r}"
     assert forgotten == [(1,)], f"the forget: {forgotten!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     rows = admin_conn.execute("SELECT document_id FROM pgmem.document WHERE scope_id = %s", (scope,)).fetchall()
     assert rows == [("b.md",)]
 
@@ -1503,7 +1530,7 @@ def test_forget_scope_waits_for_a_writer_of_the_scope_before_it_deletes_anything
     forgetter.commit()
     assert isinstance(second, IngestReport) and (second.replaced, second.failed) == (1, []), f"the writer: {second!r}"
     assert forgotten == [(3,)], f"the forget: {forgotten!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     for table in ("scope", "thread", "turn", "piece"):
         assert count(admin_conn, sql.SQL("SELECT count(*) FROM {} WHERE scope_id = %s").format(
             sql.Identifier("pgmem", table)), (scope,)) == 0, table  # fmt: skip
@@ -1538,7 +1565,7 @@ def test_retention_waits_for_a_forget_scope_in_flight_before_it_locks_a_thread(
         keeper.close()
     assert forgotten == [(2,)], f"the forget: {forgotten!r}"
     assert expired == [(scope, 0)], f"retention: {expired!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0
 
 
@@ -1608,7 +1635,7 @@ def test_retention_of_expired_items_and_a_batch_putting_them_again_do_not_deadlo
         keeper.close()
     assert not isinstance(put_again, BaseException), f"the batch's second put: {put_again!r}"
     assert not isinstance(expired, BaseException), f"retention: {expired!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     values = admin_conn.execute(
         "SELECT item_key, value->>'text' FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (scope,)
     ).fetchall()
@@ -1668,7 +1695,7 @@ def test_a_store_batch_deleting_then_putting_and_a_model_flip_do_not_deadlock(
     result, flipped = outcome(written), outcome(flip)
     assert not isinstance(result, BaseException), f"the batch: {result!r}"
     assert flipped == [(False,)], f"the flip: {flipped!r}"
-    assert churn.deadlocks(admin_conn) == deadlocks_before
+    assert deadlocks_now(admin_conn) == deadlocks_before
     items = admin_conn.execute("SELECT item_key FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchall()
     assert items == [("b",)]
 

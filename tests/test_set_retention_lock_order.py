@@ -13,7 +13,6 @@ Run as the application login, with sessions whose steps run on threads of their 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -26,15 +25,9 @@ from pgmem.forget import Forgotten, forget_scope
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.lab.bench.churn import deadlocks
 from tests.security_helpers import make_turn
-from tests.test_lock_order import EMB, Session, ingest, outcome, waits_for_lock
+from tests.test_lock_order import EMB, Session, deadlocks_now, ingest, outcome, waits_for_lock
 
 Conn = psycopg.Connection[tuple[object, ...]]
-
-
-def _deadlocks_now(admin: Conn) -> int:
-    time.sleep(1.2)  # the statistics collector's delay
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return deadlocks(admin)
 
 
 def _count(admin: Conn, table: str, scope: str) -> int:
@@ -77,7 +70,7 @@ def test_removing_a_retention_setting_and_a_forget_scope_do_not_deadlock(
     if isinstance(forgotten, Forgotten):
         forgetter.commit()
 
-    assert _deadlocks_now(admin_conn) - before == 0
+    assert deadlocks_now(admin_conn) - before == 0
     assert isinstance(put, IngestReport), f"the put after the removal: {put!r}"
     assert isinstance(forgotten, Forgotten), f"forget_scope: {forgotten!r}"
     assert forget_waited
