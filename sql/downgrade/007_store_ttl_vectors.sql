@@ -11,6 +11,7 @@ DROP FUNCTION IF EXISTS pgmem.put_item_vectors(text, text, text, text[], @VECTOR
 DROP FUNCTION IF EXISTS pgmem.store_filter_match(jsonb, jsonb);
 DROP FUNCTION IF EXISTS pgmem.put_item(text, text[], text, jsonb, text, double precision);
 DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
+DROP POLICY IF EXISTS maintenance_read ON pgmem.store_namespace;  -- 0084's, for the sweep
 DROP TABLE pgmem.store_vector;
 DROP INDEX pgmem.store_item_expires;
 ALTER TABLE pgmem.store_item DROP CONSTRAINT store_item_expiry_check;

@@ -142,7 +142,10 @@ COMMENT ON FUNCTION pgmem._note_deleted_items(text, text[]) IS
 -- waits, so it adds no wait to the lock order) and no item is left, read after that with a fresh
 -- snapshot (READ COMMITTED; under a stricter isolation the row stays). A put that comes later
 -- waits for the lock and writes the row again. A row left here (a put was in flight, and rolled
--- back) goes with the next delete or expiry sweep that finds the namespace empty.
+-- back; or two transactions deleted the last two items at once, each still seeing the other's)
+-- goes with the next delete or expire_items that finds the namespace empty, or with
+-- pgmem.sweep_expired_items, which since 0084 calls this (near NULL) in every scope whose
+-- entries outlived its items.
 -- Whether the scope holds an item is looked up from a key just deleted (near) first (0080): the
 -- items this transaction deleted stay in the key index until it commits, and a probe from the
 -- scope's first key stepped over every one of them, so each delete of a transaction deleting many
@@ -192,7 +195,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._drop_empty_namespace(text, text) IS
-'Internal to delete_item, the forget functions and expire_items: delete the scope''s LangGraph store directory entries when it holds no item and no put_item is in flight in it (the scope''s directory lock, pgmem._store_directory_lock, taken exclusively without waiting; an item being put now keeps its namespace listed). near: a key just deleted, where the look for an item left starts (NULL, or when the transaction''s previous delete in the scope, kept in pgmem.store_deleted_near, was of a later key: from the first key). Returns whether entries went.';
+'Internal to delete_item, the forget functions, expire_items and sweep_expired_items (a scope listed with no item, 0084): delete the scope''s LangGraph store directory entries when it holds no item and no put_item is in flight in it (the scope''s directory lock, pgmem._store_directory_lock, taken exclusively without waiting; an item being put now keeps its namespace listed). near: a key just deleted, where the look for an item left starts (NULL, or when the transaction''s previous delete in the scope, kept in pgmem.store_deleted_near, was of a later key: from the first key). Returns whether entries went.';
 
 -- The LangGraph store's items whose searchable turn is in the thread being forgotten: the item
 -- row holds the same text (its value), so it goes too, and the namespace leaves the store's

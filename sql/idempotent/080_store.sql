@@ -551,7 +551,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.delete_item(text, text) IS
-'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread; the log rows at the commit, by the deferred trigger store_item_logs_at_commit, after every other lock of the transaction); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace: while another transaction writes the scope, an item it puts may be on its way, and the entry stays until a later delete or expire_items finds the namespace empty). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the scope row FOR KEY SHARE (when there is one) and then the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
+'Delete a LangGraph store item of the transaction''s scope, with its turn, pieces and the recall-log rows that returned them when it was indexed (pgmem.forget_thread of its thread; the log rows at the commit, by the deferred trigger store_item_logs_at_commit, after every other lock of the transaction); the namespace leaves pgmem.store_namespace (every directory listing it) with its last item (pgmem._drop_empty_namespace, which never waits: while another transaction writes the scope, an item it puts may be on its way, and the entry stays; two deletes of the namespace''s last items at once each still see the other''s item and leave it too; a later delete, expire_items or pgmem.sweep_expired_items, which since 0084 visits every scope with entries and no item, removes it). The delete is remembered 30 days (pgmem.store_tombstone: the sha256 of the key and the time), so an import''s conditional put of an older copy (put_item''s unless_newer_than) does not write the key again; it holds the scope row FOR KEY SHARE (when there is one) and then the key''s lock (pgmem._store_key_lock) from before the item row to its commit. Returns whether the item existed; deleting a missing item is not an error.';
 
 -- Before literal (0040): dropped so a named call stays unambiguous.
 DROP FUNCTION IF EXISTS pgmem.store_namespaces(text, text[], text[], integer, integer, integer);
@@ -587,8 +587,8 @@ COMMENT ON FUNCTION pgmem.store_namespaces(text, text[], text[], integer, intege
 -- A row is visible to a transaction that asked for its directory, or that is inside the
 -- namespace's own scope (which may read the namespace's items anyway): a service bound to one
 -- scope sees its own namespace and nothing of other tenants'. It is written only by put_item
--- (in its scope and directory) and removed only inside its scope (delete_item, forget_scope),
--- in every directory that lists it.
+-- (in its scope and directory) and removed only inside its scope (delete_item, forget_scope,
+-- sweep_expired_items setting each scope in turn: 0084), in every directory that lists it.
 DROP POLICY IF EXISTS directory_read ON pgmem.store_namespace;
 CREATE POLICY directory_read ON pgmem.store_namespace AS PERMISSIVE FOR SELECT TO PUBLIC
     USING (directory = pg_catalog.current_setting('pgmem.store_directory', true)
@@ -605,4 +605,4 @@ DROP POLICY IF EXISTS directory_delete ON pgmem.store_namespace;
 CREATE POLICY directory_delete ON pgmem.store_namespace AS PERMISSIVE FOR DELETE TO PUBLIC
     USING (scope_name = pg_catalog.current_setting('pgmem.scope', true));
 COMMENT ON POLICY directory_delete ON pgmem.store_namespace IS
-    'A namespace leaves its directories only inside its own scope (delete_item, forget_scope).';
+    'A namespace leaves its directories only inside its own scope (delete_item, forget_scope, sweep_expired_items in each scope).';

@@ -389,6 +389,13 @@ CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO p
                    AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
 COMMENT ON POLICY maintenance_read ON pgmem.store_item IS
     'pgmem.sweep_expired_items (which sets pgmem.maintenance) finds the scopes holding expired items when the login is a member of pgmem_owner; SELECT only.';
+-- The sweep also finds the directory entries of scopes that hold no item (0084), across scopes.
+DROP POLICY IF EXISTS maintenance_read ON pgmem.store_namespace;
+CREATE POLICY maintenance_read ON pgmem.store_namespace AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.store_namespace IS
+    'pgmem.sweep_expired_items (which sets pgmem.maintenance) finds the directory entries of scopes that hold no store item when the login is a member of pgmem_owner; SELECT only.';
 
 CREATE OR REPLACE FUNCTION pgmem.sweep_expired_items(max_items integer DEFAULT 100000)
 RETURNS TABLE (scope_id text, items integer)
@@ -400,6 +407,7 @@ DECLARE
     prior_maintenance text := current_setting('pgmem.maintenance', true);
     prior_scope text := current_setting('pgmem.scope', true);
     scopes text[];
+    emptied text[];
     s text;
     left_over integer := max_items;
 BEGIN
@@ -415,24 +423,42 @@ BEGIN
                   HINT = 'Run SELECT * FROM pgmem.sweep_expired_items() as the role that migrates pgmem (a login member of pgmem_owner) or a superuser; an application sweeps its own namespaces with pgmem.expire_items(scope).';
     END IF;
     PERFORM set_config('pgmem.maintenance', 'on', true);
+    scopes := ARRAY(SELECT DISTINCT i.scope_id FROM pgmem.store_item i
+                     WHERE i.expires_at IS NOT NULL AND i.expires_at <= pg_catalog.now());
+    -- Scopes listed in a store directory that hold no item (0084): two deletes of a namespace's
+    -- last two items at once each still see the other's item, so neither removes the entry
+    -- (pgmem._drop_empty_namespace never waits), and no later delete of the scope may come.
+    emptied := ARRAY(SELECT DISTINCT n.scope_name FROM pgmem.store_namespace n
+                      WHERE NOT EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = n.scope_name));
+    PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
     -- Scopes in bytewise order (COLLATE "C", 0077), the order of a store batch's Python sort: in
     -- one transaction, a sweep that went through them in an en_US database's order (a/x before
     -- B/x) and a batch deleting in both (B/x first) could each hold what the other waited for.
-    scopes := ARRAY(SELECT d.scope_id FROM (SELECT DISTINCT i.scope_id FROM pgmem.store_item i
-                                              WHERE i.expires_at IS NOT NULL AND i.expires_at <= pg_catalog.now()) d
-                     ORDER BY d.scope_id COLLATE "C");
-    PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
-    FOREACH s IN ARRAY scopes LOOP
-        EXIT WHEN left_over < 1;
+    -- The emptied scopes go in the same pass and order (0084), not after it.
+    FOR s IN SELECT u.s FROM unnest(scopes || emptied) AS u(s) GROUP BY u.s ORDER BY u.s COLLATE "C" LOOP
         -- Inside each scope in turn, as its application would delete.
         PERFORM set_config('pgmem.scope', s, true);
-        scope_id := s;
-        items := pgmem.expire_items(s, left_over);
-        left_over := left_over - items;
-        RETURN NEXT;
+        IF s = ANY (scopes) THEN
+            CONTINUE WHEN left_over < 1;  -- max_items bounds the items; emptied scopes remove none
+            scope_id := s;
+            items := pgmem.expire_items(s, left_over);
+            left_over := left_over - items;
+            RETURN NEXT;
+        ELSE
+            -- The scope row first, FOR KEY SHARE as expire_items holds it (a forget_scope in
+            -- flight is waited for), then the entries as a delete removes them: only when the
+            -- scope's directory lock is free at once (a put in flight keeps its entry) and no
+            -- item is left, read again after that lock.
+            PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s FOR KEY SHARE;
+            IF pgmem._drop_empty_namespace(s, NULL) THEN
+                scope_id := s;
+                items := 0;
+                RETURN NEXT;
+            END IF;
+        END IF;
     END LOOP;
     PERFORM set_config('pgmem.scope', coalesce(prior_scope, ''), true);
 END
 $$;
 COMMENT ON FUNCTION pgmem.sweep_expired_items(integer) IS
-'Remove expired LangGraph store items of every scope (at most max_items in all), each through pgmem.expire_items inside its scope, so an expiry removes what a delete removes. For a DBA to schedule (pg_cron: SELECT cron.schedule(''pgmem-ttl'', ''*/5 * * * *'', ''SELECT * FROM pgmem.sweep_expired_items()'')), as a login member of pgmem_owner or a superuser (42501 for a login that sees one scope). One row per scope swept: how many items went.';
+'Remove expired LangGraph store items of every scope (at most max_items in all), each through pgmem.expire_items inside its scope, so an expiry removes what a delete removes; and the store directory entries (pgmem.store_namespace) of every scope that holds no item (left by two deletes of a namespace''s last items at once), each through pgmem._drop_empty_namespace inside its scope, so a put in flight keeps its entry. Scopes in bytewise order. For a DBA to schedule (pg_cron: SELECT cron.schedule(''pgmem-ttl'', ''*/5 * * * *'', ''SELECT * FROM pgmem.sweep_expired_items()'')), as a login member of pgmem_owner or a superuser (42501 for a login that sees one scope). One row per scope with expired items: how many went (0 when writers held them all); and one, items 0, per scope whose directory entries went with no item removed (a scope whose entries a put in flight kept is not listed).';
