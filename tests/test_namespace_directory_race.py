@@ -126,6 +126,39 @@ def test_the_sweep_never_removes_a_namespace_that_holds_an_item(
     assert other.list_namespaces(prefix=("race",)) == [shared]
 
 
+def test_the_store_s_own_ttl_sweeper_also_removes_the_entry(sessions: Callable[[], Any], conn: Conn) -> None:
+    """expire_items looks for an item left even when nothing expired (since 0039), and the
+    store's sweeper runs it in every namespace of its directory: an application without the
+    DBA's sweep repairs the listing with sweep_ttl (or start_ttl_sweeper)."""
+    store = _store(conn)
+    _race(sessions, store, ("race", "ttl"))
+    assert store.sweep_ttl() == 0
+    assert store.list_namespaces(prefix=("race",)) == []
+
+
+def test_emptied_scopes_go_in_the_sweeps_bytewise_pass_and_past_its_item_budget(
+    sessions: Callable[[], Any], conn: Conn, owner: Conn, admin_conn: Conn
+) -> None:
+    """The emptied scopes are visited in the same pass as those with expired items, in bytewise
+    order (COLLATE "C": B before a), and max_items, which bounds the items, does not stop them."""
+    store = _store(conn)
+    upper = _race(sessions, store, ("B", "empty"))
+    lower = _race(sessions, store, ("c", "empty"))
+    ns = ("a", "expired")
+    expiring = PgmemStore(conn, embedder=HashEmbedder(), directory=DIRECTORY, ttl={"default_ttl": 60})
+    for key in ("k1", "k2"):
+        expiring.put(ns, key, {"text": key}, index=False)
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second' WHERE scope_id = %s",
+        (namespace_scope(ns),),
+    )
+    swept = owner.execute("SELECT * FROM pgmem.sweep_expired_items(1)").fetchall()
+    assert swept == [(upper, 0), (namespace_scope(ns), 1), (lower, 0)]
+    assert store.list_namespaces() == [ns]  # its other expired item is left for the next sweep
+    assert owner.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall() == [(namespace_scope(ns), 1)]
+    assert store.list_namespaces() == []
+
+
 @pytest.mark.parametrize("bad", [None, 0, -1, 10_000_001, 2**31 - 1])
 def test_the_sweeps_bad_max_items_are_one_line_errors(owner: Conn, bad: object) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
