@@ -409,6 +409,7 @@ DECLARE
     scopes text[];
     emptied text[];
     s text;
+    expiring boolean;
     left_over integer := max_items;
 BEGIN
     IF max_items IS NULL OR max_items < 1 OR max_items > 10000000 THEN
@@ -435,10 +436,15 @@ BEGIN
     -- one transaction, a sweep that went through them in an en_US database's order (a/x before
     -- B/x) and a batch deleting in both (B/x first) could each hold what the other waited for.
     -- The emptied scopes go in the same pass and order (0084), not after it.
-    FOR s IN SELECT u.s FROM unnest(scopes || emptied) AS u(s) GROUP BY u.s ORDER BY u.s COLLATE "C" LOOP
+    FOR s, expiring IN
+        SELECT u.s, bool_or(u.expiring)
+          FROM (SELECT x, true FROM unnest(scopes) AS x
+                UNION ALL SELECT x, false FROM unnest(emptied) AS x) AS u(s, expiring)
+         GROUP BY u.s ORDER BY u.s COLLATE "C"
+    LOOP
         -- Inside each scope in turn, as its application would delete.
         PERFORM set_config('pgmem.scope', s, true);
-        IF s = ANY (scopes) THEN
+        IF expiring THEN
             CONTINUE WHEN left_over < 1;  -- max_items bounds the items; emptied scopes remove none
             scope_id := s;
             items := pgmem.expire_items(s, left_over);
