@@ -1711,5 +1711,5 @@ def test_maintenance_goes_through_scopes_in_the_order_of_the_store_s_batches(adm
     row = admin_conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (function,)).fetchone()
     assert row is not None
     source = " ".join(str(row[0]).split())
-    assert 'scope_id COLLATE "C")' in source, function
+    assert 'scope_id COLLATE "C"' in source, function  # sweep_expired_items: its loop's ORDER BY (0084)
     assert sorted(["B/x", "a/x"]) == ["B/x", "a/x"]  # the batches' order, which "C" matches

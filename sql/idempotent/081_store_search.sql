@@ -437,10 +437,12 @@ BEGIN
     -- B/x) and a batch deleting in both (B/x first) could each hold what the other waited for.
     -- The emptied scopes go in the same pass and order (0084), not after it.
     FOR s, expiring IN
-        SELECT u.s, bool_or(u.expiring)
-          FROM (SELECT x, true FROM unnest(scopes) AS x
-                UNION ALL SELECT x, false FROM unnest(emptied) AS x) AS u(s, expiring)
-         GROUP BY u.s ORDER BY u.s COLLATE "C"
+        SELECT d.scope_id, d.expiring
+          FROM (SELECT u.scope_id, bool_or(u.expiring)
+                  FROM (SELECT x, true FROM unnest(scopes) AS x
+                        UNION ALL SELECT x, false FROM unnest(emptied) AS x) AS u(scope_id, expiring)
+                 GROUP BY u.scope_id) AS d(scope_id, expiring)
+         ORDER BY d.scope_id COLLATE "C"
     LOOP
         -- Inside each scope in turn, as its application would delete.
         PERFORM set_config('pgmem.scope', s, true);
