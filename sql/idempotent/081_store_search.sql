@@ -381,7 +381,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.expire_items(text, integer) IS
-'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry), and the namespace''s directory entries when it holds no item (one its last delete left listed while another writer was in flight). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
+'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry), and the namespace''s directory entries when it holds no item, even when nothing expired (entries its last deletes left listed: a writer was in flight, or two transactions deleted its last items at once, each still seeing the other''s). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
 
 DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
 CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO pgmem_owner
