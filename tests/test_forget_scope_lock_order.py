@@ -172,3 +172,53 @@ def test_forget_scope_of_a_name_no_scope_can_have_stores_nothing_and_answers_in_
     else:
         assert (gone.threads, gone.turns, gone.pieces) == (0, 0, 0)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.scope").fetchone() == before
+
+
+def test_a_delete_whose_scope_row_a_forget_deleted_while_it_waited_looks_again_so_an_import_cannot_meet_it_halfway(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """A forget of the scope holds its row FOR UPDATE (a superuser transaction here, as
+    forget_scope takes it first and deletes it last). A batch deletes item a and waits for the
+    row; the forget deletes the row and commits. Before 0085 the delete found no row to lock and
+    went on to a's key lock holding none; an import's page then inserted the row, stored k0 and
+    waited for a's key, while the batch's put of b waited for the import's insert of the row: a
+    deadlock (tests/test_langgraph_import.py's stress met it). delete_item now looks again
+    (pgmem._lock_scope): the import waits for the batch, then stores its keys after it."""
+    from pgmem.db import scoped
+
+    scope = "fs-delete-loop"
+    put = "SELECT pgmem.put_item(%s, %s, %s, %s::jsonb)"
+    cond = "SELECT written FROM pgmem.put_item(%s, %s, %s, %s::jsonb, unless_newer_than => '2000-01-01')"
+    with scoped(conn, scope), conn.transaction():
+        conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        conn.execute(put, (scope, [scope], "k5", '{"v": 0}'))
+    batch, importer = sessions(), sessions()
+    forget = psycopg.connect(db_url)
+    try:
+        forget.execute("SELECT 1 FROM pgmem.scope WHERE scope_id = %s FOR UPDATE", (scope,))
+        batch.begin(scope, directory="default")
+        deleted = batch.start(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'k3')", (scope,)).fetchone())
+        assert waits_for_lock(admin_conn, deleted, batch.pid)  # for the scope row
+        forget.execute("DELETE FROM pgmem.scope WHERE scope_id = %s", (scope,))
+        forget.commit()
+        assert outcome(deleted) == (False,)
+        importer.begin(scope, directory="default")
+        first = importer.start(lambda c: c.execute(cond, (scope, [scope], "k0", '{"v": 1}')).fetchone())
+        first_waited = waits_for_lock(admin_conn, first, importer.pid)  # for the batch's scope row
+        put_b = batch.start(lambda c: c.execute(put, (scope, [scope], "k7", '{"v": 2}')).fetchone())
+        put_result = outcome(put_b)
+        if not isinstance(put_result, BaseException):
+            batch.commit()
+        assert not isinstance(put_result, BaseException), f"the batch's put: {put_result!r}"
+        assert first_waited
+        assert outcome(first) == (True,)
+        second = outcome(importer.start(lambda c: c.execute(cond, (scope, [scope], "k3", '{"v": 3}')).fetchone()))
+        assert second == (False,)  # deleted after the import's time: remembered, not written again
+        importer.commit()
+    finally:
+        forget.close()
+    assert deadlocks_now(admin_conn) == 0
+    keys = admin_conn.execute(
+        "SELECT item_key FROM pgmem.store_item WHERE scope_id = %s ORDER BY 1", (scope,)
+    ).fetchall()
+    assert keys == [("k0",), ("k7",)]

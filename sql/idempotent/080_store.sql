@@ -517,14 +517,12 @@ BEGIN
     -- and a put after it in the same transaction then waited for that insert, whose transaction
     -- (an import's page) waited for the key's lock: a deadlock (0067).
     -- (A name the scope table cannot hold names no scope: nothing to wait for.)
-    IF char_length(delete_item.scope) BETWEEN 1 AND 200 THEN
-        INSERT INTO pgmem.scope AS s (scope_id) VALUES (delete_item.scope) ON CONFLICT (scope_id) DO NOTHING;
-    END IF;
-    IF FOUND AND char_length(delete_item.scope) BETWEEN 1 AND 200 THEN
-        DELETE FROM pgmem.scope s WHERE s.scope_id = delete_item.scope;
-    ELSE
-        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = delete_item.scope FOR KEY SHARE;
-    END IF;
+    -- Through pgmem._lock_scope since 0085: a row found by the insert's conflict check but
+    -- deleted by a forget_scope before the lock was no longer there to lock, and the delete went
+    -- on to the key's lock holding no scope row; an import's page then inserted the row and
+    -- waited for that key, while this transaction's put after the delete waited for the import's
+    -- insert (a deadlock of tests/test_langgraph_import.py's stress). _lock_scope looks again.
+    PERFORM pgmem._lock_scope(delete_item.scope);
     PERFORM pg_advisory_xact_lock(pgmem._store_key_lock(delete_item.scope, delete_item.item_key));
     -- The recall-log rows go at the commit (0073, pgmem._forget_item_logs_at_commit), noted
     -- before the item row goes (0076), which is locked first (as the delete would): a put of the
