@@ -262,7 +262,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._lock_scope(text) IS
-'Internal to the forget functions: hold the scope row FOR KEY SHARE and return true; when there is none, insert it (which waits for a writer inserting it), delete it again and return false (0082, 0083).';
+'Internal to the forget functions and delete_item (0085): hold the scope row FOR KEY SHARE and return true; when there is none, insert it (which waits for a writer inserting it), delete it again and return false (0082, 0083).';
 
 -- The one lock order of every writer (docs/architecture.md): scope, then store item or
 -- document, then thread, then turn, then pieces and facts, then recall-log rows. A forget of a
