@@ -517,22 +517,26 @@ COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
 -- A fact names the document it is about as its section: the document id, or id#anchor. A
 -- document id may hold '#' itself, so 'a#b#c' is about document 'a#b' when the scope has it,
 -- else about 'a': the longest id of the scope's documents that the section names.
+-- The empty name is no document's id (the table's check): no fact is about it (0086). As a
+-- prefix it named every section starting with '#', and as an id every empty section, so
+-- forget_document(scope, '') through SQL deleted those facts
+-- (tests/test_forget_document_names.py).
 CREATE OR REPLACE FUNCTION pgmem._document_fact(scope text, section text, document_id text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT section = document_id
+    SELECT document_id <> '' AND (section = document_id
         OR (left(section, length(document_id) + 1) = document_id || '#'
             AND NOT EXISTS (
                 SELECT 1 FROM pgmem.document d
                  WHERE d.scope_id = _document_fact.scope
                    AND left(d.document_id, length(_document_fact.document_id) + 1) = _document_fact.document_id || '#'
                    AND (d.document_id = _document_fact.section
-                        OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#')))
+                        OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#'))))
 $$;
 COMMENT ON FUNCTION pgmem._document_fact(text, text, text) IS
-'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor where no longer document id of the scope (one holding ''#'') is named by section.';
+'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor where no longer document id of the scope (one holding ''#'') is named by section; never for the empty document_id, which names no document.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
