@@ -157,7 +157,7 @@ BEGIN
                 ('bind_scope_model', 'creates the caller''s scope row and records its model; pgmem_app may not write tables.'),
                 ('put_turn', 'writes the turn, thread and pieces atomically; pgmem_app may not write tables.'),
                 ('put_turns', 'writes many turns of the caller''s scope with their threads and pieces in one transaction; pgmem_app may not write tables.'),
-                ('pending_turns', 'checks the scope with the internal pgmem._write_scope before reading the caller''s turns for a rebuild; row-level security still confines it to pgmem.scope.'),
+                ('pending_turns', 'checks the scope (pgmem.check_scope: the transaction''s pgmem.scope) before reading the caller''s turns for a rebuild; row-level security still confines it to pgmem.scope.'),
                 ('reblend', 'rewrites piece vectors of the caller''s scope; pgmem_app may not write tables.'),
                 ('add_facts', 'writes facts of the caller''s scope; pgmem_app may not write tables.'),
                 ('log_recall', 'appends to recall_log of the caller''s scope; pgmem_app may not write tables.'),
