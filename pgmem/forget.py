@@ -19,7 +19,9 @@ MAX_FACT_ID = 2**63 - 1
 
 @dataclass(frozen=True)
 class Forgotten:
-    """How many rows of each kind one forget call removed."""
+    """How many rows of each kind one forget call removed. `store_items` (LangGraph store items,
+    with or without a turn) is counted by forget_scope; the other forgets remove an item with its
+    thread's turn, which `threads` and `turns` count."""
 
     threads: int = 0
     turns: int = 0
@@ -27,6 +29,7 @@ class Forgotten:
     facts: int = 0
     documents: int = 0
     recall_logs: int = 0
+    store_items: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -44,8 +47,11 @@ def _whole(value: object, what: str, upper: int) -> int:
 
 def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
     scope = check_name(args[0], "scope")
-    query = sql.SQL("SELECT threads, turns, pieces, facts, documents, recall_logs FROM {}({})").format(
-        sql.Identifier("pgmem", function), sql.SQL(", ").join(sql.Placeholder() * len(args))
+    # forget_scope alone counts the store items (0087): a scope's items without a turn are in no
+    # other count.
+    items = sql.SQL(", store_items" if function == "forget_scope" else "")
+    query = sql.SQL("SELECT threads, turns, pieces, facts, documents, recall_logs{} FROM {}({})").format(
+        items, sql.Identifier("pgmem", function), sql.SQL(", ").join(sql.Placeholder() * len(args))
     )
     row = yield Query(scope, query, args, one=True)
     return Forgotten(*(int(v) for v in row))

@@ -194,7 +194,7 @@ def test_forget_thread_and_the_last_turn_of_a_thread(conn: Conn, admin_conn: Con
     assert forget_turn(conn, "s", "u", 0).threads == 0
     assert _rows(admin_conn)["thread"] == 1
     assert forget_thread(conn, "s", "u").as_dict() == {
-        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 1,
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 1, "store_items": 0,
     }  # fmt: skip
 
 
@@ -222,6 +222,29 @@ def test_forget_scope_takes_the_langgraph_store_items(conn: Conn, admin_conn: Co
     assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace").fetchone() == (0,)
     assert store.get(("s",), "prefs") is None
+
+
+def test_forget_scope_counts_store_items_without_a_turn(conn: Conn, admin_conn: Conn, db_url: str) -> None:
+    """A namespace of plain key-value items (index=False, field vectors, blank texts) has no turn:
+    forget_scope removed its items and reported zeros, so `pgmem forget scope` said "nothing to
+    forget" and exited 1 after erasing them. forget_scope counts the store items it removes."""
+    langgraph = pytest.importorskip("pgmem.integrations.langgraph", reason="the [langgraph] extra is not installed")
+    store = langgraph.PgmemStore(conn, embedder=EMB)
+    store.put(("kv",), "prefs", {"theme": "dark"}, index=False)
+    store.put(("kv",), "blank", {"text": "   "})
+    store.put(("mixed",), "prefs", {"theme": "light"}, index=False)
+    store.put(("mixed",), "m1", {"text": "Luna the dog hates baths"})
+    done = forget_scope(conn, "mixed")
+    assert (done.turns, done.store_items) == (1, 2)
+    cli = _cli(db_url, "scope", "--scope", "kv", "--yes", "--json")
+    assert cli.returncode == 0 and "nothing to forget" not in cli.stderr, (cli.stdout, cli.stderr)
+    assert json.loads(cli.stdout)["store_items"] == 2
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
+    again = _cli(db_url, "scope", "--scope", "kv", "--yes")
+    assert again.returncode == 1 and "nothing to forget" in again.stderr
+    assert forget_thread(conn, "kv", "t").as_dict() == {
+        "threads": 0, "turns": 0, "pieces": 0, "facts": 0, "documents": 0, "recall_logs": 0, "store_items": 0,
+    }  # fmt: skip
 
 
 def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
@@ -264,7 +287,7 @@ def test_a_thread_only_facts_named_goes_with_its_last_fact(conn: Conn, admin_con
     assert threads() == ["guide-thread", "only-facts", "t", "u"]
     assert forget_fact(conn, "s", ids[0]).threads == 0  # one fact of it is left
     assert forget_fact(conn, "s", ids[1]).as_dict() == {
-        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0, "store_items": 0,
     }  # fmt: skip
     assert threads() == ["guide-thread", "t", "u"]
     done = forget_document(conn, "s", "guide.md")
@@ -291,7 +314,7 @@ def test_remove_document_takes_its_facts_and_logs(conn: Conn, admin_conn: Conn) 
     rows = _rows(admin_conn)
     assert (rows["document"], rows["fact"], rows["recall_log"]) == (1, 2, 0)
     assert forget_document(conn, "s", "b.md").as_dict() == {
-        "threads": 0, "turns": 0, "pieces": 1, "facts": 1, "documents": 1, "recall_logs": 0,
+        "threads": 0, "turns": 0, "pieces": 1, "facts": 1, "documents": 1, "recall_logs": 0, "store_items": 0,
     }  # fmt: skip
     assert remove_document(conn, "s", "guide.md") is False
 

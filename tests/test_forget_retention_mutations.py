@@ -207,6 +207,7 @@ def test_forget_scope_counts_every_row_it_removes_and_leaves_none(conn: Conn, ad
     done = forget_scope(conn, "s")
     assert done.as_dict() == {
         "threads": 1, "turns": 2, "pieces": len(before["piece"]), "facts": 2, "documents": 1, "recall_logs": 1,
+        "store_items": 0,
     }  # fmt: skip
     assert len(before["piece"]) > 4
     assert {k: v for k, v in _snapshot(admin_conn, "s").items() if v} == {}
@@ -240,7 +241,7 @@ def test_a_fact_only_turn_forgotten_takes_its_thread(conn: Conn, admin_conn: Con
     (kept,) = add_facts(conn, "s", [Fact("y's fact", "y", 3)], EMB)
     assert _threads(admin_conn, "s") == ["x", "y"]
     assert forget_turn(conn, "s", "x", 3).as_dict() == {
-        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0,
+        "threads": 1, "turns": 0, "pieces": 0, "facts": 1, "documents": 0, "recall_logs": 0, "store_items": 0,
     }  # fmt: skip
     assert _threads(admin_conn, "s") == ["y"]
     assert forget_fact(conn, "s", kept).threads == 1

@@ -51,10 +51,13 @@ def _forget(args: argparse.Namespace) -> int:
             done = forget.forget_document(conn, args.scope, args.document_id)
         else:
             done = forget.forget_scope(conn, args.scope)
+    counts = done.as_dict()
+    if args.forget_command != "scope":
+        del counts["store_items"]  # counted by forget_scope only; the others count an item's turn
     if args.json:
-        print(json.dumps(done.as_dict()))
+        print(json.dumps(counts))
     else:
-        print(", ".join(f"{n} {k.replace('_', '-')}" for k, n in done.as_dict().items()) + " forgotten")
+        print(", ".join(f"{n} {k.replace('_', '-')}" for k, n in counts.items()) + " forgotten")
     if done.total == 0:
         print(f"pgmem: nothing to forget in scope {args.scope!r}", file=sys.stderr)
         return 1

@@ -1,0 +1,22 @@
+"""forget_scope counts the LangGraph store items it removes, `store_items` (functions only).
+
+A scope whose store items have no turn (index=False, items with field vectors, items whose texts
+are all blank) was forgotten with every count zero: its items went with the scope row's cascade
+and no count named them, so `pgmem forget scope --scope S --yes` printed "nothing to forget" and
+exited 1 after erasing them. forget_scope's result gains a last column, `store_items`; the
+re-runnable set drops the older definition first, once (CREATE OR REPLACE cannot add a result
+column). A call that names its columns is unchanged; `SELECT *` gets one more column, and a
+prepared `SELECT *` fails once with 0A000 (docs/operations.md). tests/test_forget.py covers it.
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+
+Revision ID: 0087
+Revises: 0086
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0087"
+down_revision = "0086"
+upgrade, downgrade = functions_only(revision)
