@@ -125,10 +125,12 @@ def preflight(url: str, revision: str = "head") -> Step:
                       EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_owner')
                         AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'),
                       pg_catalog.to_regclass('pgmem.alembic_version') IS NOT NULL,
-                      pg_catalog.has_database_privilege(current_database(), 'CREATE')"""
+                      pg_catalog.has_database_privilege(current_database(), 'CREATE'),
+                      current_database(), pg_catalog.quote_ident(current_database())"""
         ).fetchone()
         assert row is not None
-        superuser, owner, installed, can_create = (bool(x) for x in row)
+        superuser, owner, installed, can_create = (bool(x) for x in row[:4])
+        database, database_sql = str(row[4]), str(row[5])
         current = None
         if installed:
             try:
@@ -154,6 +156,14 @@ def preflight(url: str, revision: str = "head") -> Step:
             )
     if may_migrate:
         return "migrate"
+    if owner:
+        # A member of pgmem_owner in a database where `pgmem roles create` did not run: the roles
+        # are the cluster's, the CREATE grant is the database's.
+        raise SchemaError(
+            f"schema pgmem is not installed in database {database!r:.80}, and pgmem_owner may not create it "
+            f"there: as a superuser, GRANT CREATE ON DATABASE {database_sql} TO pgmem_owner (or run "
+            "`pgmem roles create` in this database), then `pgmem migrate` again"
+        )
     raise SchemaError(
         f"schema pgmem is at {current or 'nothing (not installed)'}, this pgmem needs {target}, and "
         "this login may not migrate: run `pgmem migrate` (or store.setup()) as a login member of pgmem_owner"

@@ -367,6 +367,22 @@ def test_migrate_as_an_application_or_reader_login_is_refused_in_one_line(
     assert _version(at_start) == START and _functions(at_start) == functions
 
 
+def test_migrate_by_an_owner_login_without_create_on_the_database_names_the_grant(
+    admin_conn: Conn, db_url: str
+) -> None:
+    """A new database where `pgmem roles create` has not run: the roles exist (they are the
+    cluster's) but pgmem_owner has no CREATE on it. `pgmem migrate` as a LOGIN member of
+    pgmem_owner said to run it "as a login member of pgmem_owner", which it is; it names the
+    grant the database lacks, in one line, and changes nothing."""
+    maintenance_login(admin_conn, db_url, MIGRATOR).close()
+    with scratch_database(admin_conn, "nocreate") as url:
+        code, err = _finish(_start(role_url(url, MIGRATOR), "pgmem-migrate"))
+        assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), err
+        assert "GRANT CREATE ON DATABASE" in err and "as a login member of pgmem_owner" not in err, err
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT to_regnamespace('pgmem')").fetchone() == (None,)
+
+
 def _offline_script(url: str, revisions: str) -> subprocess.CompletedProcess[str]:
     """`pgmem migrate --sql --revision REVISIONS` as the DBA runs it: no database read."""
     return subprocess.run(
