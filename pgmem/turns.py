@@ -175,7 +175,10 @@ def check_messages(messages: Sequence[object], where: str) -> None:
             raise InputError(f"{at} must be an object with a string role")
         content = m.get("content")
         if not (content is None or isinstance(content, str | list | Mapping)):
-            raise InputError(f"{at}.content must be a string, a list of parts or null, got {type(content).__name__}")
+            raise InputError(
+                f"{at}.content must be a string, a list of parts, an object (stored as its JSON) or null, "
+                f"got {type(content).__name__}"
+            )
         calls = m.get("tool_calls")
         if calls is not None:
             if not isinstance(calls, list):

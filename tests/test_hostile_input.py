@@ -553,3 +553,18 @@ def test_a_server_message_or_hint_over_lines_is_one_line(app_conn: Conn) -> None
     app_conn.rollback()
     err = DatabaseError.from_driver(refused.value)
     assert str(err) == "first second (SQLSTATE 54000); hint: one. Two."
+
+
+def test_message_content_shapes_are_those_the_docs_name(app_conn: Conn, admin_conn: Conn) -> None:
+    """docs/python.md said `content` is a string, a list of parts or null, and a wrong type's
+    error said the same, yet an object was stored (as its JSON text, as a tool's structured result
+    is): both name the object now, and other types stay refused."""
+    obj = Turn("s", "o", 0, None, ({"role": "tool", "content": {"rows": 2, "status": "stuck"}},))
+    bad = Turn("s", "o", 1, None, ({"role": "user", "content": 42},))
+    report = ingest_turns(app_conn, [obj, bad], HashEmbedder())
+    assert report.inserted == 1 and [k for k, _ in report.failed] == [("s", "o", 1)]
+    assert "a string, a list of parts, an object (stored as its JSON) or null, got int" in report.failed[0][1]
+    body = admin_conn.execute("SELECT body FROM pgmem.piece WHERE thread_id = 'o'").fetchone()
+    assert body is not None and '"status": "stuck"' in str(body[0])
+    doc = (repo_root() / "docs" / "python.md").read_text(encoding="utf-8")
+    assert "`content` is a string, a list of parts, an object (stored as its JSON) or null" in doc
