@@ -168,3 +168,29 @@ def test_every_lab_module_the_docs_name_exists() -> None:
     assert modules
     missing = [m for m in sorted(modules) if importlib.util.find_spec(m) is None]
     assert not missing, missing
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], set[str]]]:
+    """Every (sub)command without subcommands of its own, with its options."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [(path, {s for a in parser._actions for s in a.option_strings if s not in ("-h", "--help")})]
+    return [leaf for name, sp in subs[0].choices.items() for leaf in _leaves(sp, (*path, name))]
+
+
+def test_the_cli_synopsis_names_every_option_of_every_command() -> None:
+    """docs/python.md's CLI block is the synopsis a user reads for `pgmem --help`: it left out
+    options the commands have (`recall --since/--until/--message-time`, `migrate --revision`,
+    `store import --page-size`, `docs add --mode/--force`, ...). Lab commands (eval, bench) have
+    their own page."""
+    text = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
+    block = text.split("## CLI\n", 1)[1].split("```", 2)[1]
+    missing = []
+    for path, options in _leaves(build_parser()):
+        if path[0] in ("eval", "bench"):
+            continue
+        lines = " ".join(line for line in block.splitlines() if line.startswith(f"pgmem {path[0]}"))
+        assert lines, f"no synopsis line for pgmem {path[0]}"
+        named = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", lines))
+        missing += [f"pgmem {' '.join(path)} {o}" for o in sorted(options - named)]
+    assert not missing, missing
