@@ -27,7 +27,7 @@ from langgraph.store.postgres import PostgresStore
 from pgmem import forget_scope, forget_thread
 from pgmem.db import connect
 from pgmem.embedders.base import Embedder
-from pgmem.errors import ConfigError, DatabaseError
+from pgmem.errors import ConfigError, DatabaseError, ModelRefusedError
 from pgmem.integrations.langgraph import PgmemStore, field_texts, item_thread, text_hash
 from pgmem.integrations.langgraph_import import ImportReport, import_postgres_store
 from tests.helpers import CountingEmbedder
@@ -1233,3 +1233,36 @@ def test_imports_deletes_puts_and_forgets_at_once_keep_every_deletion(app_url: s
     assert rows & (no_scope_row | {_GONE, _RACED}) == set()
     kept = admin_conn.execute("SELECT count(*) FROM pgmem.store_tombstone WHERE scope_id = %s", (_RACED,)).fetchone()
     assert kept == (0,)
+
+
+def _hash_embed(texts: list[str]) -> list[list[float]]:
+    """An application's own `embed` (8 dimensions, from each text's sha256)."""
+    return [[b / 255 + 0.01 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts]
+
+
+def test_an_app_that_keeps_its_index_embed_imports_through_its_own_store(
+    source_url: str, conn: Conn, app_url: str, tmp_path: Path
+) -> None:
+    """The README's two steps for a PostgresStore with an `index` (`embed`): `pgmem store import`,
+    then the one-line switch with the same `index`. The CLI stores the items as pgmem's pieces,
+    and a store with an `embed` refuses a namespace of pieces, so every put and search of an
+    imported namespace failed after the switch. docs/langgraph.md says so and names the way: the
+    Python twin through a store opened with the app's `index`."""
+    index = {"dims": 8, "embed": _hash_embed, "fields": ["text"]}
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source_url, "--limit", str(len(_BULK))],
+        env=env, cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    app = PgmemStore(conn, index=index)
+    with pytest.raises(ModelRefusedError, match="pieces"):
+        app.put(("bulk", "b0"), "new", {"text": "A note written after the switch."})
+    with pytest.raises(ModelRefusedError, match="pieces"):
+        app.search(("bulk", "b0"), query="topic")
+    report = import_postgres_store(source_url, app)
+    assert report.failed == [] and (report.imported, report.unchanged) == (len(ITEMS) - len(_BULK), len(_BULK))
+    app.put(("users", "u1"), "pets", {"text": "Luna now likes baths."})
+    assert [i.key for i in app.search(("users", "u1"), query="Luna now likes baths.", limit=1)] == ["pets"]
+    doc = (REPO / "docs" / "langgraph.md").read_text(encoding="utf-8")
+    assert "An application that keeps an `index` with an `embed`" in doc

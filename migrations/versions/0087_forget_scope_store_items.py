@@ -1,4 +1,4 @@
-"""forget_scope counts the LangGraph store items it removes, `store_items` (functions only).
+"""forget_scope counts the LangGraph store items it removes; store_search refuses pieces (functions only).
 
 A scope whose store items have no turn (index=False, items with field vectors, items whose texts
 are all blank) was forgotten with every count zero: its items went with the scope row's cascade
@@ -8,7 +8,11 @@ re-runnable set drops the older definition first, once (CREATE OR REPLACE cannot
 column). A call that names its columns is unchanged; `SELECT *` gets one more column, and a
 prepared `SELECT *` fails once with 0A000 (docs/operations.md). tests/test_forget.py covers it.
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+store_search refuses a namespace of pgmem's pieces (22000, as put_item_vectors refuses to write
+it): a store with an index embed searching a namespace `pgmem store import` had stored as pieces
+answered nothing, without a word (tests/test_langgraph_import.py).
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql, 081_store_search.sql).
 
 Revision ID: 0087
 Revises: 0086

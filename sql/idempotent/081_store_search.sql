@@ -269,6 +269,15 @@ BEGIN
             bound.model_id, bound.dims, model_id, vector_dims(query) USING ERRCODE = '22000',
             HINT = 'Search with the index config the namespace was written with.';
     END IF;
+    -- A namespace of pgmem's pieces (items with a turn) has no field vector to score: refused as
+    -- put_item_vectors refuses to write it (0087). Before, the search answered nothing, without a
+    -- word, e.g. after `pgmem store import` (pieces) and a switch that kept an index embed.
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM pgmem.store_item i
+                              WHERE i.scope_id = store_search.scope AND i.thread_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'store_search: this namespace is indexed with pgmem''s pieces (its own model), not with field vectors'
+            USING ERRCODE = '22000',
+            HINT = 'Search it with a store without an index embed (pgmem''s recall), or use another namespace.';
+    END IF;
     -- PostgresStore's scores: cosine similarity, the inner product, or the negated L2 distance;
     -- an item scores its best field. Every match, best first, the key breaking ties (stable pages).
     RETURN QUERY
@@ -288,7 +297,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
-'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors is refused (22000). An exact scan: no floor, nothing dropped.';
+'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
 
 CREATE OR REPLACE FUNCTION pgmem.refresh_items(scope text, item_keys text[])
 RETURNS integer
