@@ -29,6 +29,7 @@ from pgmem.calls import (
     RETRY_ATTEMPTS,
     SCOPE_LOCAL,
     SET_SCOPE,
+    VECTOR_SCHEMA_SQL,
     VECTOR_TYPES,
     Call,
     Embed,
@@ -42,6 +43,7 @@ from pgmem.calls import (
     pool_lease,
     register_types,
     retry_delay,
+    vector_type_missing,
 )
 from pgmem.documents.store import (
     add_documents_call,
@@ -169,6 +171,10 @@ async def type_infos(conn: psycopg.AsyncConnection[Any]) -> list[TypeInfo]:
     infos = _TYPES.get(conn)
     if infos is None:
         fetched = [await TypeInfo.fetch(conn, name) for name in VECTOR_TYPES]
+        if not any(i is not None and i.name == "vector" for i in fetched):
+            async with conn.cursor(row_factory=tuple_row) as cur:
+                row = await (await cur.execute(VECTOR_SCHEMA_SQL)).fetchone()
+            raise vector_type_missing(row[0] if row else None)
         infos = _TYPES[conn] = [i for i in fetched if i is not None]
     return infos
 

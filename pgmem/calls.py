@@ -31,11 +31,11 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
-from psycopg.sql import Composed
+from psycopg.sql import Composed, Identifier
 from psycopg.types import TypeInfo
 
 from pgmem.embedders.base import Embedder, FloatArray, Side, embed_side
-from pgmem.errors import DatabaseError, database_error, is_refusal
+from pgmem.errors import DatabaseError, SchemaError, database_error, is_refusal
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -282,12 +282,38 @@ def scoped(conn: psycopg.Connection[Any], scope: str) -> Generator[None, None, N
             cur.execute(SCOPE_LOCAL, ((row[0] if row else None) or "",))
 
 
+#: Where pgvector is installed, when its type is not found by name (read only then).
+VECTOR_SCHEMA_SQL = (
+    "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
+    " WHERE e.extname = 'vector'"
+)
+
+
+def vector_type_missing(schema: object) -> SchemaError:
+    """The one line for a connection that does not find pgvector's `vector` type by name: it is
+    not installed, or its schema (PGMEM_VECTOR_SCHEMA) is not on the login's search_path, which
+    pgmem's statements name the type through. Without a word on the latter, a call failed with
+    psycopg's `cannot adapt type 'ndarray'`, or was told to install pgvector."""
+    if schema is None:
+        return SchemaError("pgvector is not installed in this database: run `pgmem migrate`")
+    name = Identifier(str(schema)).as_string(None)
+    return SchemaError(
+        f"pgvector is installed in schema {schema!s:.80}, which is not on this login's search_path: "
+        f'ALTER ROLE <login> IN DATABASE <database> SET search_path = "$user", {name}, public '
+        "(pgmem roles create --vector-schema does it for its logins), then reconnect"
+    )
+
+
 def type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
     """pgvector's types on this connection, fetched once (a query of its own); the store's
     driver reads them here too."""
     infos = _TYPES.get(conn)
     if infos is None:
         infos = [i for i in (TypeInfo.fetch(conn, name) for name in VECTOR_TYPES) if i is not None]
+        if not any(i.name == "vector" for i in infos):
+            with conn.cursor(row_factory=tuple_row) as cur:
+                row = cur.execute(VECTOR_SCHEMA_SQL).fetchone()
+            raise vector_type_missing(row[0] if row else None)
         _TYPES[conn] = infos
     return infos
 

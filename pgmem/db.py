@@ -7,7 +7,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.rows import tuple_row
 
+from pgmem.calls import VECTOR_SCHEMA_SQL, vector_type_missing
 from pgmem.calls import scoped as scoped  # re-exported: the public home of scoped()
 from pgmem.config import Settings
 from pgmem.errors import ModelMismatchError, SchemaError
@@ -70,9 +72,13 @@ def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[tuple[ob
     conn = psycopg.connect(url, autocommit=autocommit)
     try:
         register_vector(conn)
-    except psycopg.ProgrammingError as exc:
-        conn.close()
-        raise SchemaError(f"pgvector is not installed in this database: run `pgmem migrate` ({exc})") from None
+    except psycopg.ProgrammingError:
+        # Not installed, or installed in a schema off this login's search_path: which, in one line.
+        try:
+            row = conn.cursor(row_factory=tuple_row).execute(VECTOR_SCHEMA_SQL).fetchone()
+        finally:
+            conn.close()
+        raise vector_type_missing(row[0] if row else None) from None
     return conn
 
 

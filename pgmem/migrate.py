@@ -19,6 +19,7 @@ from pgmem.sqlfiles import (
     definitions_digest,
     idempotent_files,
     render,
+    search_path_sql,
 )
 
 
@@ -194,6 +195,7 @@ def apply_definitions(url: str, params: InstallParams | None = None) -> None:
         row = conn.execute("SELECT version_num FROM pgmem.alembic_version FOR UPDATE").fetchone()
         if row is None or row[0] != head_revision():
             raise SchemaError(f"schema pgmem moved to {row and row[0]} meanwhile: run pgmem migrate again")
+        conn.execute(search_path_sql(params))
         for path in idempotent_files():
             conn.execute(render(path.read_text(encoding="utf-8"), params).encode())
 

@@ -120,13 +120,24 @@ def current_params() -> InstallParams:
     return params
 
 
+def search_path_sql(params: InstallParams) -> str:
+    """The statement every applied SQL file starts with: pgvector's schema on the transaction's
+    search_path. The files name pgvector's types unqualified (`vector(384)`, `vector[]` in the
+    functions' signatures), and a migrating login's own search_path ("$user", public) does not
+    hold a schema of its own (PGMEM_VECTOR_SCHEMA): the install failed at 001 with `type
+    "vector" does not exist`. Transaction-local, and nothing of the login's path before it (an
+    object another role made there cannot stand in for pgvector's)."""
+    path = f"pg_catalog, {params.vector_schema}, pg_temp"  # a plain identifier (InstallParams)
+    return f"SELECT pg_catalog.set_config('search_path', '{path}', true);\n"
+
+
 def apply(op: Any, relative: str, params: InstallParams | None = None) -> None:
     """Apply one SQL file inside an alembic revision, then nothing else.
 
     Online, the text goes to the driver unparsed (no bind-parameter processing);
     offline (`--sql`), it is written to the script as it is."""
     params = params or current_params()
-    text = render((SQL_DIR / relative).read_text(encoding="utf-8"), params)
+    text = search_path_sql(params) + render((SQL_DIR / relative).read_text(encoding="utf-8"), params)
     ctx = op.get_context()
     if ctx.as_sql:
         ctx.impl.static_output(text.rstrip() + "\n")

@@ -656,3 +656,59 @@ def test_roles_show_warns_of_a_login_member_that_bypasses_row_level_security(
         assert "\x1b" not in line and "'pgmem_test_odd\\x1b[2J'" in line
     finally:
         admin_conn.execute('DROP ROLE IF EXISTS pgmem_test_su_member, "pgmem_test_odd\x1b[2J"')
+
+
+def test_dba_setup_with_pgvector_in_a_schema_of_its_own(admin_conn: Conn) -> None:
+    """PGMEM_VECTOR_SCHEMA, the remedy docs/security.md and operations.md give for an application
+    login that may create in `public`, worked nowhere: `pgmem roles create --vector-schema vec`
+    failed on the missing schema (and granted no USAGE on it), the install stopped at 0001 on
+    `type "vector" does not exist` (the files name the type unqualified and the migrating login's
+    search_path does not hold vec), and an application login's every call failed, told pgvector
+    was not installed, or with psycopg's `cannot adapt type 'ndarray'`. Now the roles script makes
+    the schema, grants it and puts it on its logins' search_path, a migration puts it on its own
+    transaction's, and a login without it gets one line naming the setting."""
+    from pgmem.cli.roles import Login, setup_sql
+    from pgmem.db import connect
+    from pgmem.errors import SchemaError
+    from pgmem.integrations.langgraph import PgmemStore
+    from pgmem.migrate import upgrade
+    from pgmem.sqlfiles import InstallParams
+    from tests.conftest import conninfo_url
+    from tests.security_helpers import role_url
+
+    name = f"{admin_conn.info.dbname}_vec"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = conninfo_url(name)
+    logins = [Login("pgmem_test_vec_migrator", "owner"), Login("pgmem_test_vec_app", "app")]
+    try:
+        with psycopg.connect(url, autocommit=True) as dba:
+            dba.execute(setup_sql(database=name, vector_schema="vec", logins=logins))
+            dba.execute(setup_sql(database=name, vector_schema="vec", logins=logins))  # idempotent
+            row = dba.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'")
+            assert row.fetchone() == ("vec",)
+            dba.execute("DROP ROLE IF EXISTS pgmem_test_vec_plain")
+            dba.execute("CREATE ROLE pgmem_test_vec_plain LOGIN IN ROLE pgmem_app")
+        upgrade(role_url(url, "pgmem_test_vec_migrator"), params=InstallParams(384, 384, "vec"))
+        app = connect(role_url(url, "pgmem_test_vec_app"))
+        try:
+            report = ingest_turns(app, [make_turn("s", "t", 0, "hello from the app")], HashEmbedder())
+            assert report.inserted == 1
+            hits = recall_vectors(app, "s", ["hello"], hash_vector("hello")[None, :], floor=-1.0)
+            assert [h.turn_index for h in hits.groups[0].hits] == [0]
+            store = PgmemStore(app, embedder=HashEmbedder())
+            store.put(("users", "u1"), "k", {"text": "Luna the dog hates baths"})
+            assert [i.key for i in store.search(("users", "u1"), query="dog")] == ["k"]
+        finally:
+            app.close()
+        with pytest.raises(SchemaError, match=r'not on this login.s search_path: ALTER ROLE .* "vec"'):
+            connect(role_url(url, "pgmem_test_vec_plain"))
+        plain = psycopg.connect(role_url(url, "pgmem_test_vec_plain"), autocommit=True)
+        try:
+            with pytest.raises(SchemaError, match="search_path"):
+                PgmemStore(plain, embedder=HashEmbedder()).put(("users", "u2"), "k", {"text": "x"})
+        finally:
+            plain.close()
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin_conn.execute("DROP ROLE IF EXISTS pgmem_test_vec_plain")

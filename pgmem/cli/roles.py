@@ -89,6 +89,23 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     ]
     for x in logins:
         parts.append(sql.SQL("GRANT {} TO {};\n").format(sql.Identifier(GROUPS[x.group]), sql.Identifier(x.name)))
+    own_schema = vector_schema != "public"
+    if own_schema:
+        # A schema of its own (PGMEM_VECTOR_SCHEMA): made here, usable by the three roles, and on
+        # the search_path of the logins made here, since pgmem's statements name pgvector's types
+        # unqualified (`%s::vector[]`): without it, every call of those logins failed.
+        parts += [
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {};\n").format(sql.Identifier(vector_schema)),
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO pgmem_owner, pgmem_app, pgmem_reader;\n").format(
+                sql.Identifier(vector_schema)
+            ),
+        ]
+        parts += [
+            sql.SQL('ALTER ROLE {} IN DATABASE {} SET search_path = "$user", {}, public;\n').format(
+                sql.Identifier(x.name), sql.Identifier(database), sql.Identifier(vector_schema)
+            )
+            for x in logins
+        ]
     parts += [
         sql.SQL("-- pgvector is not a trusted extension: only a superuser can install it.\n"),
         sql.SQL("CREATE EXTENSION IF NOT EXISTS vector SCHEMA {};\n").format(sql.Identifier(vector_schema)),
