@@ -30,6 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
+
+# At import, in the importing thread: imported inside register_types, the first calls of an
+# application's threads raced another thread's import of pgvector.psycopg, the two module locks
+# taken in opposite orders (Python's _DeadlockError; tests/test_api_connections.py).
+from pgvector.psycopg.halfvec import register_halfvec_info
+from pgvector.psycopg.vector import register_vector_info
 from psycopg.rows import tuple_row
 from psycopg.sql import Composed, Identifier
 from psycopg.types import TypeInfo
@@ -320,8 +326,5 @@ def type_infos(conn: psycopg.Connection[Any]) -> list[TypeInfo]:
 
 def register_types(cur: Any, infos: Sequence[TypeInfo]) -> None:
     """pgvector's dumpers and loaders on one cursor (numpy arrays in, numpy arrays out)."""
-    from pgvector.psycopg.halfvec import register_halfvec_info
-    from pgvector.psycopg.vector import register_vector_info
-
     for info in infos:
         (register_vector_info if info.name == "vector" else register_halfvec_info)(cur, info)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -467,3 +469,21 @@ def test_a_transaction_the_caller_broke_is_one_line_and_nothing_on_stderr(
 
     assert asyncio.run(main()) == "25P02"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_importing_pgmem_loads_pgvectors_adapters_so_no_thread_imports_them_later() -> None:
+    """pgmem registered pgvector's types through imports inside the call (pgmem.calls.
+    register_types), so the first calls of an application's threads imported
+    pgvector.psycopg.halfvec while another thread imported pgvector.psycopg (`from pgmem.db import
+    connect` in a handler, the MCP server's module): the two module locks taken in opposite
+    orders, Python raised `_DeadlockError` in one thread and left the other's module half made
+    (`cannot import name 'redact_secrets' from 'pgmem.db'`), seen with 4 store threads, asyncio
+    tasks, forgets and an import at once. `import pgmem` (and the LangGraph store's module) now
+    loads them, once, where the application imports pgmem."""
+    for module in ("pgmem", "pgmem.integrations.langgraph", "pgmem.aio"):
+        code = (
+            f"import sys, {module}; "
+            "assert {'pgvector.psycopg', 'pgvector.psycopg.halfvec', 'pgvector.psycopg.vector'} <= set(sys.modules)"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, (module, done.stderr[-500:])
