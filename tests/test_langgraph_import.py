@@ -1266,3 +1266,17 @@ def test_an_app_that_keeps_its_index_embed_imports_through_its_own_store(
     assert [i.key for i in app.search(("users", "u1"), query="Luna now likes baths.", limit=1)] == ["pets"]
     doc = (REPO / "docs" / "langgraph.md").read_text(encoding="utf-8")
     assert "An application that keeps an `index` with an `embed`" in doc
+
+
+def test_a_store_without_an_embed_refuses_to_search_a_namespace_of_field_vectors(conn: Conn, store: PgmemStore) -> None:
+    """The other way round: a namespace an application wrote with its `embed`, searched by a
+    store opened without it (a debugging script, a service without the app's `index`), answered
+    nothing, without a word, where a put was refused. Now the search is refused too, in one line
+    naming the model, and a listing (no query) still lists the items."""
+    app = PgmemStore(conn, index={"dims": 8, "embed": _hash_embed, "fields": ["text"]})
+    app.put(("users", "u9"), "pets", {"text": "Luna the dog hates baths."})
+    with pytest.raises(ModelRefusedError, match=r"field vectors of model callable:.*_hash_embed") as err:
+        store.search(("users", "u9"), query="Which pet hates baths?")
+    assert "\n" not in str(err.value)
+    assert [i.key for i in store.search(("users", "u9"))] == ["pets"]
+    assert [i.key for i in app.search(("users", "u9"), query="Luna the dog hates baths.")] == ["pets"]

@@ -753,17 +753,22 @@ class _StoreLogic:
                 since=times.get("since"), until=times.get("until"),
             )  # fmt: skip
             # The recall and the items its hits are (each item is one thread) in one statement:
-            # one round trip a namespace, and no second one for an empty answer's reason.
+            # one round trip a namespace, and no second one for an empty answer's reason. The
+            # check, the outer side of a LEFT JOIN so it runs when the recall finds nothing,
+            # refuses a namespace of field vectors (0087; it answered nothing, without a word).
             rows = yield Query(
                 scope,
                 f"""SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, i.thread_id, r.rank, r.cosine
-                      FROM ({st.sql}) r
-                      JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
-                     WHERE (i.expires_at IS NULL OR i.expires_at > clock_timestamp())
-                       AND pgmem.store_filter_match(i.value, %s::jsonb)""",
-                (*st.params, scope, flt),
+                      FROM pgmem.store_pieces_check(%s) AS ok
+                      LEFT JOIN (({st.sql}) r
+                                 JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
+                                  AND (i.expires_at IS NULL OR i.expires_at > clock_timestamp())
+                                  AND pgmem.store_filter_match(i.value, %s::jsonb)) ON ok""",
+                (scope, *st.params, scope, flt),
             )
             for row in rows:
+                if row[5] is None:  # the check's row alone: no item found
+                    continue
                 # An item's place: its best hit by rank in its part's group, then cosine (the rule
                 # the evaluation ranks by, pgmem.lab.evaluation.ranking). Sorting by cosine alone
                 # threw away hybrid's word ranking (`pgmem eval langgraph`, docs/langgraph.md).

@@ -299,6 +299,29 @@ $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
 'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
 
+-- A search through pieces of a namespace of field vectors finds no piece: refused instead, as
+-- put_item refuses to write it (0087). Before, a store without an embed (a debugging script, a
+-- service opened without the application's index) answered nothing, without a word.
+CREATE OR REPLACE FUNCTION pgmem.store_pieces_check(scope text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+AS $$
+DECLARE
+    bound record;
+BEGIN
+    SELECT * INTO bound FROM pgmem.store_vector_model(store_pieces_check.scope);
+    IF FOUND THEN
+        RAISE EXCEPTION 'store_pieces_check: namespace % is indexed with field vectors of model %, not with pgmem''s pieces',
+            left(store_pieces_check.scope, 200), bound.model_id USING ERRCODE = '22000',
+            HINT = 'Search it with the index config (embed) the namespace was written with.';
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION pgmem.store_pieces_check(text) IS
+'True when the transaction''s scope may be searched through pgmem''s pieces: raises 22000 when its store items are indexed with field vectors (a store with its own embed), naming the model. A LangGraph store''s search through pieces runs it with each namespace''s recall.';
+
 CREATE OR REPLACE FUNCTION pgmem.refresh_items(scope text, item_keys text[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
