@@ -3,8 +3,8 @@
 A scope whose store items have no turn (index=False, items with field vectors, items whose texts
 are all blank) was forgotten with every count zero: its items went with the scope row's cascade
 and no count named them, so `pgmem forget scope --scope S --yes` printed "nothing to forget" and
-exited 1 after erasing them. forget_scope's result gains a last column, `store_items`; the re-
-runnable set drops the older definition first, once (CREATE OR REPLACE cannot add a result
+exited 1 after erasing them. forget_scope's result gains a last column, `store_items`; the
+re-runnable set drops the older definition first, once (CREATE OR REPLACE cannot add a result
 column). A call that names its columns is unchanged; `SELECT *` gets one more column, and a
 prepared `SELECT *` fails with 0A000 until its connection is renewed (docs/operations.md).
 tests/test_forget.py covers it.
