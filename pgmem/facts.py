@@ -71,8 +71,11 @@ def fact_from_dict(obj: object, where: str) -> Fact:
     """A fact from one JSON object `{"body": ..., "thread"?: ..., "turn"?: ..., "section"?: ...}`;
     `thread_id` and `turn_index` name the thread and turn too, as in a turn's line (and in
     fact_recall's hits)."""
-    if not isinstance(obj, dict) or "body" not in obj:
+    if not isinstance(obj, dict):
         raise InputError(f'{where}: expected an object {{"body": ..., "thread"?, "turn"?, "section"?}}')
+    if "body" not in obj:
+        keys = ", ".join(sorted(str(k)[:40] for k in obj)[:5]) or "no key"
+        raise InputError(f'{where}: a fact line needs "body" (its text); it has {keys}')
     # A misspelt key would store the fact tied to nothing, out of reach of forget_thread.
     unknown = sorted(k for k in obj if k not in _FACT_KEYS)
     if unknown:

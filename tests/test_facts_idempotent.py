@@ -109,7 +109,9 @@ BAD_LINES = {
     "huge turn": (b'{"body": "x", "turn": ' + b"9" * 5000 + b"}\n", "not valid JSON"),
     "turn without its thread": (b'{"body": "x", "turn": 3}\n', "turn 3 needs its thread"),
     "empty body": (b'{"body": "  "}\n', "body must be a non-empty string"),
-    "no body": (b'{"text": "x"}\n', 'expected an object {"body"'),
+    # An object without a body was told it was not an object ("expected an object {"body": ...}").
+    "no body": (b'{"text": "x"}\n', 'a fact line needs "body" (its text); it has text'),
+    "not an object": (b'["x"]\n', 'expected an object {"body"'),
     "thread not a string": (b'{"body": "x", "thread": 5}\n', "thread must be a non-empty string"),
     "not json": (b"{body}\n", "not valid JSON"),
     "misspelt key": (b'{"body": "x", "theard": "t"}\n', "unknown key 'theard'"),
