@@ -47,12 +47,18 @@ def _whole(value: object, what: str, upper: int) -> int:
 
 def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
     scope = check_name(args[0], "scope")
-    # forget_scope alone counts the store items (0087): a scope's items without a turn are in no
-    # other count.
-    items = sql.SQL(", store_items" if function == "forget_scope" else "")
-    query = sql.SQL("SELECT threads, turns, pieces, facts, documents, recall_logs{} FROM {}({})").format(
+    # A scope forget also counts its LangGraph store items, which go with the scope row: an item
+    # without a turn (index=False, field vectors, blank texts) is in no count of forget_scope's,
+    # and `pgmem forget scope` of such a namespace said "nothing to forget" after erasing it. Read
+    # in the same statement, so as of its start (the function's deletes come later in it).
+    items = sql.SQL(
+        ", (SELECT count(*) FROM pgmem.store_item i WHERE i.scope_id = %s)" if function == "forget_scope" else ""
+    )
+    query = sql.SQL("SELECT f.threads, f.turns, f.pieces, f.facts, f.documents, f.recall_logs{} FROM {}({}) f").format(
         items, sql.Identifier("pgmem", function), sql.SQL(", ").join(sql.Placeholder() * len(args))
     )
+    if function == "forget_scope":
+        args = (scope, *args)
     row = yield Query(scope, query, args, one=True)
     return Forgotten(*(int(v) for v in row))
 

@@ -62,6 +62,9 @@ def test_forget_scope_waits_for_a_writer_recreating_the_scope_instead_of_meeting
         forgotten = forgetter.start(lambda c: str(forget_scope(c, scope)))
         assert waits_for_lock(admin_conn, forgotten, forgetter.pid)
         writer.commit()
+        # forget_scope holds the scope row now and waits for the recall-log lock (under load the
+        # delete started before it had the row, and went first: no interleaving to test).
+        assert waits_for_lock(admin_conn, forgotten, forgetter.pid, event="advisory")
         deleter.begin(scope, directory=DEFAULT_DIRECTORY)
         deleted = deleter.start(lambda c: c.execute("SELECT pgmem.delete_item(%s, 'a')", (scope,)).fetchone())
         assert waits_for_lock(admin_conn, deleted, deleter.pid)  # the scope row, forget_scope's

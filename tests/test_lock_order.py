@@ -90,15 +90,18 @@ class Session:
         self.conn.close()
 
 
-def waits_for_lock(admin: Conn, step: Future[Any], pid: int) -> bool:
-    """True once the session's backend waits for a lock (pg_stat_activity), False when the step
-    finished first. Fails when it does neither in STEP_SECONDS."""
+def waits_for_lock(admin: Conn, step: Future[Any], pid: int, event: str | None = None) -> bool:
+    """True once the session's backend waits for a lock (pg_stat_activity; of that wait_event
+    when given, e.g. 'advisory'), False when the step finished first. Fails when it does neither
+    in STEP_SECONDS."""
     deadline = time.monotonic() + STEP_SECONDS
     while time.monotonic() < deadline:
         if step.done():
             return False
-        row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        if row is not None and row[0] == "Lock":
+        row = admin.execute(
+            "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()
+        if row is not None and row[0] == "Lock" and (event is None or row[1] == event):
             return True
         time.sleep(0.01)
     raise AssertionError(f"backend {pid} neither finished nor waited for a lock in {STEP_SECONDS} s")

@@ -635,30 +635,13 @@ $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
 'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless a longer document id of the scope holding ''#'' is named: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
 
--- 0087 added store_items to the result (a scope of LangGraph store items without a turn, plain
--- key-value or field-vector items, was forgotten with every count zero, and `pgmem forget scope`
--- said there was nothing to forget): CREATE OR REPLACE cannot add a column, so the older
--- definition is dropped first (once).
-DO $$
-BEGIN
-    IF to_regprocedure('pgmem.forget_scope(text)') IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
-                        WHERE oid = to_regprocedure('pgmem.forget_scope(text)')
-                          AND 'store_items' = ANY (proargnames)) THEN
-        DROP FUNCTION pgmem.forget_scope(text);
-    END IF;
-END
-$$;
-
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
-RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer,
-               store_items integer)
+RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    n_items integer;
     n_threads integer;
     n_turns integer;
     n_pieces integer;
@@ -701,10 +684,6 @@ BEGIN
     PERFORM pg_advisory_xact_lock(pgmem._recall_log_lock(forget_scope.scope));
     DELETE FROM pgmem.recall_log l WHERE l.scope_id = forget_scope.scope;
     GET DIAGNOSTICS n_logs = ROW_COUNT;
-    -- The store items go with the scope row, by its cascade; counted first, each of them (a
-    -- writer of the scope waits for the scope row locked above, so none comes or goes meanwhile).
-    -- An item without a turn (index=False, field vectors, blank texts) is in no count above.
-    SELECT count(*) INTO n_items FROM pgmem.store_item i WHERE i.scope_id = forget_scope.scope;
     -- The scope row last (its model binding and number); the tables keyed on it with a
     -- cascading foreign key (store_item, and any added later) go with it (store_tombstone has
     -- none: below).
@@ -724,8 +703,8 @@ BEGIN
     DELETE FROM pgmem.forgotten_scope f WHERE f.scope_hash IN (
         SELECT o.scope_hash FROM pgmem.forgotten_scope o
          WHERE o.forgotten_at < now() - interval '30 days' FOR UPDATE SKIP LOCKED);
-    RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs, n_items;
+    RETURN QUERY SELECT n_threads, n_turns, n_pieces, n_facts, n_docs, n_logs;
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_scope(text) IS
-'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts, store_items the LangGraph store items removed (with or without a turn); zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
