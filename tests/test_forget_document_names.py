@@ -62,3 +62,63 @@ def test_a_forget_of_the_empty_document_name_keeps_the_facts_whose_section_start
             assert row == (False,)
     assert _sections(admin_conn, scope) == before
     assert admin_conn.execute("SELECT count(*) FROM pgmem.fact WHERE scope_id = %s", (scope,)).fetchone() == (5,)
+
+
+@pytest.mark.parametrize("call", ["forget_document", "remove_document"])
+def test_a_forget_of_a_document_the_scope_lacks_keeps_the_facts_of_the_shorter_id_it_extends(
+    conn: Conn, admin_conn: Conn, call: str
+) -> None:
+    """The scope holds guide.md and not guide.md#v2. A fact whose section is 'guide.md#v2' or
+    'guide.md#v2#intro' is about guide.md then (the longest id of the scope's documents that the
+    section names: pgmem._document_fact's rule, an anchor 'v2' of guide.md), as forgetting guide.md
+    shows. Forgetting the document guide.md#v2, which the scope does not hold, must not take them:
+    it took the id as a prefix and deleted both, leaving guide.md stored without its facts
+    (through Python and SQL alike: the id is a valid name)."""
+    from pgmem import forget_document
+    from pgmem.documents.store import Document, add_documents, remove_document
+
+    scope = f"doc-names-{uuid.uuid4().hex[:8]}"
+    add_documents(conn, scope, [Document("guide.md", "# Guide\n\nthe guide")], EMB)
+    facts = [
+        Fact("of guide", section="guide.md"),
+        Fact("of guide's v2 anchor", section="guide.md#v2"),
+        Fact("of guide's v2#intro anchor", section="guide.md#v2#intro"),
+    ]
+    assert len(add_facts(conn, scope, facts, EMB)) == 3
+    before = _sections(admin_conn, scope)
+    if call == "forget_document":
+        done = forget_document(conn, scope, "guide.md#v2")
+        assert (done.documents, done.facts) == (0, 0)
+    else:
+        assert remove_document(conn, scope, "guide.md#v2") is False
+    assert _sections(admin_conn, scope) == before
+    # They are guide.md's: its forget takes them.
+    done = forget_document(conn, scope, "guide.md")
+    assert (done.documents, done.facts) == (1, 3)
+    assert _sections(admin_conn, scope) == []
+
+
+def test_a_forget_of_an_id_no_document_has_still_takes_the_facts_no_stored_document_claims(
+    conn: Conn, admin_conn: Conn
+) -> None:
+    """Facts may name a document before it is stored (or with none stored): forgetting that id
+    takes them, anchors included, while no stored document claims them; a fact of another,
+    stored document (notes.md#x is notes.md's) is left."""
+    from pgmem import forget_document
+    from pgmem.documents.store import Document, add_documents
+
+    scope = f"doc-names-{uuid.uuid4().hex[:8]}"
+    add_documents(conn, scope, [Document("notes.md", "# Notes\n\nsome notes")], EMB)
+    facts = [
+        Fact("of the plan", section="plan.md"),
+        Fact("of the plan's step", section="plan.md#step"),
+        Fact("of the plan's step#two", section="plan.md#step#two"),
+        Fact("of notes' anchor", section="notes.md#x"),
+    ]
+    assert len(add_facts(conn, scope, facts, EMB)) == 4
+    done = forget_document(conn, scope, "plan.md")
+    assert (done.documents, done.facts) == (0, 3)
+    assert _sections(admin_conn, scope) == ["notes.md#x"]
+    done = forget_document(conn, scope, "plan.md#step")
+    assert (done.documents, done.facts) == (0, 0)
+    assert _sections(admin_conn, scope) == ["notes.md#x"]

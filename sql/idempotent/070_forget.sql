@@ -516,27 +516,37 @@ COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
 
 -- A fact names the document it is about as its section: the document id, or id#anchor. A
 -- document id may hold '#' itself, so 'a#b#c' is about document 'a#b' when the scope has it,
--- else about 'a': the longest id of the scope's documents that the section names.
+-- else about 'a': the longest id of the scope's documents that the section names. A section
+-- that names no document of the scope is about every id it names, so forgetting any of them
+-- takes it (facts may name a document before it is stored).
 -- The empty name is no document's id (the table's check): no fact is about it (0086). As a
 -- prefix it named every section starting with '#', and as an id every empty section, so
 -- forget_document(scope, '') through SQL deleted those facts
 -- (tests/test_forget_document_names.py).
+-- A name the scope holds no document of gives way to a shorter id the scope holds (0088): with
+-- 'a' stored and 'a#b' not, forget_document(scope, 'a#b') deleted the facts 'a#b' and 'a#b#c',
+-- which are a's (its anchors), and left a stored without them. Only a longer id was looked for.
 CREATE OR REPLACE FUNCTION pgmem._document_fact(scope text, section text, document_id text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT document_id <> '' AND (section = document_id
-        OR (left(section, length(document_id) + 1) = document_id || '#'
-            AND NOT EXISTS (
-                SELECT 1 FROM pgmem.document d
-                 WHERE d.scope_id = _document_fact.scope
-                   AND left(d.document_id, length(_document_fact.document_id) + 1) = _document_fact.document_id || '#'
-                   AND (d.document_id = _document_fact.section
-                        OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#'))))
+    SELECT document_id <> '' AND (section = document_id OR left(section, length(document_id) + 1) = document_id || '#')
+       AND NOT EXISTS (
+           -- Another document of the scope that the section names and that takes the fact: a
+           -- longer id (one holding '#'), or any when the scope holds no document_id.
+           SELECT 1 FROM pgmem.document d
+            WHERE d.scope_id = _document_fact.scope
+              AND d.document_id <> _document_fact.document_id
+              AND (d.document_id = _document_fact.section
+                   OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#')
+              AND (length(d.document_id) > length(_document_fact.document_id)
+                   OR NOT EXISTS (SELECT 1 FROM pgmem.document o
+                                   WHERE o.scope_id = _document_fact.scope
+                                     AND o.document_id = _document_fact.document_id)))
 $$;
 COMMENT ON FUNCTION pgmem._document_fact(text, text, text) IS
-'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor where no longer document id of the scope (one holding ''#'') is named by section; never for the empty document_id, which names no document.';
+'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor, and no other document of the scope that section names takes it (the longest id of the scope''s documents that section names does: a longer one holding ''#'', or, when the scope holds no document_id, a shorter one, 0088); a section naming no document of the scope is about every id it names; never for the empty document_id, which names no document.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -633,7 +643,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless a longer document id of the scope holding ''#'' is named: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
