@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pgmem.calls import Call, Db, Query, run
 from pgmem.embedders.base import Embedder
-from pgmem.errors import ConfigError
+from pgmem.errors import ConfigError, InputError
 from pgmem.ingest import DEFAULT_WEIGHT, IngestReport, Progress, ingest_turns
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.text import check_name
@@ -27,28 +27,40 @@ class RebuildResult:
     report: IngestReport
 
 
+#: A stored turn the rebuild cannot read back as a Turn: its key and why.
+Unreadable = tuple[tuple[str, str, int], str]
+
+
 def pending_turns(db: Db, scope: str, started: str) -> list[tuple[Turn, bytes]]:
     """The scope's turns stored before `started`, with their metadata and stored content hash,
-    read inside the scope (row-level security)."""
-    return run(db, _pending_turns(scope, started))
+    read inside the scope (row-level security); those that cannot be read back are left out
+    (`rebuild` reports them)."""
+    return run(db, _pending_turns(scope, started))[0]
 
 
-def _pending_turns(scope: str, started: str) -> Call[list[tuple[Turn, bytes]]]:
+def _pending_turns(scope: str, started: str) -> Call[tuple[list[tuple[Turn, bytes]], list[Unreadable]]]:
     rows = yield Query(
         scope,
         """SELECT thread_id, turn_index, turn_time, messages, metadata, content_hash
              FROM pgmem.pending_turns(%s, %s::timestamptz)""",
         (scope, started),
     )
-    return [
-        (
-            turn_from_dict(
+    pending: list[tuple[Turn, bytes]] = []
+    unreadable: list[Unreadable] = []
+    for r in rows:
+        # The SQL API stores turns Python's rules refuse (a blank thread name, a message without
+        # a role: put_turn checks only that messages are a JSON array): such a turn cannot be
+        # pieced again. It is reported, and the scope's other turns are rebuilt; one such turn
+        # failed the whole rebuild before anything was written.
+        try:
+            turn = turn_from_dict(
                 {"scope": scope, "thread": r[0], "turn": r[1], "time": r[2], "messages": r[3], "metadata": r[4] or None}
-            ),
-            bytes(r[5]),
-        )
-        for r in rows
-    ]
+            )
+        except InputError as exc:
+            unreadable.append(((scope, str(r[0]), int(str(r[1]))), f"the stored turn cannot be rebuilt: {exc}"))
+            continue
+        pending.append((turn, bytes(r[5])))
+    return pending, unreadable
 
 
 def _now(scope: str) -> Call[str]:
@@ -97,7 +109,7 @@ def rebuild(
             state_file.write_text(json.dumps({"started": started, "scope": scope}))
         except OSError as exc:
             raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
-    pending = pending_turns(db, scope, started)
+    pending, unreadable = run(db, _pending_turns(scope, started))
     turns = [t for t, _ in pending]
     # Each turn replaced only while it is the one read here: one forgotten or written again
     # while the rebuild embeds is left as it is (report.skipped), never brought back.
@@ -112,6 +124,7 @@ def rebuild(
         progress=progress if turns else None,  # no bar of 0 of 0 before "no stored turns"
         replace_hashes={t.key: h for t, h in pending},
     )
+    report.failed.extend(unreadable)
     if not report.failed:
         state_file.unlink(missing_ok=True)
-    return RebuildResult(started, resumed, len(turns), report)
+    return RebuildResult(started, resumed, len(turns) + len(unreadable), report)

@@ -136,3 +136,39 @@ def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
         stopped = run(home, "db", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert run(home, "db", "status").returncode == 3
+
+
+@pytest.mark.parametrize(
+    ("thread", "messages"),
+    [("  ", '[{"role": "user", "content": "a turn of a blank thread"}]'), ("t-sql", '[{"content": "no role"}]')],
+    ids=["blank thread", "message without a role"],
+)
+def test_a_turn_the_sql_api_stored_that_python_cannot_read_fails_alone_and_the_others_are_rebuilt(
+    conn: Conn, embedder: Embedder, tmp_path: Path, thread: str, messages: str
+) -> None:
+    """put_turn through SQL (a service in another language, with its own piecing) stores a turn
+    Python's rules refuse: a blank thread name (Python's names need a non-blank character) or a
+    message without a role (put_turn checks only that messages are a JSON array). The rebuild
+    read every pending turn through those rules first, so that one turn raised an InputError
+    and no turn of the scope was rebuilt, on every run. It is reported now, with its reason, and
+    the others are rebuilt; the state file stays (the turn is still to do)."""
+    ingest_turns(conn, turns(3), embedder)
+    before = stamps(conn)
+    vector = embedder.embed(["a turn stored through SQL"])[0].tolist()
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'r', true)")
+        conn.execute(
+            """SELECT pgmem.put_turn(scope => 'r', thread => %s, turn_index => 7, turn_time => NULL,
+                   messages => %s::jsonb, content_hash => '\\x01', model_id => %s, unit_kinds => ARRAY['user'],
+                   source_indexes => ARRAY[0], labels => ARRAY['[Turn 7 · User]'],
+                   bodies => ARRAY['stored through SQL'], vectors => ARRAY[%s::vector])""",
+            (thread, messages, embedder.model_id, vector),
+        )
+    state = tmp_path / "rebuild.json"
+    res = rebuild(conn, embedder, state, scope="r")
+    assert res.turns == 4 and res.report.replaced == 3
+    assert [k for k, _ in res.report.failed] == [("r", thread, 7)]
+    assert "cannot be rebuilt" in res.report.failed[0][1]
+    assert state.exists()
+    after = stamps(conn)
+    assert all(after[i] > before[i] for i in before)
