@@ -125,6 +125,12 @@ def two_scopes(conn: Conn, admin_conn: Conn) -> Iterator[tuple[str, str]]:
         " WHERE scope_id = %s OR (scope_id = %s AND turn_index < 2)",
         (keep, trim),
     )
+    # The items put as long ago as their turns (retention ages an item by its last put, 0089).
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET created_at = now() - interval '100 days', updated_at = now() - interval '100 days'"
+        " WHERE scope_id IN (%s, %s)",
+        (keep, trim),
+    )
     with scoped(conn, trim):
         conn.execute(
             "SELECT pgmem.set_retention(%s, keep_days => 30, log_keep_days => 10, log_keep_rows => 2)", (trim,)

@@ -1607,6 +1607,13 @@ def test_retention_of_expired_items_and_a_batch_putting_them_again_do_not_deadlo
             WHERE scope_id = %s""",
         (scope,),
     )
+    # The items' own rows as old (retention ages an item by its last put, 0089).
+    admin_conn.execute(
+        """UPDATE pgmem.store_item SET created_at = now() - interval '400 days',
+                   updated_at = now() - interval '400 days'
+            WHERE scope_id = %s""",
+        (scope,),
+    )
     with scoped(conn, scope):
         conn.execute("SELECT pgmem.set_retention(%s, keep_days => 30)", (scope,))
     deadlocks_before = churn.deadlocks(admin_conn)

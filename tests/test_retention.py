@@ -364,6 +364,12 @@ def test_keep_days_removes_store_items_not_put_again_and_keep_turns_never_does(c
     backdate = "UPDATE pgmem.turn SET turn_time = now() - interval '40 days' WHERE scope_id = %s AND thread_id = %s"
     admin_conn.execute(backdate, (scope, item_thread("old")))
     admin_conn.execute(backdate, (scope, item_thread("new")))
+    # The items' own rows as old as their turns (retention ages an item by its last put, 0089).
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET created_at = now() - interval '40 days', updated_at = now() - interval '40 days'"
+        " WHERE scope_id = %s",
+        (scope,),
+    )
     store.put(ns, "new", {"text": "the ferry leaves at ten"})  # put again: its clock restarts
     _set(conn, scope, keep_days=30)
     rows = admin_conn.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall()
@@ -371,3 +377,38 @@ def test_keep_days_removes_store_items_not_put_again_and_keep_turns_never_does(c
     assert store.get(ns, "old") is None and store.get(ns, "new") is not None
     assert [i.key for i in store.search(ns)] == ["new"]
     assert store.list_namespaces() == [ns]
+
+
+@pytest.mark.parametrize("again", ["changed", "unchanged"])
+def test_keep_days_keeps_a_store_item_put_again_within_them_whenever_it_was_created(
+    conn: Conn, admin_conn: Conn, again: str
+) -> None:
+    """Two items put 40 days ago (their rows and turns dated then, as they would be); one is put
+    again now, with a changed or the same value. keep_days => 30 must remove only the other
+    (docs/operations.md: an item is timed at its last put). The item's turn is timed at the
+    item's created_at, which a put again keeps, so the item put again now was removed as well:
+    its turn still said 40 days (with a changed value its turn was even replaced, and stored
+    with that old time again)."""
+    from pgmem.integrations.langgraph import PgmemStore, namespace_scope
+    from tests.security_helpers import HashEmbedder
+
+    ns = ("users", "u2")
+    store = PgmemStore(conn, embedder=HashEmbedder(), floor=-1)
+    store.put(ns, "old", {"text": "the spare key is under the blue flowerpot"})
+    store.put(ns, "new", {"text": "the ferry leaves at nine"})
+    scope = namespace_scope(ns)
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET created_at = now() - interval '40 days', updated_at = now() - interval '40 days'"
+        " WHERE scope_id = %s",
+        (scope,),
+    )
+    admin_conn.execute("UPDATE pgmem.turn SET turn_time = now() - interval '40 days' WHERE scope_id = %s", (scope,))
+    text = "the ferry leaves at ten" if again == "changed" else "the ferry leaves at nine"
+    store.put(ns, "new", {"text": text})
+    _set(conn, scope, keep_days=30)
+    rows = admin_conn.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall()
+    assert (scope, 1) in rows
+    assert store.get(ns, "old") is None
+    got = store.get(ns, "new")
+    assert got is not None and got.value == {"text": text}
+    assert [i.key for i in store.search(ns, query="ferry")] == ["new"]

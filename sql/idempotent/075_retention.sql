@@ -90,20 +90,27 @@ $$;
 COMMENT ON FUNCTION pgmem.get_retention(text) IS
 'The retention setting of the transaction''s scope (no row: the scope keeps everything), with when it was last applied.';
 
+-- A LangGraph store item is its thread's turn 0, aged by its last put (the item's updated_at,
+-- 0089): its turn is timed at the item's created_at, which a put again keeps (an unchanged one
+-- does not even write the turn), so keep_days removed an item put again yesterday when it had
+-- been created longer ago (tests/test_retention.py).
 CREATE OR REPLACE FUNCTION pgmem._expired_turns(scope text, keep_days integer, keep_turns integer)
 RETURNS TABLE (thread_id text, turn_index integer)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
     SELECT x.thread_id, x.turn_index FROM (
-        SELECT tu.thread_id, tu.turn_index, coalesce(tu.turn_time, tu.ingested_at) AS at,
+        SELECT tu.thread_id, tu.turn_index,
+               coalesce((SELECT i.updated_at FROM pgmem.store_item i
+                          WHERE tu.turn_index = 0 AND i.scope_id = tu.scope_id AND i.thread_id = tu.thread_id),
+                        tu.turn_time, tu.ingested_at) AS at,
                row_number() OVER (PARTITION BY tu.thread_id ORDER BY tu.turn_index DESC) AS newest
           FROM pgmem.turn tu WHERE tu.scope_id = _expired_turns.scope) x
      WHERE (_expired_turns.keep_days IS NOT NULL AND x.at < now() - make_interval(days => _expired_turns.keep_days))
         OR (_expired_turns.keep_turns IS NOT NULL AND x.newest > _expired_turns.keep_turns)
 $$;
 COMMENT ON FUNCTION pgmem._expired_turns(text, integer, integer) IS
-'Internal to pgmem.apply_retention: the turns of a scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one; or past the last keep_turns of their thread).';
+'Internal to pgmem.apply_retention: the turns of a scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one, or for a LangGraph store item''s turn, its thread''s turn 0, by the item''s last put, updated_at: 0089; or past the last keep_turns of their thread).';
 
 CREATE OR REPLACE FUNCTION pgmem.apply_retention()
 RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
