@@ -122,3 +122,22 @@ def test_a_forget_of_an_id_no_document_has_still_takes_the_facts_no_stored_docum
     done = forget_document(conn, scope, "plan.md#step")
     assert (done.documents, done.facts) == (0, 0)
     assert _sections(admin_conn, scope) == ["notes.md#x"]
+
+
+def test_a_forget_of_an_id_between_two_stored_ids_takes_neither_ones_facts(conn: Conn, admin_conn: Conn) -> None:
+    """Stored: a.md and a.md#b#c; not a.md#b. A fact 'a.md#b#c#d' is a.md#b#c's (the longest
+    stored id it names), 'a.md#b#x' is a.md's: forgetting a.md#b takes neither; forgetting each
+    stored document takes its own."""
+    from pgmem import forget_document
+    from pgmem.documents.store import Document, add_documents
+
+    scope = f"doc-names-{uuid.uuid4().hex[:8]}"
+    add_documents(conn, scope, [Document("a.md", "# A\n\na"), Document("a.md#b#c", "# C\n\nc")], EMB)
+    facts = [Fact("of c's anchor d", section="a.md#b#c#d"), Fact("of a's anchor b#x", section="a.md#b#x")]
+    assert len(add_facts(conn, scope, facts, EMB)) == 2
+    assert forget_document(conn, scope, "a.md#b").facts == 0
+    assert _sections(admin_conn, scope) == ["a.md#b#c#d", "a.md#b#x"]
+    assert forget_document(conn, scope, "a.md").facts == 1
+    assert _sections(admin_conn, scope) == ["a.md#b#c#d"]
+    assert forget_document(conn, scope, "a.md#b#c").facts == 1
+    assert _sections(admin_conn, scope) == []

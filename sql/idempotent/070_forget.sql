@@ -534,12 +534,14 @@ AS $$
     SELECT document_id <> '' AND (section = document_id OR left(section, length(document_id) + 1) = document_id || '#')
        AND NOT EXISTS (
            -- Another document of the scope that the section names and that takes the fact: a
-           -- longer id (one holding '#'), or any when the scope holds no document_id.
-           SELECT 1 FROM pgmem.document d
-            WHERE d.scope_id = _document_fact.scope
-              AND d.document_id <> _document_fact.document_id
-              AND (d.document_id = _document_fact.section
-                   OR left(_document_fact.section, length(d.document_id) + 1) = d.document_id || '#')
+           -- longer id (one holding '#'), or any when the scope holds no document_id. The ids a
+           -- section names are the section and each of its beginnings before a '#', each looked
+           -- up by the document's key.
+           SELECT 1 FROM generate_series(1, cardinality(string_to_array(_document_fact.section, '#'))) AS g(i)
+             JOIN pgmem.document d
+               ON d.scope_id = _document_fact.scope
+              AND d.document_id = array_to_string((string_to_array(_document_fact.section, '#'))[1:g.i], '#')
+            WHERE d.document_id <> _document_fact.document_id
               AND (length(d.document_id) > length(_document_fact.document_id)
                    OR NOT EXISTS (SELECT 1 FROM pgmem.document o
                                    WHERE o.scope_id = _document_fact.scope
