@@ -305,8 +305,12 @@ def split_sources(messages: Sequence[Mapping[str, Any]]) -> list[Source]:
     """Split a turn by role: each user message, each assistant step, and each tool call
     (name, whole arguments, whole result) become separate sources, in message order."""
     sources: list[Source] = []
-    calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
-    answered: set[str] = set()
+    # Every call in order, [tool_call_id, name, arguments, answered]. A result takes the first
+    # unanswered call of its id: calls sharing an id (none given, or "" from some servers) were
+    # kept in a dict by id, so each call overwrote the one before, whose name and arguments then
+    # went nowhere (every result labelled with the last call's), and of such calls never answered
+    # only the last was kept.
+    calls: list[list[Any]] = []
     step = 0
 
     def add(kind: str, name: str, text: str) -> None:
@@ -320,19 +324,26 @@ def split_sources(messages: Sequence[Mapping[str, Any]]) -> list[Source]:
             add("assistant", f"Assistant step {step}", content_text(m.get("content")))
             for call in m.get("tool_calls") or []:
                 fn = call.get("function") or {}
-                calls[str(call.get("id"))] = (str(fn.get("name") or "tool"), _arguments(fn))
+                calls.append([str(call.get("id")), str(fn.get("name") or "tool"), _arguments(fn), False])
         elif role == "tool":
             call_id = str(m.get("tool_call_id"))
-            name, args = calls.get(call_id, (str(m.get("name") or "tool"), ""))
-            answered.add(call_id)
+            same = [c for c in calls if c[0] == call_id]
+            # The first call of the id not answered yet; a second result of an answered call is
+            # labelled with it again (the last of the id, as before).
+            call = next((c for c in same if not c[3]), same[-1] if same else None)
+            if call is None:
+                name, args = str(m.get("name") or "tool"), ""
+            else:
+                call[3] = True
+                name, args = call[1], call[2]
             result = content_text(m.get("content"))
             add("tool", f"Tool {name}", f"{name}({args})\n{result}" if args else f"{name}\n{result}")
         elif role == "user":
             add("user", "User", content_text(m.get("content")))
         else:  # system / developer / anything else is kept, not dropped
             add("system", str(role).capitalize(), content_text(m.get("content")))
-    for call_id, (name, args) in calls.items():
-        if call_id not in answered:  # a call whose result was never logged
+    for _, name, args, answered in calls:
+        if not answered:  # a call whose result was never logged
             add("tool", f"Tool {name}", f"{name}({args})")
     return sources
 

@@ -225,3 +225,56 @@ def test_turn_text_as_context_option(conn: Conn, embedder: Embedder) -> None:
     assert np.allclose(ctx, expected, atol=1e-5)
     with pytest.raises(InputError, match="context must be one of"):
         ingest_turns(conn, [small], embedder, context="summary")
+
+
+def _two_bookings(call_id: object) -> list[dict[str, object]]:
+    """Two parallel calls of one tool sharing an id (call_id, or none when call_id is ...)."""
+
+    def call(to: str) -> dict[str, object]:
+        c: dict[str, object] = {"type": "function", "function": {"name": "book", "arguments": json.dumps({"to": to})}}
+        if call_id is not ...:
+            c["id"] = call_id
+        return c
+
+    return [
+        {"role": "user", "content": "book two flights"},
+        {"role": "assistant", "content": None, "tool_calls": [call("Oslo"), call("Rome")]},
+    ]
+
+
+@pytest.mark.parametrize("call_id", ["", "call_0", ...], ids=["empty id", "repeated id", "no id"])
+def test_tool_calls_sharing_an_id_each_keep_their_arguments(call_id: object) -> None:
+    """Calls were kept in a dict by tool_call_id, so a call overwrote an earlier one of the same id
+    (an empty or repeated id, or none): the earlier call's name and arguments went into no source
+    (every result was labelled with the last call), and of such calls never answered only the last
+    was kept. 'Oslo' was in no piece of the turn. Each result now takes the first unanswered call
+    of its id, in order, and every call never answered is kept."""
+    messages = _two_bookings(call_id)
+    reply = {} if call_id is ... else {"tool_call_id": call_id}  # no id: the results name none either
+    answered = [
+        *messages,
+        {"role": "tool", **reply, "content": "booked OSL-123"},
+        {"role": "tool", **reply, "content": "booked ROM-456"},
+    ]
+    texts = [s.text for s in split_sources(answered)]
+    assert texts == [
+        "book two flights",
+        'book({"to": "Oslo"})\nbooked OSL-123',
+        'book({"to": "Rome"})\nbooked ROM-456',
+    ]
+    unanswered = [s.text for s in split_sources(messages)]
+    assert unanswered == ["book two flights", 'book({"to": "Oslo"})', 'book({"to": "Rome"})']
+
+
+def test_a_result_of_a_call_answered_already_is_labelled_with_that_call_again() -> None:
+    """A second result of one call (a retry logged twice) keeps the call's name and arguments, as
+    it did when calls were kept by id."""
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": "book a flight"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{\"to\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "timeout"},
+        {"role": "tool", "tool_call_id": "c1", "content": "booked OSL-123"},
+    ]  # fmt: skip
+    texts = [s.text for s in split_sources(messages)]
+    assert texts[1:] == ['book({"to": "Oslo"})\ntimeout', 'book({"to": "Oslo"})\nbooked OSL-123']
