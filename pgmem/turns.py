@@ -284,8 +284,14 @@ def _find_unstorable(value: object, where: str) -> tuple[str, int, str] | None:
     return None
 
 
+#: Content parts that carry media, not text (OpenAI's chat parts): left out of a message's text.
+MEDIA_PARTS = ("image_url", "input_audio", "file", "image", "audio")
+
+
 def content_text(content: object) -> str:
-    """Text of a message `content`: a string, or a list of parts with `text`."""
+    """Text of a message `content`: a string, or a list of parts: each part's `text` (or an
+    assistant's `refusal`), a string part as it is, a media part (MEDIA_PARTS) left out, and any
+    other part as its JSON. Another value (an object) is its JSON."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -295,8 +301,17 @@ def content_text(content: object) -> str:
         for part in content:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 texts.append(part["text"])
+            elif isinstance(part, Mapping) and isinstance(part.get("refusal"), str):
+                texts.append(part["refusal"])
             elif isinstance(part, str):
                 texts.append(part)
+            elif part is None or (isinstance(part, Mapping) and part.get("type") in MEDIA_PARTS):
+                continue
+            else:
+                # A tool's result given as a list of records ([{"sku": "A1", "qty": 3}]), a number,
+                # a nested list: stored as JSON, as a whole object is. It was dropped, and the
+                # tool's source held its name and arguments only.
+                texts.append(json.dumps(part, ensure_ascii=False))
         return "\n".join(texts)
     return json.dumps(content, ensure_ascii=False)
 

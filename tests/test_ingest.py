@@ -278,3 +278,24 @@ def test_a_result_of_a_call_answered_already_is_labelled_with_that_call_again() 
     ]  # fmt: skip
     texts = [s.text for s in split_sources(messages)]
     assert texts[1:] == ['book({"to": "Oslo"})\ntimeout', 'book({"to": "Oslo"})\nbooked OSL-123']
+
+
+def test_content_parts_that_are_not_text_parts_are_kept_as_json_and_media_left_out() -> None:
+    """A content list's parts without a string `text` were dropped: a tool's result given as a
+    list of records stored only the tool's name and arguments, and an assistant's refusal part
+    nothing. Such a part is its JSON now (as a whole object content always was), a refusal its
+    text; a media part (an image) is still left out."""
+    image = {"type": "image_url", "image_url": {"url": "data:x"}}
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": [{"type": "text", "text": "stock of A1?"}, image]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "stock", "arguments": "{\"sku\": \"A1\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"sku": "A1", "qty": 3}, {"sku": "A1-b", "qty": 0}]},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot reorder it"}]},
+    ]  # fmt: skip
+    texts = [s.text for s in split_sources(messages)]
+    assert texts == [
+        "stock of A1?",
+        'stock({"sku": "A1"})\n{"sku": "A1", "qty": 3}\n{"sku": "A1-b", "qty": 0}',
+        "I cannot reorder it",
+    ]
