@@ -316,6 +316,11 @@ def content_text(content: object) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+#: The id split_sources gives an assistant's function_call (OpenAI's older form), with its name:
+#: a "function" message of that name answers it. No tool_call_id can start with a NUL.
+_LEGACY_CALL = "\x00function_call:"
+
+
 def split_sources(messages: Sequence[Mapping[str, Any]]) -> list[Source]:
     """Split a turn by role: each user message, each assistant step, and each tool call
     (name, whole arguments, whole result) become separate sources, in message order."""
@@ -340,8 +345,14 @@ def split_sources(messages: Sequence[Mapping[str, Any]]) -> list[Source]:
             for call in m.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 calls.append([str(call.get("id")), str(fn.get("name") or "tool"), _arguments(fn), False])
-        elif role == "tool":
-            call_id = str(m.get("tool_call_id"))
+            # OpenAI's older form: one function_call, answered by a "function" message naming it.
+            # Its name and arguments were in no source.
+            fc = m.get("function_call")
+            if isinstance(fc, Mapping):
+                name = str(fc.get("name") or "tool")
+                calls.append([_LEGACY_CALL + name, name, _arguments(fc), False])
+        elif role in ("tool", "function"):
+            call_id = str(m.get("tool_call_id")) if role == "tool" else _LEGACY_CALL + str(m.get("name") or "tool")
             same = [c for c in calls if c[0] == call_id]
             # The first call of the id not answered yet; a second result of an answered call is
             # labelled with it again (the last of the id, as before).

@@ -299,3 +299,22 @@ def test_content_parts_that_are_not_text_parts_are_kept_as_json_and_media_left_o
         'stock({"sku": "A1"})\n{"sku": "A1", "qty": 3}\n{"sku": "A1-b", "qty": 0}',
         "I cannot reorder it",
     ]
+
+
+def test_an_assistant_function_call_of_the_older_form_keeps_its_arguments() -> None:
+    """OpenAI's older form, an assistant's function_call answered by a "function" message: the
+    call's name and arguments were in no source (the assistant's content is null, and only
+    tool_calls were read), and the result was stored as a system-like "Function" source. The
+    call is a tool call now, answered by the function message of its name."""
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": "weather in Bergen?"},
+        {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": '{"city": "Bergen"}'}},
+        {"role": "function", "name": "weather", "content": "rain, 9 C"},
+        {"role": "assistant", "content": None, "function_call": {"name": "forecast", "arguments": '{"days": 3}'}},
+    ]
+    got = [(s.kind, s.name, s.text) for s in split_sources(messages)]
+    assert got == [
+        ("user", "User", "weather in Bergen?"),
+        ("tool", "Tool weather", 'weather({"city": "Bergen"})\nrain, 9 C'),
+        ("tool", "Tool forecast", 'forecast({"days": 3})'),
+    ]
