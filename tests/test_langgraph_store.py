@@ -833,3 +833,31 @@ def test_a_put_into_a_namespace_moved_to_another_model_is_a_model_refusal(conn: 
     PgmemStore(conn, embedder=new).put(("moved",), "k3", {"text": "the ledger is at the courier"})
     keys = [it.key for it in PgmemStore(conn, embedder=new).search(("moved",), limit=10)]
     assert sorted(keys) == ["k1", "k3"]
+
+
+def _axis_embed(texts: list[str]) -> list[list[float]]:
+    """A caller's embed: "ferry" texts on one axis, "zzz" (a text it has no words for) the zero
+    vector, anything else another axis."""
+    return [
+        [1.0, 0.0, 0.0, 0.0] if "ferry" in t else [0.0, 0.0, 0.0, 0.0] if "zzz" in t else [0.0, 1.0, 0.0, 0.0]
+        for t in texts
+    ]
+
+
+def test_an_item_with_a_zero_field_vector_does_not_top_every_cosine_search(conn: Conn) -> None:
+    """The caller's embed may return a zero vector (a text it has no words for). Its cosine
+    distance is NaN in pgvector, and NaN sorts above every number: such an item came first in
+    every cosine search, with score NaN, above the exact match, and an item with one such field
+    scored NaN whatever its other fields. A zero vector's cosine similarity is 0 now."""
+    store = PgmemStore(conn, index={"dims": 4, "embed": _axis_embed, "fields": ["text", "note"]})
+    ns = ("zero-vectors",)
+    store.put(ns, "ferry", {"text": "the ferry leaves at nine"})
+    store.put(ns, "apples", {"text": "apples"})
+    store.put(ns, "blank", {"text": "zzz"})
+    store.put(ns, "both", {"text": "zzz", "note": "a ferry note"})
+    got = [(i.key, i.score) for i in store.search(ns, query="ferry", limit=4)]
+    assert got == [("both", 1.0), ("ferry", 1.0), ("apples", 0.0), ("blank", 0.0)]
+    # A zero query scores every item 0: ties by key.
+    assert [(i.key, i.score) for i in store.search(ns, query="zzz", limit=4)] == [
+        ("apples", 0.0), ("blank", 0.0), ("both", 0.0), ("ferry", 0.0)
+    ]  # fmt: skip

@@ -280,11 +280,15 @@ BEGIN
     END IF;
     -- PostgresStore's scores: cosine similarity, the inner product, or the negated L2 distance;
     -- an item scores its best field. Every match, best first, the key breaking ties (stable pages).
+    -- A zero vector (a field or the query: the caller's embed may return one) has no direction:
+    -- its cosine similarity is 0 (0090). pgvector's cosine distance is NaN there, which sorts
+    -- above every number, so such an item came first in every search, with score NaN, and an
+    -- item with one such field scored NaN whatever its other fields.
     RETURN QUERY
     SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, s.score
       FROM (SELECT v.item_key,
                    max(CASE store_search.distance_type
-                         WHEN 'cosine' THEN 1 - (v.embedding <=> store_search.query)
+                         WHEN 'cosine' THEN coalesce(nullif(1 - (v.embedding <=> store_search.query), 'NaN'), 0)
                          WHEN 'inner_product' THEN -(v.embedding <#> store_search.query)
                          ELSE -(v.embedding <-> store_search.query) END) AS score
               FROM pgmem.store_vector v WHERE v.scope_id = store_search.scope
@@ -297,7 +301,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
-'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
+'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance, 0 for a zero vector, field or query; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
 
 -- A search through pieces of a namespace of field vectors finds no piece: refused instead, as
 -- put_item refuses to write it (0087). Before, a store without an embed (a debugging script, a
