@@ -51,6 +51,15 @@ def test_the_checks_catch_a_turn_that_outlives_its_forget(db_url: str, admin_con
         # A piece whose words are gone (the word side would never find it).
         admin_conn.execute("DELETE FROM pgmem.piece_word WHERE scope_id = 'churn' AND thread_id = 't1'")
         assert "piece without its words: 1 rows" in churn.check(admin_conn, log, emb)
+        # A directory entry left by two deletes of the namespace's last items at once is the
+        # sweep's to remove (the checks run it): one it leaves behind would be reported.
+        admin_conn.execute(
+            "INSERT INTO pgmem.store_namespace (directory, namespace, scope_name) VALUES ('default', '{gone}', 'gone')"
+        )
+        assert not any(p.startswith("store directory entry") for p in churn.check(admin_conn, log, emb))
+        assert admin_conn.execute(
+            "SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 'gone'"
+        ).fetchone() == (0,)
     finally:
         c.close()
 
