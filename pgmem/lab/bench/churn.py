@@ -266,10 +266,6 @@ def check(admin: psycopg.Connection[Any], log: Log, embedder: Embedder) -> list[
                 last = max(writes, key=lambda w: w.start)
                 if not any(f.end > last.start for f in forgets):
                     problems.append(f"turn {thread}/{index}: gone, but written after every forget of it")
-    # A directory entry may outlive its namespace's last item: two deletes of the last items at
-    # once each see the other's item, and a put in flight keeps it (pgmem._drop_empty_namespace
-    # never waits). The documented remedy is the scheduled sweep; an entry it leaves is an orphan.
-    admin.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall()
     problems += orphans(admin)
     return problems
 
@@ -312,7 +308,13 @@ ORPHAN_CHECKS = {
 
 
 def orphans(admin: psycopg.Connection[Any]) -> list[str]:
-    """Rows that name something no longer stored (ORPHAN_CHECKS), as `what: n rows`."""
+    """Rows that name something no longer stored (ORPHAN_CHECKS), as `what: n rows`, once
+    pgmem.sweep_expired_items has run: a store directory entry may outlive its namespace's last
+    item (two deletes of the last items at once each see the other's, and a put in flight keeps
+    it: pgmem._drop_empty_namespace never waits), and the scheduled sweep is the documented
+    remedy, so only an entry the sweep leaves is an orphan. The sweep also removes expired items:
+    check for those first."""
+    admin.execute("SELECT * FROM pgmem.sweep_expired_items()").fetchall()
     found = []
     for what, query in ORPHAN_CHECKS.items():
         row = admin.execute(query).fetchone()
