@@ -1268,6 +1268,69 @@ def test_an_app_that_keeps_its_index_embed_imports_through_its_own_store(
     assert "An application that keeps an `index` with an `embed`" in doc
 
 
+_APP_INDEX_MODULE = """
+import hashlib
+
+def embed(texts):
+    return [[b / 255 + 0.01 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts]
+
+INDEX = {"dims": 8, "embed": embed, "fields": ["text"]}
+NOT_A_DICT = ["text"]
+BAD_EMBED = {"dims": 8, "embed": 42}
+"""
+
+
+def test_the_command_imports_with_the_apps_own_index(
+    source_url: str, conn: Conn, admin_conn: Conn, app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pgmem store import --index MODULE:NAME` opens the store with the application's own index
+    (read from its module, the current folder first), so the namespaces hold field vectors of its
+    `embed` and the application, switched with that index, writes and searches them. Before,
+    the command stored pgmem's pieces only, and an app keeping its `embed` had to import
+    through Python."""
+    (tmp_path / "appindex.py").write_text(_APP_INDEX_MODULE, encoding="utf-8")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('the app cannot start here')\n", encoding="utf-8")
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path / "home")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pgmem", "store", "import", source_url, *args],
+            env=env, cwd=tmp_path, capture_output=True, text=True,
+        )  # fmt: skip
+
+    for args, expected in [
+        (["--index", "appindex"], "--index must be MODULE:NAME"),
+        (["--index", "appindex:"], "--index must be MODULE:NAME"),
+        (["--index", "app-index:INDEX"], "--index must be MODULE:NAME"),
+        (["--index", "no_such_module_here:INDEX"], "cannot import 'no_such_module_here': ModuleNotFoundError"),
+        (["--index", "boom:INDEX"], "cannot import 'boom': RuntimeError: the app cannot start here"),
+        (["--index", "appindex:NOPE"], "'appindex' has no 'NOPE'"),
+        (["--index", "appindex:NOT_A_DICT"], "is a list, not a dict"),
+        (["--index", "appindex:BAD_EMBED"], "index embed must be"),
+        (["--index", "appindex:INDEX", "--field", "text"], "not both"),
+    ]:
+        done = cli(*args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, (args, done.stderr)
+    assert conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
+    done = cli("--index", "appindex:INDEX")
+    assert done.returncode == 0, done.stderr
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "appindex", raising=False)
+    import appindex  # type: ignore[import-not-found]  # the application's module, written above
+
+    app = PgmemStore(conn, index=appindex.INDEX)
+    assert _pgmem_items(app) == {(ns, k): v for ns, k, v in ITEMS}
+    assert [
+        i.key for i in app.search(("users", "u2"), query="Drives an old red Volvo estate with a roof box.", limit=1)
+    ] == ["car"]
+    app.put(("bulk", "b0"), "new", {"text": "A note written after the switch."})
+    assert [i.key for i in app.search(("bulk", "b0"), query="A note written after the switch.", limit=1)] == ["new"]
+    # Field vectors of every item with the index's field (the readme has none), and no pieces.
+    vectors = admin_conn.execute("SELECT count(DISTINCT (scope_id, item_key)) FROM pgmem.store_vector").fetchone()
+    assert vectors == (sum("text" in v for _, _, v in ITEMS) + 1,)
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
+
+
 def test_a_store_without_an_embed_refuses_to_search_a_namespace_of_field_vectors(conn: Conn, store: PgmemStore) -> None:
     """The other way round: a namespace an application wrote with its `embed`, searched by a
     store opened without it (a debugging script, a service without the app's `index`), answered

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
+from collections.abc import Mapping
+from typing import Any
+
+from pgmem.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +33,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="fields",
         metavar="PATH",
         help="an index path (LangGraph's syntax), repeatable; default: the whole value ($)",
+    )
+    p.add_argument(
+        "--index",
+        default=None,
+        metavar="MODULE:NAME",
+        help="the application's LangGraph index (a dict with embed, dims, fields), imported from a Python module "
+        "(the current folder is searched first): items are stored with its field vectors, as the application "
+        "opens the store; default: pgmem's pieces, with the configured model",
     )
     p.add_argument("--page-size", type=int, default=100, help="items read and written per batch (default: 100)")
     p.add_argument("--limit", type=int, default=None, help="stop after reading this many items")
@@ -53,12 +67,11 @@ def _import(args: argparse.Namespace) -> int:
     def progress(r: ImportReport) -> None:
         bar(r.read, max(r.total, r.read), r.imported)
 
+    index = app_index(args.index, args.fields)
     with open_conn(s) as conn:
+        own_embed = index is not None and index.get("embed") is not None
         store = PgmemStore(
-            conn,
-            embedder=embedder_for(conn, s=s),
-            directory=args.directory,
-            index={"fields": args.fields} if args.fields else None,
+            conn, embedder=None if own_embed else embedder_for(conn, s=s), directory=args.directory, index=index
         )
         report = import_postgres_store(
             args.source,
@@ -77,3 +90,37 @@ def _import(args: argparse.Namespace) -> int:
     more = "" if report.complete else " (stopped by --limit: run again with the same --checkpoint to continue)"
     print(report.summary() + more)
     return 1 if report.failed else 0
+
+
+def app_index(spec: str | None, fields: list[str] | None) -> dict[str, Any] | None:
+    """The store's index: the application's (`--index MODULE:NAME`, a dict as LangGraph's
+    IndexConfig, read from an importable module, the current folder first, as `python -m` reads
+    it), or only `--field`'s paths, or none. One ConfigError line for what cannot be had."""
+    from pgmem.cli.common import shown
+
+    if spec is None:
+        return {"fields": fields} if fields else None
+    if fields:
+        raise ConfigError("give the fields in --index's dict or with --field, not both")
+    module_name, _, name = spec.partition(":")
+    if (
+        not module_name
+        or not name
+        or not all(part.isidentifier() for part in (*module_name.split("."), *name.split(".")))
+    ):
+        raise ConfigError(f"--index must be MODULE:NAME (e.g. myapp.store:INDEX), got {spec!r:.80}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: object = importlib.import_module(module_name)
+    except Exception as exc:  # the module is the application's: any error it raises is one line
+        raise ConfigError(
+            f"--index: cannot import {module_name!r}: {type(exc).__name__}: {shown(' '.join(str(exc).split())[:240])}"
+        ) from None
+    for attr in name.split("."):
+        if not hasattr(value, attr):
+            raise ConfigError(f"--index: {module_name!r} has no {name!r}")
+        value = getattr(value, attr)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"--index: {spec} is a {type(value).__name__}, not a dict (dims, embed, fields)")
+    return dict(value)
