@@ -151,21 +151,33 @@ def test_a_server_of_another_scope_sees_nothing_of_the_first(db_url: str, app_ur
 
     async def other(client: Client) -> dict[str, Any]:
         recalled = _data(await client.call_tool("recall", {"query": "What are my dogs called?", "x": 50, "floor": -1}))
+        docs = _data(await client.call_tool("search_documents", {"query": "What are my dogs called?"}))
         forgot = _data(await client.call_tool("forget", {"thread": "home"}))
         listing = (await client.read_resource("pgmem://threads")).contents[0]
         assert isinstance(listing, TextResourceContents)
-        return {"recall": recalled, "forget": forgot, "threads": json.loads(listing.text)}
+        return {"recall": recalled, "docs": docs, "forget": forgot, "threads": json.loads(listing.text)}
 
     async def first_again(client: Client) -> dict[str, Any]:
-        return _data(await client.call_tool("recall", {"query": "What are my dogs called?"}))
+        return {
+            "found": _data(await client.call_tool("recall", {"query": "What are my dogs called?"})),
+            "high": _data(await client.call_tool("recall", {"query": "Where do penguins nest?", "floor": 0.99})),
+            "thread": _data(await client.call_tool("recall", {"query": "What are my dogs called?", "thread": "work"})),
+        }
 
     assert _session(_params(db_url, "agent-a", tmp_path), write)["status"] == "inserted"
     seen = _session(_params(db_url, "agent-b", tmp_path), other)
     assert all(g["hits"] == [] for g in seen["recall"]["groups"])
+    # Why it is empty, as the CLI says it: an agent told nothing could not tell a misspelt scope
+    # from a question with no memory about it.
+    assert seen["recall"]["empty_reason"] == "scope_empty" and "agent-b" in seen["recall"]["empty_message"]
+    assert seen["docs"]["empty_reason"] == "scope_empty" and seen["docs"]["empty_message"]
     assert sum(seen["forget"]["forgotten"].values()) == 0
     assert seen["threads"] == {"scope": "agent-b", "threads": []}
     again = _session(_params(db_url, "agent-a", tmp_path), first_again)
-    assert "Biscuit" in again["groups"][0]["hits"][0]["text"]
+    assert "Biscuit" in again["found"]["groups"][0]["hits"][0]["text"]
+    assert (again["found"]["empty_reason"], again["found"]["empty_message"]) == (None, None)
+    assert again["high"]["empty_reason"] == "below_floor" and again["high"]["empty_message"]
+    assert again["thread"]["empty_reason"] == "thread_empty" and "work" in again["thread"]["empty_message"]
 
 
 _nested: Any = "bottom"

@@ -349,6 +349,9 @@ class Memory:
                 }
                 for g in result.groups
             ],
+            # Why nothing came back (an agent cannot tell a misspelt scope from a floor otherwise).
+            "empty_reason": result.empty_reason,
+            "empty_message": result.empty_message,
         }
 
     def search_documents(self, query: object, x: object, floor: object) -> dict[str, Any]:
@@ -374,6 +377,8 @@ class Memory:
                 }
                 for g in result.groups
             ],
+            "empty_reason": result.empty_reason,
+            "empty_message": result.empty_message,
         }
 
     # -- forget, threads ----------------------------------------------------------------------------
