@@ -142,6 +142,30 @@ def test_docs_add_names_a_path_that_is_no_file_or_folder(tmp_path: Path) -> None
             read_documents([path])
 
 
+def test_docs_add_of_a_folder_reports_a_markdown_name_that_is_no_file(tmp_path: Path) -> None:
+    """Under a folder, a symbolic link to nothing (a moved file, a checkout without its LFS
+    objects) or a FIFO named *.md was left out without a word: "1 inserted", exit 0, for a
+    folder of three. Each is reported failed, and the others are read; without `failed` it is
+    one line."""
+    from pgmem.documents.store import read_documents
+    from pgmem.errors import InputError
+
+    (tmp_path / "a.md").write_text("# A\n\nreadable\n", encoding="utf-8")
+    (tmp_path / "moved.md").symlink_to(tmp_path / "nowhere" / "moved.md")
+    (tmp_path / "sub").mkdir()
+    os.mkfifo(tmp_path / "sub" / "pipe.md")
+    (tmp_path / "linked.md").symlink_to(tmp_path / "a.md")  # a link to a file is read
+    failed: list[tuple[str, str]] = []
+    docs = read_documents([tmp_path], failed=failed)
+    assert sorted(d.id for d in docs) == ["a.md", "linked.md"]
+    assert [(i, r.rsplit(": ", 1)[1]) for i, r in failed] == [
+        ("moved.md", "a symbolic link to nothing"),
+        ("sub/pipe.md", "not a regular file"),
+    ]
+    with pytest.raises(InputError, match=r"moved\.md: a symbolic link to nothing"):
+        read_documents([tmp_path])
+
+
 def test_docs_add_reports_a_folder_it_cannot_list(tmp_path: Path) -> None:
     """`docs add FOLDER` walked with Path.rglob, which skips a folder it cannot list without a
     word: a folder of documents nobody could read was "0 inserted", exit 0. The folder is one

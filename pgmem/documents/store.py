@@ -136,7 +136,9 @@ def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | Non
 
 
 def _markdown_files(folder: Path, failed: list[tuple[str, str]] | None) -> list[Path]:
-    """The Markdown files under `folder`, sorted (symlinked folders are not entered). A folder
+    """The Markdown files under `folder`, sorted (symlinked folders are not entered). A Markdown
+    name that is no regular file (a symbolic link to nothing, a FIFO) is an InputError, or with
+    `failed` appended there as (id, reason) and the others read. A folder
     that cannot be listed (no permission, an I/O error) is an InputError, or with `failed` a
     subfolder is appended there as ("sub/", reason) and the others are read: Path.rglob skipped
     it silently, and a folder of documents nobody could read was "0 inserted"."""
@@ -151,7 +153,18 @@ def _markdown_files(folder: Path, failed: list[tuple[str, str]] | None) -> list[
 
     for root, _dirs, names in os.walk(folder, onerror=unlisted):
         files += [Path(root, n) for n in names if Path(n).suffix.lower() in MARKDOWN_SUFFIXES]
-    return sorted(f for f in files if f.is_file())
+    found = []
+    for f in sorted(files):
+        if f.is_file():
+            found.append(f)
+            continue
+        # A Markdown name that is no file to read was left out without a word ("2 inserted" of 3).
+        what = "a symbolic link to nothing" if f.is_symlink() and not f.exists() else "not a regular file"
+        reason = f"cannot read {f}: {what}"
+        if failed is None:
+            raise InputError(reason)
+        failed.append((f.relative_to(folder).as_posix(), reason))
+    return found
 
 
 def _read(path: Path) -> str:
