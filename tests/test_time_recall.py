@@ -4,10 +4,7 @@ the Python API, hostile inputs included."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
@@ -19,7 +16,6 @@ from pgmem.errors import ArgumentError, InputError
 from pgmem.ingest import ingest_turns
 from pgmem.recall import embed_query, recall, recall_vectors
 from pgmem.turns import Turn, turn_from_dict
-from tests.security_helpers import DIMS
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -350,55 +346,3 @@ def test_the_async_api_reads_dates_off_the_event_loop(
 
     assert asyncio.run(main()) == sync_turns
     assert on_loop == [False, False]
-
-
-def _at_cosine(c: float, axis: int) -> str:
-    """A unit vector whose cosine with the first axis is `c` (the rest on its own axis)."""
-    v = [0.0] * DIMS
-    v[0], v[axis] = c, math.sqrt(1 - c * c)
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
-
-
-def _put(conn: Conn, turn_index: int, day: str, cosines: Sequence[tuple[str, float, int]]) -> None:
-    """One turn of thread 'r' in scope 's': a piece per (role, cosine with the first axis, axis),
-    stored unblended (weight 1) so each piece's cosine is exactly the one given."""
-    conn.execute(
-        """SELECT pgmem.put_turn(scope => 's', thread => 'r', turn_index => %s, turn_time => %s::timestamptz,
-               messages => %s::jsonb, content_hash => %s, model_id => 'test:hash', unit_kinds => %s,
-               source_indexes => %s, labels => %s, bodies => %s, vectors => %s::vector[], weight => 1.0)""",
-        (
-            turn_index,
-            f"2026-{day}T10:00:00Z",
-            json.dumps([{"role": role, "content": f"piece {axis}"} for role, _, axis in cosines]),
-            hashlib.sha256(f"{turn_index}{cosines}".encode()).digest(),
-            [role for role, _, _ in cosines],
-            list(range(len(cosines))),
-            [f"[Turn {turn_index} · {role}]" for role, _, _ in cosines],
-            [f"piece {axis}" for _, _, axis in cosines],
-            [_at_cosine(c, axis) for _, c, axis in cosines],
-        ),
-    )
-
-
-@pytest.mark.parametrize("mode", ["vector", "hybrid"])
-def test_recency_by_default_looks_past_one_turn_and_moves_no_reply(conn: Conn, mode: str) -> None:
-    """The old fact's turn holds the first two hits (its user message and the reply, one time);
-    a later session's reply echoes the subject third; the new fact, told by the user, is fourth
-    at a cosine 0.10 under the first. By default recency looks at a part's first 4 hits within
-    a band of 0.15 and an assistant's reply moves none, so the new fact comes first. Before 0093
-    (first 2 hits, band 0.05) both looked-at hits were the old turn's and nothing moved; with
-    replies moving, the later reply would have come first."""
-    with scoped(conn, "s"):
-        _put(conn, 1, "03-02", [("user", 0.90, 1), ("assistant", 0.88, 2)])
-        _put(conn, 2, "06-20", [("assistant", 0.86, 3)])
-        _put(conn, 3, "05-11", [("user", 0.80, 4)])
-        # A newer turn outside the band (0.30 under the first) never moves.
-        _put(conn, 4, "09-14", [("user", 0.60, 5)])
-        texts = "ARRAY['nothing']" if mode == "hybrid" else "NULL"
-        rows = conn.execute(
-            f"""SELECT rank, turn_index, round(cosine::numeric, 2) FROM pgmem.memory_recall('s', ARRAY[%s]::vector[],
-                    {texts}, floor => -1, mode => %s) ORDER BY rank""",
-            (_at_cosine(1.0, 1), mode),
-        ).fetchall()
-    assert [r[1] for r in rows] == [3, 1, 2, 1, 4]
-    assert [float(str(r[2])) for r in rows] == [0.80, 0.88, 0.86, 0.90, 0.60]

@@ -1117,7 +1117,7 @@ CREATE OR REPLACE FUNCTION pgmem.memory_recall(
     metadata_filter jsonb DEFAULT NULL,
     time_from timestamptz DEFAULT NULL,
     time_to timestamptz DEFAULT NULL,
-    recency double precision DEFAULT 0.15,
+    recency double precision DEFAULT 0.05,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL
 ) RETURNS SETOF pgmem.recall_hit
@@ -1163,11 +1163,8 @@ DECLARE
     -- moved; on the confirmation half two temporal questions won top-1 above the floor and one
     -- unrelated question came back with a hit).
     window_head integer := coalesce(nullif(current_setting('pgmem.window_head', true), '')::integer, 1);
-    -- Recency looks at the part's first recency_depth hits. At 2 (band 0.05) the two were from
-    -- one session in 94 of 111 parts of the oracle set's tuning half and it moved 3 first hits;
-    -- 4 with a band of 0.15, assistant replies moving none, won top-1 on own histories and tied
-    -- pooled (docs/evaluation.md, "Time-aware recall"; at 10 it lost top-1).
-    recency_depth integer := coalesce(nullif(current_setting('pgmem.recency_depth', true), '')::integer, 4);
+    -- Recency looks at the part's first recency_depth hits (measured: 2; at 10 it lost top-1).
+    recency_depth integer := coalesce(nullif(current_setting('pgmem.recency_depth', true), '')::integer, 2);
     -- The window that boosts, within the hard since / until bounds; windowed: there is one.
     w_from timestamptz;
     w_to timestamptz;
@@ -1232,11 +1229,11 @@ BEGIN
         ), top AS (
             -- Recency's candidates, each part's first recency_depth hits, with their turn's time,
             -- as in the fused ranking below.
-            SELECT r.part_no, r.piece_id, r.ip, r.rnk0, tt.turn_time, tt.unit_kind
+            SELECT r.part_no, r.piece_id, r.ip, r.rnk0, tt.turn_time
               FROM ranked r
               -- Joined as tables, the planner hashed the scope's every turn (316 ms on a 100,000-piece scope).
               CROSS JOIN LATERAL (
-                  SELECT th.turn_time, p.unit_kind FROM pgmem.piece p
+                  SELECT th.turn_time FROM pgmem.piece p
                     JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
                                       AND th.turn_index = p.turn_index
                    WHERE p.scope_id = memory_recall.scope AND p.piece_id = r.piece_id
@@ -1247,7 +1244,7 @@ BEGIN
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.rnk0) AS pos,
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.turn_time DESC NULLS LAST, r.rnk0) AS newest, r.rnk0
               FROM top r JOIN top t1 ON t1.part_no = r.part_no AND t1.rnk0 = 1
-             WHERE abs(t1.ip - r.ip) <= recency AND (r.rnk0 = 1 OR r.unit_kind <> 'assistant')
+             WHERE abs(t1.ip - r.ip) <= recency
         )
         SELECT r.part_no, coalesce(s.rnk0, r.rnk0)::integer, p.piece_id, p.thread_id, p.turn_index, p.label, p.body,
                -r.ip, (1 - r.ip) / 2, NULL::integer
@@ -1348,11 +1345,11 @@ BEGIN
         ), top AS (
             -- Recency's candidates, each part's first recency_depth hits, with their turn's time
             -- (looked up for these few pieces only).
-            SELECT r.part_no, r.piece_id, r.dist, r.rnk0, tt.turn_time, tt.unit_kind
+            SELECT r.part_no, r.piece_id, r.dist, r.rnk0, tt.turn_time
               FROM ranked r
               -- Joined as tables, the planner hashed the scope's every turn (316 ms on a 100,000-piece scope).
               CROSS JOIN LATERAL (
-                  SELECT th.turn_time, p.unit_kind FROM pgmem.piece p
+                  SELECT th.turn_time FROM pgmem.piece p
                     JOIN pgmem.turn th ON th.scope_id = p.scope_id AND th.thread_id = p.thread_id
                                       AND th.turn_index = p.turn_index
                    WHERE p.scope_id = memory_recall.scope AND p.piece_id = r.piece_id
@@ -1362,15 +1359,11 @@ BEGIN
             -- Recency: among a part's first recency_depth hits, those whose cosine is within recency of the
             -- first hit's answer the part alike; they keep the ranks they hold, the most recent
             -- turn taking the best of them (same time or none: the fused order).
-            -- An assistant's reply is not a newer fact: a reply in a later session only echoes
-            -- the part's subject, so it moves no hit (the first hit keeps its place in the band
-            -- whatever its source). On the oracle set's tuning half, with replies moving, every
-            -- band or depth past 0.05 over 2 lost pooled top-1 (1 to 7 of 121 questions).
             SELECT r.part_no, r.piece_id, r.rnk0,
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.rnk0) AS pos,
                    row_number() OVER (PARTITION BY r.part_no ORDER BY r.turn_time DESC NULLS LAST, r.rnk0) AS newest
               FROM top r JOIN top t1 ON t1.part_no = r.part_no AND t1.rnk0 = 1
-             WHERE abs(t1.dist - r.dist) <= recency AND (r.rnk0 = 1 OR r.unit_kind <> 'assistant')
+             WHERE abs(t1.dist - r.dist) <= recency
         ), reranked AS (
             SELECT r.part_no, r.piece_id, r.dist, r.wrank, coalesce(s.rnk0, r.rnk0) AS rnk
               FROM ranked r
@@ -1394,7 +1387,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.memory_recall(text, vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb,
                                          timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.word_candidates, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.15, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (4) hits whose cosines are within recency of the first hit''s, the first hit and those not from an assistant reply: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank when its cosine is at most pgmem.word_keep_margin under the floor (unset: the model''s word_keep_rank and word_keep_margin, pgmem.model_settings: 1 and 0.05 for MiniLM; rank 0: none), in a part with a piece above the floor, the fused ranking''s first pgmem.floor_head pieces (default 1; 0: none), and, with a time window, the fused ranking''s first pgmem.window_head pieces (default 1; 0: none) that the window found. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
+'Per-part memory recall. One row per hit: part number (1-based), rank in the part, piece, raw cosine and (1+cosine)/2 score. Each part keeps up to x hits with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings: 0.2 for MiniLM, 0.82 for e5-small); groups are never merged, padded or deduplicated across parts. Reads memory pieces only (document units excluded by kind). mode: auto (the default: hybrid when part_texts are given, else vector), vector, or hybrid (vector + word search on the part''s distinctive words, pgmem.word_candidates, a piece scored by the summed weights of the words it contains, fused by reciprocal rank; settings pgmem.word_share (default 0.1: a word in more than that share of the searched pieces is not searched) and pgmem.word_weight (unset: the model''s word_weight from pgmem.model_settings, 2 for MiniLM: the word rank''s weight in the fusion, 0..100, for a piece the vector side found too; a piece only the word side found counts its word rank at most once)). Exact within the scope unless the scope has a partial ANN index (pgmem.index_large_scopes; recall >= 0.99 measured, docs/scaling.md); exact = true forces the exact scan; ef_search overrides the pgmem.ef_search setting (default pgmem.default_ef_search(), 64). model_id, when given, must be the model of the scope''s stored pieces (22000 naming both otherwise). metadata_filter (a JSON object) keeps only pieces of turns whose metadata contains it (turn.metadata @> metadata_filter), in the exact and the index path alike, without short groups (docs/scaling.md). Time: time_from / time_to (turn_time >= time_from and < time_to, an end NULL when open) is a window that boosts: each part''s nearest pieces among the turns inside it (pgmem._window_candidates) are a third ranking in the fusion, weighted by the setting pgmem.time_weight (default 2; at most once for a piece only the window found), so pieces inside rank higher and none outside is dropped; since / until are the same bounds as a filter (only turns inside them; a turn without a time is in none); recency (a cosine band in [0, 1], default 0.05, 0: off; no effect with a time window) reorders the part''s first pgmem.recency_depth (2) hits whose cosines are within recency of the first hit''s: they keep the ranks they hold, the most recent turn taking the best. The floor keeps a piece under it that the word side ranks in its first pgmem.word_keep_rank when its cosine is at most pgmem.word_keep_margin under the floor (unset: the model''s word_keep_rank and word_keep_margin, pgmem.model_settings: 1 and 0.05 for MiniLM; rank 0: none), in a part with a piece above the floor, the fused ranking''s first pgmem.floor_head pieces (default 1; 0: none), and, with a time window, the fused ranking''s first pgmem.window_head pieces (default 1; 0: none) that the window found. scope must be the transaction''s pgmem.scope (42501 otherwise). Every argument is checked by pgmem.check_recall_args.';
 
 CREATE OR REPLACE FUNCTION pgmem._fact_candidates(
     scope text,
