@@ -67,7 +67,20 @@ class DatabaseError(PgmemError):
         hint = " ".join((getattr(diag, "message_hint", None) or "").split()) or None
         if _schema_missing(state, message):
             hint = hint or MIGRATE_HINT
+        elif state == "42501" and message.startswith(
+            ("permission denied for function ", "permission denied for schema ")
+        ):
+            # The login is in no pgmem role that may call it (pgmem_reader only reads), or in none.
+            hint = hint or PRIVILEGE_HINT
         return cls(message, sqlstate=state, hint=hint)
+
+
+#: The hint of a pgmem function (or schema) the login may not use: a read-only login (pgmem_reader)
+#: calling a write, forget or rebuild, or a login in no pgmem role (docs/security.md's roles table).
+PRIVILEGE_HINT = (
+    "This login is not a member of a pgmem role that may call it: writes, forgets and rebuilds need a member "
+    "of pgmem_app (pgmem_reader only reads); `pgmem roles create` makes the roles (docs/security.md)."
+)
 
 
 class ArgumentError(DatabaseError, InputError):

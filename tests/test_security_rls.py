@@ -31,6 +31,7 @@ from tests.security_helpers import (
     ensure_login_roles,
     hash_vector,
     make_turn,
+    role_url,
     sentence,
 )
 
@@ -712,3 +713,31 @@ def test_dba_setup_with_pgvector_in_a_schema_of_its_own(admin_conn: Conn) -> Non
     finally:
         admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         admin_conn.execute("DROP ROLE IF EXISTS pgmem_test_vec_plain")
+
+
+def test_a_read_only_login_calling_a_write_is_told_which_role_writes(app_conn: Conn, db_url: str) -> None:
+    """A pgmem_reader login (or one in no pgmem role) calling a write or a forget got Postgres's
+    bare "permission denied for function forget_thread": one line, but nothing said the login was
+    read-only or what writes. The error keeps its SQLSTATE and names pgmem_app in its hint; what
+    is stored stays."""
+    from pgmem import forget_thread
+    from pgmem.db import connect
+    from pgmem.errors import ScopeError
+
+    _populate(app_conn)
+    with scoped(app_conn, SCOPES[0]):
+        before = app_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone()
+    for login in (READER_LOGIN, NOBODY_LOGIN):
+        c = connect(role_url(db_url, login))
+        try:
+            says = "function forget_thread" if login == READER_LOGIN else "schema pgmem"
+            with pytest.raises(ScopeError, match=f"permission denied for {says}") as err:
+                forget_thread(c, SCOPES[0], "t0")
+            assert err.value.sqlstate == "42501" and err.value.hint and "pgmem_app" in err.value.hint
+            with pytest.raises(ScopeError, match="permission denied for") as err:
+                ingest_turns(c, [make_turn(SCOPES[0], "t9", 0, "a note")], HashEmbedder())
+            assert err.value.hint and "pgmem_reader only reads" in err.value.hint
+        finally:
+            c.close()
+    with scoped(app_conn, SCOPES[0]):
+        assert app_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == before
