@@ -995,16 +995,21 @@ class _StoreLogic:
                 yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
             if thread is not None:
                 searched.setdefault(scope, []).append((op.key, thread, messages))
-        # An item's turn has the item's time (created_at, kept by a re-put): read once a scope.
+        # An item's turn has the item's time (created_at, kept by a re-put) and the thread
+        # put_item gave it (item:<key>, or another when a conversation of the scope holds that
+        # name: pgmem._claim_item_thread, 0092): read once a scope.
         turns: list[Turn] = []
         for scope, items in searched.items():
             rows = yield Query(
                 scope,
-                "SELECT item_key, created_at FROM pgmem.store_item_times(%s, %s)",
+                "SELECT item_key, created_at, thread_id FROM pgmem.store_item_times(%s, %s)",
                 (scope, [key for key, _, _ in items]),
             )
-            created: dict[str, datetime] = {str(r[0]): r[1] for r in rows}
-            turns += [Turn(scope, t, 0, created[key], tuple(m), origin=f"item {key!r:.80}") for key, t, m in items]
+            stored: dict[str, tuple[datetime, str]] = {str(r[0]): (r[1], str(r[2])) for r in rows}
+            turns += [
+                Turn(scope, stored[key][1], 0, stored[key][0], tuple(m), origin=f"item {key!r:.80}")
+                for key, _, m in items
+            ]
         if turns:
             # One put_turns call a scope (the batch is one transaction either way).
             report = yield from ingest_turns_call(turns, self.embedder, bulk=True)

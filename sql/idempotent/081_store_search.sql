@@ -66,31 +66,44 @@ COMMENT ON FUNCTION pgmem.store_get(text, text) IS
 'A LangGraph store item of the transaction''s scope by key; no row when it is missing or expired (an expired item is invisible before the sweep removes it).';
 
 -- The time a store gives an item's turn (0038): read once for a batch's items, after their puts.
+-- 0092 added thread_id (the thread put_item claimed: pgmem._claim_item_thread).
+DROP FUNCTION IF EXISTS pgmem.store_item_times(text, text[]);
 CREATE OR REPLACE FUNCTION pgmem.store_item_times(scope text, item_keys text[])
-RETURNS TABLE (item_key text, created_at timestamptz)
+RETURNS TABLE (item_key text, created_at timestamptz, thread_id text)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT i.item_key, i.created_at FROM pgmem.store_item i
+    SELECT i.item_key, i.created_at, i.thread_id FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_item_times.scope) AND i.item_key = ANY (item_keys)
 $$;
 COMMENT ON FUNCTION pgmem.store_item_times(text, text[]) IS
-'The created_at of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps.';
+'The created_at and thread of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps, and the thread put_item gave it (item:<key> as the caller named it, or another when a conversation of the scope holds that name: pgmem._claim_item_thread).';
 
+-- A page of the store's listings is PostgresStore's LIMIT %s OFFSET %s (0092): lim NULL is every
+-- row, off NULL is 0, and a negative one is refused in one line (22023). store_list took a NULL
+-- or negative lim as 0 (nothing, silently) while store_namespaces took NULL as every row.
 CREATE OR REPLACE FUNCTION pgmem.store_list(scope text, filter jsonb DEFAULT NULL, lim integer DEFAULT 10, off integer DEFAULT 0)
 RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    IF lim < 0 OR off < 0 THEN
+        RAISE EXCEPTION 'store_list: lim and off must be >= 0 (lim NULL: every item), got % and %', lim, off
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_list.scope)
        AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_list.filter)
      ORDER BY i.updated_at DESC, i.item_key
-     LIMIT greatest(lim, 0) OFFSET greatest(off, 0)
+     LIMIT store_list.lim OFFSET store_list.off;
+END
 $$;
 COMMENT ON FUNCTION pgmem.store_list(text, jsonb, integer, integer) IS
-'Items of the transaction''s scope matching a filter (pgmem.store_filter_match), not expired, newest first (updated_at, then key): a search without a query.';
+'Items of the transaction''s scope matching a filter (pgmem.store_filter_match), not expired, newest first (updated_at, then key): a search without a query. lim and off page it as PostgresStore''s LIMIT and OFFSET: lim NULL returns every item, off NULL is 0, a negative one is refused (22023).';
 
 CREATE OR REPLACE FUNCTION pgmem.store_vector_model(scope text)
 RETURNS TABLE (model_id text, dims integer)
@@ -260,8 +273,11 @@ BEGIN
         RAISE EXCEPTION 'store_search: distance_type must be cosine, inner_product or l2, got %', left(distance_type, 40)
             USING ERRCODE = '22023';
     END IF;
-    IF lim IS NULL OR off IS NULL OR lim < 0 OR off < 0 OR lim + off > 10000 THEN
-        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000' USING ERRCODE = '22023';
+    -- As store_list pages (0092): lim NULL every match, off NULL 0 (refused before), and the sum
+    -- counted in bigint (two numbers near 2^31 overflowed integer).
+    IF lim < 0 OR off < 0 OR coalesce(lim, 0)::bigint + coalesce(off, 0) > 10000 THEN
+        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000 (lim NULL: every match), got % and %', lim, off
+            USING ERRCODE = '22023';
     END IF;
     SELECT * INTO bound FROM pgmem.store_vector_model(store_search.scope);
     IF FOUND AND (bound.model_id <> store_search.model_id OR bound.dims <> vector_dims(query)) THEN
@@ -297,7 +313,7 @@ BEGIN
      WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_search.filter)
      ORDER BY s.score DESC NULLS LAST, i.item_key
-     LIMIT lim OFFSET off;
+     LIMIT store_search.lim OFFSET store_search.off;
 END
 $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS

@@ -1,0 +1,24 @@
+"""The LangGraph store's SQL edges (review rt54; functions only).
+
+- put_item attached an indexed item to a conversation of its scope that had the item's thread
+  name (item:<key>, written by put_turn or add_facts): the item's turn replaced the
+  conversation's turn 0, a search for the conversation's words returned the item, and a delete
+  or expiry of the item forgot the whole conversation. put_item claims the thread now
+  (pgmem._claim_item_thread, inserting its row under the item row's lock) and, when a
+  conversation holds it, gives the item item-sha256:<hex of the key> (then :1, :2, ...);
+  pgmem.store_item_times returns the thread for the caller's turn.
+- A thread another item holds is refused in one line naming that item (23505), on the update
+  path too, where the raw unique violation of store_item_scope_id_thread_id_key surfaced.
+
+Only re-runnable definitions change (sql/idempotent/080_store.sql, 081_store_search.sql).
+
+Revision ID: 0092
+Revises: 0091
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0092"
+down_revision = "0090"  # TEMPORARY: "0091" at merge (rt54 report)
+upgrade, downgrade = functions_only(revision)
