@@ -9,6 +9,16 @@
   pgmem.store_item_times returns the thread for the caller's turn.
 - A thread another item holds is refused in one line naming that item (23505), on the update
   path too, where the raw unique violation of store_item_scope_id_thread_id_key surfaced.
+- The store's listings page as PostgresStore's LIMIT %s OFFSET %s: lim NULL is every row, off
+  NULL is 0, a negative one is refused in one line (22023). store_list took a NULL or negative
+  lim as 0 (nothing, silently) where store_namespaces took NULL as every row; store_namespaces'
+  negative lim was Postgres's bare error; store_search refused NULL, and lim + off near 2^31
+  overflowed.
+- An expiry is a delete at expires_at: expire_items (and so sweep_expired_items) remembers the
+  keys it removes in pgmem.store_tombstone at their expires_at, as delete_item remembers a
+  delete, and put_item's conditional put (an import's unless_newer_than) does not write a copy
+  older than the expiry over an expired row either. Before, a copy older than the expiry
+  brought the item back, swept or not.
 
 Only re-runnable definitions change (sql/idempotent/080_store.sql, 081_store_search.sql).
 

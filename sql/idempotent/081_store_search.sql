@@ -386,6 +386,7 @@ DECLARE
     k text;
     keys text[];
     doomed text[];
+    ends timestamptz[];
     gone_pieces bigint[];
     gone_facts bigint[];
 BEGIN
@@ -421,9 +422,24 @@ BEGIN
     -- Each goes as delete_item takes it (its field vectors, turn, pieces), and the recall-log rows
     -- that returned any of them in one read of the log at the end: once an item, the sweep cost
     -- its items times the scope's log rows (0044).
+    -- Their expiry times, remembered below as delete_item remembers a delete (0092).
+    ends := ARRAY(SELECT i.expires_at FROM unnest(keys) WITH ORDINALITY AS u(key, n)
+                    JOIN pgmem.store_item i ON i.scope_id = expire_items.scope AND i.item_key = u.key
+                   ORDER BY u.n);
     FOREACH k IN ARRAY keys LOOP
         PERFORM pgmem._delete_item_rows(expire_items.scope, k);
     END LOOP;
+    -- An expiry is a delete at expires_at (0092): the keys are remembered at that time
+    -- (pgmem.store_tombstone, as delete_item remembers a delete), so an import's conditional
+    -- put of a copy written before the expiry does not bring the item back. Before, the sweep
+    -- left no record and such a copy was written again. (One older than the 30 days a record
+    -- is kept is not written.)
+    INSERT INTO pgmem.store_tombstone AS t (scope_id, key_hash, deleted_at)
+    SELECT expire_items.scope, sha256(convert_to(u.key, 'UTF8')), max(u.ended)
+      FROM unnest(keys, ends) AS u(key, ended)
+     WHERE u.ended > pg_catalog.now() - interval '30 days'
+     GROUP BY 2 ORDER BY 2
+    ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = greatest(t.deleted_at, excluded.deleted_at);
     IF cardinality(doomed) > 0 THEN
         PERFORM pgmem._forget_logs(expire_items.scope, doomed, '{}', gone_pieces, gone_facts);
     END IF;
@@ -433,7 +449,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.expire_items(text, integer) IS
-'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry), and the namespace''s directory entries when it holds no item, even when nothing expired (entries its last deletes left listed: a writer was in flight, or two transactions deleted its last items at once, each still seeing the other''s). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
+'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry, and the key remembered in pgmem.store_tombstone, at its expires_at since 0092, so an import of a copy older than the expiry does not write it again), and the namespace''s directory entries when it holds no item, even when nothing expired (entries its last deletes left listed: a writer was in flight, or two transactions deleted its last items at once, each still seeing the other''s). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
 
 DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
 CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO pgmem_owner
