@@ -13,7 +13,9 @@ Mapping (README, section LangGraph, says the same):
   every read and write of a namespace to its scope, as for any pgmem scope.
 - An item is a row of `pgmem.store_item` (key, JSON value, created/updated times). An indexed
   item is also one turn of its scope, thread `item:<key>` (`item-sha256:<hex>` for keys over 195
-  characters), turn 0, stored through `pgmem.ingest_turns`: its texts are split, packed into
+  characters; when the scope already holds a conversation of that name, written by put_turn or
+  add_facts, `item-sha256:<hex>` and then `:1`, `:2`..., so an item never joins or forgets a
+  conversation: pgmem._claim_item_thread, 0092), turn 0, stored through `pgmem.ingest_turns`: its texts are split, packed into
   pieces of at most 1,200 bytes, labelled (`[Turn 0 · Memory text · Dec 1, 10:35 AM]`, the time
   being the item's creation) and blended with the item's context vector like any turn. The
   texts are those at the index paths (LangGraph's path syntax; default `$`, the whole value as
