@@ -44,8 +44,10 @@ Mapping (README, section LangGraph, says the same):
 - `filter`: a plain value is equality; `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte` compare
   numbers as numbers (`pgmem.store_filter_match`, the rule in SQL).
   Two reserved keys bound a search with a query through pgmem's pieces by when items were
-  first put: `"$since"` (at or after) and `"$until"` (before), each an ISO 8601 time or a
-  datetime (no zone: UTC); memory_recall applies them (since / until).
+  first put (created_at, the turn's time, which a put again keeps; not updated_at): `"$since"`
+  (at or after) and `"$until"` (before), each an ISO 8601 time or a datetime (no zone: UTC);
+  memory_recall applies them (since / until) before ranking. LangGraph's stores have no time
+  filter (they read `"$since"` as a value field).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
