@@ -30,8 +30,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from pgmem import calls
 from pgmem.calls import Query
 from pgmem.embedders.base import Embedder
-from pgmem.ingest import ingest_turns
 from pgmem.errors import ArgumentError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError
+from pgmem.ingest import ingest_turns
 from pgmem.integrations import langgraph
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
 from tests.helpers import sent
@@ -888,7 +888,9 @@ def test_an_item_never_takes_over_a_conversation_thread_of_its_name(conn: Conn, 
     store = PgmemStore(conn, embedder=emb, floor=-1.0)
     store.put(("u1",), "k", {"text": "an item about cats"})
     assert _conversation(admin_conn) == before
-    thread = admin_conn.execute("SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'").fetchone()
+    thread = admin_conn.execute(
+        "SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'"
+    ).fetchone()
     assert thread is not None and thread[0] != "item:k" and str(thread[0]).startswith("item-sha256:")
     # The item is searchable through its own turn; the conversation's turns name no item.
     assert [i.key for i in store.search(("u1",), query="an item about cats")] == ["k"]
@@ -896,9 +898,10 @@ def test_an_item_never_takes_over_a_conversation_thread_of_its_name(conn: Conn, 
     # Put again (same value, another): it keeps its thread, the conversation stays.
     store.put(("u1",), "k", {"text": "an item about cats"})
     store.put(("u1",), "k", {"text": "an item about dogs"})
-    assert admin_conn.execute(
-        "SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'"
-    ).fetchone() == thread
+    assert (
+        admin_conn.execute("SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'").fetchone()
+        == thread
+    )
     assert _conversation(admin_conn) == before
     store.delete(("u1",), "k")
     assert _conversation(admin_conn) == before
@@ -927,13 +930,12 @@ def test_a_thread_clash_between_two_items_is_one_clear_line(conn: Conn) -> None:
     """Two items naming one thread (a caller of pgmem.put_item naming threads itself): refused,
     on a new key and on a key stored already, with a line naming the thread and the item that
     holds it, never the raw unique violation of store_item's constraint."""
+
     def put(key: str, thread: str) -> None:
         with conn.transaction():
             conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
             conn.execute("SELECT set_config('pgmem.scope', 'u1', true)")
-            conn.execute(
-                "SELECT pgmem.put_item('u1', '{u1}', %s, '{\"a\": 1}', thread => %s)", (key, thread)
-            )
+            conn.execute("SELECT pgmem.put_item('u1', '{u1}', %s, '{\"a\": 1}', thread => %s)", (key, thread))
 
     put("a", "shared")
     put("b", "own")
@@ -987,3 +989,64 @@ def test_the_store_functions_answer_null_negative_and_huge_pages_alike(conn: Con
                 page(name, 2**31 - 1, 2**31 - 1)
         else:
             assert page(name, 2**31 - 1, 2**31 - 1) == []
+
+
+def test_hostile_ops_answer_one_line_and_lose_nothing_stored(conn: Conn) -> None:
+    """LangGraph's store conformance ideas against PgmemStore (review rt54): hostile namespaces
+    and keys (NUL, lone surrogates, huge, empty labels, dots, '*'), wrong types, duplicated ops
+    in one batch. Each bad call is one line, a PgmemError or LangGraph's own
+    InvalidNamespaceError (raised by BaseStore before any store sees the call, as for
+    PostgresStore), and nothing stored is lost: a batch with one bad op writes none of its ops."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    store = PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0)
+    store.put(("safe",), "k", {"text": "keep me"})
+
+    def wrong(x: object) -> Any:  # an argument of the wrong type, past the type checker
+        return x
+
+    calls: list[Any] = []
+    for ns in [("a\x00",), ("\ud800",), ("x" * 201,), ("",), ("a.b",), (1,), ("a", ("b",)), "abc", (" ",)]:
+        calls += [lambda ns=ns: store.put(ns, "k", {"a": 1}), lambda ns=ns: store.get(ns, "k"),
+                  lambda ns=ns: store.delete(ns, "k")]  # fmt: skip
+    for key in ["a\x00", "\ud800", "k" * 1001]:
+        calls += [lambda key=key: store.put(("safe",), key, {"a": 1}), lambda key=key: store.get(("safe",), key)]
+    for value in [[1], "s", {"a": "\x00"}, {"\ud800": 1}, {"a": float("nan")}, {"a": {1, 2}}, {1: 2}, {"a": 10**5000}]:
+        calls.append(lambda value=value: store.put(("safe",), "k", value))
+    calls += [
+        lambda: store.put(("safe",), "k", {"a": 1}, ttl=wrong("5")),
+        lambda: store.put(("safe",), "k", {"a": 1}, index=wrong("yes")),
+        lambda: store.search(("safe",), filter=wrong([1])),
+        lambda: store.search(("safe",), query=wrong(5)),
+        lambda: store.search(("safe",), limit=wrong("5")),
+        lambda: store.search(("safe",), limit=wrong(None)),
+        lambda: store.list_namespaces(limit=-1),
+        lambda: store.list_namespaces(max_depth=0),
+        lambda: store.batch([1]),  # type: ignore[list-item]
+        lambda: store.batch(None),  # type: ignore[arg-type]
+        lambda: asyncio.run(store.abatch(None)),  # type: ignore[arg-type]
+        lambda: store.batch([PutOp(("safe",), "k", {"v": 6}), PutOp(("safe",), "\x00", {"v": 1})]),
+    ]
+    for i, call in enumerate(calls):
+        with pytest.raises((PgmemError, InvalidNamespaceError)) as exc:
+            call()
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400, (i, str(exc.value))
+    got = store.get(("safe",), "k")
+    assert got is not None and got.value == {"text": "keep me"}
+    # Duplicated ops in one batch: the last put of a key wins, reads see the batch's start (both
+    # as in PostgresStore), a put then a delete deletes, a delete then a put stores.
+    assert store.batch([PutOp(("dup",), "k", {"v": 1}), PutOp(("dup",), "k", {"v": 2})]) == [None, None]
+    out = store.batch([GetOp(("dup",), "k"), PutOp(("dup",), "k", {"v": 3}), GetOp(("dup",), "k")])
+    assert [wrong(r).value for r in out] == [{"v": 2}, {"v": 2}]
+    store.batch([PutOp(("dup",), "k", {"v": 4}), PutOp(("dup",), "k", None)])
+    assert store.get(("dup",), "k") is None
+    store.batch([PutOp(("dup",), "k", None), PutOp(("dup",), "k", {"v": 5}), PutOp(("dup",), "gone", None)] * 2)
+    assert (it := store.get(("dup",), "k")) is not None and it.value == {"v": 5}
+    # '*' and '/' are labels like any other: stored, found, never another namespace's.
+    store.put(("*",), "k", {"v": "star"})
+    store.put(("a/b",), "k", {"v": "slash"})
+    store.put(("a", "b"), "k", {"v": "pair"})
+    assert [i.value["v"] for i in store.search(("*",))] == ["star"]
+    for ns, v in ((("a/b",), "slash"), (("a", "b"), "pair")):
+        got = store.get(ns, "k")
+        assert got is not None and got.value == {"v": v}

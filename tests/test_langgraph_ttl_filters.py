@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -478,11 +478,8 @@ def test_an_expired_item_is_not_brought_back_by_a_copy_older_than_its_expiry(
     hstore.batch([PutOp(ns, k, {"text": f"the app's value of {k}"}, ttl=60) for k in keys])
     for k in keys:
         _expire_now(admin_conn, ns, k)
-    ends = dict(
-        admin_conn.execute(  # type: ignore[arg-type]
-            "SELECT item_key, expires_at FROM pgmem.store_item WHERE scope_id = %s", (scope,)
-        ).fetchall()
-    )
+    rows = admin_conn.execute("SELECT item_key, expires_at FROM pgmem.store_item WHERE scope_id = %s", (scope,))
+    ends: dict[str, datetime] = {str(r[0]): r[1] for r in rows.fetchall() if isinstance(r[1], datetime)}
     put = """SELECT created_at IS NOT NULL, written FROM pgmem.put_item(
                  scope => %s, namespace => %s, item_key => %s, value => '{"text": "the imported copy"}',
                  unless_newer_than => %s)"""

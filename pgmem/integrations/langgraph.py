@@ -15,15 +15,15 @@ Mapping (README, section LangGraph, says the same):
   item is also one turn of its scope, thread `item:<key>` (`item-sha256:<hex>` for keys over 195
   characters; when the scope already holds a conversation of that name, written by put_turn or
   add_facts, `item-sha256:<hex>` and then `:1`, `:2`..., so an item never joins or forgets a
-  conversation: pgmem._claim_item_thread, 0092), turn 0, stored through `pgmem.ingest_turns`: its texts are split, packed into
-  pieces of at most 1,200 bytes, labelled (`[Turn 0 · Memory text · Dec 1, 10:35 AM]`, the time
-  being the item's creation) and blended with the item's context vector like any turn. The
-  texts are those at the index paths (LangGraph's path syntax; default `$`, the whole value as
-  JSON), one source per path; a path holding a list of chat messages (`{"role": ..., "content":
-  ...}`, e.g. `messages`, in OpenAI's shape: a list in another shape is the path's text) is
-  stored as those messages, role-split like a logged turn. An item put
-  with `index=False`, or with no text at its paths (chat messages whose contents are null, empty
-  or images only included), is a plain key-value row with no turn.
+  conversation: pgmem._claim_item_thread, 0092), turn 0, stored through `pgmem.ingest_turns`:
+  its texts are split, packed into pieces of at most 1,200 bytes, labelled (`[Turn 0 · Memory
+  text · Dec 1, 10:35 AM]`, the time being the item's creation) and blended with the item's
+  context vector like any turn. The texts are those at the index paths (LangGraph's path syntax;
+  default `$`, the whole value as JSON), one source per path; a path holding a list of chat
+  messages (`{"role": ..., "content": ...}`, e.g. `messages`, in OpenAI's shape: a list in
+  another shape is the path's text) is stored as those messages, role-split like a logged turn.
+  An item put with `index=False`, or with no text at its paths (chat messages whose contents are
+  null, empty or images only included), is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
   namespace under the prefix. Items are ranked by their best hit's rank in its part's group,
@@ -624,7 +624,10 @@ class _StoreLogic:
         """Every op checked before anything runs; whether any reads; the writes deduplicated (the
         last put of a key wins, as in PostgresStore) and in one order, (scope, key), so two batches
         never take the same items' locks in opposite orders (the lock order: docs/architecture.md)."""
-        ops = list(ops)
+        try:
+            ops = list(ops)
+        except TypeError:  # None, a number: one line, as for any op that is not one
+            raise InputError(f"ops must be an iterable of store operations, got {type(ops).__name__}") from None
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             _check_op(op, i, self.max_value_bytes)
@@ -1444,7 +1447,8 @@ class PgmemStore(_StoreLogic, BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
         runs the same calls on an async one)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
+        ops = self._plan(ops)[0]  # a bad op (or no list of ops) is one line here, as in `batch`
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
 
     def sweep_ttl(self) -> int:
         """Remove the expired items of every namespace of the store's directory now; how many went."""
