@@ -5,8 +5,11 @@
   conversation's turn 0, a search for the conversation's words returned the item, and a delete
   or expiry of the item forgot the whole conversation. put_item claims the thread now
   (pgmem._claim_item_thread, inserting its row under the item row's lock) and, when a
-  conversation holds it, gives the item item-sha256:<hex of the key> (then :1, :2, ...);
-  pgmem.store_item_times returns the thread for the caller's turn.
+  conversation holds it, gives the item item-sha256:<hex of the key> (then :1, :2, ...); the
+  store reads the thread from the item's row for its turn (no function's result columns change).
+  An app older than 0092 still names the turn's thread item:<key> itself: while it runs on the
+  new schema, an item whose name a conversation holds gets its turn written into that
+  conversation again (as before 0092), and the item's search misses it; roll the app out.
 - A thread another item holds is refused in one line naming that item (23505), on the update
   path too, where the raw unique violation of store_item_scope_id_thread_id_key surfaced.
 - The store's listings page as PostgresStore's LIMIT %s OFFSET %s: lim NULL is every row, off

@@ -1004,13 +1004,17 @@ class _StoreLogic:
                 searched.setdefault(scope, []).append((op.key, thread, messages))
         # An item's turn has the item's time (created_at, kept by a re-put) and the thread
         # put_item gave it (item:<key>, or another when a conversation of the scope holds that
-        # name: pgmem._claim_item_thread, 0092): read once a scope.
+        # name: pgmem._claim_item_thread, 0092): read once a scope. The thread from the item's
+        # row, beside store_item_times (whose result columns stay those of every revision, so
+        # this package still writes a store at an older schema, and an app's prepared calls
+        # survive the migration).
         turns: list[Turn] = []
         for scope, items in searched.items():
             rows = yield Query(
                 scope,
-                "SELECT item_key, created_at, thread_id FROM pgmem.store_item_times(%s, %s)",
-                (scope, [key for key, _, _ in items]),
+                """SELECT t.item_key, t.created_at, i.thread_id FROM pgmem.store_item_times(%s, %s) t
+                     JOIN pgmem.store_item i ON i.scope_id = %s AND i.item_key = t.item_key""",
+                (scope, [key for key, _, _ in items], scope),
             )
             stored: dict[str, tuple[datetime, str]] = {str(r[0]): (r[1], str(r[2])) for r in rows}
             turns += [

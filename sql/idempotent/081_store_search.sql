@@ -66,18 +66,16 @@ COMMENT ON FUNCTION pgmem.store_get(text, text) IS
 'A LangGraph store item of the transaction''s scope by key; no row when it is missing or expired (an expired item is invisible before the sweep removes it).';
 
 -- The time a store gives an item's turn (0038): read once for a batch's items, after their puts.
--- 0092 added thread_id (the thread put_item claimed: pgmem._claim_item_thread).
-DROP FUNCTION IF EXISTS pgmem.store_item_times(text, text[]);
 CREATE OR REPLACE FUNCTION pgmem.store_item_times(scope text, item_keys text[])
-RETURNS TABLE (item_key text, created_at timestamptz, thread_id text)
+RETURNS TABLE (item_key text, created_at timestamptz)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
-    SELECT i.item_key, i.created_at, i.thread_id FROM pgmem.store_item i
+    SELECT i.item_key, i.created_at FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_item_times.scope) AND i.item_key = ANY (item_keys)
 $$;
 COMMENT ON FUNCTION pgmem.store_item_times(text, text[]) IS
-'The created_at and thread of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps, and the thread put_item gave it (item:<key> as the caller named it, or another when a conversation of the scope holds that name: pgmem._claim_item_thread).';
+'The created_at of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps.';
 
 -- A page of the store's listings is PostgresStore's LIMIT %s OFFSET %s (0092): lim NULL is every
 -- row, off NULL is 0, and a negative one is refused in one line (22023). store_list took a NULL
