@@ -239,8 +239,9 @@ def test_an_application_put_between_the_imports_read_and_write_is_kept(
 
 def test_a_conditional_put_item_keeps_what_is_newer_and_writes_the_rest(conn: Conn, admin_conn: Conn) -> None:
     """put_item's unless_newer_than in SQL, as the application login: an item updated after
-    the time is kept (written false, value unchanged); an older one, an absent one and an
-    expired one are written; NULL is an ordinary put."""
+    the time is kept (written false, value unchanged); an older one, an absent one and one
+    expired before the time are written (one that expired after it is not: an expiry is a delete
+    at expires_at, 0092); NULL is an ordinary put."""
 
     def put(key: str, value: str, since: str | None, ttl: float | None = None) -> bool:
         with conn.transaction():
@@ -272,7 +273,10 @@ def test_a_conditional_put_item_keeps_what_is_newer_and_writes_the_rest(conn: Co
         "WHERE scope_id = pgmem.store_scope(%s) AND item_key = 'short'",
         (["cond"],),
     )
-    assert put("short", "again", "2000-01-01") and value("short") == "again"
+    # An expiry is a delete at expires_at (0092): a copy older than it is not written, one
+    # newer is (before 0092 the 2000 copy was written over the expired row).
+    assert not put("short", "again", "2000-01-01") and value("short") == "lived"
+    assert put("short", "again", "infinity") and value("short") == "again"
     assert put("k", "plain", None) and value("k") == "plain"
     assert not put("k", "oldest", "-infinity") and put("k", "latest", "infinity") and value("k") == "latest"
     with conn.transaction():  # deleted: a put older than the delete writes nothing, a later one does

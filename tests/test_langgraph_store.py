@@ -31,10 +31,11 @@ from pgmem import calls
 from pgmem.calls import Query
 from pgmem.embedders.base import Embedder
 from pgmem.errors import ArgumentError, ConflictError, DatabaseError, InputError, PgmemError, SchemaError
+from pgmem.ingest import ingest_turns
 from pgmem.integrations import langgraph
 from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, item_thread, namespace_scope
 from tests.helpers import sent
-from tests.security_helpers import HashEmbedder
+from tests.security_helpers import HashEmbedder, make_turn
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -861,3 +862,191 @@ def test_an_item_with_a_zero_field_vector_does_not_top_every_cosine_search(conn:
     assert [(i.key, i.score) for i in store.search(ns, query="zzz", limit=4)] == [
         ("apples", 0.0), ("blank", 0.0), ("both", 0.0), ("ferry", 0.0)
     ]  # fmt: skip
+
+
+# -- an item's thread and a conversation's (review rt54) ----------------------------------------
+
+
+def _conversation(admin_conn: Conn) -> list[tuple[object, ...]]:
+    return admin_conn.execute(
+        "SELECT thread_id, turn_index, body FROM pgmem.piece WHERE scope_id = 'u1' AND thread_id = 'item:k' "
+        "ORDER BY turn_index"
+    ).fetchall()
+
+
+def test_an_item_never_takes_over_a_conversation_thread_of_its_name(conn: Conn, admin_conn: Conn) -> None:
+    """An indexed item's turn is thread `item:<key>` of its namespace's scope, and a scope is any
+    pgmem scope: an application may hold a conversation (put_turn) named `item:k` in scope `u1`.
+    put_item attached the item to it: the item's turn replaced the conversation's turn 0, a
+    search for the conversation's words returned the item, and delete() forgot the whole
+    conversation with the item. The item takes another thread now, and the conversation is
+    left as it was, through every put, search and delete."""
+    emb = HashEmbedder()
+    ingest_turns(conn, [make_turn("u1", "item:k", i, f"conversation turn {i} about ferries") for i in range(3)], emb)
+    before = _conversation(admin_conn)
+    assert len(before) == 3
+    store = PgmemStore(conn, embedder=emb, floor=-1.0)
+    store.put(("u1",), "k", {"text": "an item about cats"})
+    assert _conversation(admin_conn) == before
+    thread = admin_conn.execute(
+        "SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'"
+    ).fetchone()
+    assert thread is not None and thread[0] != "item:k" and str(thread[0]).startswith("item-sha256:")
+    # The item is searchable through its own turn; the conversation's turns name no item.
+    assert [i.key for i in store.search(("u1",), query="an item about cats")] == ["k"]
+    assert all(i.value == {"text": "an item about cats"} for i in store.search(("u1",), query="ferries"))
+    # Put again (same value, another): it keeps its thread, the conversation stays.
+    store.put(("u1",), "k", {"text": "an item about cats"})
+    store.put(("u1",), "k", {"text": "an item about dogs"})
+    assert (
+        admin_conn.execute("SELECT thread_id FROM pgmem.store_item WHERE scope_id = 'u1' AND item_key = 'k'").fetchone()
+        == thread
+    )
+    assert _conversation(admin_conn) == before
+    store.delete(("u1",), "k")
+    assert _conversation(admin_conn) == before
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.piece WHERE scope_id = 'u1'").fetchone() == (3,)
+
+
+def test_put_item_takes_no_conversation_thread_in_sql_either(conn: Conn, admin_conn: Conn) -> None:
+    """pgmem.put_item itself: a thread that a conversation holds (a thread row no item owns) is
+    not the item's; it is given `item-sha256:<hex of the key>` (a thread that is taken too gets
+    `:1`, `:2`...), which the caller reads from the item's row for its turn."""
+    ingest_turns(conn, [make_turn("u1", "item:k", 0, "a conversation")], HashEmbedder())
+    ingest_turns(conn, [make_turn("u1", "t2", 0, "another conversation")], HashEmbedder())
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+        conn.execute("SELECT set_config('pgmem.scope', 'u1', true)")
+        conn.execute("SELECT pgmem.put_item('u1', '{u1}', 'k', '{\"a\": 1}', thread => 'item:k')")
+        conn.execute("SELECT pgmem.put_item('u1', '{u1}', 'k2', '{\"a\": 1}', thread => 't2')")
+        got = conn.execute(
+            "SELECT item_key, thread_id FROM pgmem.store_item WHERE scope_id = 'u1' ORDER BY 1"
+        ).fetchall()
+    hexes = {k: __import__("hashlib").sha256(k.encode()).hexdigest() for k in ("k", "k2")}
+    assert got == [("k", f"item-sha256:{hexes['k']}"), ("k2", f"item-sha256:{hexes['k2']}")]
+
+
+def test_a_thread_clash_between_two_items_is_one_clear_line(conn: Conn) -> None:
+    """Two items naming one thread (a caller of pgmem.put_item naming threads itself): refused,
+    on a new key and on a key stored already, with a line naming the thread and the item that
+    holds it, never the raw unique violation of store_item's constraint."""
+
+    def put(key: str, thread: str) -> None:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+            conn.execute("SELECT set_config('pgmem.scope', 'u1', true)")
+            conn.execute("SELECT pgmem.put_item('u1', '{u1}', %s, '{\"a\": 1}', thread => %s)", (key, thread))
+
+    put("a", "shared")
+    put("b", "own")
+    for key in ("c", "b"):  # a new key (the insert), a stored one (the update)
+        with pytest.raises(psycopg.errors.UniqueViolation) as exc:
+            put(key, "shared")
+        assert "store_item_scope_id_thread_id_key" not in str(exc.value)
+        assert "thread shared" in str(exc.value) and "item a" in str(exc.value)
+        assert exc.value.diag.constraint_name is None
+
+
+def test_the_store_functions_answer_null_negative_and_huge_pages_alike(conn: Conn) -> None:
+    """store_list, store_namespaces and store_search page as PostgresStore's LIMIT %s OFFSET %s
+    does: lim NULL is every row (LIMIT NULL), off NULL is 0 (OFFSET NULL), and a negative one is
+    refused, in one line naming the function (PostgresStore: Postgres's 'LIMIT must not be
+    negative'). Before: store_list(lim => NULL) and a negative lim returned nothing, silently,
+    while store_namespaces(lim => NULL) returned every namespace; store_namespaces' negative
+    lim was Postgres's bare error and its negative off was taken as 0; store_search refused NULL;
+    lim + off near 2^31 overflowed."""
+    store = PgmemStore(conn, index={"dims": 4, "embed": _axis_embed, "fields": ["text"]})
+    for i in range(3):
+        store.put(("pages",), f"k{i}", {"text": f"ferry {i}"})
+
+    def run(sql: str, *args: object) -> list[tuple[object, ...]]:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.store_directory', 'default', true)")
+            conn.execute("SELECT set_config('pgmem.scope', 'pages', true)")
+            return conn.execute(sql, args).fetchall()
+
+    calls = {
+        "store_list": "SELECT item_key FROM pgmem.store_list('pages', NULL, lim => %s, off => %s)",
+        "store_namespaces": "SELECT pgmem.store_namespaces('default', lim => %s, off => %s)",
+        "store_search": "SELECT item_key FROM pgmem.store_search('pages', '[1,0,0,0]', %s, lim => %s, off => %s)",
+    }
+    model = store.field_embedder.model_id if store.field_embedder is not None else None
+
+    def page(name: str, lim: object, off: object) -> list[tuple[object, ...]]:
+        args = (model, lim, off) if name == "store_search" else (lim, off)
+        return run(calls[name], *args)
+
+    for name in calls:
+        every = len(page(name, 100, 0))
+        assert len(page(name, None, 0)) == every, name
+        assert len(page(name, None, None)) == every, name
+        assert len(page(name, 1, None)) == 1, name
+        for lim, off in ((-1, 0), (1, -1)):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=f"^{name}: lim and off must be"):
+                page(name, lim, off)
+        if name == "store_search":  # its window is capped: said, not an integer overflow
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="at most 10000"):
+                page(name, 2**31 - 1, 2**31 - 1)
+        else:
+            assert page(name, 2**31 - 1, 2**31 - 1) == []
+
+
+def test_hostile_ops_answer_one_line_and_lose_nothing_stored(conn: Conn) -> None:
+    """LangGraph's store conformance ideas against PgmemStore (review rt54): hostile namespaces
+    and keys (NUL, lone surrogates, huge, empty labels, dots, '*'), wrong types, duplicated ops
+    in one batch. Each bad call is one line, a PgmemError or LangGraph's own
+    InvalidNamespaceError (raised by BaseStore before any store sees the call, as for
+    PostgresStore), and nothing stored is lost: a batch with one bad op writes none of its ops."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    store = PgmemStore(conn, embedder=HashEmbedder(), floor=-1.0)
+    store.put(("safe",), "k", {"text": "keep me"})
+
+    def wrong(x: object) -> Any:  # an argument of the wrong type, past the type checker
+        return x
+
+    calls: list[Any] = []
+    for ns in [("a\x00",), ("\ud800",), ("x" * 201,), ("",), ("a.b",), (1,), ("a", ("b",)), "abc", (" ",)]:
+        calls += [lambda ns=ns: store.put(ns, "k", {"a": 1}), lambda ns=ns: store.get(ns, "k"),
+                  lambda ns=ns: store.delete(ns, "k")]  # fmt: skip
+    for key in ["a\x00", "\ud800", "k" * 1001]:
+        calls += [lambda key=key: store.put(("safe",), key, {"a": 1}), lambda key=key: store.get(("safe",), key)]
+    for value in [[1], "s", {"a": "\x00"}, {"\ud800": 1}, {"a": float("nan")}, {"a": {1, 2}}, {1: 2}, {"a": 10**5000}]:
+        calls.append(lambda value=value: store.put(("safe",), "k", value))
+    calls += [
+        lambda: store.put(("safe",), "k", {"a": 1}, ttl=wrong("5")),
+        lambda: store.put(("safe",), "k", {"a": 1}, index=wrong("yes")),
+        lambda: store.search(("safe",), filter=wrong([1])),
+        lambda: store.search(("safe",), query=wrong(5)),
+        lambda: store.search(("safe",), limit=wrong("5")),
+        lambda: store.search(("safe",), limit=wrong(None)),
+        lambda: store.list_namespaces(limit=-1),
+        lambda: store.list_namespaces(max_depth=0),
+        lambda: store.batch([1]),  # type: ignore[list-item]
+        lambda: store.batch(None),  # type: ignore[arg-type]
+        lambda: asyncio.run(store.abatch(None)),  # type: ignore[arg-type]
+        lambda: store.batch([PutOp(("safe",), "k", {"v": 6}), PutOp(("safe",), "\x00", {"v": 1})]),
+    ]
+    for i, call in enumerate(calls):
+        with pytest.raises((PgmemError, InvalidNamespaceError)) as exc:
+            call()
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400, (i, str(exc.value))
+    got = store.get(("safe",), "k")
+    assert got is not None and got.value == {"text": "keep me"}
+    # Duplicated ops in one batch: the last put of a key wins, reads see the batch's start (both
+    # as in PostgresStore), a put then a delete deletes, a delete then a put stores.
+    assert store.batch([PutOp(("dup",), "k", {"v": 1}), PutOp(("dup",), "k", {"v": 2})]) == [None, None]
+    out = store.batch([GetOp(("dup",), "k"), PutOp(("dup",), "k", {"v": 3}), GetOp(("dup",), "k")])
+    assert [wrong(r).value for r in out if r is not None] == [{"v": 2}, {"v": 2}]
+    store.batch([PutOp(("dup",), "k", {"v": 4}), PutOp(("dup",), "k", None)])
+    assert store.get(("dup",), "k") is None
+    store.batch([PutOp(("dup",), "k", None), PutOp(("dup",), "k", {"v": 5}), PutOp(("dup",), "gone", None)] * 2)
+    assert (it := store.get(("dup",), "k")) is not None and it.value == {"v": 5}
+    # '*' and '/' are labels like any other: stored, found, never another namespace's.
+    store.put(("*",), "k", {"v": "star"})
+    store.put(("a/b",), "k", {"v": "slash"})
+    store.put(("a", "b"), "k", {"v": "pair"})
+    assert [i.value["v"] for i in store.search(("*",))] == ["star"]
+    for ns, v in ((("a/b",), "slash"), (("a", "b"), "pair")):
+        got = store.get(ns, "k")
+        assert got is not None and got.value == {"v": v}

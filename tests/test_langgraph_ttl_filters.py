@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -452,8 +452,58 @@ def test_a_put_in_a_transaction_begun_before_the_item_expired_treats_it_as_expir
             assert conn.execute("SELECT count(*) FROM pgmem.store_get(%s, %s)", (scope, key)).fetchone() == (0,)
         cond = conn.execute(put, (scope, list(ns), "cond", before.updated_at - timedelta(days=1))).fetchone()
         plain = conn.execute(put, (scope, list(ns), "plain", None)).fetchone()
-    assert cond is not None and cond[1] is True  # written: the item it would have kept had expired
+    # Not kept (created_at is not the item's): the item had expired, by the clock. And not written
+    # either since 0092: it expired after the copy was written, which is a delete after it.
+    assert cond is not None and cond == (None, False)
+    assert hstore.get(ns, "cond") is None
     assert plain is not None and plain == (started[0], True)  # a new item: created now
-    for key in ("cond", "plain"):
-        item = hstore.get(ns, key)
-        assert item is not None and item.value == {"text": "the imported copy"}
+    item = hstore.get(ns, "plain")
+    assert item is not None and item.value == {"text": "the imported copy"}
+
+
+def test_an_expired_item_is_not_brought_back_by_a_copy_older_than_its_expiry(
+    hstore: PgmemStore, conn: Conn, admin_conn: Conn
+) -> None:
+    """An expiry is a delete at expires_at (review rt54, 0092). delete_item remembers the key
+    (pgmem.store_tombstone), so an import's conditional put of a copy written before the delete
+    does not write it again; expire_items and sweep_expired_items left no record, and a copy older
+    than the expiry came back once the sweep had run (before it, put_item wrote it over the expired
+    row too). Now: a copy written before the expiry is not written, swept or not (created_at NULL:
+    the import counts it deleted); one written after it is."""
+    from pgmem.integrations.langgraph import DEFAULT_DIRECTORY
+
+    ns = ("ttl", "gone")
+    scope = namespace_scope(ns)
+    keys = ("old-unswept", "new-unswept", "old-swept", "new-swept")
+    hstore.batch([PutOp(ns, k, {"text": f"the app's value of {k}"}, ttl=60) for k in keys])
+    for k in keys:
+        _expire_now(admin_conn, ns, k)
+    rows = admin_conn.execute("SELECT item_key, expires_at FROM pgmem.store_item WHERE scope_id = %s", (scope,))
+    ends: dict[str, datetime] = {str(r[0]): r[1] for r in rows.fetchall() if isinstance(r[1], datetime)}
+    put = """SELECT created_at IS NOT NULL, written FROM pgmem.put_item(
+                 scope => %s, namespace => %s, item_key => %s, value => '{"text": "the imported copy"}',
+                 unless_newer_than => %s)"""
+
+    def cond_put(key: str, copy_time: object) -> tuple[object, ...] | None:
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            conn.execute("SELECT set_config('pgmem.store_directory', %s, true)", (DEFAULT_DIRECTORY,))
+            return conn.execute(put, (scope, list(ns), key, copy_time)).fetchone()
+
+    # Not swept yet: the expired rows are there.
+    assert cond_put("old-unswept", ends["old-unswept"] - timedelta(hours=1)) == (False, False)
+    assert cond_put("new-unswept", ends["new-unswept"] + timedelta(milliseconds=100)) == (True, True)
+    # Swept: the rows are gone, their expiry remembered (at expires_at).
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        assert conn.execute("SELECT pgmem.expire_items(%s)", (scope,)).fetchone() == (3,)
+    assert admin_conn.execute(
+        "SELECT count(*) FROM pgmem.store_tombstone WHERE scope_id = %s AND deleted_at = %s",
+        (scope, ends["old-swept"]),
+    ).fetchone() == (1,)
+    assert cond_put("old-swept", ends["old-swept"] - timedelta(hours=1)) == (False, False)
+    assert cond_put("new-swept", ends["new-swept"] + timedelta(milliseconds=100)) == (True, True)
+    got = {k: (it.value["text"] if (it := hstore.get(ns, k)) else None) for k in keys}
+    assert got == {
+        "old-unswept": None, "new-unswept": "the imported copy", "old-swept": None, "new-swept": "the imported copy"
+    }  # fmt: skip

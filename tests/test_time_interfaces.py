@@ -164,6 +164,15 @@ def test_store_search_takes_since_and_until_in_its_filter(conn: Conn, embedder: 
     with pytest.raises(InputError, match="bound a search with a query"):
         store.search(("u",), filter={"$since": middle})
     assert {i.key for i in store.search(("u",), query=q)} == {"heron", "seals"}
+    # The bounds are the item's first put (created_at, its turn's time), not its last
+    # (updated_at): LangGraph's stores have no time filter (PostgresStore and InMemoryStore read
+    # "$since" as a value field, which no item has), and pgmem's window applies in SQL before
+    # the ranking, to the turns, whose time a put again keeps (review rt54, docs/langgraph.md).
+    store.put(("u",), "heron", {"text": HIKES[0][1] + " Again."})
+    heron = store.get(("u",), "heron")
+    assert heron is not None and heron.updated_at > middle > heron.created_at
+    assert {i.key for i in store.search(("u",), query=q, filter={"$since": middle.isoformat()})} == {"seals"}
+    assert store.search(("u",))[0].key == "heron"  # a listing: newest put first
 
 
 def test_cli_now_is_this_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,15 +13,17 @@ Mapping (README, section LangGraph, says the same):
   every read and write of a namespace to its scope, as for any pgmem scope.
 - An item is a row of `pgmem.store_item` (key, JSON value, created/updated times). An indexed
   item is also one turn of its scope, thread `item:<key>` (`item-sha256:<hex>` for keys over 195
-  characters), turn 0, stored through `pgmem.ingest_turns`: its texts are split, packed into
-  pieces of at most 1,200 bytes, labelled (`[Turn 0 · Memory text · Dec 1, 10:35 AM]`, the time
-  being the item's creation) and blended with the item's context vector like any turn. The
-  texts are those at the index paths (LangGraph's path syntax; default `$`, the whole value as
-  JSON), one source per path; a path holding a list of chat messages (`{"role": ..., "content":
-  ...}`, e.g. `messages`, in OpenAI's shape: a list in another shape is the path's text) is
-  stored as those messages, role-split like a logged turn. An item put
-  with `index=False`, or with no text at its paths (chat messages whose contents are null, empty
-  or images only included), is a plain key-value row with no turn.
+  characters; when the scope already holds a conversation of that name, written by put_turn or
+  add_facts, `item-sha256:<hex>` and then `:1`, `:2`..., so an item never joins or forgets a
+  conversation: pgmem._claim_item_thread, 0092), turn 0, stored through `pgmem.ingest_turns`:
+  its texts are split, packed into pieces of at most 1,200 bytes, labelled (`[Turn 0 · Memory
+  text · Dec 1, 10:35 AM]`, the time being the item's creation) and blended with the item's
+  context vector like any turn. The texts are those at the index paths (LangGraph's path syntax;
+  default `$`, the whole value as JSON), one source per path; a path holding a list of chat
+  messages (`{"role": ..., "content": ...}`, e.g. `messages`, in OpenAI's shape: a list in
+  another shape is the path's text) is stored as those messages, role-split like a logged turn.
+  An item put with `index=False`, or with no text at its paths (chat messages whose contents are
+  null, empty or images only included), is a plain key-value row with no turn.
 - `search(prefix, query=...)` embeds the query once (pgmem's split into at most 8 parts, each
   part blended with the whole message) and runs `pgmem.memory_recall` in the scope of every
   namespace under the prefix. Items are ranked by their best hit's rank in its part's group,
@@ -42,8 +44,10 @@ Mapping (README, section LangGraph, says the same):
 - `filter`: a plain value is equality; `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte` compare
   numbers as numbers (`pgmem.store_filter_match`, the rule in SQL).
   Two reserved keys bound a search with a query through pgmem's pieces by when items were
-  first put: `"$since"` (at or after) and `"$until"` (before), each an ISO 8601 time or a
-  datetime (no zone: UTC); memory_recall applies them (since / until).
+  first put (created_at, the turn's time, which a put again keeps; not updated_at): `"$since"`
+  (at or after) and `"$until"` (before), each an ISO 8601 time or a datetime (no zone: UTC);
+  memory_recall applies them (since / until) before ranking. LangGraph's stores have no time
+  filter (they read `"$since"` as a value field).
 - `list_namespaces` and prefix searches read the store's **directory** of namespace names
   (`pgmem.store_namespace`): the store is constructed with a directory name (`directory=`,
   default `"default"`, where namespaces stored before migration 0006 are listed), and every
@@ -620,7 +624,10 @@ class _StoreLogic:
         """Every op checked before anything runs; whether any reads; the writes deduplicated (the
         last put of a key wins, as in PostgresStore) and in one order, (scope, key), so two batches
         never take the same items' locks in opposite orders (the lock order: docs/architecture.md)."""
-        ops = list(ops)
+        try:
+            ops = list(ops)
+        except TypeError:  # None, a number: one line, as for any op that is not one
+            raise InputError(f"ops must be an iterable of store operations, got {type(ops).__name__}") from None
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             _check_op(op, i, self.max_value_bytes)
@@ -995,16 +1002,25 @@ class _StoreLogic:
                 yield from self._put_vectors(ident, texts[ident], hashes[ident], vectors[ident])
             if thread is not None:
                 searched.setdefault(scope, []).append((op.key, thread, messages))
-        # An item's turn has the item's time (created_at, kept by a re-put): read once a scope.
+        # An item's turn has the item's time (created_at, kept by a re-put) and the thread
+        # put_item gave it (item:<key>, or another when a conversation of the scope holds that
+        # name: pgmem._claim_item_thread, 0092): read once a scope. The thread from the item's
+        # row, beside store_item_times (whose result columns stay those of every revision, so
+        # this package still writes a store at an older schema, and an app's prepared calls
+        # survive the migration).
         turns: list[Turn] = []
         for scope, items in searched.items():
             rows = yield Query(
                 scope,
-                "SELECT item_key, created_at FROM pgmem.store_item_times(%s, %s)",
-                (scope, [key for key, _, _ in items]),
+                """SELECT t.item_key, t.created_at, i.thread_id FROM pgmem.store_item_times(%s, %s) t
+                     JOIN pgmem.store_item i ON i.scope_id = %s AND i.item_key = t.item_key""",
+                (scope, [key for key, _, _ in items], scope),
             )
-            created: dict[str, datetime] = {str(r[0]): r[1] for r in rows}
-            turns += [Turn(scope, t, 0, created[key], tuple(m), origin=f"item {key!r:.80}") for key, t, m in items]
+            stored: dict[str, tuple[datetime, str]] = {str(r[0]): (r[1], str(r[2])) for r in rows}
+            turns += [
+                Turn(scope, stored[key][1], 0, stored[key][0], tuple(m), origin=f"item {key!r:.80}")
+                for key, _, m in items
+            ]
         if turns:
             # One put_turns call a scope (the batch is one transaction either way).
             report = yield from ingest_turns_call(turns, self.embedder, bulk=True)
@@ -1435,7 +1451,8 @@ class PgmemStore(_StoreLogic, BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
         runs the same calls on an async one)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
+        ops = self._plan(ops)[0]  # a bad op (or no list of ops) is one line here, as in `batch`
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
 
     def sweep_ttl(self) -> int:
         """Remove the expired items of every namespace of the store's directory now; how many went."""

@@ -20,7 +20,8 @@ the store's model and takes the store's locks in their documented order. Per ite
   application's put that commits between the import's read and its write is kept too;
 - no item in pgmem because the application deleted it there after the source's `updated_at`
   (`delete`, or a forget of the item's thread; pgmem remembers a deleted key 30 days,
-  pgmem.store_tombstone): deleted, not written again. A delete that commits between the
+  pgmem.store_tombstone), or because it expired there after it (an expiry is a delete at
+  `expires_at`, swept or not: 0092): deleted, not written again. A delete that commits between the
   import's read and its write counts too (the key's lock, pgmem._store_key_lock);
 - unchanged or kept, its namespace is listed in the store's directory all the same
   (pgmem.note_store_namespace; nothing written or embedded): an import into a second directory
@@ -79,7 +80,8 @@ class ImportReport:
     imported: int = 0
     unchanged: int = 0
     kept: int = 0
-    #: Items the application deleted in pgmem after the source's copy was written: not written.
+    #: Items the application deleted in pgmem (or that expired there) after the source's copy was
+    #: written: not written.
     deleted: int = 0
     expired: int = 0
     #: (namespace, key, error) of each item that could not be stored.

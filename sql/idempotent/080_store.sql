@@ -52,6 +52,67 @@ $$;
 COMMENT ON FUNCTION pgmem.store_scope(text[]) IS
 'The scope of a LangGraph namespace: its labels joined by /, each label''s \ and / escaped as \\ and \/ (so two namespaces never share a scope). ("users", "a/b") -> users/a\/b. A scope name is at most 200 characters, so a longer namespace cannot be stored.';
 
+-- The thread an indexed item's turn goes into (0092). A scope is any pgmem scope: an application
+-- may hold a conversation (put_turn, add_facts) named as the store names an item's thread
+-- (item:<key>) in the scope a namespace maps to. put_item attached the item to it: the item's turn
+-- replaced the conversation's turn 0, a search for the conversation's words returned the item,
+-- and a delete or expiry of the item forgot the whole conversation. The thread is claimed here
+-- instead, by inserting its row (a conversation's writer inserting it at the same time is waited
+-- for; one that comes later finds it the item's): a thread whose row exists and that is not this
+-- item's is someone else's, and the item takes item-sha256:<hex of the key> (then :1, :2, ...)
+-- instead. A thread another item holds is refused (23505, one line naming it), as before, but
+-- never as the raw unique violation of store_item's constraint. Called under the item row's lock
+-- (the lock order: the item row, then its thread).
+CREATE OR REPLACE FUNCTION pgmem._claim_item_thread(scope text, item_key text, thread text, own text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    candidate text := thread;
+    holder text;
+    n integer := 0;
+BEGIN
+    IF thread IS NULL OR thread = own THEN
+        RETURN thread;
+    END IF;
+    LOOP
+        IF candidate = own THEN
+            RETURN candidate;  -- the item's own thread (given it by an earlier put)
+        END IF;
+        SELECT i.item_key INTO holder FROM pgmem.store_item i
+         WHERE i.scope_id = scope AND i.thread_id = candidate AND i.item_key <> item_key LIMIT 1;
+        IF holder IS NOT NULL AND n = 0 THEN
+            RAISE EXCEPTION 'put_item: thread % of scope % is item %''s; an item''s thread is its own', thread, scope, holder
+                USING ERRCODE = '23505',
+                      HINT = 'Name another thread, or none (NULL: a plain key-value item); PgmemStore names it item:<key>.';
+        END IF;
+        IF holder IS NULL THEN
+            INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (scope, candidate)
+            ON CONFLICT (scope_id, thread_id) DO NOTHING;
+            IF FOUND THEN
+                RETURN candidate;
+            END IF;
+            -- Its row is there: a conversation's, or an item's committed while the insert waited.
+            IF n = 0 AND EXISTS (SELECT 1 FROM pgmem.store_item i
+                                  WHERE i.scope_id = scope AND i.thread_id = candidate AND i.item_key <> item_key) THEN
+                CONTINUE;  -- refused above, naming the item
+            END IF;
+        END IF;
+        n := n + 1;
+        IF n > 100 THEN
+            RAISE EXCEPTION 'put_item: no free thread for item % of scope %: % and 100 names after it are taken', item_key, scope, thread
+                USING ERRCODE = '23505';
+        END IF;
+        candidate := 'item-sha256:' || encode(sha256(convert_to(item_key, 'UTF8')), 'hex')
+                     || CASE WHEN n > 1 THEN ':' || (n - 1) ELSE '' END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem._claim_item_thread(text, text, text, text) IS
+'Internal to put_item (0092): the thread an indexed item''s turn goes into, claimed by inserting its row, under the item row''s lock. thread when it is the item''s own (own) or free; when a conversation of the scope (put_turn, add_facts) holds it, item-sha256:<hex of the key> (then :1, :2, ...), so an item never joins or later forgets a conversation; 23505 (one line naming the item) when another item holds thread.';
+
 -- 0038 added keep_vectors.
 DROP FUNCTION IF EXISTS pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[]);
 -- Before unless_newer_than and written (0045): dropped, as its arguments and result changed.
@@ -79,6 +140,8 @@ DECLARE
     old record;
     kept boolean := false;
     new_scope boolean;
+    new_thread text;
+    holder text;
     r record;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
@@ -169,7 +232,16 @@ BEGIN
             RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
             RETURN;
         END IF;
-        EXIT WHEN FOUND;
+        IF FOUND THEN
+            -- A new item's thread, claimed under the row just inserted (0092): a conversation's
+            -- of that name is left to it, and the item takes another.
+            new_thread := pgmem._claim_item_thread(put_item.scope, put_item.item_key, put_item.thread, NULL);
+            IF new_thread IS DISTINCT FROM put_item.thread THEN
+                UPDATE pgmem.store_item i SET thread_id = new_thread
+                 WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key;
+            END IF;
+            EXIT;
+        END IF;
         SELECT i.thread_id, i.created_at, i.updated_at, i.expires_at INTO old FROM pgmem.store_item i
          WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key FOR UPDATE;
         IF FOUND THEN
@@ -183,10 +255,21 @@ BEGIN
                 RETURN QUERY SELECT old.created_at, old.updated_at, old.thread_id, false, false;
                 RETURN;
             END IF;
+            -- An expiry is a delete at expires_at (0092): an item that expired after the copy was
+            -- written is not brought back by it, swept or not (expire_items remembers the key at
+            -- that time, pgmem.store_tombstone); it stays expired, as a deleted key stays deleted.
+            IF unless_newer_than IS NOT NULL AND old.expires_at <= pg_catalog.clock_timestamp()
+               AND old.expires_at > unless_newer_than THEN
+                RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
+                RETURN;
+            END IF;
             old_thread := old.thread_id;
+            -- Its thread: the one it has, or one claimed (pgmem._claim_item_thread, 0092), so the
+            -- update never meets store_item's unique thread as a raw violation.
+            new_thread := pgmem._claim_item_thread(put_item.scope, put_item.item_key, put_item.thread, old_thread);
             -- An expired item put again is a new item (PostgresStore: the sweep had removed it),
             -- expired by the clock as above.
-            UPDATE pgmem.store_item i SET value = put_item.value, thread_id = put_item.thread, updated_at = pg_catalog.now(),
+            UPDATE pgmem.store_item i SET value = put_item.value, thread_id = new_thread, updated_at = pg_catalog.now(),
                    created_at = CASE WHEN i.expires_at <= pg_catalog.clock_timestamp() THEN pg_catalog.now() ELSE i.created_at END,
                    ttl_minutes = put_item.ttl_minutes,
                    expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60)
@@ -204,9 +287,12 @@ BEGIN
             END IF;
             EXIT;
         END IF;
-        IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.thread_id = put_item.thread) THEN
-            RAISE EXCEPTION 'put_item: thread % already makes another item of scope % searchable', put_item.thread, put_item.scope
-                USING ERRCODE = '23505';
+        SELECT i.item_key INTO holder FROM pgmem.store_item i
+         WHERE i.scope_id = put_item.scope AND i.thread_id = put_item.thread LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'put_item: thread % of scope % is item %''s; an item''s thread is its own', put_item.thread, put_item.scope, holder
+                USING ERRCODE = '23505',
+                      HINT = 'Name another thread, or none (NULL: a plain key-value item); PgmemStore names it item:<key>.';
         END IF;
     END LOOP;
     -- The caller read the item's vectors as current (without a lock) and sends none: a put
@@ -218,7 +304,7 @@ BEGIN
     -- An item put again without an index keeps no searchable copy of its old text: its old
     -- thread is forgotten (turn, pieces and the recall-log rows that returned them), after the
     -- item row, as the lock order has it.
-    IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM put_item.thread THEN
+    IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM new_thread THEN
         PERFORM pgmem.forget_thread(put_item.scope, old_thread);
     END IF;
     INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
@@ -228,7 +314,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired (by the clock, as reads judge it), is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired (by the clock, as reads judge it), is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), expired after it (an expiry is a delete at expires_at: swept or not, since 0092), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),
@@ -562,9 +648,16 @@ CREATE OR REPLACE FUNCTION pgmem.store_namespaces(
     off integer DEFAULT 0,
     literal boolean DEFAULT false
 ) RETURNS SETOF text[]
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
+BEGIN
+    -- Paged as store_list (0092): a negative lim was Postgres's bare error, a negative off 0.
+    IF lim < 0 OR off < 0 THEN
+        RAISE EXCEPTION 'store_namespaces: lim and off must be >= 0 (lim NULL: every namespace), got % and %', lim, off
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT DISTINCT CASE WHEN max_depth IS NULL THEN n.namespace ELSE n.namespace[1:max_depth] END AS ns
       FROM pgmem.store_namespace n
      WHERE n.directory = pgmem.check_store_directory(store_namespaces.directory)
@@ -576,10 +669,11 @@ AS $$
                  WHERE (s.label <> '*' OR literal)
                    AND n.namespace[cardinality(n.namespace) - cardinality(suffix) + s.i::integer] IS DISTINCT FROM s.label)))
      ORDER BY ns
-     LIMIT lim OFFSET greatest(off, 0)
+     LIMIT store_namespaces.lim OFFSET store_namespaces.off;
+END
 $$;
 COMMENT ON FUNCTION pgmem.store_namespaces(text, text[], text[], integer, integer, integer, boolean) IS
-'Namespaces of one directory of the LangGraph store that hold items (pgmem.store_namespace), directory being the transaction''s pgmem.store_directory (42501 otherwise, pgmem.check_store_directory), matching a prefix and/or a suffix (a * label matches any label, unless literal: a search''s prefix is taken as written), cut to max_depth labels, distinct and sorted label by label; lim NULL returns all.';
+'Namespaces of one directory of the LangGraph store that hold items (pgmem.store_namespace), directory being the transaction''s pgmem.store_directory (42501 otherwise, pgmem.check_store_directory), matching a prefix and/or a suffix (a * label matches any label, unless literal: a search''s prefix is taken as written), cut to max_depth labels, distinct and sorted label by label; paged as PostgresStore''s LIMIT and OFFSET: lim NULL returns all, off NULL is 0, a negative one is refused (22023).';
 
 -- Row-level security of the namespace directory (ENABLE and FORCE: 005_store_directory.sql).
 -- A row is visible to a transaction that asked for its directory, or that is inside the

@@ -77,20 +77,31 @@ $$;
 COMMENT ON FUNCTION pgmem.store_item_times(text, text[]) IS
 'The created_at of the transaction''s scope''s items among item_keys, expired or not (an item put with a TTL short enough expires within its own transaction): the time of an item''s turn, which a re-put keeps.';
 
+-- A page of the store's listings is PostgresStore's LIMIT %s OFFSET %s (0092): lim NULL is every
+-- row, off NULL is 0, and a negative one is refused in one line (22023). store_list took a NULL
+-- or negative lim as 0 (nothing, silently) while store_namespaces took NULL as every row.
 CREATE OR REPLACE FUNCTION pgmem.store_list(scope text, filter jsonb DEFAULT NULL, lim integer DEFAULT 10, off integer DEFAULT 0)
 RETURNS TABLE (namespace text[], item_key text, value jsonb, created_at timestamptz, updated_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    IF lim < 0 OR off < 0 THEN
+        RAISE EXCEPTION 'store_list: lim and off must be >= 0 (lim NULL: every item), got % and %', lim, off
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
     SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at FROM pgmem.store_item i
      WHERE i.scope_id = pgmem.check_scope(store_list.scope)
        AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_list.filter)
      ORDER BY i.updated_at DESC, i.item_key
-     LIMIT greatest(lim, 0) OFFSET greatest(off, 0)
+     LIMIT store_list.lim OFFSET store_list.off;
+END
 $$;
 COMMENT ON FUNCTION pgmem.store_list(text, jsonb, integer, integer) IS
-'Items of the transaction''s scope matching a filter (pgmem.store_filter_match), not expired, newest first (updated_at, then key): a search without a query.';
+'Items of the transaction''s scope matching a filter (pgmem.store_filter_match), not expired, newest first (updated_at, then key): a search without a query. lim and off page it as PostgresStore''s LIMIT and OFFSET: lim NULL returns every item, off NULL is 0, a negative one is refused (22023).';
 
 CREATE OR REPLACE FUNCTION pgmem.store_vector_model(scope text)
 RETURNS TABLE (model_id text, dims integer)
@@ -260,8 +271,11 @@ BEGIN
         RAISE EXCEPTION 'store_search: distance_type must be cosine, inner_product or l2, got %', left(distance_type, 40)
             USING ERRCODE = '22023';
     END IF;
-    IF lim IS NULL OR off IS NULL OR lim < 0 OR off < 0 OR lim + off > 10000 THEN
-        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000' USING ERRCODE = '22023';
+    -- As store_list pages (0092): lim NULL every match, off NULL 0 (refused before), and the sum
+    -- counted in bigint (two numbers near 2^31 overflowed integer).
+    IF lim < 0 OR off < 0 OR coalesce(lim, 0)::bigint + coalesce(off, 0) > 10000 THEN
+        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000 (lim NULL: every match), got % and %', lim, off
+            USING ERRCODE = '22023';
     END IF;
     SELECT * INTO bound FROM pgmem.store_vector_model(store_search.scope);
     IF FOUND AND (bound.model_id <> store_search.model_id OR bound.dims <> vector_dims(query)) THEN
@@ -297,7 +311,7 @@ BEGIN
      WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_search.filter)
      ORDER BY s.score DESC NULLS LAST, i.item_key
-     LIMIT lim OFFSET off;
+     LIMIT store_search.lim OFFSET store_search.off;
 END
 $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
@@ -370,6 +384,7 @@ DECLARE
     k text;
     keys text[];
     doomed text[];
+    ends timestamptz[];
     gone_pieces bigint[];
     gone_facts bigint[];
 BEGIN
@@ -405,9 +420,24 @@ BEGIN
     -- Each goes as delete_item takes it (its field vectors, turn, pieces), and the recall-log rows
     -- that returned any of them in one read of the log at the end: once an item, the sweep cost
     -- its items times the scope's log rows (0044).
+    -- Their expiry times, remembered below as delete_item remembers a delete (0092).
+    ends := ARRAY(SELECT i.expires_at FROM unnest(keys) WITH ORDINALITY AS u(key, n)
+                    JOIN pgmem.store_item i ON i.scope_id = expire_items.scope AND i.item_key = u.key
+                   ORDER BY u.n);
     FOREACH k IN ARRAY keys LOOP
         PERFORM pgmem._delete_item_rows(expire_items.scope, k);
     END LOOP;
+    -- An expiry is a delete at expires_at (0092): the keys are remembered at that time
+    -- (pgmem.store_tombstone, as delete_item remembers a delete), so an import's conditional
+    -- put of a copy written before the expiry does not bring the item back. Before, the sweep
+    -- left no record and such a copy was written again. (One older than the 30 days a record
+    -- is kept is not written.)
+    INSERT INTO pgmem.store_tombstone AS t (scope_id, key_hash, deleted_at)
+    SELECT expire_items.scope, sha256(convert_to(u.key, 'UTF8')), max(u.ended)
+      FROM unnest(keys, ends) AS u(key, ended)
+     WHERE u.ended > pg_catalog.now() - interval '30 days'
+     GROUP BY 2 ORDER BY 2
+    ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = greatest(t.deleted_at, excluded.deleted_at);
     IF cardinality(doomed) > 0 THEN
         PERFORM pgmem._forget_logs(expire_items.scope, doomed, '{}', gone_pieces, gone_facts);
     END IF;
@@ -417,7 +447,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.expire_items(text, integer) IS
-'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry), and the namespace''s directory entries when it holds no item, even when nothing expired (entries its last deletes left listed: a writer was in flight, or two transactions deleted its last items at once, each still seeing the other''s). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
+'Remove up to max_items expired store items of the transaction''s scope the way pgmem.delete_item removes an item (field vectors, turn, pieces, recall-log rows, directory entry, and the key remembered in pgmem.store_tombstone, at its expires_at since 0092, so an import of a copy older than the expiry does not write it again), and the namespace''s directory entries when it holds no item, even when nothing expired (entries its last deletes left listed: a writer was in flight, or two transactions deleted its last items at once, each still seeing the other''s). PgmemStore''s TTL sweeper calls it for each namespace of its directory. Returns how many went.';
 
 DROP POLICY IF EXISTS maintenance_read ON pgmem.store_item;
 CREATE POLICY maintenance_read ON pgmem.store_item AS PERMISSIVE FOR SELECT TO pgmem_owner
