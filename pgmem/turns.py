@@ -192,9 +192,9 @@ def check_messages(messages: Sequence[object], where: str) -> None:
                 args = fn.get("arguments")
                 if not (args is None or isinstance(args, str | Mapping | list)):
                     raise InputError(f"{at}.tool_calls[{j}].function.arguments must be a string or JSON")
-        depth = _depth(m)
-        if depth > MAX_DEPTH:
-            raise InputError(f"{at} nests {depth} levels deep; at most {MAX_DEPTH}")
+        if _depth(m) > MAX_DEPTH:
+            # pgmem._messages_problem's words (the SQL rule): _depth stops counting at 65.
+            raise InputError(f"{at} nests more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH}")
         bad, key = _non_string_key(m)
         if bad:
             raise InputError(f"{at} has a key that is not a string ({key!r:.40}); JSON object keys are strings")

@@ -102,6 +102,8 @@ BEGIN
         RAISE EXCEPTION 'put_item: namespace % belongs to scope %, not %', namespace, pgmem.store_scope(namespace), put_item.scope
             USING ERRCODE = '22023', HINT = 'The scope of a namespace is pgmem.store_scope(namespace).';
     END IF;
+    -- A namespace of one blank label maps to a blank scope (0091; PgmemStore refuses it first).
+    PERFORM pgmem._check_scope_name(put_item.scope, 'put_item');
     IF jsonb_typeof(value) <> 'object' THEN
         RAISE EXCEPTION 'put_item: value must be a JSON object, got %', jsonb_typeof(value) USING ERRCODE = '22023';
     END IF;

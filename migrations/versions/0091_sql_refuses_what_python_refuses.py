@@ -1,0 +1,27 @@
+"""The SQL write functions refuse what Python refuses before calling them (functions only).
+
+pgmem.put_turn, called directly by a service in another language (docs/sql.md), took turns
+Python's check_messages and check_name refuse: a blank (whitespace-only) thread, a message that
+is no object or has no string role, content a number, tool_calls of another shape, a message or
+metadata nested more than 64 levels. Such a turn could not be read back by Python: a rebuild
+reported it failed. The same for a blank name elsewhere: a fact's thread (add_facts), a document
+id (put_document, which also said a too long id as a 23514 of the table), and a scope created or
+written by bind_scope_model, open_scope, put_item or set_retention. Each is refused now with a
+22023 of one line; put_turns reports it for the turn (pgmem._turn_problem). The whitespace rule
+is one function (pgmem._blank), which add_facts' body check uses too. Stored rows are not
+touched and no table constraint is added: rows stored before stay readable through SQL and can
+be forgotten (the forget functions and the reads take any name). tests/test_sql_write_rules.py.
+
+Only re-runnable definitions change (sql/idempotent: 005_scope, 010_vectors, 020_ingest,
+040_documents, 075_retention, 080_store).
+
+Revision ID: 0091
+Revises: 0090
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0091"
+down_revision = "0090"
+upgrade, downgrade = functions_only(revision)
