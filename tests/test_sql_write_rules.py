@@ -12,6 +12,7 @@ no table constraint was added, only the functions check."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,15 @@ GOOD = [{"role": "user", "content": "the harbour invoice"}]
 
 
 class Raw(str):
-    """Messages given as JSON text (too deep for json.dumps to write)."""
+    """Messages given as JSON text (too deep or too long for json.dumps to write), with the
+    Python value they stand for (`py`)."""
+
+    py: object
+
+    def __new__(cls, text: str, py: object) -> Raw:
+        raw = super().__new__(cls, text)
+        raw.py = py
+        return raw
 
 
 def _nested(levels: int) -> object:
@@ -82,6 +91,7 @@ CALL = "must be an object whose function is an object with a string name"
 BLANK = "thread must be a non-empty string, got only whitespace"
 DEEP = "nests more than 64 levels deep; at most 64"
 NOT_ARRAY = "messages must be a JSON array of chat messages, got a JSON"
+HUGE = "holds a number beyond the range of a double (about 1.8e308)"
 
 
 def _calls(*calls: object) -> list[object]:
@@ -140,11 +150,23 @@ TURN_CASES: list[tuple[str, str, object, object, str]] = [
     (
         "nested-5000",
         "t",
-        Raw('[{"role": "user", "content": ' + "[" * 5000 + "]" * 5000 + "}]"),
+        Raw(
+            '[{"role": "user", "content": ' + "[" * 5000 + "]" * 5000 + "}]",
+            [{"role": "user", "content": _nested(5000)}],
+        ),
         None,
         f"messages[0] {DEEP}",
     ),
     ("metadata-nested-65", "t", GOOD, {"a": _nested(64)}, "metadata nests more than 64 levels"),
+    ("number-beyond-double", "t", [{"role": "user", "content": "x", "n": [10**400]}], None, f"messages[0] {HUGE}"),
+    (
+        "number-of-5000-digits",
+        "t",
+        Raw('[{"role": "user", "content": {"n": 1e5000}}]', [{"role": "user", "content": {"n": 10**5000}}]),
+        None,
+        f"messages[0] {HUGE}",
+    ),
+    ("metadata-number-beyond-double", "t", GOOD, {"n": -(10**400)}, f"metadata {HUGE}"),
 ]
 
 
@@ -169,7 +191,7 @@ def test_put_turn_refuses_what_python_refuses_and_keeps_the_stored_turn(
     # are Python's: "got int" where SQL says "got a JSON number").
     with pytest.raises(InputError) as py_err:
         if isinstance(messages, Raw):
-            messages = [{"role": "user", "content": _nested(5000)}]  # Python measures depth without recursion
+            messages = messages.py
         turn_from_dict({"scope": scope, "thread": thread, "turn": 0, "messages": messages, "metadata": metadata})
     tail = line
     if tail.startswith("messages must be"):
@@ -196,11 +218,18 @@ def test_put_turn_takes_what_python_takes_at_the_edges(conn: Conn, admin_conn: C
         [{"role": "assistant", "tool_calls": None}, {"role": "assistant", "tool_calls": []}],
         [{"role": "assistant", "tool_calls": [{"function": {"name": "run", "arguments": None}}]}],
         [{"role": "assistant", "tool_calls": [{"function": {"name": "run", "arguments": {"a": [1]}}}]}],
+        [{"role": "user", "content": [int(sys.float_info.max), -int(sys.float_info.max), 2.5, 5]}],
         [],
     ]
     for i, messages in enumerate(edges):
         check_messages(messages, "turn")
-        _put_turn(conn, scope, f"edge-{i}", json.dumps(messages), json.dumps({"a": _nested(62)}))
+        _put_turn(
+            conn,
+            scope,
+            f"edge-{i}",
+            json.dumps(messages),
+            json.dumps({"a": _nested(63), "n": -int(sys.float_info.max)}),
+        )
     stored = {str(r[0]): r[2] for r in _stored(admin_conn, scope)}
     assert [stored[f"edge-{i}"] for i in range(len(edges))] == edges
 
