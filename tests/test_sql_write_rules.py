@@ -303,6 +303,58 @@ def test_put_item_refuses_a_namespace_of_one_blank_label(conn: Conn, admin_conn:
     assert admin_conn.execute("SELECT count(*) FROM pgmem.store_item").fetchone() == (0,)
 
 
+def _value_nested(levels: int) -> dict[str, object]:
+    """An object whose deepest value is at `levels` (PgmemStore's count: the object is level 1)."""
+    return {"a": _nested(levels - 2)}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "thread", "line"),
+    [
+        ("k" * 1001, {"a": 1}, None, "put_item: key is 1001 characters; at most 1000"),
+        ("k", _value_nested(65), None, "put_item: value nests deeper than 64 levels"),
+        ("k", {"n": [10**400]}, None, "put_item: value holds a number beyond the range of a double (about 1.8e308)"),
+        ("k", {"a": 1}, " ", "put_item: thread must be 1 to 200 characters and not only whitespace, got 1"),
+    ],
+    ids=["long-key", "deep-value", "huge-number", "blank-thread"],
+)
+def test_put_item_refuses_what_pgmemstore_refuses(
+    conn: Conn, admin_conn: Conn, key: str, value: dict[str, object], thread: str | None, line: str
+) -> None:
+    from pgmem.integrations.langgraph import check_key, check_value
+
+    scope = f"rules-{uuid.uuid4().hex[:8]}"
+    put = "SELECT pgmem.put_item(%s, ARRAY[%s], %s, %s::jsonb, thread => %s)"
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', 'd', true)", (scope,)
+        )
+        conn.execute(put, (scope, scope, "kept", '{"a": 1}', None))
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err, conn.transaction():
+        conn.execute(
+            "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', 'd', true)", (scope,)
+        )
+        conn.execute(put, (scope, scope, key, json.dumps(value), thread))
+    assert err.value.diag.message_primary == line
+    rows = admin_conn.execute("SELECT item_key, value FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchall()
+    assert rows == [("kept", {"a": 1})]
+    if thread is None:  # PgmemStore refuses the same first (it names an item's thread itself), in
+        # the same words after the place (Python names the path inside the value: value.a[0]...).
+        with pytest.raises(InputError) as py_err:
+            check_key(key)
+            check_value(value)
+        place = "key" if line.startswith("put_item: key") else "value"
+        assert str(py_err.value).startswith(place)
+        assert str(py_err.value).endswith(line.removeprefix(f"put_item: {place}"))
+    # The edge PgmemStore takes is stored: a value at 64 levels.
+    check_value(_value_nested(64))
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', 'd', true)", (scope,)
+        )
+        conn.execute(put, (scope, scope, "edge", json.dumps(_value_nested(64)), None))
+
+
 def test_add_facts_refuses_a_blank_thread(conn: Conn, admin_conn: Conn) -> None:
     scope = f"rules-{uuid.uuid4().hex[:8]}"
     assert len(add_facts(conn, scope, [Fact("the pallet is in bay 7", thread="t")], EMB)) == 1

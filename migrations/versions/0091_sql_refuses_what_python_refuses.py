@@ -3,8 +3,11 @@
 pgmem.put_turn, called directly by a service in another language (docs/sql.md), took turns
 Python's check_messages and check_name refuse: a blank (whitespace-only) thread, a message that
 is no object or has no string role, content a number, tool_calls of another shape, a message or
-metadata nested more than 64 levels. Such a turn could not be read back by Python: a rebuild
-reported it failed. The same for a blank name elsewhere: a fact's thread (add_facts), a document
+metadata nested more than 64 levels, a number beyond the largest double. Such a turn could not be
+read back by Python: a rebuild reported it failed, or (nested thousands deep, a number of 5,000
+digits) crashed reading the scope. pgmem.put_item the same for what PgmemStore refuses first: a
+key over 1,000 characters (a 23514 of the table before), a value nested deeper than 64 levels or
+holding such a number (every read of the item failed), a blank thread. The same for a blank name elsewhere: a fact's thread (add_facts), a document
 id (put_document, which also said a too long id as a 23514 of the table), and a scope created or
 written by bind_scope_model, open_scope, put_item or set_retention. Each is refused now with a
 22023 of one line; put_turns reports it for the turn (pgmem._turn_problem). The whitespace rule
@@ -13,7 +16,8 @@ touched and no table constraint is added: rows stored before stay readable throu
 be forgotten (the forget functions and the reads take any name). tests/test_sql_write_rules.py.
 
 Only re-runnable definitions change (sql/idempotent: 005_scope, 010_vectors, 020_ingest,
-040_documents, 075_retention, 080_store).
+040_documents, 075_retention, 080_store). Python's check_messages, check_metadata and
+PgmemStore's check_value refuse a number beyond the largest double too (it was stored, as an int).
 
 Revision ID: 0091
 Revises: 0090
