@@ -256,8 +256,9 @@ def check_value(value: object, *, max_bytes: int = DEFAULT_MAX_VALUE_BYTES, what
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise InputError(f"{where} is {v}: JSON has no NaN or infinity")
-        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
-            # pgmem.put_item's rule (0091): read back as infinity, or not at all.
+        elif what == "value" and isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
+            # pgmem.put_item's rule (0091): a stored value's number is read back as infinity, or
+            # not at all (a filter's is only compared, in SQL).
             raise InputError(f"{where} holds a number beyond the range of a double (about 1.8e308)")
         elif not (v is None or isinstance(v, bool | int)):
             raise InputError(f"{where} is a {type(v).__name__}: a {what} holds JSON types only")
