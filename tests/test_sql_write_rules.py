@@ -280,6 +280,10 @@ def test_a_blank_scope_is_refused_by_every_write_that_creates_one(conn: Conn, ad
         "bind_scope_model": ("SELECT pgmem.bind_scope_model(%s, 'test:hash', 384)", (name,)),
         "open_scope": ("SELECT pgmem.open_scope(%s)", (name,)),
         "set_retention": ("SELECT pgmem.set_retention(%s, keep_days => 30)", (name,)),
+        "log_recall": (
+            "SELECT pgmem.log_recall(%s, 'memory', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, NULL, 'vector', '[]')",
+            (name, hash_vector("q").tolist()),
+        ),
         "put_turn": None,
     }
     for fn, call in calls.items():

@@ -9,14 +9,15 @@ digits) crashed reading the scope. pgmem.put_item the same for what PgmemStore r
 key over 1,000 characters (a 23514 of the table before), a value nested deeper than 64 levels or
 holding such a number (every read of the item failed), a blank thread. The same for a blank name elsewhere: a fact's thread (add_facts), a document
 id (put_document, which also said a too long id as a 23514 of the table), and a scope created or
-written by bind_scope_model, open_scope, put_item or set_retention. Each is refused now with a
+written by put_turns, add_facts, put_document, bind_scope_model, open_scope, put_item,
+set_retention or log_recall. Each is refused now with a
 22023 of one line; put_turns reports it for the turn (pgmem._turn_problem). The whitespace rule
 is one function (pgmem._blank), which add_facts' body check uses too. Stored rows are not
 touched and no table constraint is added: rows stored before stay readable through SQL and can
 be forgotten (the forget functions and the reads take any name). tests/test_sql_write_rules.py.
 
 Only re-runnable definitions change (sql/idempotent: 005_scope, 010_vectors, 020_ingest,
-040_documents, 075_retention, 080_store). Python's check_messages, check_metadata and
+030_recall, 040_documents, 075_retention, 080_store). Python's check_messages, check_metadata and
 PgmemStore's check_value refuse a number beyond the largest double too (it was stored, as an int).
 
 Revision ID: 0091

@@ -122,8 +122,8 @@ COMMENT ON FUNCTION pgmem._blank(text) IS
 -- check_name). The scope table checks only the length (a 23514 naming a constraint); a blank
 -- scope stored through SQL could not be read, written or forgotten through Python, which refuses
 -- its name first (0091). Called by the functions that write a scope's rows (put_turns, add_facts,
--- put_document, bind_scope_model, open_scope, put_item, set_retention); the forget functions and
--- the reads take any name.
+-- put_document, bind_scope_model, open_scope, put_item, set_retention, log_recall); the forget
+-- functions and the reads take any name.
 CREATE OR REPLACE FUNCTION pgmem._check_scope_name(scope text, caller text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
