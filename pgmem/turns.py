@@ -11,6 +11,7 @@ chat-completions format (user / assistant with `tool_calls` / `tool` with
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -133,8 +134,12 @@ def _parse_line(line: str, where: str) -> object:
         raise InputError(f"{where}: not valid JSON ({exc})") from None
 
 
-#: Deepest nesting accepted inside a message (Python and Postgres both recurse on it).
+#: Deepest nesting accepted inside a message (Python and Postgres both recurse on it); SQL's
+#: pgmem._messages_problem refuses deeper too (0091): change both together.
 MAX_DEPTH = 64
+#: The largest number a message or metadata may hold: Python reads a larger one back as infinity
+#: (or, of more than 4,300 digits, fails the read); SQL refuses it too (0091).
+MAX_NUMBER = sys.float_info.max
 #: Largest metadata object, as JSON (the SQL side refuses larger ones too).
 MAX_METADATA_BYTES = 4096
 
@@ -147,6 +152,8 @@ def check_metadata(metadata: object, where: str) -> Mapping[str, Any] | None:
         raise InputError(f"{where}: metadata must be a JSON object, got {type(metadata).__name__}")
     if _depth(metadata) > MAX_DEPTH:
         raise InputError(f"{where}: metadata nests more than {MAX_DEPTH} levels")
+    if _huge_number(metadata):
+        raise InputError(f"{where}: metadata holds a number beyond the range of a double (about 1.8e308)")
     bad, key = _non_string_key(metadata)
     if bad:
         raise InputError(
@@ -192,12 +199,14 @@ def check_messages(messages: Sequence[object], where: str) -> None:
                 args = fn.get("arguments")
                 if not (args is None or isinstance(args, str | Mapping | list)):
                     raise InputError(f"{at}.tool_calls[{j}].function.arguments must be a string or JSON")
-        depth = _depth(m)
-        if depth > MAX_DEPTH:
-            raise InputError(f"{at} nests {depth} levels deep; at most {MAX_DEPTH}")
+        if _depth(m) > MAX_DEPTH:
+            # pgmem._messages_problem's words (the SQL rule): _depth stops counting at 65.
+            raise InputError(f"{at} nests more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH}")
         bad, key = _non_string_key(m)
         if bad:
             raise InputError(f"{at} has a key that is not a string ({key!r:.40}); JSON object keys are strings")
+        if _huge_number(m):
+            raise InputError(f"{at} holds a number beyond the range of a double (about 1.8e308)")
         try:
             json.dumps(m, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -219,6 +228,21 @@ def _non_string_key(value: object) -> tuple[bool, object]:
         elif isinstance(v, list | tuple):
             stack.extend(v)
     return False, None
+
+
+def _huge_number(value: object) -> bool:
+    """Whether an integer beyond MAX_NUMBER is inside `value` (a float never is: infinity is
+    refused as no JSON); without recursion."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
+            return True
+    return False
 
 
 def _depth(value: object) -> int:

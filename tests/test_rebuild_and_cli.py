@@ -144,18 +144,20 @@ def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
     ids=["blank thread", "message without a role"],
 )
 def test_a_turn_the_sql_api_stored_that_python_cannot_read_fails_alone_and_the_others_are_rebuilt(
-    conn: Conn, embedder: Embedder, tmp_path: Path, thread: str, messages: str
+    conn: Conn, admin_conn: Conn, embedder: Embedder, tmp_path: Path, thread: str, messages: str
 ) -> None:
-    """put_turn through SQL (a service in another language, with its own piecing) stores a turn
-    Python's rules refuse: a blank thread name (Python's names need a non-blank character) or a
-    message without a role (put_turn checks only that messages are a JSON array). The rebuild
-    read every pending turn through those rules first, so that one turn raised an InputError
-    and no turn of the scope was rebuilt, on every run. It is reported now, with its reason, and
-    the others are rebuilt; the state file stays (the turn is still to do)."""
+    """put_turn through SQL (a service in another language, with its own piecing) stored turns
+    Python's rules refuse until 0091: a blank thread name (Python's names need a non-blank
+    character) or a message without a role (put_turn checked only that messages are a JSON
+    array). put_turn refuses them now (tests/test_sql_write_rules.py), but a database may hold
+    such turns from before; made here as it stored them (a superuser writing the tables). The
+    rebuild read every pending turn through those rules first, so that one turn raised an
+    InputError and no turn of the scope was rebuilt, on every run. It is reported now, with its
+    reason, and the others are rebuilt; the state file stays (the turn is still to do)."""
     ingest_turns(conn, turns(3), embedder)
     before = stamps(conn)
     vector = embedder.embed(["a turn stored through SQL"])[0].tolist()
-    with conn.transaction():
+    with pytest.raises(psycopg.errors.InvalidParameterValue), conn.transaction():
         conn.execute("SELECT set_config('pgmem.scope', 'r', true)")
         conn.execute(
             """SELECT pgmem.put_turn(scope => 'r', thread => %s, turn_index => 7, turn_time => NULL,
@@ -163,6 +165,16 @@ def test_a_turn_the_sql_api_stored_that_python_cannot_read_fails_alone_and_the_o
                    source_indexes => ARRAY[0], labels => ARRAY['[Turn 7 · User]'],
                    bodies => ARRAY['stored through SQL'], vectors => ARRAY[%s::vector])""",
             (thread, messages, embedder.model_id, vector),
+        )
+    with admin_conn.transaction():
+        admin_conn.execute(
+            "INSERT INTO pgmem.thread (scope_id, thread_id) VALUES ('r', %s) ON CONFLICT DO NOTHING", (thread,)
+        )
+        admin_conn.execute(
+            """INSERT INTO pgmem.turn (scope_id, thread_id, turn_index, messages, content_hash, context, model_key)
+               SELECT 'r', %s, 7, %s::jsonb, '\\x01', t.context, t.model_key FROM pgmem.turn t
+                WHERE t.scope_id = 'r' LIMIT 1""",
+            (thread, messages),
         )
     state = tmp_path / "rebuild.json"
     res = rebuild(conn, embedder, state, scope="r")

@@ -33,5 +33,5 @@ Create Date: 2026-12-07
 from pgmem.sqlfiles import functions_only
 
 revision = "0092"
-down_revision = "0090"  # TEMPORARY: "0091" at merge (rt54 report)
+down_revision = "0091"
 upgrade, downgrade = functions_only(revision)

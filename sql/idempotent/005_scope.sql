@@ -105,3 +105,38 @@ AS $$
 $$;
 COMMENT ON FUNCTION pgmem._not_a_list(anyarray) IS
 'Internal to the write functions: whether an array argument is not a one-dimensional list indexed from 1 (false for NULL and for an empty array).';
+
+-- Blank: empty or only whitespace, whitespace as Python's str.isspace has it (what check_name's
+-- value.strip() removes), whatever the database's locale. The one definition of the rule SQL and
+-- Python share for scope, thread and document names (and fact bodies): a name must hold some text
+-- (0091).
+CREATE OR REPLACE FUNCTION pgmem._blank(t text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pgmem, pg_temp
+RETURN t !~ '[^\t\n\v\f\r \x1c-\x1f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]';
+COMMENT ON FUNCTION pgmem._blank(text) IS
+'Whether a text is empty or only whitespace (Python''s str.isspace characters): a scope, thread or document name, or a fact body, must not be (0091). NULL for NULL.';
+
+-- The name of a scope a write creates or writes into: 1 to 200 characters, not blank (Python's
+-- check_name). The scope table checks only the length (a 23514 naming a constraint); a blank
+-- scope stored through SQL could not be read, written or forgotten through Python, which refuses
+-- its name first (0091). Called by the functions that write a scope's rows (put_turns, add_facts,
+-- put_document, bind_scope_model, open_scope, put_item, set_retention, log_recall); the forget
+-- functions and the reads take any name.
+CREATE OR REPLACE FUNCTION pgmem._check_scope_name(scope text, caller text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+BEGIN
+    IF char_length(scope) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION '%: scope must be 1 to 200 characters, got %', caller, char_length(scope) USING ERRCODE = '22023';
+    ELSIF pgmem._blank(scope) THEN
+        RAISE EXCEPTION '%: scope must be a non-empty string, got only whitespace', caller USING ERRCODE = '22023',
+            HINT = 'A scope name needs a character that is not whitespace.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._check_scope_name(text, text) IS
+'Internal to the write functions (0091): raises 22023 (prefixed with caller) unless scope is 1 to 200 characters and not only whitespace, the rule of Python''s check_name.';

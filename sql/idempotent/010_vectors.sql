@@ -223,6 +223,7 @@ BEGIN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(open_scope.scope), true);
+    PERFORM pgmem._check_scope_name(open_scope.scope, 'open_scope');
     -- As put_item and set_retention: insert, then hold FOR KEY SHARE; a scope forgotten
     -- meanwhile is created again.
     LOOP
@@ -249,6 +250,7 @@ BEGIN
         RAISE EXCEPTION 'scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(bind_scope_model.scope), true);
+    PERFORM pgmem._check_scope_name(bind_scope_model.scope, 'bind_scope_model');
     IF plane NOT IN ('piece', 'fact') THEN
         RAISE EXCEPTION 'plane must be piece or fact, got %', plane USING ERRCODE = '22023';
     END IF;

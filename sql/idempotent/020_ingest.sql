@@ -105,6 +105,80 @@ DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, 
 DROP FUNCTION IF EXISTS pgmem.put_turn(text, text, integer, timestamptz, jsonb, bytea, text, text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector, jsonb);
 DROP FUNCTION IF EXISTS pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], @VECTOR_SCHEMA@.vector[], double precision, boolean, boolean, @VECTOR_SCHEMA@.vector[], jsonb[]);
 
+-- The shapes pgmem reads in a turn's messages (0091): Python's check_messages (pgmem/turns.py)
+-- refuses the same before it embeds, and reads them back by it (a rebuild, pgmem.pending_turns):
+-- a turn stored through SQL without them could not be rebuilt. Every message an object with a
+-- string role; its content a string, a list of parts, an object or null; its tool_calls absent,
+-- null or a list of objects whose function is an object with a string name and arguments that
+-- are a string, JSON or null; nothing nested more than 64 levels (Python recurses on it); no
+-- number beyond the range of a double (Python reads it as infinity, or fails). The first problem as one line naming the message (0-based, as JSON and Python count), or NULL.
+-- The largest double, exactly (DBL_MAX, 309 digits), as the jsonpath variable $max: a number
+-- beyond it is refused in a turn's messages and metadata (0091), as Python's MAX_NUMBER.
+CREATE OR REPLACE FUNCTION pgmem._max_number()
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+RETURN '{"max": 179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250404026184124858368}'::jsonb;
+COMMENT ON FUNCTION pgmem._max_number() IS
+'{"max": DBL_MAX}, the largest double exactly, for the jsonpath of pgmem._messages_problem and pgmem._turn_problem (0091): Python reads a larger number back as infinity, or fails on one of more than 4,300 digits.';
+
+CREATE OR REPLACE FUNCTION pgmem._messages_problem(messages jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    m jsonb;
+    i integer;
+    kind text;
+    call jsonb;
+    j integer;
+    fn jsonb;
+BEGIN
+    IF jsonb_typeof(messages) IS DISTINCT FROM 'array' THEN
+        RETURN NULL;  -- the caller's rule
+    END IF;
+    FOR m, i IN SELECT e.m, (e.n - 1)::integer FROM jsonb_array_elements(messages) WITH ORDINALITY AS e(m, n) LOOP
+        IF jsonb_typeof(m) <> 'object' OR jsonb_typeof(m -> 'role') IS DISTINCT FROM 'string' THEN
+            RETURN format('messages[%s] must be an object with a string role', i);
+        END IF;
+        kind := jsonb_typeof(m -> 'content');
+        IF kind IN ('number', 'boolean') THEN
+            RETURN format('messages[%s].content must be a string, a list of parts, an object (stored as its JSON) or null, got a JSON %s',
+                          i, kind);
+        END IF;
+        kind := jsonb_typeof(m -> 'tool_calls');
+        IF kind IS NOT NULL AND kind <> 'null' THEN
+            IF kind <> 'array' THEN
+                RETURN format('messages[%s].tool_calls must be a list of tool calls, got a JSON %s', i, kind);
+            END IF;
+            FOR call, j IN SELECT e.c, (e.n - 1)::integer FROM jsonb_array_elements(m -> 'tool_calls') WITH ORDINALITY AS e(c, n) LOOP
+                fn := CASE WHEN jsonb_typeof(call) = 'object' THEN call -> 'function' END;
+                IF jsonb_typeof(fn) IS DISTINCT FROM 'object' OR jsonb_typeof(fn -> 'name') IS DISTINCT FROM 'string' THEN
+                    RETURN format('messages[%s].tool_calls[%s] must be an object whose function is an object with a string name', i, j);
+                END IF;
+                IF jsonb_typeof(fn -> 'arguments') IN ('number', 'boolean') THEN
+                    RETURN format('messages[%s].tool_calls[%s].function.arguments must be a string or JSON', i, j);
+                END IF;
+            END LOOP;
+        END IF;
+        -- The message is level 0: a list or object at level 64 is nested 65 deep (Python's count,
+        -- pgmem.turns.MAX_DEPTH).
+        IF jsonb_path_exists(m, 'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")') THEN
+            RETURN format('messages[%s] nests more than 64 levels deep; at most 64', i);
+        END IF;
+        -- Python reads a number beyond the largest double as infinity (a fraction: the turn is no
+        -- JSON then) or, of more than 4,300 digits, fails the whole read (psycopg's json.loads).
+        IF jsonb_path_exists(m, 'strict $.** ? (@.type() == "number" && (@ > $max || @ < -$max))', pgmem._max_number()) THEN
+            RETURN format('messages[%s] holds a number beyond the range of a double (about 1.8e308)', i);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgmem._messages_problem(jsonb) IS
+'The first shape rule a turn''s messages (a JSON array) break, as one line naming the message, or NULL (0091): each message an object with a string role, content a string, list, object or null, tool_calls null or a list of objects whose function is an object with a string name (arguments a string, JSON or null), nothing nested more than 64 levels, no number beyond the range of a double. Python''s check_messages, which a rebuild reads stored turns back with.';
+
 -- The rules of one turn, once: the first thing wrong with it as (SQLSTATE, message, hint), or no
 -- row. put_turn raises it; put_turns reports it for that turn and stores the others.
 -- Before the turn time was one of them.
@@ -126,7 +200,12 @@ AS $$
 #variable_conflict use_column
 DECLARE
     meta jsonb := coalesce(_turn_problem.metadata, '{}'::jsonb);
+    problem text;
 BEGIN
+    -- Only for a turn whose key fields are there (the order of the rules below).
+    IF thread IS NOT NULL AND turn_index IS NOT NULL AND content_hash IS NOT NULL THEN
+        problem := pgmem._messages_problem(messages);
+    END IF;
     IF thread IS NULL OR turn_index IS NULL OR messages IS NULL OR content_hash IS NULL THEN
         RETURN QUERY SELECT '22004'::text,
             'put_turn: scope, thread, turn_index, messages, content_hash and model_id must not be NULL'::text, NULL::text;
@@ -142,12 +221,25 @@ BEGIN
     ELSIF length(thread) NOT BETWEEN 1 AND 200 THEN  -- the thread table's check, as one line (not a 23514)
         RETURN QUERY SELECT '22023'::text, format('put_turn: thread must be 1 to 200 characters, got %s', length(thread)),
             NULL::text;
+    -- 0091: Python's check_name, by which a rebuild reads the turn back.
+    ELSIF pgmem._blank(thread) THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: thread must be a non-empty string, got only whitespace'::text,
+            'A thread name needs a character that is not whitespace.'::text;
     ELSIF jsonb_typeof(messages) <> 'array' THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: messages must be a JSON array of chat messages, got a JSON %s',
                                                   jsonb_typeof(messages)), NULL::text;
+    ELSIF problem IS NOT NULL THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: ' || problem,
+            'Messages are OpenAI chat messages: {"role": "user", "content": "..."}; an assistant''s tool_calls are [{"id": ..., "function": {"name": ..., "arguments": ...}}].'::text;
     ELSIF jsonb_typeof(meta) <> 'object' THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: metadata must be a JSON object, got a JSON %s', jsonb_typeof(meta)),
             'For example {"channel": "voice", "project": "atlas"}; {} (or NULL) for none.'::text;
+    ELSIF jsonb_path_exists(meta, 'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")') THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: metadata nests more than 64 levels'::text,
+            'Metadata is for short filterable labels; keep content in the messages.'::text;
+    ELSIF jsonb_path_exists(meta, 'strict $.** ? (@.type() == "number" && (@ > $max || @ < -$max))', pgmem._max_number()) THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: metadata holds a number beyond the range of a double (about 1.8e308)'::text,
+            NULL::text;
     ELSIF octet_length(meta::text) > 4096 THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: metadata is %s bytes as JSON text; at most 4,096', octet_length(meta::text)),
             'Metadata is for short filterable labels; keep content in the messages.'::text;
@@ -165,7 +257,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, vector[], vector, timestamptz) IS
-'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, turn_time infinite or outside years 1 to 9999 in UTC (what Python reads back), metadata not a JSON object or over 4,096 bytes, weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
+'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, turn_time infinite or outside years 1 to 9999 in UTC (what Python reads back), a thread name blank (0091), messages of a shape pgmem does not read (pgmem._messages_problem, 0091), metadata not a JSON object, over 4,096 bytes, nested more than 64 levels or holding a number beyond a double (0091), weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turns(
     scope text,
@@ -212,6 +304,7 @@ BEGIN
         RAISE EXCEPTION 'put_turns: scope and model_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turns.scope), true);
+    PERFORM pgmem._check_scope_name(put_turns.scope, 'put_turns');
     -- Subscripted below from 1: an array with other bounds (or dimensions) is read as its elements.
     piece_counts := ARRAY(SELECT c.n FROM unnest(piece_counts) AS c(n));
     IF coalesce(array_length(turn_indexes, 1), 0) <> n_turns OR coalesce(array_length(turn_times, 1), 0) <> n_turns
@@ -516,6 +609,7 @@ BEGIN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(add_facts.scope), true);
+    PERFORM pgmem._check_scope_name(add_facts.scope, 'add_facts');
     -- Entry i of each array is fact i: an array with other bounds or more dimensions, of the
     -- right length, tied a fact to another's thread, turn or section, or to none (0052).
     bad_arg := CASE WHEN pgmem._not_a_list(bodies) THEN 'bodies'
@@ -542,13 +636,9 @@ BEGIN
     -- The rules Python's check_fact applies too: a body with some text (a character that is not
     -- whitespace as Python's str.isspace has it, whatever the database's locale), a turn index of
     -- 0 or more.
-    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i)
-                WHERE bodies[u.i] IS NULL
-                   OR bodies[u.i] !~ '[^\t\n\v\f\r \x1c-\x1f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]') THEN
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE coalesce(pgmem._blank(bodies[u.i]), true)) THEN
         RAISE EXCEPTION 'add_facts: bodies[%] is empty (or only whitespace)',
-            (SELECT min(u.i) FROM generate_series(1, n) AS u(i)
-              WHERE bodies[u.i] IS NULL
-                 OR bodies[u.i] !~ '[^\t\n\v\f\r \x1c-\x1f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]')
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE coalesce(pgmem._blank(bodies[u.i]), true))
             USING ERRCODE = '22023';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(turn_indexes) AS t(ti) WHERE t.ti < 0) THEN
@@ -571,6 +661,13 @@ BEGIN
     thr := ARRAY(SELECT DISTINCT t.id FROM unnest(thread_ids) AS t(id) WHERE t.id IS NOT NULL ORDER BY 1);
     IF EXISTS (SELECT 1 FROM unnest(thr) AS t(id) WHERE length(t.id) NOT BETWEEN 1 AND 200) THEN
         RAISE EXCEPTION 'add_facts: a thread id must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- Python's check_name (0091): a fact tied to a blank thread could not be forgotten with its
+    -- thread through Python, which refuses the name first.
+    IF EXISTS (SELECT 1 FROM unnest(thread_ids) AS t(id) WHERE pgmem._blank(t.id)) THEN
+        RAISE EXCEPTION 'add_facts: thread_ids[%] must be a non-empty string, got only whitespace',
+            (SELECT min(t.i) FROM unnest(thread_ids) WITH ORDINALITY AS t(id, i) WHERE pgmem._blank(t.id))
+            USING ERRCODE = '22023', HINT = 'A thread name needs a character that is not whitespace; NULL ties the fact to no thread.';
     END IF;
     -- Lock order (docs/architecture.md, 0040): the facts' threads, inserted and held FOR KEY
     -- SHARE in key order as put_turns holds its turns' threads, before the facts. A forget of a
@@ -601,4 +698,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';

@@ -1721,6 +1721,7 @@ BEGIN
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
+    PERFORM pgmem._check_scope_name(log_recall.scope, 'log_recall');  -- it may create the scope's row (0091)
     -- No floor given: the one the recall used (the model's), so the log replays it.
     IF log_recall.floor IS NULL AND plane <> 'fact' THEN
         SELECT m.floor INTO log_recall.floor FROM pgmem.scope_model_settings(log_recall.scope) m;

@@ -76,6 +76,16 @@ BEGIN
             USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_document.scope), true);
+    PERFORM pgmem._check_scope_name(put_document.scope, 'put_document');
+    -- The document table's check as one line (not a 23514), and Python's check_name (0091): a
+    -- blank id could not be removed or searched for through Python, which refuses the name first.
+    IF char_length(document_id) NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'put_document: document_id must be 1 to 1000 characters, got %', char_length(document_id)
+            USING ERRCODE = '22023';
+    ELSIF pgmem._blank(document_id) THEN
+        RAISE EXCEPTION 'put_document: document_id must be a non-empty string, got only whitespace' USING ERRCODE = '22023',
+            HINT = 'A document id needs a character that is not whitespace.';
+    END IF;
     IF weight IS NULL OR weight < 0 OR weight > 1 THEN
         RAISE EXCEPTION 'put_document: weight must be between 0 and 1, got %', weight USING ERRCODE = '22023';
     END IF;
@@ -234,7 +244,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_document(text, text, text, text, bytea, text, jsonb, text[], integer[], text[], integer[], integer[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
-'Store one Markdown document atomically: its chunks (heading path, a JSON array of strings, + body) and their search units (kind, position in its chunk, span in the chunk body, label, body, vector) as kind = document pieces; every array is one-dimensional from 1 and holds no NULL (22023 naming the argument or the unit). Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
+'Store one Markdown document atomically (document_id 1 to 1,000 characters, not only whitespace: 22023, 0091): its chunks (heading path, a JSON array of strings, + body) and their search units (kind, position in its chunk, span in the chunk body, label, body, vector) as kind = document pieces; every array is one-dimensional from 1 and holds no NULL (22023 naming the argument or the unit). Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
 
 CREATE OR REPLACE FUNCTION pgmem.remove_document(scope text, document_id text)
 RETURNS boolean

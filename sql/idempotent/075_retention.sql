@@ -37,6 +37,7 @@ BEGIN
         RAISE EXCEPTION 'set_retention: scope must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(set_retention.scope), true);
+    PERFORM pgmem._check_scope_name(set_retention.scope, 'set_retention');
     IF keep_days < 1 OR keep_days > 36500 OR log_keep_days < 1 OR log_keep_days > 36500 THEN
         RAISE EXCEPTION 'set_retention: keep_days and log_keep_days must be between 1 and 36500 (or NULL), got % and %',
             keep_days, log_keep_days USING ERRCODE = '22023', HINT = 'NULL means no age limit.';
