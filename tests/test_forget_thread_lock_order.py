@@ -264,6 +264,7 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
     w.commit()
     forgotten = outcome(forgot)
     g.begin(scope, directory="d")
+
     def put_again(c: Conn) -> object:
         return c.execute(put, (scope, list(ns), '{"v": 2}')).fetchall()
 
