@@ -11,7 +11,6 @@ chat-completions format (user / assistant with `tool_calls` / `tool` with
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -137,9 +136,17 @@ def _parse_line(line: str, where: str) -> object:
 #: Deepest nesting accepted inside a message (Python and Postgres both recurse on it); SQL's
 #: pgmem._messages_problem refuses deeper too (0091): change both together.
 MAX_DEPTH = 64
-#: The largest number a message or metadata may hold: Python reads a larger one back as infinity
-#: (or, of more than 4,300 digits, fails the read); SQL refuses it too (0091).
-MAX_NUMBER = sys.float_info.max
+#: Integers from this one up (more than 4,300 digits) are refused in a stored value: json.loads
+#: fails the whole read of one (Python's limit on converting long integers). SQL's
+#: pgmem._unreadable_number is the same rule (0091, 0093), and refuses a fraction beyond the
+#: largest double too (read back as infinity), which Python cannot hold. A smaller integer beyond
+#: a double reads back exactly and is stored.
+UNREADABLE_INT = 10**4300
+#: What a stored value holding such a number is told, here and by SQL.
+UNREADABLE_NUMBER = (
+    "holds a number Python cannot read back (an integer of more than 4,300 digits, or a fraction beyond the range "
+    "of a double)"
+)
 #: Largest metadata object, as JSON (the SQL side refuses larger ones too).
 MAX_METADATA_BYTES = 4096
 
@@ -153,7 +160,7 @@ def check_metadata(metadata: object, where: str) -> Mapping[str, Any] | None:
     if _depth(metadata) > MAX_DEPTH:
         raise InputError(f"{where}: metadata nests more than {MAX_DEPTH} levels")
     if _huge_number(metadata):
-        raise InputError(f"{where}: metadata holds a number beyond the range of a double (about 1.8e308)")
+        raise InputError(f"{where}: metadata {UNREADABLE_NUMBER}")
     bad, key = _non_string_key(metadata)
     if bad:
         raise InputError(
@@ -206,7 +213,7 @@ def check_messages(messages: Sequence[object], where: str) -> None:
         if bad:
             raise InputError(f"{at} has a key that is not a string ({key!r:.40}); JSON object keys are strings")
         if _huge_number(m):
-            raise InputError(f"{at} holds a number beyond the range of a double (about 1.8e308)")
+            raise InputError(f"{at} {UNREADABLE_NUMBER}")
         try:
             json.dumps(m, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -231,8 +238,8 @@ def _non_string_key(value: object) -> tuple[bool, object]:
 
 
 def _huge_number(value: object) -> bool:
-    """Whether an integer beyond MAX_NUMBER is inside `value` (a float never is: infinity is
-    refused as no JSON); without recursion."""
+    """Whether an integer of UNREADABLE_INT or more (in magnitude) is inside `value` (a float
+    never is: infinity is refused as no JSON); without recursion."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -240,7 +247,7 @@ def _huge_number(value: object) -> bool:
             stack.extend(v.values())
         elif isinstance(v, list | tuple):
             stack.extend(v)
-        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= UNREADABLE_INT:
             return True
     return False
 

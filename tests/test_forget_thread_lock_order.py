@@ -232,14 +232,15 @@ def test_a_store_item_whose_thread_was_never_written_is_deleted_and_leaves_no_th
 def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_before_the_thread(
     conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
 ) -> None:
-    """A store item of thread t is being put (W, uncommitted) and t's row is being created by
-    another writer (W2, uncommitted): forget_thread(t) finds neither, and waits for W2's insert
-    of the thread row. W commits; a store batch (G) puts the item again, holding it. When W2
-    commits, 0082's forget locked the thread row and then waited for the item to delete it
-    (locking the items again only before its first look): the batch's turn of t then waited for
-    the forget's thread row: a deadlock (40P01). The forget now locks the thread's items again
-    after each wait, before the thread row (the lock order), so it waits for the batch and then
-    forgets its turn and item too."""
+    """A store item of thread t is being put with its turn (W, uncommitted): forget_thread(t)
+    finds neither and waits for W's insert of the thread row. Until 0092 the row could be another
+    writer's (W2) while W held the item, and 0082's forget, which locked the items only before
+    its first look, then locked the thread row and waited for the item: a batch (G) putting the
+    item again waited for the thread row, a deadlock (40P01). The forget locks the thread's items
+    again after each wait, before the thread row (the lock order). Since 0092 put_item inserts
+    the thread row itself, so W2's scene cannot be set; here the forget, after its wait, must
+    lock and delete W's item (not only its turn): G's put of the item waits for the forget and,
+    after it, writes a new item (previous_thread NULL), not an update of W's (review rt57)."""
     from pgmem.errors import PgmemError
 
     ns = ("lock-item-flight", uuid.uuid4().hex[:8])
@@ -249,12 +250,7 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
     before = deadlocks(admin_conn)
     w, w2, f, g = sessions(), sessions(), sessions(), sessions()
 
-    # Since 0092 put_item inserts the item's thread row itself (pgmem._claim_item_thread): a
-    # second writer creating t's row waits for W, so the scene above cannot be set any more. W
-    # writes the item's turn too; the forget waits for W's insert of the thread row, then locks
-    # the item W put (before the thread row, the lock order) and forgets it with its turn, and
-    # a batch putting the item again waits for the forget and lands after it.
-    del w2
+    del w2  # since 0092 put_item inserts the thread row itself: W2's scene cannot be set
     w.begin(scope, directory="d")
     w.do(lambda c: c.execute(put, (scope, list(ns), '{"v": 1}')).fetchall())
     assert w.do(ingest([make_turn(scope, "t", 0, "alpha, the item's turn")])).inserted == 1
@@ -269,12 +265,17 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
         return c.execute(put, (scope, list(ns), '{"v": 2}')).fetchall()
 
     again = g.start(put_again)
-    if isinstance(forgotten, Forgotten):
-        f.commit()
     assert isinstance(forgotten, Forgotten), f"the forget: {forgotten!r}"
+    assert waits_for_lock(admin_conn, again, g.pid)  # for the item the forget holds
+    f.commit()
     assert (forgotten.threads, forgotten.turns) == (1, 1)  # W's turn
-    assert not isinstance(outcome(again), PgmemError | psycopg.Error)
+    assert _rows(admin_conn, "store_item", scope) == 0  # and W's item
+    put_result = outcome(again)
+    assert not isinstance(put_result, PgmemError | psycopg.Error), put_result
     g.commit()
+    assert isinstance(put_result, list) and [r[2] for r in put_result] == [
+        None
+    ]  # a new item: no previous thread (W's was deleted)
     assert _rows(admin_conn, "store_item", scope) == 1  # put again after the forget
     assert deadlocks_now(admin_conn) - before == 0
 

@@ -6,6 +6,7 @@ Real Postgres, as the application login (the `conn` fixture) except where a DBA'
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from datetime import datetime, timedelta
@@ -507,3 +508,26 @@ def test_an_expired_item_is_not_brought_back_by_a_copy_older_than_its_expiry(
     assert got == {
         "old-unswept": None, "new-unswept": "the imported copy", "old-swept": None, "new-swept": "the imported copy"
     }  # fmt: skip
+
+
+def test_a_store_whose_items_only_expire_keeps_their_records_30_days(hstore: PgmemStore, admin_conn: Conn) -> None:
+    """Since 0092 the sweep remembers each expired key (pgmem.store_tombstone), but only a
+    delete removed the records older than 30 days: a store whose items only expire (a session
+    cache, new keys every time) kept every record for ever (review rt57). The sweep prunes them
+    too now (0093), its own scope's only."""
+    ns, other = ("ttl", "cache"), ("ttl", "other")
+    hstore.put(other, "kept", {"text": "another scope's old record stays"})
+    hstore.delete(other, "kept")
+    for key in ("s1", "s2"):
+        hstore.put(ns, key, {"text": f"session {key}"})
+        _expire_now(admin_conn, ns, key)
+    assert hstore.sweep_ttl() == 2
+    admin_conn.execute("UPDATE pgmem.store_tombstone SET deleted_at = now() - interval '31 days'")
+    hstore.put(ns, "s3", {"text": "session s3"})
+    _expire_now(admin_conn, ns, "s3")
+    assert hstore.sweep_ttl() == 1
+    rows = admin_conn.execute("SELECT scope_id, key_hash FROM pgmem.store_tombstone ORDER BY 1").fetchall()
+    assert rows == [
+        (namespace_scope(ns), hashlib.sha256(b"s3").digest()),
+        (namespace_scope(other), hashlib.sha256(b"kept").digest()),
+    ]

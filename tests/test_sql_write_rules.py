@@ -91,7 +91,10 @@ CALL = "must be an object whose function is an object with a string name"
 BLANK = "thread must be a non-empty string, got only whitespace"
 DEEP = "nests more than 64 levels deep; at most 64"
 NOT_ARRAY = "messages must be a JSON array of chat messages, got a JSON"
-HUGE = "holds a number beyond the range of a double (about 1.8e308)"
+HUGE = (
+    "holds a number Python cannot read back (an integer of more than 4,300 digits, or a fraction beyond the range "
+    "of a double)"
+)
 
 
 def _calls(*calls: object) -> list[object]:
@@ -158,7 +161,13 @@ TURN_CASES: list[tuple[str, str, object, object, str]] = [
         f"messages[0] {DEEP}",
     ),
     ("metadata-nested-65", "t", GOOD, {"a": _nested(64)}, "metadata nests more than 64 levels"),
-    ("number-beyond-double", "t", [{"role": "user", "content": "x", "n": [10**400]}], None, f"messages[0] {HUGE}"),
+    (
+        "integer-of-4301-digits",
+        "t",
+        Raw('[{"role": "user", "content": "x", "n": [1e4300]}]', [{"role": "user", "content": "x", "n": [10**4300]}]),
+        None,
+        f"messages[0] {HUGE}",
+    ),
     (
         "number-of-5000-digits",
         "t",
@@ -166,7 +175,7 @@ TURN_CASES: list[tuple[str, str, object, object, str]] = [
         None,
         f"messages[0] {HUGE}",
     ),
-    ("metadata-number-beyond-double", "t", GOOD, {"n": -(10**400)}, f"metadata {HUGE}"),
+    ("metadata-integer-of-4301-digits", "t", GOOD, Raw('{"n": -1e4300}', {"n": -(10**4300)}), f"metadata {HUGE}"),
 ]
 
 
@@ -192,6 +201,8 @@ def test_put_turn_refuses_what_python_refuses_and_keeps_the_stored_turn(
     with pytest.raises(InputError) as py_err:
         if isinstance(messages, Raw):
             messages = messages.py
+        if isinstance(metadata, Raw):
+            metadata = metadata.py
         turn_from_dict({"scope": scope, "thread": thread, "turn": 0, "messages": messages, "metadata": metadata})
     tail = line
     if tail.startswith("messages must be"):
@@ -317,13 +328,13 @@ def _value_nested(levels: int) -> dict[str, object]:
     [
         ("k" * 1001, {"a": 1}, None, "put_item: key is 1001 characters; at most 1000"),
         ("k", _value_nested(65), None, "put_item: value nests deeper than 64 levels"),
-        ("k", {"n": [10**400]}, None, "put_item: value holds a number beyond the range of a double (about 1.8e308)"),
-        ("k", {"a": 1}, " ", "put_item: thread must be 1 to 200 characters and not only whitespace, got 1"),
+        ("k", Raw('{"n": [1e4300]}', {"n": [10**4300]}), None, f"put_item: value {HUGE}"),
+        ("k", {"a": 1}, " ", "put_item: thread must be a non-empty string, got only whitespace"),
     ],
     ids=["long-key", "deep-value", "huge-number", "blank-thread"],
 )
 def test_put_item_refuses_what_pgmemstore_refuses(
-    conn: Conn, admin_conn: Conn, key: str, value: dict[str, object], thread: str | None, line: str
+    conn: Conn, admin_conn: Conn, key: str, value: object, thread: str | None, line: str
 ) -> None:
     from pgmem.integrations.langgraph import check_key, check_value
 
@@ -338,7 +349,7 @@ def test_put_item_refuses_what_pgmemstore_refuses(
         conn.execute(
             "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', 'd', true)", (scope,)
         )
-        conn.execute(put, (scope, scope, key, json.dumps(value), thread))
+        conn.execute(put, (scope, scope, key, _dump(value), thread))
     assert err.value.diag.message_primary == line
     rows = admin_conn.execute("SELECT item_key, value FROM pgmem.store_item WHERE scope_id = %s", (scope,)).fetchall()
     assert rows == [("kept", {"a": 1})]
@@ -346,7 +357,7 @@ def test_put_item_refuses_what_pgmemstore_refuses(
         # the same words after the place (Python names the path inside the value: value.a[0]...).
         with pytest.raises(InputError) as py_err:
             check_key(key)
-            check_value(value)
+            check_value(value.py if isinstance(value, Raw) else value)
         place = "key" if line.startswith("put_item: key") else "value"
         assert str(py_err.value).startswith(place)
         assert str(py_err.value).endswith(line.removeprefix(f"put_item: {place}"))
@@ -417,3 +428,37 @@ def test_rows_stored_before_the_rules_are_read_and_forgotten(conn: Conn, admin_c
         forgot = conn.execute("SELECT threads, facts FROM pgmem.forget_thread(%s, '  ')", (scope,)).fetchone()
     assert forgot == (1, 1)
     assert admin_conn.execute("SELECT count(*) FROM pgmem.fact WHERE scope_id = %s", (scope,)).fetchone() == (0,)
+
+
+def test_numbers_python_reads_back_are_stored_and_those_it_cannot_are_refused(conn: Conn, admin_conn: Conn) -> None:
+    """0091 refused every number beyond the largest double, but an integer beyond it reads back
+    exactly (a Python int), and LangGraph's stores store it (review rt57): it is stored again
+    (0093), by put_turn, put_item and Python's checks alike. What Python cannot read back stays
+    refused: an integer of more than 4,300 digits (json.loads fails the read) and a fraction
+    beyond the largest double (read back as infinity)."""
+    from pgmem.integrations.langgraph import check_value
+    from pgmem.turns import check_metadata
+
+    scope = _stored_scope(conn)
+    big = {"n": [10**400, -(10**4299) - 1]}  # beyond a double; the second of 4,300 digits
+    small = {"n": -(10**400)}  # metadata is at most 4,096 bytes
+    check_messages([{"role": "user", "content": "x", **big}], "turn")
+    check_metadata(small, "turn")
+    check_value(big)
+    _put_turn(conn, scope, "big", json.dumps([{"role": "user", "content": "x", **big}]), json.dumps(small))
+    row = admin_conn.execute(
+        "SELECT messages, metadata FROM pgmem.turn WHERE scope_id = %s AND thread_id = 'big'", (scope,)
+    ).fetchone()
+    assert row is not None and row[0] == [{"role": "user", "content": "x", **big}] and row[1] == small
+    fraction = "1" + "0" * 400 + ".5"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        _put_turn(conn, scope, "frac", f'[{{"role": "user", "content": "x", "n": {fraction}}}]')
+    assert err.value.diag.message_primary == f"put_turn: messages[0] {HUGE}"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err, conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'nums', true), set_config('pgmem.store_directory', 'd', true)")
+        conn.execute("SELECT pgmem.put_item('nums', ARRAY['nums'], 'k', %s::jsonb)", (f'{{"n": -{fraction}}}',))
+    assert err.value.diag.message_primary == f"put_item: value {HUGE}"
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', 'nums', true), set_config('pgmem.store_directory', 'd', true)")
+        conn.execute("SELECT pgmem.put_item('nums', ARRAY['nums'], 'k', %s::jsonb)", (json.dumps(big),))
+    assert admin_conn.execute("SELECT value FROM pgmem.store_item WHERE scope_id = 'nums'").fetchone() == (big,)

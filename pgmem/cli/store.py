@@ -109,7 +109,10 @@ def app_index(spec: str | None, fields: list[str] | None) -> dict[str, Any] | No
         or not all(part.isidentifier() for part in (*module_name.split("."), *name.split(".")))
     ):
         raise ConfigError(f"--index must be MODULE:NAME (e.g. myapp.store:INDEX), got {spec!r:.80}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
+    # The current folder first, as `python -m` reads a module, for this import only: left on the
+    # path, the application's modules could shadow the ones pgmem imports later.
+    added = "" not in sys.path and os.getcwd() not in sys.path
+    if added:
         sys.path.insert(0, os.getcwd())
     try:
         value: object = importlib.import_module(module_name)
@@ -117,6 +120,9 @@ def app_index(spec: str | None, fields: list[str] | None) -> dict[str, Any] | No
         raise ConfigError(
             f"--index: cannot import {module_name!r}: {type(exc).__name__}: {shown(' '.join(str(exc).split())[:240])}"
         ) from None
+    finally:
+        if added and os.getcwd() in sys.path:
+            sys.path.remove(os.getcwd())
     for attr in name.split("."):
         if not hasattr(value, attr):
             raise ConfigError(f"--index: {module_name!r} has no {name!r}")

@@ -151,7 +151,7 @@ from pgmem.recall import (  # noqa: E402
     recall_statement,
 )
 from pgmem.text import check_name, check_text, describe, unstorable  # noqa: E402
-from pgmem.turns import MAX_DEPTH, MAX_NUMBER, Turn, check_messages, parse_time, split_sources  # noqa: E402
+from pgmem.turns import MAX_DEPTH, UNREADABLE_INT, UNREADABLE_NUMBER, Turn, check_messages, parse_time, split_sources  # noqa: E402
 
 T = TypeVar("T")
 
@@ -260,10 +260,10 @@ def check_value(value: object, *, max_bytes: int = DEFAULT_MAX_VALUE_BYTES, what
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise InputError(f"{where} is {v}: JSON has no NaN or infinity")
-        elif what == "value" and isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
-            # pgmem.put_item's rule (0091): a stored value's number is read back as infinity, or
-            # not at all (a filter's is only compared, in SQL).
-            raise InputError(f"{where} holds a number beyond the range of a double (about 1.8e308)")
+        elif what == "value" and isinstance(v, int) and not isinstance(v, bool) and abs(v) >= UNREADABLE_INT:
+            # pgmem.put_item's rule (pgmem._unreadable_number): such a stored number is not read
+            # back at all (a filter's is only compared, in SQL).
+            raise InputError(f"{where} {UNREADABLE_NUMBER}")
         elif not (v is None or isinstance(v, bool | int)):
             raise InputError(f"{where} is a {type(v).__name__}: a {what} holds JSON types only")
     try:

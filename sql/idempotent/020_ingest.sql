@@ -111,16 +111,40 @@ DROP FUNCTION IF EXISTS pgmem.put_turns(text, text, text[], integer[], timestamp
 -- string role; its content a string, a list of parts, an object or null; its tool_calls absent,
 -- null or a list of objects whose function is an object with a string name and arguments that
 -- are a string, JSON or null; nothing nested more than 64 levels (Python recurses on it); no
--- number beyond the range of a double (Python reads it as infinity, or fails). The first problem as one line naming the message (0-based, as JSON and Python count), or NULL.
--- The largest double, exactly (DBL_MAX, 309 digits), as the jsonpath variable $max: a number
--- beyond it is refused in a turn's messages and metadata (0091), as Python's MAX_NUMBER.
+-- number Python cannot read back (pgmem._unreadable_number). The first problem as one line
+-- naming the message (0-based, as JSON and Python count), or NULL.
+-- The numbers a stored JSON value may not hold, because Python cannot read them back (0091, the
+-- rule corrected in 0093 after review rt57): an integer of more than 4,300 digits (json.loads
+-- fails the whole read: Python's limit on converting long integers) and a fraction beyond the
+-- largest double (read back as infinity, which is no JSON). An integer beyond a double but of
+-- fewer digits reads back exactly (a Python int), so it is stored, as LangGraph's stores store
+-- it. $max is the largest double exactly (DBL_MAX, 309 digits), $big 10^4300. The one definition
+-- of the rule in SQL: turn messages and metadata (pgmem._messages_problem, _turn_problem) and
+-- store values (put_item); Python's pgmem.turns.unreadable_number is the same rule.
 CREATE OR REPLACE FUNCTION pgmem._max_number()
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pgmem, pg_temp
-RETURN '{"max": 179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250404026184124858368}'::jsonb;
+RETURN jsonb_build_object(
+    'max', '179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250404026184124858368'::numeric,
+    'big', '1e4300'::numeric);
 COMMENT ON FUNCTION pgmem._max_number() IS
-'{"max": DBL_MAX}, the largest double exactly, for the jsonpath of pgmem._messages_problem and pgmem._turn_problem (0091): Python reads a larger number back as infinity, or fails on one of more than 4,300 digits.';
+'{"max": DBL_MAX, "big": 10^4300}, the bounds of the numbers Python reads back, for pgmem._unreadable_number (0091, 0093).';
+
+-- A quoted body, not a SQL-standard one: that would depend on pgmem._max_number, and the
+-- downgrade to base, dropping every function by the oids it listed first, met this one dropped
+-- already with it.
+CREATE OR REPLACE FUNCTION pgmem._unreadable_number(value jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT jsonb_path_exists(value,
+        'strict $.** ? (@.type() == "number" && (@ >= $big || @ <= -$big || ((@ > $max || @ < -$max) && @.floor() != @)))',
+        pgmem._max_number())
+$$;
+COMMENT ON FUNCTION pgmem._unreadable_number(jsonb) IS
+'Whether a JSON value holds a number Python cannot read back: an integer of more than 4,300 digits, or a fraction beyond the largest double (0093; 0091 refused every number beyond a double, integers that read back exactly included). put_turn (messages, metadata) and put_item refuse such a value.';
 
 CREATE OR REPLACE FUNCTION pgmem._messages_problem(messages jsonb)
 RETURNS text
@@ -167,17 +191,15 @@ BEGIN
         IF jsonb_path_exists(m, 'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")') THEN
             RETURN format('messages[%s] nests more than 64 levels deep; at most 64', i);
         END IF;
-        -- Python reads a number beyond the largest double as infinity (a fraction: the turn is no
-        -- JSON then) or, of more than 4,300 digits, fails the whole read (psycopg's json.loads).
-        IF jsonb_path_exists(m, 'strict $.** ? (@.type() == "number" && (@ > $max || @ < -$max))', pgmem._max_number()) THEN
-            RETURN format('messages[%s] holds a number beyond the range of a double (about 1.8e308)', i);
+        IF pgmem._unreadable_number(m) THEN
+            RETURN format('messages[%s] holds a number Python cannot read back (an integer of more than 4,300 digits, or a fraction beyond the range of a double)', i);
         END IF;
     END LOOP;
     RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION pgmem._messages_problem(jsonb) IS
-'The first shape rule a turn''s messages (a JSON array) break, as one line naming the message, or NULL (0091): each message an object with a string role, content a string, list, object or null, tool_calls null or a list of objects whose function is an object with a string name (arguments a string, JSON or null), nothing nested more than 64 levels, no number beyond the range of a double. Python''s check_messages, which a rebuild reads stored turns back with.';
+'The first shape rule a turn''s messages (a JSON array) break, as one line naming the message, or NULL (0091): each message an object with a string role, content a string, list, object or null, tool_calls null or a list of objects whose function is an object with a string name (arguments a string, JSON or null), nothing nested more than 64 levels, no number Python cannot read back (pgmem._unreadable_number). Python''s check_messages, which a rebuild reads stored turns back with.';
 
 -- The rules of one turn, once: the first thing wrong with it as (SQLSTATE, message, hint), or no
 -- row. put_turn raises it; put_turns reports it for that turn and stores the others.
@@ -237,8 +259,8 @@ BEGIN
     ELSIF jsonb_path_exists(meta, 'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")') THEN
         RETURN QUERY SELECT '22023'::text, 'put_turn: metadata nests more than 64 levels'::text,
             'Metadata is for short filterable labels; keep content in the messages.'::text;
-    ELSIF jsonb_path_exists(meta, 'strict $.** ? (@.type() == "number" && (@ > $max || @ < -$max))', pgmem._max_number()) THEN
-        RETURN QUERY SELECT '22023'::text, 'put_turn: metadata holds a number beyond the range of a double (about 1.8e308)'::text,
+    ELSIF pgmem._unreadable_number(meta) THEN
+        RETURN QUERY SELECT '22023'::text, 'put_turn: metadata holds a number Python cannot read back (an integer of more than 4,300 digits, or a fraction beyond the range of a double)'::text,
             NULL::text;
     ELSIF octet_length(meta::text) > 4096 THEN
         RETURN QUERY SELECT '22023'::text, format('put_turn: metadata is %s bytes as JSON text; at most 4,096', octet_length(meta::text)),
@@ -257,7 +279,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._turn_problem(text, integer, jsonb, bytea, jsonb, double precision, vector[], vector, timestamptz) IS
-'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, turn_time infinite or outside years 1 to 9999 in UTC (what Python reads back), a thread name blank (0091), messages of a shape pgmem does not read (pgmem._messages_problem, 0091), metadata not a JSON object, over 4,096 bytes, nested more than 64 levels or holding a number beyond a double (0091), weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
+'The first rule a turn breaks, as (SQLSTATE, message, hint), or no row: NULL key fields or messages (22004), turn_index < 0, turn_time infinite or outside years 1 to 9999 in UTC (what Python reads back), a thread name blank (0091), messages of a shape pgmem does not read (pgmem._messages_problem, 0091), metadata not a JSON object, over 4,096 bytes, nested more than 64 levels or holding a number Python cannot read back (0091, 0093), weight outside [0, 1], no piece (22023), and the vector rules of pgmem.vectors_problem for its vectors and its context. put_turn raises it; put_turns reports it for the turn.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turns(
     scope text,

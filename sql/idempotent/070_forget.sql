@@ -103,11 +103,35 @@ $$;
 COMMENT ON FUNCTION pgmem._store_key_lock(text, text) IS
 'The advisory lock of one LangGraph store key: delete_item and a conditional put_item (unless_newer_than) hold it exclusively from before the item row to the end of their transaction.';
 
+-- A scope's records of deleted store items (pgmem.store_tombstone) older than 30 days go, those
+-- another transaction holds being skipped (never waited for, so this adds no wait to the lock
+-- order). The delete runs only when the index says there is one to remove: run every time it cost
+-- 15 us of a delete_item's 73 (server side), the check 6. Every writer of records calls it: until
+-- 0093 only delete_item's did, and a store whose items only expired (expire_items writes records
+-- since 0092) kept every record for ever.
+CREATE OR REPLACE FUNCTION pgmem._prune_tombstones(scope text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF EXISTS (SELECT 1 FROM pgmem.store_tombstone o
+                WHERE o.scope_id = _prune_tombstones.scope AND o.deleted_at < now() - interval '30 days') THEN
+        DELETE FROM pgmem.store_tombstone t
+         WHERE (t.scope_id, t.key_hash) IN (
+               SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
+                WHERE o.scope_id = _prune_tombstones.scope AND o.deleted_at < now() - interval '30 days'
+                  FOR UPDATE SKIP LOCKED);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._prune_tombstones(text) IS
+'Internal to the writers of pgmem.store_tombstone (delete_item and the forgets of an item''s thread through _note_deleted_items, expire_items): remove the scope''s records older than 30 days, skipping those another transaction holds (0093).';
+
 -- Deleted store items are remembered (pgmem.store_tombstone, 0051): the sha256 of each key and
--- the time, so that an import's conditional put of an older copy skips them. Kept 30 days: the
--- scope's older ones go here, those another transaction holds being skipped (never waited for,
--- so this adds no wait to the lock order). The delete runs only when the index says there is one
--- to remove: run every time it cost 15 us of a delete_item's 73 (server side), the check 6.
+-- the time, so that an import's conditional put of an older copy skips them. Kept 30 days
+-- (pgmem._prune_tombstones).
 CREATE OR REPLACE FUNCTION pgmem._note_deleted_items(scope text, item_keys text[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -121,14 +145,7 @@ BEGIN
      WHERE k.key IS NOT NULL
      ORDER BY 2
     ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = excluded.deleted_at;
-    IF EXISTS (SELECT 1 FROM pgmem.store_tombstone o
-                WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days') THEN
-        DELETE FROM pgmem.store_tombstone t
-         WHERE (t.scope_id, t.key_hash) IN (
-               SELECT o.scope_id, o.key_hash FROM pgmem.store_tombstone o
-                WHERE o.scope_id = _note_deleted_items.scope AND o.deleted_at < now() - interval '30 days'
-                  FOR UPDATE SKIP LOCKED);
-    END IF;
+    PERFORM pgmem._prune_tombstones(_note_deleted_items.scope);
 END
 $$;
 COMMENT ON FUNCTION pgmem._note_deleted_items(text, text[]) IS

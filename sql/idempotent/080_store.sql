@@ -172,7 +172,7 @@ BEGIN
     END IF;
     -- What PgmemStore refuses before calling (check_key, check_value) and reads items back by
     -- (0091): a value nested deeper than json.loads goes failed every read of the namespace, and
-    -- a number beyond the largest double read back as infinity or not at all. The key's length
+    -- so does a number Python cannot read back (pgmem._unreadable_number, 0093). The key's length
     -- is the table's check, said as one line (not a 23514); so is the thread's, not blank.
     IF char_length(item_key) > 1000 THEN
         RAISE EXCEPTION 'put_item: key is % characters; at most 1000', char_length(item_key) USING ERRCODE = '22023';
@@ -182,11 +182,15 @@ BEGIN
     IF jsonb_path_exists(value, 'strict $.**{64 to last}') THEN
         RAISE EXCEPTION 'put_item: value nests deeper than 64 levels' USING ERRCODE = '22023';
     END IF;
-    IF jsonb_path_exists(value, 'strict $.** ? (@.type() == "number" && (@ > $max || @ < -$max))', pgmem._max_number()) THEN
-        RAISE EXCEPTION 'put_item: value holds a number beyond the range of a double (about 1.8e308)' USING ERRCODE = '22023';
+    IF pgmem._unreadable_number(value) THEN
+        RAISE EXCEPTION 'put_item: value holds a number Python cannot read back (an integer of more than 4,300 digits, or a fraction beyond the range of a double)'
+            USING ERRCODE = '22023';
     END IF;
-    IF char_length(thread) NOT BETWEEN 1 AND 200 OR pgmem._blank(thread) THEN
-        RAISE EXCEPTION 'put_item: thread must be 1 to 200 characters and not only whitespace, got %', char_length(thread)
+    IF char_length(thread) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'put_item: thread must be 1 to 200 characters, got %', char_length(thread)
+            USING ERRCODE = '22023', HINT = 'PgmemStore names an indexed item''s thread item:<key>; NULL for an item without a turn.';
+    ELSIF pgmem._blank(thread) THEN
+        RAISE EXCEPTION 'put_item: thread must be a non-empty string, got only whitespace'
             USING ERRCODE = '22023', HINT = 'PgmemStore names an indexed item''s thread item:<key>; NULL for an item without a turn.';
     END IF;
     IF ttl_minutes IS NOT NULL AND NOT (ttl_minutes > 0 AND ttl_minutes <= 52596000) THEN  -- NaN fails both
@@ -335,7 +339,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double precision, text, text[], bytea[], boolean, timestamptz) IS
-'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise; since 0091 also 22023 for a blank scope, a key over 1,000 characters, a value nested deeper than 64 levels or holding a number beyond the largest double, a blank thread: what PgmemStore refuses first). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired (by the clock, as reads judge it), is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), expired after it (an expiry is a delete at expires_at: swept or not, since 0092), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
+'Insert or replace a LangGraph store item of the transaction''s scope (namespace must map to it: pgmem.store_scope; a one-dimensional list of non-empty labels, 22023 otherwise; since 0091 also 22023 for a blank scope, a key over 1,000 characters, a value nested deeper than 64 levels or holding a number Python cannot read back (pgmem._unreadable_number), a blank thread: what PgmemStore refuses first). ttl_minutes sets its expiry (now() + ttl_minutes; NULL: never; 22023 unless above 0 and at most 100 years). Replacing an item keeps its field vectors when they are those of the texts the put indexes (model_id, field_paths and text_hashes, the sha256 of each text: pgmem.item_vectors_current), and drops them otherwise (the caller writes the new ones with pgmem.put_item_vectors); vectors_kept says which. keep_vectors => true says the caller found them current (pgmem.store_vectors_current, read without a lock) and embeds nothing: when they are not current under the item''s lock, 40001 (run the transaction again), so the caller need not wait for vectors_kept. thread names the turn that makes the item searchable (the caller then stores that turn with put_turn in the same transaction, in the thread the item row holds: store_item.thread_id, which is another name, item-sha256:<hex of the key>, when a conversation of the scope holds thread, since 0092); NULL for a plain key-value item, and an item that had a turn loses it. Records the namespace in pgmem.store_namespace under the transaction''s directory (pgmem.store_directory: 42501 when none is set, even for a superuser, since the row needs a directory). unless_newer_than makes the put conditional (an import from another store): an item of the key updated after it, and not expired (by the clock, as reads judge it), is kept unchanged, decided under the item''s lock, and written is false (the caller then stores no turn or vectors for it); a key deleted after it (pgmem.store_tombstone, kept 30 days), expired after it (an expiry is a delete at expires_at: swept or not, since 0092), or in a scope forgotten after it (pgmem.forgotten_scope), is not written either, and created_at and updated_at are NULL. A conditional put holds the key''s lock (pgmem._store_key_lock) from before the item row to its commit, as delete_item does. Returns the item''s created_at, updated_at, its previous thread and whether the put was written.';
 
 -- A namespace whose items another directory's store wrote is listed in this one too when a
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),

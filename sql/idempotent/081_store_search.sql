@@ -271,10 +271,11 @@ BEGIN
         RAISE EXCEPTION 'store_search: distance_type must be cosine, inner_product or l2, got %', left(distance_type, 40)
             USING ERRCODE = '22023';
     END IF;
-    -- As store_list pages (0092): lim NULL every match, off NULL 0 (refused before), and the sum
-    -- counted in bigint (two numbers near 2^31 overflowed integer).
+    -- As store_list pages (0092): off NULL 0 (refused before), and the sum counted in bigint (two
+    -- numbers near 2^31 overflowed integer); lim NULL the rest of the window of 10,000 (every
+    -- match until 0093, past the window: review rt57).
     IF lim < 0 OR off < 0 OR coalesce(lim, 0)::bigint + coalesce(off, 0) > 10000 THEN
-        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000 (lim NULL: every match), got % and %', lim, off
+        RAISE EXCEPTION 'store_search: lim and off must be >= 0 with lim + off at most 10000 (lim NULL: up to 10000 - off), got % and %', lim, off
             USING ERRCODE = '22023';
     END IF;
     SELECT * INTO bound FROM pgmem.store_vector_model(store_search.scope);
@@ -311,11 +312,11 @@ BEGIN
      WHERE (i.expires_at IS NULL OR i.expires_at > pg_catalog.clock_timestamp())
        AND pgmem.store_filter_match(i.value, store_search.filter)
      ORDER BY s.score DESC NULLS LAST, i.item_key
-     LIMIT store_search.lim OFFSET store_search.off;
+     LIMIT coalesce(store_search.lim, 10000 - coalesce(store_search.off, 0)) OFFSET store_search.off;
 END
 $$;
 COMMENT ON FUNCTION pgmem.store_search(text, vector, text, text, jsonb, integer, integer) IS
-'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance, 0 for a zero vector, field or query; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it. A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
+'Vector search of the transaction''s scope''s field vectors (a store with its own embed): every item that is not expired and matches the filter, scored as PostgresStore scores it (cosine: 1 - cosine distance, 0 for a zero vector, field or query; inner_product: the inner product; l2: minus the L2 distance; an item''s best field), best first, ties by key; lim and off page it, within a window of 10,000 (lim NULL: the rest of it). A query of another model or dimension than the scope''s vectors, or of a scope whose items are pgmem''s pieces, is refused (22000). An exact scan: no floor, nothing dropped.';
 
 -- A search through pieces of a namespace of field vectors finds no piece: refused instead, as
 -- put_item refuses to write it (0087). Before, a store without an embed (a debugging script, a
@@ -438,6 +439,7 @@ BEGIN
      WHERE u.ended > pg_catalog.now() - interval '30 days'
      GROUP BY 2 ORDER BY 2
     ON CONFLICT (scope_id, key_hash) DO UPDATE SET deleted_at = greatest(t.deleted_at, excluded.deleted_at);
+    PERFORM pgmem._prune_tombstones(expire_items.scope);  -- kept 30 days, as a delete's (0093)
     IF cardinality(doomed) > 0 THEN
         PERFORM pgmem._forget_logs(expire_items.scope, doomed, '{}', gone_pieces, gone_facts);
     END IF;
