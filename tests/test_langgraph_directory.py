@@ -224,3 +224,70 @@ def test_a_namespace_emptied_in_one_transaction_leaves_the_directory_with_its_la
             )
             assert listed.fetchone() == ((0,) if n == len(keys) else (1,)), (order, n, k)
     assert store.list_namespaces() == []
+
+
+def test_two_first_puts_into_a_namespace_without_an_entry_do_not_deadlock(app_url: str, admin_conn: Conn) -> None:
+    """The namespace's directory entry was written last in put_item: B put k0 into a namespace
+    whose entry its last delete had removed (B's entry, uncommitted); A put k1 and waited for
+    B's entry; B put k1 and waited for A's item row: a deadlock (40P01, the concurrent store
+    test in CI at ef5b205). put_item writes the entry before the item row now (0093), so A waits
+    holding no item and B goes on. A conditional put that writes nothing leaves no entry."""
+    import threading
+
+    put = "SELECT written FROM pgmem.put_item('nsd', ARRAY['nsd'], %s, '{\"a\": 1}'::jsonb, thread => %s)"
+    a, b = connect_as(app_url, APP_LOGIN, autocommit=False), connect_as(app_url, APP_LOGIN, autocommit=False)
+    try:
+        for c in (a, b):
+            c.execute("SELECT set_config('pgmem.scope', 'nsd', false), set_config('pgmem.store_directory', 'd', false)")
+            c.commit()
+        b.execute(put, ("k9", "item:k9"))
+        b.commit()
+        b.execute("SELECT pgmem.delete_item('nsd', 'k9')")
+        b.commit()
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 'nsd'").fetchone() == (
+            0,
+        )
+        b.execute(put, ("k0", "item:k0"))  # B's entry, uncommitted
+        got: dict[str, object] = {}
+
+        def put_a() -> None:
+            try:
+                got["a"] = a.execute(put, ("k1", "item:k1")).fetchall()
+                a.commit()
+            except psycopg.Error as exc:
+                a.rollback()
+                got["a"] = exc
+
+        t = threading.Thread(target=put_a)
+        t.start()
+        t.join(1.0)  # A waits (for B's entry)
+        try:
+            got["b"] = b.execute(put, ("k1", "item:k1")).fetchall()
+            b.commit()
+        except psycopg.Error as exc:
+            b.rollback()
+            got["b"] = exc
+        t.join(30)
+        assert not isinstance(got.get("a"), psycopg.Error) and not isinstance(got.get("b"), psycopg.Error), got
+        listed = admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 'nsd'").fetchone()
+        assert listed == (1,)
+        # A conditional put of a deleted key into a namespace without an entry writes nothing,
+        # and leaves no entry.
+        b.execute("SELECT pgmem.delete_item('nsd', 'k0')")
+        b.execute("SELECT pgmem.delete_item('nsd', 'k1')")
+        b.commit()
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 'nsd'").fetchone() == (
+            0,
+        )
+        row = b.execute(
+            "SELECT written FROM pgmem.put_item('nsd', ARRAY['nsd'], 'k0', '{\"a\": 2}'::jsonb, "
+            "unless_newer_than => now() - interval '1 hour')"
+        ).fetchone()
+        b.commit()
+        assert row == (False,)
+        assert admin_conn.execute("SELECT count(*) FROM pgmem.store_namespace WHERE scope_name = 'nsd'").fetchone() == (
+            0,
+        )
+    finally:
+        a.close()
+        b.close()

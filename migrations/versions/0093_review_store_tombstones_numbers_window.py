@@ -11,6 +11,12 @@
   of the window. put_item's blank thread is said in its own words, and its comment names the
   thread the item row holds (item-sha256:<hex> when a conversation holds the name, since 0092).
 
+- put_item records the namespace's directory entry right after the directory lock, before the
+  item row (note_store_namespace too, before the item it locks): written last, two first puts
+  into a namespace without an entry deadlocked, one waiting for the other's entry while holding
+  a key the other then put (the concurrent store test in CI). A put that writes nothing removes
+  the entry it made.
+
 Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 070_forget.sql,
 080_store.sql, 081_store_search.sql).
 

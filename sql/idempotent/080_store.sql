@@ -143,6 +143,7 @@ DECLARE
     new_thread text;
     holder text;
     r record;
+    ns_made boolean := false;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
         RAISE EXCEPTION 'put_item: scope, namespace, item_key and value must not be NULL' USING ERRCODE = '22004',
@@ -219,6 +220,16 @@ BEGIN
     -- (pgmem._drop_empty_namespace), and one that removed it first is waited for, so the entry
     -- is written again below.
     PERFORM pg_advisory_xact_lock_shared(pgmem._store_directory_lock(put_item.scope));
+    -- Then the namespace's directory entry, before the item row (0093). Written last, as until
+    -- 0092, two first puts into a namespace without an entry deadlocked: one inserted the entry
+    -- and went on to a key the other had inserted, while the other waited for that entry (the
+    -- concurrent store test, CI at ef5b205; replayed in tests/test_langgraph_directory.py). Here
+    -- the entry is the first thing a put may wait for, while it holds no item of the scope. A put
+    -- that then writes nothing removes the entry it made.
+    INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
+    VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
+    ON CONFLICT (directory, namespace) DO NOTHING
+    RETURNING true INTO ns_made;
     -- A conditional put (an import) then takes the key's lock, as delete_item does before it
     -- deletes: a delete of a key the import is inserting right now would not see the new row,
     -- and the import would not see the delete's tombstone (0051).
@@ -251,6 +262,10 @@ BEGIN
                         WHERE f.scope_hash = sha256(convert_to(put_item.scope, 'UTF8'))
                           AND f.forgotten_at > unless_newer_than)) THEN
             DELETE FROM pgmem.store_item i WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key;
+            IF ns_made THEN
+                DELETE FROM pgmem.store_namespace n
+                 WHERE n.directory = current_setting('pgmem.store_directory', true) AND n.namespace = put_item.namespace;
+            END IF;
             IF new_scope THEN
                 DELETE FROM pgmem.scope s WHERE s.scope_id = put_item.scope;
             END IF;
@@ -285,6 +300,10 @@ BEGIN
             -- that time, pgmem.store_tombstone); it stays expired, as a deleted key stays deleted.
             IF unless_newer_than IS NOT NULL AND old.expires_at <= pg_catalog.clock_timestamp()
                AND old.expires_at > unless_newer_than THEN
+                IF ns_made THEN
+                    DELETE FROM pgmem.store_namespace n
+                     WHERE n.directory = current_setting('pgmem.store_directory', true) AND n.namespace = put_item.namespace;
+                END IF;
                 RETURN QUERY SELECT NULL::timestamptz, NULL::timestamptz, NULL::text, false, false;
                 RETURN;
             END IF;
@@ -332,9 +351,6 @@ BEGIN
     IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM new_thread THEN
         PERFORM pgmem.forget_thread(put_item.scope, old_thread);
     END IF;
-    INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
-    VALUES (pgmem.check_store_directory(current_setting('pgmem.store_directory', true), true), put_item.namespace, put_item.scope)
-    ON CONFLICT (directory, namespace) DO NOTHING;
     RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept, true;
 END
 $$;
@@ -345,9 +361,10 @@ COMMENT ON FUNCTION pgmem.put_item(text, text[], text, jsonb, text, double preci
 -- store of this directory finds them there (an import that writes nothing: unchanged or kept),
 -- without writing an item. The namespace is read from the scope's items, never taken from the
 -- caller, so only a namespace that holds an item can be listed. The lock order of put_item: the
--- scope row (KEY SHARE), the scope's directory lock (shared, to the commit), one of its items (KEY
--- SHARE: a delete of it in flight is waited for, and then its _drop_empty_namespace is not kept
--- from removing the entry by this lock), then the directory row.
+-- scope row (KEY SHARE), the scope's directory lock (shared, to the commit), the directory row
+-- (since 0093; until then after the item), then one of its items (KEY SHARE: a delete of it in
+-- flight is waited for, and then its _drop_empty_namespace is not kept from removing the entry
+-- by this lock).
 CREATE OR REPLACE FUNCTION pgmem.note_store_namespace(scope text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -357,6 +374,7 @@ AS $$
 DECLARE
     dir text := nullif(current_setting('pgmem.store_directory', true), '');
     ns text[];
+    made boolean := false;
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'note_store_namespace: scope must not be NULL' USING ERRCODE = '22004';
@@ -375,15 +393,25 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(pgmem._store_directory_lock(note_store_namespace.scope));
-    SELECT i.namespace INTO ns FROM pgmem.store_item i
-     WHERE i.scope_id = note_store_namespace.scope LIMIT 1 FOR KEY SHARE;
+    -- The directory row before an item (0093), as put_item writes it: one waiting for a put's
+    -- new entry while holding an item the put then locks would deadlock. The namespace is any
+    -- item's (a scope is one namespace); an entry made here goes again if no item is left.
+    SELECT i.namespace INTO ns FROM pgmem.store_item i WHERE i.scope_id = note_store_namespace.scope LIMIT 1;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     INSERT INTO pgmem.store_namespace AS n (directory, namespace, scope_name)
     VALUES (pgmem.check_store_directory(dir, true), ns, note_store_namespace.scope)
-    ON CONFLICT (directory, namespace) DO NOTHING;
-    RETURN FOUND;
+    ON CONFLICT (directory, namespace) DO NOTHING
+    RETURNING true INTO made;
+    PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = note_store_namespace.scope LIMIT 1 FOR KEY SHARE;
+    IF NOT FOUND THEN
+        IF made THEN
+            DELETE FROM pgmem.store_namespace n WHERE n.directory = dir AND n.namespace = ns;
+        END IF;
+        RETURN false;
+    END IF;
+    RETURN coalesce(made, false);
 END
 $$;
 COMMENT ON FUNCTION pgmem.note_store_namespace(text) IS
