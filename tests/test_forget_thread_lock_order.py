@@ -14,10 +14,12 @@ Run as the application login, with sessions whose steps run on threads of their 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 
 import psycopg
@@ -252,8 +254,12 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
 
     del w2  # since 0092 put_item inserts the thread row itself: W2's scene cannot be set
     w.begin(scope, directory="d")
-    w.do(lambda c: c.execute(put, (scope, list(ns), '{"v": 1}')).fetchall())
-    assert w.do(ingest([make_turn(scope, "t", 0, "alpha, the item's turn")])).inserted == 1
+    put_rows = w.do(lambda c: c.execute(put, (scope, list(ns), '{"v": 1}')).fetchall())
+    # The item's turn as the store writes it: turn 0 at the item's created_at (0094 refuses others).
+    created = put_rows[0][0]
+    assert isinstance(created, datetime)
+    item_turn = dataclasses.replace(make_turn(scope, "t", 0, "alpha, the item's turn"), time=created)
+    assert w.do(ingest([item_turn])).inserted == 1
     f.begin(scope)
     forgot = f.start(lambda c: forget_thread(c, scope, "t"))
     assert waits_for_lock(admin_conn, forgot, f.pid)  # for W's insert of the thread row

@@ -249,16 +249,17 @@ def test_store_puts_and_turn_puts_of_one_scope_interleave_without_deadlock(
 
         return go
 
-    def item_turn(key: str) -> list[Turn]:
-        return [Turn(scope, item_thread(key), 0, None, ({"role": "memory", "content": f"note {key}"},))]
+    def item_turn(key: str, put: Any) -> list[Turn]:
+        # As the store writes it: turn 0 at the item's created_at (0094 refuses other turns).
+        return [Turn(scope, item_thread(key), 0, put[0][0], ({"role": "memory", "content": f"note {key}"},))]
 
     a.begin(scope, directory="default")
-    a.do(put_item("k1"))
+    put_a = a.do(put_item("k1"))
     b.begin(scope, directory="default")
-    b.do(put_item("k2"))
-    turn_a = a.start(ingest(item_turn("k1")))
+    put_b = b.do(put_item("k2"))
+    turn_a = a.start(ingest(item_turn("k1", put_a)))
     a_waited = waits_for_lock(admin_conn, turn_a, a.pid)
-    turn_b = b.start(ingest(item_turn("k2")))
+    turn_b = b.start(ingest(item_turn("k2", put_b)))
     results = [outcome(turn_a), outcome(turn_b)]
     a.commit()
     b.commit()
@@ -1320,7 +1321,7 @@ def test_a_forget_of_an_items_thread_waits_for_the_items_writer_before_taking_th
     deadlocks_before = churn.deadlocks(admin_conn)
     batch, forgetter = sessions(), sessions()
     batch.begin(scope, directory="default")
-    batch.do(
+    put = batch.do(
         lambda c: c.execute(
             "SELECT * FROM pgmem.put_item(%s, %s, 'k1', jsonb_build_object('text', 'note k1, again'), %s)",
             (scope, list(NS), thread),
@@ -1331,8 +1332,10 @@ def test_a_forget_of_an_items_thread_waits_for_the_items_writer_before_taking_th
         _in_scope(scope, "SELECT threads, turns FROM pgmem.forget_thread(%s, %s)", (scope, thread))
     )
     assert waits_for_lock(admin_conn, forget, forgetter.pid)
+    created = put[0][0]  # the item's turn at its created_at, as the store writes it (0094)
+    assert isinstance(created, datetime)
     turn = outcome(
-        batch.start(ingest([Turn(scope, thread, 0, None, ({"role": "memory", "content": "note k1, again"},))]))
+        batch.start(ingest([Turn(scope, thread, 0, created, ({"role": "memory", "content": "note k1, again"},))]))
     )
     batch.commit()
     forgotten = outcome(forget)
@@ -1627,16 +1630,17 @@ def test_retention_of_expired_items_and_a_batch_putting_them_again_do_not_deadlo
 
     try:
         writer.begin(scope, directory="default")
-        writer.do(put(k1))
+        put_first = writer.do(put(k1))
         expire = keeper.start(lambda c: c.execute("SELECT scope_id, turns FROM pgmem.apply_retention()").fetchall())
         assert waits_for_lock(admin_conn, expire, keeper.pid)  # for the batch's k1
         second = writer.start(put(k2))
         put_again = outcome(second)
         if not isinstance(put_again, BaseException):
-            # Then the items' turns, as the batch stores them after its puts: renewed today.
-            now = datetime.now(UTC)
+            # Then the items' turns, as the batch stores them after its puts: at each item's
+            # created_at, which a put again keeps (0094 refuses other turns into an item's thread).
             renewed = [
-                Turn(scope, item_thread(k), 0, now, ({"role": "user", "content": "put again"},)) for k in (k1, k2)
+                Turn(scope, item_thread(k), 0, rows[0][0], ({"role": "user", "content": "put again"},))  # type: ignore[index]
+                for k, rows in ((k1, put_first), (k2, put_again))
             ]
             assert writer.do(ingest(renewed)).replaced == 2
             writer.commit()

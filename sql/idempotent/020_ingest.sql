@@ -409,6 +409,27 @@ BEGIN
             stat[i] := 'skipped';
         END IF;
     END LOOP;
+    -- A thread a store item holds is the item's (0094, as put_item keeps an item out of a
+    -- conversation's thread since 0092): it takes only the item's own turn, the one the store
+    -- writes, turn 0 at the item's created_at, or a rebuild's copy of a stored turn. Any other
+    -- turn replaced the item's indexed text and was forgotten with the item. Read with the
+    -- threads locked: an item put committed while this waited is seen.
+    FOR p IN
+        SELECT u.i::integer AS i, si.item_key
+          FROM unnest(threads, turn_indexes, turn_times, stat, rh) WITH ORDINALITY AS u(th, ti, tm, st, h, i)
+          JOIN pgmem.store_item si ON si.scope_id = put_turns.scope AND si.thread_id = u.th
+         WHERE u.st IS NULL AND u.h IS NULL
+           AND NOT (u.ti = 0 AND u.tm IS NOT DISTINCT FROM si.created_at)
+         ORDER BY 1
+    LOOP
+        stat[p.i] := 'failed';
+        ok := array_remove(ok, p.i);
+        turn_no := p.i; status := 'failed'; pieces := 0; error_code := '23505';
+        error := format('put_turns: thread %s of scope %s is store item %s''s; a conversation cannot write into an item''s thread',
+                        threads[p.i], scope, p.item_key);
+        error_hint := 'Name another thread; the item''s own turn is written by the store (PgmemStore.put).';
+        RETURN NEXT;
+    END LOOP;
 
     -- Then the turns: new ones inserted at once (a concurrent writer of the same new turn waits on
     -- its key and finds it stored), stored ones locked FOR UPDATE; one gone meanwhile is tried again.
@@ -494,7 +515,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector[], jsonb[], bytea[]) IS
-'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. replace_hashes[i] (a rebuild''s, NULL: none) writes turn i only over a stored turn of that content hash: a turn gone or written again since it was read is skipped (status skipped, its thread never created). A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
+'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. replace_hashes[i] (a rebuild''s, NULL: none) writes turn i only over a stored turn of that content hash: a turn gone or written again since it was read is skipped (status skipped, its thread never created). A turn into a thread a store item holds (store_item.thread_id) fails (23505, 0094) unless it is the item''s own (turn 0 at the item''s created_at, as the store writes it) or a rebuild''s. A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,
@@ -626,6 +647,7 @@ DECLARE
     thr text[];
     got integer;
     bad_arg text;
+    item text;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -706,6 +728,16 @@ BEGIN
              ORDER BY th.thread_id FOR KEY SHARE) l;
         EXIT WHEN got = cardinality(thr);
     END LOOP;
+    -- A thread a store item holds is the item's (0094): a fact tied to it was forgotten with the
+    -- item. Read with the threads locked, as put_turns does.
+    SELECT t.i, t.id, si.item_key INTO got, bad_arg, item
+      FROM unnest(thread_ids) WITH ORDINALITY AS t(id, i)
+      JOIN pgmem.store_item si ON si.scope_id = add_facts.scope AND si.thread_id = t.id
+     ORDER BY t.i LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'add_facts: thread_ids[%] (%) is store item %''s thread; a fact cannot join an item''s thread', got, bad_arg, item
+            USING ERRCODE = '23505', HINT = 'Name another thread, or none (NULL).';
+    END IF;
     -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
     -- or repeated in this call, is skipped; only the ids of new rows come back.
     RETURN QUERY
@@ -720,4 +752,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped.';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094).';
