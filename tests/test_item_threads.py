@@ -174,3 +174,22 @@ def test_a_turn_of_an_items_thread_at_another_time_is_refused_even_as_turn_0(con
     assert _pieces(admin_conn, "item:k") == [(0, '{"text": "an item about cats"}')]
     with pytest.raises(DatabaseError):
         add_facts(conn, "u1", [Fact("x", thread="item:k", turn_index=0)], EMB)
+
+
+def test_the_documented_query_finds_threads_an_item_shares_with_a_conversation(conn: Conn, admin_conn: Conn) -> None:
+    """docs/langgraph.md's query for a store written before 0092: an item's thread that holds a
+    conversation's later turns too (set up here by the superuser, as 0094 refuses the write)."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "langgraph.md").read_text(encoding="utf-8")
+    query = docs.split("a superuser finds\n  them with:\n\n  ```sql\n", 1)[1].split("```", 1)[0]
+    store = PgmemStore(conn, embedder=EMB, floor=-1.0)
+    store.put(("u1",), "k", {"text": "an item about cats"})
+    store.put(("u1",), "k2", {"text": "an item about dogs"})
+    assert admin_conn.execute(query).fetchall() == []
+    admin_conn.execute(
+        """INSERT INTO pgmem.turn (scope_id, thread_id, turn_index, messages, content_hash, context, blend_weight,
+                                   model_key)
+           SELECT scope_id, thread_id, 1, '[{"role": "user", "content": "a conversation"}]', '\\x01', context,
+                  blend_weight, model_key
+             FROM pgmem.turn WHERE scope_id = 'u1' AND thread_id = 'item:k'"""
+    )
+    assert admin_conn.execute(query).fetchall() == [("u1", "k", "item:k", 1)]
