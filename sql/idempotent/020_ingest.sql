@@ -652,7 +652,10 @@ DECLARE
     thr text[];
     got integer;
     bad_arg text;
-    item text;
+    -- A fact naming a store item's thread (0094): its entry, its thread and the item.
+    held_no bigint;
+    held_thread text;
+    held_item text;
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -735,12 +738,13 @@ BEGIN
     END LOOP;
     -- A thread a store item holds is the item's (0094): a fact tied to it was forgotten with the
     -- item. Read with the threads locked, as put_turns does.
-    SELECT t.i, t.id, si.item_key INTO got, bad_arg, item
+    SELECT t.i, t.id, si.item_key INTO held_no, held_thread, held_item
       FROM unnest(thread_ids) WITH ORDINALITY AS t(id, i)
       JOIN pgmem.store_item si ON si.scope_id = add_facts.scope AND si.thread_id = t.id
      ORDER BY t.i LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'add_facts: thread_ids[%] (%) is store item %''s thread; a fact cannot join an item''s thread', got, bad_arg, item
+        RAISE EXCEPTION 'add_facts: thread_ids[%] (%) is store item %''s thread; a fact cannot join an item''s thread',
+            held_no, held_thread, held_item
             USING ERRCODE = '23505', HINT = 'Name another thread, or none (NULL).';
     END IF;
     -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
