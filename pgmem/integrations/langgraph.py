@@ -878,8 +878,11 @@ class _StoreLogic:
         yield self._directory()
         rows = yield Query(None, "SELECT pgmem.store_namespaces(%s, lim => NULL)", (self.directory,))
         gone = 0
-        for r in rows:
-            scope = namespace_scope(tuple(str(x) for x in r[0]))
+        # One transaction writes every scope: in bytewise order, as a batch writes them (the lock
+        # order). The directory lists namespaces label by label, ("a", "x") before ("a!",), while
+        # their scopes go "a!" before "a/x": a sweep holding a/x's recall-log lock waited for a!'s,
+        # held by a batch that deleted in a! and then waited for a/x's (40P01).
+        for scope in sorted({namespace_scope(tuple(str(x) for x in r[0])) for r in rows}):
             n = yield Query(scope, "SELECT pgmem.expire_items(%s)", (scope,), one=True)
             gone += int(n[0]) if n and n[0] is not None else 0
         return gone
