@@ -282,6 +282,10 @@ def test_the_model_is_checked_before_anything_is_embedded(conn: Conn, embedder: 
         (SCOPE, {"page": 0}, "page"),
         (SCOPE, {"page": "8"}, "page"),
         (SCOPE, {"document_weight": 2.0}, "document_weight"),
+        (SCOPE, {"document_weight": float("nan")}, "document_weight"),
+        (SCOPE, {"document_weight": "0.5"}, "document_weight"),
+        (SCOPE, {"page": True}, "page"),
+        (SCOPE, {"page": 2.0}, "page"),
     ],
 )
 def test_hostile_arguments_are_one_clear_error(
@@ -290,6 +294,17 @@ def test_hostile_arguments_are_one_clear_error(
     ingest_turns(conn, turns(n=1), embedder)
     with pytest.raises(InputError, match=error):
         reembed(conn, scope, Counting(e5), **kwargs)  # type: ignore[arg-type]
+
+
+def test_numpy_numbers_are_numbers_like_any_other(conn: Conn, embedder: Embedder) -> None:
+    """page and document_weight take numpy's integers and reals, as every other call's numbers
+    do: np.int64(64) was refused as "page must be an integer ..., got np.int64(64)", and
+    np.float32(0.5) as "document_weight must be between 0 and 1, got np.float32(0.5)"."""
+    import numpy as np
+
+    ingest_turns(conn, turns(n=1), embedder)
+    res = reembed(conn, SCOPE, embedder, page=np.int64(64), document_weight=np.float32(0.5))  # type: ignore[arg-type]
+    assert res.flipped and res.previous_model == embedder.model_id
 
 
 @pytest.mark.parametrize("model_id", ["", "m" * 201, "bad\x00model", "bad\udc80model"])
