@@ -4,6 +4,7 @@ from it (pieces, facts, recall-log rows). Each call is one SQL function (sql/ide
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
 
 from psycopg import sql
@@ -40,9 +41,11 @@ class Forgotten:
 
 
 def _whole(value: object, what: str, upper: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= upper:
+    # Any integer, numpy's included (a fact id or turn index read from an array), stored as an
+    # int: as a Fact's turn takes it (check_fact), not "must be an integer ..., got np.int64(5)".
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= int(value) <= upper:
         raise InputError(f"{what} must be an integer between 0 and {upper}, got {value!r:.40}")
-    return value
+    return int(value)
 
 
 def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
@@ -67,7 +70,7 @@ def forget_turn_call(scope: str, thread: str, turn_index: int) -> Call[Forgotten
     """Forget one turn: its pieces, the facts tied to it, the recall-log rows that returned
     them, and its thread when nothing else of it remains."""
     check_name(thread, "thread")
-    _whole(turn_index, "turn_index", MAX_TURN_INDEX)
+    turn_index = _whole(turn_index, "turn_index", MAX_TURN_INDEX)
     return _forget("forget_turn", (scope, thread, turn_index))
 
 
@@ -85,7 +88,7 @@ forget_thread = sync(forget_thread_call)
 
 def forget_fact_call(scope: str, fact_id: int) -> Call[Forgotten]:
     """Forget one fact (its id as `fact_recall` returns it) and the recall-log rows that returned it."""
-    _whole(fact_id, "fact_id", MAX_FACT_ID)
+    fact_id = _whole(fact_id, "fact_id", MAX_FACT_ID)
     return _forget("forget_fact", (scope, fact_id))
 
 

@@ -20,7 +20,7 @@ from pgmem.calls import Call, Embed, Query, sync
 from pgmem.documents.store import DEFAULT_UNIT_WEIGHT
 from pgmem.embedders.base import Embedder
 from pgmem.errors import InputError, ModelMismatchError
-from pgmem.text import check_name
+from pgmem.text import check_int, check_name, check_number
 
 #: Pieces embedded per request and staged per statement.
 PAGE = 256
@@ -115,10 +115,10 @@ def reembed_call(
     # The target's id goes into the model registry (1 to 200 characters, pgmem.embedding_model):
     # refused here, before a page is embedded for a model the registry cannot hold.
     check_name(embedder.model_id, "the new embedder's model_id")
-    if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= 10000:
-        raise InputError(f"page must be an integer between 1 and 10000, got {page!r:.40}")
-    if not isinstance(document_weight, (int, float)) or not 0.0 <= document_weight <= 1.0:
-        raise InputError(f"document_weight must be between 0 and 1, got {document_weight!r:.40}")
+    # Any integer and real number (numpy's included), as every other call's: np.int64(512) was
+    # "page must be an integer ..., got np.int64(512)", np.float32(0.5) "must be between 0 and 1".
+    page = check_int(page, "page", 1, 10000)
+    document_weight = check_number(document_weight, "document_weight", 0, 1)
     started = time.monotonic()
     # The model check comes first: nothing is embedded for a model the schema cannot store.
     installed = yield from _installed_dims(scope)

@@ -267,6 +267,27 @@ def test_a_reblend_at_the_weight_a_document_was_stored_with_changes_nothing(
         assert max(float(np.abs(before[k] - raw[k]).max()) for k in before) > 1e-3  # blended
 
 
+@pytest.mark.parametrize(
+    "function",
+    [
+        "pgmem.reblend_documents(text, double precision)",
+        "pgmem.reembed_flip(text, text, integer, double precision)",
+        "pgmem.reembed_status(text, text, integer)",
+    ],
+)
+def test_whole_scope_rewrites_hash_their_joins_whatever_the_statistics(admin_conn: Conn, function: str) -> None:
+    """Each joins a scope's units (and chunk contexts, turns, staged vectors) whole. Planned on
+    statistics older than the scope (tables analyzed empty, or never: right after a first load),
+    the planner took each side for a row or two and joined them in nested loops: reblend_documents
+    reread every chunk's context once a unit, 3,000 units in 57 s against 0.3 s (0095). Those
+    rereads read a materialised copy, no table, so they show in no row count of the server's
+    (tests/test_reembed.py counts the flip's, which also read the staged vectors once a piece),
+    and the definitions are read: each runs with nested loops off."""
+    row = admin_conn.execute("SELECT proconfig FROM pg_proc WHERE oid = %s::regprocedure", (function,)).fetchone()
+    config = row[0] if row is not None else None
+    assert isinstance(config, list) and "enable_nestloop=off" in config, config
+
+
 def test_chunk_mode_stores_one_unit_a_chunk(conn: Conn, embedder: Embedder) -> None:
     """mode="chunk" (the baseline) stores one chunk unit for each chunk with content and a heading
     unit for a heading-only one (a mutant derived units whatever the mode)."""

@@ -264,6 +264,12 @@ def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
     assert admin_conn.execute("SELECT plane FROM pgmem.recall_log").fetchall() == [("memory",)]
     assert forget_fact(conn, "s", ids[0]).total == 0
     assert _rows(admin_conn)["fact"] == 3
+    # A fact id or turn index held by numpy is an integer as any other (a Fact's turn is too).
+    import numpy as np
+
+    more = add_facts(conn, "s", [Fact("a fact whose id is read from an array")], EMB)
+    assert forget_fact(conn, "s", np.int64(more[0])).facts == 1  # type: ignore[arg-type]
+    assert forget_turn(conn, "s", "t", np.int32(1)).turns == 1  # type: ignore[arg-type]
 
 
 def test_a_thread_only_facts_named_goes_with_its_last_fact(conn: Conn, admin_conn: Conn) -> None:

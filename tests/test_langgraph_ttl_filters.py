@@ -6,6 +6,7 @@ Real Postgres, as the application login (the `conn` fixture) except where a DBA'
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -20,7 +21,7 @@ from langgraph.store.base import PutOp
 
 from pgmem.embedders.base import Embedder
 from pgmem.errors import ConfigError, InputError, PgmemError
-from pgmem.integrations.langgraph import PgmemStore, namespace_scope
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore, namespace_scope
 from tests.security_helpers import HashEmbedder
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -126,6 +127,85 @@ def test_the_sweeper_thread_sweeps_and_stops(conn: Conn, admin_conn: Conn) -> No
         pytest.fail("the sweeper did not remove the expired item")
     assert store.stop_ttl_sweeper(timeout=5)
     done.result(timeout=5)
+
+
+def test_cancelling_the_sweepers_future_stops_it(conn: Conn, monkeypatch: pytest.MonkeyPatch) -> None:
+    """start_ttl_sweeper's Future, as PostgresStore's, stops the sweeper when cancelled, and a
+    second start while it runs returns that Future. Cancelled, it left the sweeper sweeping, and
+    the sweeper's end then set the cancelled Future's result: an InvalidStateError traceback from
+    its thread; a second start returned a Future already resolved."""
+    failed: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failed.append(args.exc_type))
+    store = PgmemStore(conn, embedder=HashEmbedder(), ttl={"default_ttl": 1, "sweep_interval_minutes": 10})
+    before = set(threading.enumerate())
+    done = store.start_ttl_sweeper()
+    (sweeper,) = [t for t in threading.enumerate() if t not in before and t.name == "pgmem-ttl-sweeper"]
+    assert store.start_ttl_sweeper() is done and not done.done()
+    assert done.cancel()
+    sweeper.join(10)
+    assert not sweeper.is_alive(), "the sweeper went on after its Future was cancelled"
+    assert store.stop_ttl_sweeper(timeout=5)
+    assert failed == []
+
+
+def _until(admin_conn: Conn, query: str, params: tuple[object, ...], want: tuple[object, ...], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while admin_conn.execute(query, params).fetchone() != want:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_sweeper_started_after_a_stop_that_timed_out_sweeps(
+    conn: Conn, app_url: str, db_url: str, admin_conn: Conn, kind: str
+) -> None:
+    """A sweep waits for a table lock; stop_ttl_sweeper(timeout) gives up (False), the sweeper
+    told to stop; start_ttl_sweeper then returned that stopping sweeper (its task, or a resolved
+    Future), which ended after its sweep, and no sweeper ran. Now a new one starts: an item that
+    expires afterwards is swept."""
+    ns = ("ttl", f"restart-{kind}")
+    ttl = {"default_ttl": 1, "sweep_interval_minutes": SECOND / 4}
+    waiting = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s"
+    left = "SELECT count(*) FROM pgmem.store_item WHERE scope_id = %s"
+
+    def swept() -> None:
+        _expire_now(admin_conn, ns, "a")
+        _until(admin_conn, left, (namespace_scope(ns),), (0,), "no sweeper swept the expired item")
+
+    with psycopg.connect(db_url) as locker:
+        locker.execute("LOCK TABLE pgmem.store_namespace IN ACCESS EXCLUSIVE MODE")
+        if kind == "sync":
+            store = PgmemStore(conn, embedder=HashEmbedder(), ttl=ttl)
+            store.start_ttl_sweeper()
+            try:
+                _until(admin_conn, waiting, (conn.info.backend_pid,), ("Lock",), "the sweep did not wait")
+                assert store.stop_ttl_sweeper(timeout=0.05) is False
+                store.start_ttl_sweeper()
+                locker.rollback()
+                store.put(ns, "a", {"text": "short lived"}, index=False)
+                swept()
+            finally:
+                locker.rollback()
+                assert store.stop_ttl_sweeper(timeout=10)
+            return
+
+        async def main() -> None:
+            async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+                store = AsyncPgmemStore(aconn, embedder=HashEmbedder(), ttl=ttl)
+                await store.start_ttl_sweeper()
+                try:
+                    pid = (aconn.info.backend_pid,)
+                    await asyncio.to_thread(_until, admin_conn, waiting, pid, ("Lock",), "the sweep did not wait")
+                    assert await store.stop_ttl_sweeper(timeout=0.05) is False
+                    await store.start_ttl_sweeper()
+                    locker.rollback()
+                    await store.aput(ns, "a", {"text": "short lived"}, index=False)
+                    await asyncio.to_thread(swept)
+                finally:
+                    locker.rollback()
+                    assert await store.stop_ttl_sweeper(timeout=10)
+
+        asyncio.run(main())
 
 
 def test_the_dba_sweep_covers_every_scope_and_the_app_may_not_run_it(

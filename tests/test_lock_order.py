@@ -1727,3 +1727,62 @@ def test_maintenance_goes_through_scopes_in_the_order_of_the_store_s_batches(adm
     source = " ".join(str(row[0]).split())
     assert 'scope_id COLLATE "C"' in source, function  # sweep_expired_items: its loop's ORDER BY (0084)
     assert sorted(["B/x", "a/x"]) == ["B/x", "a/x"]  # the batches' order, which "C" matches
+
+
+def test_the_store_sweeper_and_a_batch_go_through_scopes_in_one_order(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """The LangGraph store's TTL sweep (`sweep_ttl`, the sweeper's step) expires every namespace
+    of its directory in one transaction. It went through them in the directory's order, label by
+    label: ("a", "x") before ("a!",), while a batch writes their scopes bytewise, "a!" before
+    "a/x" (even on a C-collation server). Here the sweep has expired a/x's item (holding a/x's
+    recall-log lock) and waits, inside a!'s expiry, for a gate; a batch deletes an item in a! and
+    one in a/x and, at its commit, holds a!'s recall-log lock and waits for a/x's. Opened, the
+    gate let the sweep ask for a!'s: a deadlock (40P01, the statement run again). The sweep now
+    goes through scopes bytewise: it is in a! first, so the batch waits for nothing of it."""
+    label = f"locks-sweep-{uuid.uuid4().hex[:8]}"
+    first, second = (f"{label}!",), (label, "x")
+    assert sorted([namespace_scope(second), namespace_scope(first)]) == [
+        namespace_scope(first),
+        namespace_scope(second),
+    ]
+    store = PgmemStore(conn, embedder=EMB, ttl={"default_ttl": 60})
+    for ns in (first, second):
+        store.put(ns, "e", {"text": "the expiring pallet"})
+        store.put(ns, "d", {"text": "the deleted pallet"})
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second'"
+        " WHERE scope_id = ANY(%s) AND item_key = 'e'",
+        ([namespace_scope(first), namespace_scope(second)],),
+    )
+    admin_conn.execute(
+        "CREATE FUNCTION pgmem.test_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " PERFORM pg_advisory_xact_lock(4258); RETURN OLD; END$$"
+    )
+    admin_conn.execute(
+        sql.SQL(
+            "CREATE TRIGGER test_gate BEFORE DELETE ON pgmem.store_item FOR EACH ROW"
+            " WHEN (OLD.item_key = 'e' AND OLD.scope_id = {}) EXECUTE FUNCTION pgmem.test_gate()"
+        ).format(sql.Literal(namespace_scope(first)))
+    )
+    deadlocks_before = churn.deadlocks(admin_conn)
+    sweeper, batcher = sessions(), sessions()
+    admin_conn.execute("SELECT pg_advisory_lock(4258)")
+    try:
+        sweep = sweeper.start(lambda c: PgmemStore(c, embedder=EMB).sweep_ttl())
+        assert waits_for_lock(admin_conn, sweep, sweeper.pid, "advisory")  # at the gate, in a!'s expiry
+        batch = batcher.start(
+            lambda c: PgmemStore(c, embedder=EMB).batch([PutOp(first, "d", None), PutOp(second, "d", None)])
+        )
+        waits_for_lock(admin_conn, batch, batcher.pid)  # before: for a/x's recall-log lock
+    finally:
+        admin_conn.execute("SELECT pg_advisory_unlock(4258)")
+    swept, deleted = outcome(sweep), outcome(batch)
+    assert swept == 2, f"the sweep: {swept!r}"
+    assert not isinstance(deleted, BaseException), f"the batch: {deleted!r}"
+    assert deadlocks_now(admin_conn) == deadlocks_before
+    left = admin_conn.execute(
+        "SELECT count(*) FROM pgmem.store_item WHERE scope_id = ANY(%s)",
+        ([namespace_scope(first), namespace_scope(second)],),
+    ).fetchone()
+    assert left == (0,)

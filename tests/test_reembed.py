@@ -282,6 +282,10 @@ def test_the_model_is_checked_before_anything_is_embedded(conn: Conn, embedder: 
         (SCOPE, {"page": 0}, "page"),
         (SCOPE, {"page": "8"}, "page"),
         (SCOPE, {"document_weight": 2.0}, "document_weight"),
+        (SCOPE, {"document_weight": float("nan")}, "document_weight"),
+        (SCOPE, {"document_weight": "0.5"}, "document_weight"),
+        (SCOPE, {"page": True}, "page"),
+        (SCOPE, {"page": 2.0}, "page"),
     ],
 )
 def test_hostile_arguments_are_one_clear_error(
@@ -290,6 +294,17 @@ def test_hostile_arguments_are_one_clear_error(
     ingest_turns(conn, turns(n=1), embedder)
     with pytest.raises(InputError, match=error):
         reembed(conn, scope, Counting(e5), **kwargs)  # type: ignore[arg-type]
+
+
+def test_numpy_numbers_are_numbers_like_any_other(conn: Conn, embedder: Embedder) -> None:
+    """page and document_weight take numpy's integers and reals, as every other call's numbers
+    do: np.int64(64) was refused as "page must be an integer ..., got np.int64(64)", and
+    np.float32(0.5) as "document_weight must be between 0 and 1, got np.float32(0.5)"."""
+    import numpy as np
+
+    ingest_turns(conn, turns(n=1), embedder)
+    res = reembed(conn, SCOPE, embedder, page=np.int64(64), document_weight=np.float32(0.5))  # type: ignore[arg-type]
+    assert res.flipped and res.previous_model == embedder.model_id
 
 
 @pytest.mark.parametrize("model_id", ["", "m" * 201, "bad\x00model", "bad\udc80model"])
@@ -494,3 +509,48 @@ def test_pieces_longer_than_the_new_models_window_are_counted_and_said(
     assert done.returncode == 0, done.stderr
     assert f"pieces are longer than {embedder.model_id}'s input window" in done.stderr
     assert "pgmem rebuild --scope" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["memory", "document"])
+def test_a_flip_reads_each_staged_vector_a_few_times_on_statistics_of_empty_tables(
+    conn: Conn, admin_conn: Conn, kind: str
+) -> None:
+    """reembed_flip joins the scope's pieces, turns and staged vectors whole. Planned on statistics
+    older than the scope (the tables analyzed empty, or never: right after a first load), the
+    planner took each side for one row and joined them in nested loops, reading the scope's
+    staged vectors once a piece: 400 pieces read 161,200 staged rows, and 3,000 document units
+    flipped back to a model they had used took 46 s against 0.2 s. The joins are hashed now
+    (0095): the flip reads each staged vector and each piece a few times."""
+    from pgmem.lab.bench.reembed import Rotated
+    from tests.security_helpers import HashEmbedder, make_turn
+
+    old = HashEmbedder()
+    new = Rotated(old)
+    admin_conn.execute("ANALYZE pgmem.piece, pgmem.staged_vector, pgmem.turn, pgmem.chunk")
+    if kind == "memory":
+        ingest_turns(
+            conn, [make_turn(SCOPE, f"t{i % 20}", i // 20, f"pallet {i} is at the harbour") for i in range(400)], old
+        )
+    else:
+        text = "".join(f"{'#' * (i % 6 + 1)} Section {i}\n" for i in range(400))
+        add_documents(conn, SCOPE, [Document("deep.md", text)], old)
+    staged = reembed(conn, SCOPE, new, flip=False)
+    assert staged.embedded == staged.pieces >= 400 and not staged.flipped
+
+    def rows_read() -> dict[str, int]:
+        # This backend's counts, read twice in one transaction: the difference is the flip's.
+        got = conn.execute(
+            "SELECT relname, seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'pgmem' AND relname IN ('staged_vector', 'piece')"
+        ).fetchall()
+        return {str(k): int(str(v)) for k, v in got}
+
+    with conn.transaction():
+        start = rows_read()
+        with scoped(conn, SCOPE):
+            flip = conn.execute(
+                "SELECT flipped, pieces FROM pgmem.reembed_flip(%s, %s, %s)", (SCOPE, new.model_id, new.dims)
+            ).fetchone()
+        read = {k: v - start.get(k, 0) for k, v in rows_read().items()}
+    assert flip == (True, staged.pieces)
+    assert read["staged_vector"] <= 5 * staged.pieces and read["piece"] <= 5 * staged.pieces, (read, staged.pieces)

@@ -74,6 +74,7 @@ Mapping (README, section LangGraph, says the same):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import itertools
@@ -878,8 +879,11 @@ class _StoreLogic:
         yield self._directory()
         rows = yield Query(None, "SELECT pgmem.store_namespaces(%s, lim => NULL)", (self.directory,))
         gone = 0
-        for r in rows:
-            scope = namespace_scope(tuple(str(x) for x in r[0]))
+        # One transaction writes every scope: in bytewise order, as a batch writes them (the lock
+        # order). The directory lists namespaces label by label, ("a", "x") before ("a!",), while
+        # their scopes go "a!" before "a/x": a sweep holding a/x's recall-log lock waited for a!'s,
+        # held by a batch that deleted in a! and then waited for a/x's (40P01).
+        for scope in sorted({namespace_scope(tuple(str(x) for x in r[0])) for r in rows}):
             n = yield Query(scope, "SELECT pgmem.expire_items(%s)", (scope,), one=True)
             gone += int(n[0]) if n and n[0] is not None else 0
         return gone
@@ -1344,6 +1348,7 @@ class PgmemStore(_StoreLogic, BaseStore):
         self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
+        self._sweep_done: concurrent.futures.Future[None] | None = None
 
     @classmethod
     @contextmanager
@@ -1462,27 +1467,35 @@ class PgmemStore(_StoreLogic, BaseStore):
         """Remove the expired items of every namespace of the store's directory now; how many went."""
         return self._run(self._sweep_call)
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
         """Sweep expired items every `sweep_interval_minutes` (the ttl config's, default 5) in a
-        daemon thread until `stop_ttl_sweeper`. Returns a Future that resolves when it stops."""
-        from concurrent.futures import Future
-
+        daemon thread until `stop_ttl_sweeper`, or until the returned Future is cancelled (as
+        PostgresStore's); the Future resolves when the sweeper stops. While a sweeper runs, its
+        Future is returned; while one is stopping (a stop that timed out), a new one starts."""
         interval = self._sweep_interval(sweep_interval_minutes)
-        done: Future[None] = Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
+        running, done = self._sweeper, self._sweep_done
+        if running is not None and running.is_alive() and done is not None and not self._sweep_stop.is_set():
             return done
-        self._sweep_stop.clear()
+        # Each sweeper its own stop event and Future (rt58): a start after a stop that timed out
+        # returned the stopping sweeper's, which then ended, and no sweeper ran; a cancelled
+        # Future left its sweeper sweeping, whose end then failed in its thread (InvalidStateError).
+        stop = self._sweep_stop = threading.Event()
+        done = self._sweep_done = concurrent.futures.Future()
+        done.add_done_callback(lambda f: stop.set() if f.cancelled() else None)
 
         def loop() -> None:
             try:
-                while not self._sweep_stop.wait(interval * 60):
+                while not stop.wait(interval * 60):
                     try:
                         self.sweep_ttl()
                     except (PgmemError, psycopg.Error):
                         continue  # the next sweep tries again; reads never see expired items anyway
-            finally:
-                done.set_result(None)
+            except Exception as exc:  # for the Future's holder, not a traceback of the thread
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    done.set_exception(exc)
+            else:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled: stopped
+                    done.set_result(None)
 
         self._sweeper = threading.Thread(target=loop, name="pgmem-ttl-sweeper", daemon=True)
         self._sweeper.start()
@@ -1490,12 +1503,13 @@ class PgmemStore(_StoreLogic, BaseStore):
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True once it has stopped (or none was running)."""
-        if self._sweeper is None:
+        sweeper = self._sweeper
+        if sweeper is None:
             return True
         self._sweep_stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
+        sweeper.join(timeout)
+        stopped = not sweeper.is_alive()
+        if stopped and self._sweeper is sweeper:
             self._sweeper = None
         return stopped
 
@@ -1621,14 +1635,16 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         """Sweep every `sweep_interval_minutes` (the ttl config's, default 5) in a task of the
         store's loop until `stop_ttl_sweeper`; returns the task."""
         interval = self._sweep_interval(sweep_interval_minutes)
-        if self._sweeper_task is not None and not self._sweeper_task.done():
+        if self._sweeper_task is not None and not self._sweeper_task.done() and not self._sweep_stop.is_set():
             return self._sweeper_task
-        self._sweep_stop.clear()
+        # Each task its own stop event (rt58): a start after a stop that timed out returned the
+        # stopping task, which then ended, and no sweeper ran.
+        stop = self._sweep_stop = asyncio.Event()
 
         async def loop() -> None:
             while True:
                 try:
-                    await asyncio.wait_for(self._sweep_stop.wait(), timeout=interval * 60)
+                    await asyncio.wait_for(stop.wait(), timeout=interval * 60)
                     return
                 except TimeoutError:
                     pass
@@ -1651,7 +1667,8 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
             await asyncio.wait_for(asyncio.shield(task), timeout)
         except TimeoutError:
             return False
-        self._sweeper_task = None
+        if self._sweeper_task is task:
+            self._sweeper_task = None
         return True
 
 

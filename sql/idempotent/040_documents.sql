@@ -271,6 +271,11 @@ CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double pre
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+-- The scope's units and their chunks' contexts, joined whole: hashed whatever the statistics
+-- (0095). Planned on statistics older than the scope (tables analyzed empty, or never), the
+-- planner took each side for a row or two and joined them in a nested loop, rereading every
+-- chunk's context once a unit: 3,000 units took 57 s against 0.3 s.
+SET enable_nestloop = off
 AS $$
 #variable_conflict use_column
 DECLARE
