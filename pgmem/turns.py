@@ -11,6 +11,7 @@ chat-completions format (user / assistant with `tool_calls` / `tool` with
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,13 @@ class Turn:
     origin: str | None = field(default=None, compare=False)
     #: A small JSON object stored once per turn (e.g. {"channel": "voice"}); recall can filter on it.
     metadata: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # numpy's integers are integers, as for a fact's turn and every other call's numbers
+        # (pgmem.text.check_int): held as an int, which the database driver adapts. Any other
+        # type stays for check_storable to refuse in one line.
+        if isinstance(self.index, numbers.Integral) and not isinstance(self.index, bool | int):
+            object.__setattr__(self, "index", int(self.index))
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -88,6 +96,8 @@ def turn_from_dict(obj: object, *, scope: str | None = None, where: str = "turn"
     check_one_name_each(obj, where)
     thread = check_name(obj.get("thread", obj.get("thread_id")), f"{where}: thread")
     idx = obj.get("turn", obj.get("turn_index"))
+    if isinstance(idx, numbers.Integral) and not isinstance(idx, bool):
+        idx = int(idx)  # numpy's integers too (a dict built in Python)
     if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0 or idx > 2**31 - 1:
         raise InputError(f"{where}: turn must be an integer between 0 and 2147483647, got {idx!r:.40}")
     messages = obj.get("messages")

@@ -318,3 +318,24 @@ def test_an_assistant_function_call_of_the_older_form_keeps_its_arguments() -> N
         ("tool", "Tool weather", 'weather({"city": "Bergen"})\nrain, 9 C'),
         ("tool", "Tool forecast", 'forecast({"days": 3})'),
     ]
+
+
+def test_numpy_turn_indexes_are_integers(conn: Conn) -> None:
+    """A turn index from numpy (a pandas column, say) is an integer, as a fact's turn and the
+    forget functions' ids are: a Turn built with np.int64(3) refused it ("turn index must be an
+    integer ..., got np.int64(3)"), and so did turn_from_dict. Floats and bools are still refused."""
+    from tests.security_helpers import HashEmbedder
+
+    msgs = ({"role": "user", "content": "a turn with a numpy index"},)
+    turn = Turn("s", "t", np.int64(3), None, msgs)  # type: ignore[arg-type]
+    assert type(turn.index) is int and turn.index == 3
+    parsed = turn_from_dict({"scope": "s", "thread": "t", "turn": np.int32(4), "messages": list(msgs)})
+    assert type(parsed.index) is int and parsed.index == 4
+    report = ingest_turns(conn, [turn, parsed], HashEmbedder())
+    assert (report.inserted, report.failed) == (2, [])
+    for bad in (np.float64(3.0), True, 2.5):
+        with pytest.raises(InputError, match="turn must be an integer"):
+            turn_from_dict({"scope": "s", "thread": "t", "turn": bad, "messages": list(msgs)})
+    floated = ingest_turns(conn, [Turn("s", "t", np.float64(5.0), None, msgs)], HashEmbedder())  # type: ignore[arg-type]
+    assert floated.inserted == 0 and len(floated.failed) == 1
+    assert "turn index must be an integer between 0 and 2147483647, got np.float64(5.0)" in floated.failed[0][1]
