@@ -10,16 +10,23 @@ Real Postgres, the app login, the hash embedder (no retrieval quality is asserte
 
 from __future__ import annotations
 
+import io
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgmem import ingest_turns
+from pgmem.cli import main
 from pgmem.db import connect
-from tests.security_helpers import HashEmbedder, make_turn
+from pgmem.errors import EmbeddingError
+from tests.conftest import conninfo_url
+from tests.security_helpers import APP_LOGIN, HashEmbedder, make_turn, role_url
 
 Conn = psycopg.Connection[tuple[object, ...]]
 EMB = HashEmbedder()
@@ -110,3 +117,81 @@ def test_mcp_notes_racing_an_applications_turns_never_replace_them(app_url: str,
     assert all(texts.count(f"app turn {n}") == 1 for n in range(rounds)), texts
     for n, at in notes.items():
         assert stored[at] == f"note {n}" or stored[at].startswith("app turn"), (n, at, stored)
+
+
+class _Unreachable(HashEmbedder):
+    def embed(self, texts: Sequence[str]) -> Any:
+        raise EmbeddingError("endpoint went away")
+
+
+@pytest.fixture
+def other_database(admin_conn: Conn) -> Iterator[str]:
+    """A second migrated database on the server (a copy of the tests' template), as the app
+    login: another deployment holding a scope of the same name."""
+    name = f"{admin_conn.info.dbname}_other"
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    admin_conn.execute(
+        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(f"{admin_conn.info.dbname}_tmpl")
+        )
+    )
+    try:
+        yield role_url(conninfo_url(name), APP_LOGIN)
+    finally:
+        admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _rebuild_cli(url: str, home: Path, emb: HashEmbedder, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("PGMEM_HOME", str(home))
+    monkeypatch.setattr("pgmem.cli.memory.embedder_for", lambda conn, *a, **k: emb)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["rebuild", "--scope", "s"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_rebuild_interrupted_in_one_database_is_resumed_there_only(
+    app_url: str, other_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the rebuild here "resumed the rebuild begun at" the other database's start and
+    rebuilt 0 of 0 turns, leaving this database's turn (stored after that start) as it was, and
+    removed the state of the interrupted rebuild there."""
+    with connect(other_database) as c:
+        assert ingest_turns(c, [make_turn("s", "t", 0, "a turn of the other database")], EMB).inserted == 1
+    code, _, err = _rebuild_cli(other_database, tmp_path, _Unreachable(), monkeypatch)
+    assert code != 0 and "endpoint went away" in err  # interrupted: its state file stays
+    assert len(list(tmp_path.glob("rebuild-*.json"))) == 1
+    with connect(app_url) as c:
+        assert ingest_turns(c, [make_turn("s", "t", 0, "a turn of this database")], EMB).inserted == 1
+    code, out, err = _rebuild_cli(app_url, tmp_path, EMB, monkeypatch)
+    assert code == 0 and "resumed" not in err, err
+    assert out.startswith("rebuilt 1 of 1 turns"), out
+    # The other database's rebuild is resumed where it was interrupted.
+    code, out, err = _rebuild_cli(other_database, tmp_path, EMB, monkeypatch)
+    assert code == 0 and "resumed the rebuild begun at" in err and out.startswith("rebuilt 1 of 1 turns"), (out, err)
+    assert list(tmp_path.glob("rebuild-*.json")) == []
+
+
+def test_a_rebuild_state_file_of_another_scope_or_database_is_refused(app_url: str, tmp_path: Path) -> None:
+    """The Python API takes the state file from its caller: one of another scope, or of another
+    database, is not resumed (it would redo only what was stored there before that one began)."""
+    from pgmem.errors import ConfigError
+    from pgmem.rebuild import rebuild
+
+    state = tmp_path / "state.json"
+    with connect(app_url) as c:
+        ingest_turns(c, [make_turn("s", "t", 0, "a turn")], EMB)
+        for other, says in (
+            ('{"started": "2026-01-01 00:00:00+00", "scope": "s2"}', "of scope 's2', not 's'"),
+            (
+                '{"started": "2026-01-01 00:00:00+00", "scope": "s", "database": "elsewhere@1"}',
+                "database 'elsewhere@1'",
+            ),
+        ):
+            state.write_text(other)
+            with pytest.raises(ConfigError, match=says):
+                rebuild(c, EMB, state, scope="s")
+            assert state.read_text() == other
+        state.write_text('{"started": "2026-01-01 00:00:00+00", "scope": "s"}')  # before rt59: no database
+        assert rebuild(c, EMB, state, scope="s").resumed
