@@ -17,6 +17,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -26,7 +27,7 @@ from pgmem.cli import main
 from pgmem.db import connect
 from pgmem.errors import EmbeddingError
 from tests.conftest import conninfo_url
-from tests.security_helpers import APP_LOGIN, HashEmbedder, make_turn, role_url
+from tests.security_helpers import APP_LOGIN, HashEmbedder, hash_vector, make_turn, role_url
 
 Conn = psycopg.Connection[tuple[object, ...]]
 EMB = HashEmbedder()
@@ -195,3 +196,34 @@ def test_a_rebuild_state_file_of_another_scope_or_database_is_refused(app_url: s
             assert state.read_text() == other
         state.write_text('{"started": "2026-01-01 00:00:00+00", "scope": "s"}')  # before rt59: no database
         assert rebuild(c, EMB, state, scope="s").resumed
+
+
+class _Words(HashEmbedder):
+    """A text's vector is the sum of its words' (so texts sharing words are near): enough for a
+    conversation to outrank an item, with no model."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in "".join(c if c.isalnum() else " " for c in t.lower()).split():
+                out[i] += hash_vector(w, self.dims)
+        return out
+
+
+def test_a_conversation_of_the_namespaces_scope_does_not_hide_its_items_from_search(conn: Conn) -> None:
+    """Before: with forty conversation turns about cats in scope u1, the search for them in
+    namespace ("u1",) answered [] (its recall's 20 hits a part were all conversation pieces),
+    and so did a search whose filter kept only the item about ferries."""
+    pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
+    from pgmem.integrations.langgraph import PgmemStore
+
+    words = _Words()
+    store = PgmemStore(conn, embedder=words, floor=-1.0)
+    store.put(("u1",), "k", {"text": "cats and dogs and birds"})
+    store.put(("u1",), "j", {"text": "ferries", "kind": "boat"})
+    assert sorted(i.key for i in store.search(("u1",), query="the cats are here")) == ["j", "k"]
+    turns = [make_turn("u1", f"chat-{i}", 0, "the cats are here") for i in range(40)]
+    assert ingest_turns(conn, turns, words).inserted == 40
+    assert sorted(i.key for i in store.search(("u1",), query="the cats are here")) == ["j", "k"]
+    assert len(store.search(("u1",), query="the cats are here", limit=1)) == 1
+    assert [i.key for i in store.search(("u1",), query="the cats are here", filter={"kind": "boat"})] == ["j"]
