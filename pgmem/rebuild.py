@@ -6,6 +6,7 @@ than its start, and the state file is removed once every turn is done."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,17 +69,54 @@ def _now(scope: str) -> Call[str]:
     return str(row[0])
 
 
-def _read_state(state_file: Path) -> str:
+#: The database a rebuild runs in: its name and its cluster's system identifier (the name alone
+#: is the same on many servers), or the name alone where pg_control_system() is not granted.
+DATABASE = """SELECT current_database()::text || '@' || coalesce(
+    CASE WHEN has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')
+         THEN (SELECT system_identifier::text FROM pg_catalog.pg_control_system()) END, '')"""
+
+
+def _database(scope: str) -> Call[str]:
+    row = yield Query(scope, DATABASE, one=True)
+    return str(row[0])
+
+
+def database(db: Db, scope: str) -> str:
+    """The database `db` reaches, as a rebuild's state file records it (`pgmem rebuild` names
+    its state file by it and the scope)."""
+    return run(db, _database(scope))
+
+
+def state_file_name(database: str, scope: str) -> str:
+    """`pgmem rebuild`'s state file of `scope` in `database` (a digest: a scope is caller text
+    and must never become a path). Named by the scope alone until rt59, a rebuild of a scope
+    interrupted in one database was resumed by a rebuild of the same scope name in another, from
+    the first one's start: the other database's turns stored after it were left as they were."""
+    digest = hashlib.sha256(f"{database}\n{scope}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"rebuild-{digest}.json"
+
+
+def _read_state(state_file: Path, scope: str, database: str) -> str:
     """When the interrupted rebuild began, from its state file; a file that is not one (cut short
-    by a full disk, edited) is a ConfigError naming it, and left as it is."""
+    by a full disk, edited), or that is the state of a rebuild of another scope or in another
+    database, is a ConfigError naming it, and left as it is."""
     try:
-        started = json.loads(state_file.read_text(encoding="utf-8"))["started"]
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        started = state["started"]
     except (OSError, ValueError, LookupError, TypeError, RecursionError):
-        started = None
-    if not isinstance(started, str):
+        state, started = None, None
+    if not isinstance(started, str) or not isinstance(state, dict):
         raise ConfigError(
             f'{state_file} is not a rebuild state file ({{"started": TIME, ...}}): remove it to begin the rebuild again'
         )
+    # Resumed elsewhere, the rebuild would redo only what was stored there before that one began.
+    for what, ours in (("scope", scope), ("database", database)):
+        theirs = state.get(what, ours)  # a file written before rt59 names no database
+        if theirs != ours:
+            raise ConfigError(
+                f"{state_file} is the state of a rebuild of {what} {str(theirs)!r:.120}, not {ours!r:.120}: "
+                "finish that rebuild, or remove the file to begin this one"
+            )
     return started
 
 
@@ -97,16 +135,19 @@ def rebuild(
     scope's own model (a model change is `pgmem.reembed`, which serves the old model until one
     transaction swaps the new one in), keeping each turn's metadata. A turn forgotten or
     written again while the rebuild runs is left as it is (`report.skipped`). A rebuild runs
-    inside one scope, like every read and write (row-level security)."""
+    inside one scope, like every read and write (row-level security). `state_file` records the
+    scope and the database; one of another scope or database is a ConfigError, never resumed
+    (`state_file_name` names one per database and scope, as `pgmem rebuild` does)."""
     check_name(scope, "scope")
+    where = database(db, scope)
     resumed = state_file.exists()
     if resumed:
-        started = _read_state(state_file)
+        started = _read_state(state_file, scope, where)
     else:
         started = run(db, _now(scope))
         try:
             state_file.parent.mkdir(parents=True, exist_ok=True)
-            state_file.write_text(json.dumps({"started": started, "scope": scope}))
+            state_file.write_text(json.dumps({"started": started, "scope": scope, "database": where}))
         except OSError as exc:
             raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
     pending, unreadable = run(db, _pending_turns(scope, started))

@@ -84,10 +84,9 @@ def test_a_rebuild_state_file_that_cannot_be_kept_or_read_is_one_line(
     FileExistsError, and a state file that is not one (cut short by a full disk, edited) raised
     JSONDecodeError or TypeError, each with a traceback. Now one line naming the file; the stored
     turn and the state file are left as they were."""
-    import hashlib
-
     from pgmem.db import connect
     from pgmem.ingest import ingest_turns
+    from pgmem.rebuild import database, state_file_name
     from tests.security_helpers import HashEmbedder
 
     with connect(app_url) as conn:
@@ -98,7 +97,8 @@ def test_a_rebuild_state_file_that_cannot_be_kept_or_read_is_one_line(
     assert str(a_file) in line, line
     home = tmp_path / "home"
     home.mkdir()
-    state = home / f"rebuild-{hashlib.sha256(b's').hexdigest()[:24]}.json"
+    with connect(app_url) as conn:
+        state = home / state_file_name(database(conn, "s"), "s")
     for text in ("", "garbage{", "[1]", '{"started": 5}', '{"started": ["2026-01-01"]}'):
         state.write_text(text)
         line = one_line_error(pgmem(app_url, home, "rebuild", "--scope", "s"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -279,14 +278,14 @@ def _json_object(text: str | None, what: str) -> dict[str, object] | None:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from pgmem.rebuild import rebuild
+    from pgmem.rebuild import database, rebuild, state_file_name
 
     s = settings()
     check_name(args.scope, "--scope")
-    # The name is a digest: a scope is caller text and must never become a path.
-    digest = hashlib.sha256(args.scope.encode("utf-8")).hexdigest()[:24]
-    state_file = s.home / f"rebuild-{digest}.json"
     with open_conn() as conn:
+        # Named by the database and the scope (a digest: a scope is caller text and must never
+        # become a path), so a rebuild interrupted in one database is resumed there only.
+        state_file = s.home / state_file_name(database(conn, args.scope), args.scope)
         emb = embedder_for(conn)
         t0 = time.monotonic()
         res = rebuild(

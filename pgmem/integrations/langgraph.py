@@ -175,6 +175,9 @@ MAX_INT4 = 2**31 - 1
 DEFAULT_MAX_SEARCH_NAMESPACES = 100
 #: The largest limit + offset of a search.
 MAX_SEARCH_WINDOW = 1000
+#: The most hits a part of a search's recall reads (memory_recall's x), when others than the
+#: namespace's items took the first ones.
+MAX_RECALL_X = 1000
 #: The directory of a store constructed without one (and of every namespace stored before 0006).
 DEFAULT_DIRECTORY = "default"
 #: pgmem.store_namespace.directory is at most 200 characters.
@@ -759,28 +762,8 @@ class _StoreLogic:
         items: dict[tuple[str, str], _ItemRow] = {}
         for ns in namespaces:
             scope = namespace_scope(ns)
-            st = recall_statement(
-                scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
-                message=op.query, model_id=self.embedder.model_id,
-                since=times.get("since"), until=times.get("until"),
-            )  # fmt: skip
-            # The recall and the items its hits are (each item is one thread) in one statement:
-            # one round trip a namespace, and no second one for an empty answer's reason. The
-            # check, the outer side of a LEFT JOIN so it runs when the recall finds nothing,
-            # refuses a namespace of field vectors (0087; it answered nothing, without a word).
-            rows = yield Query(
-                scope,
-                f"""SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, i.thread_id, r.rank, r.cosine
-                      FROM pgmem.store_pieces_check(%s) AS ok
-                      LEFT JOIN (({st.sql}) r
-                                 JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
-                                  AND (i.expires_at IS NULL OR i.expires_at > clock_timestamp())
-                                  AND pgmem.store_filter_match(i.value, %s::jsonb)) ON ok""",
-                (scope, *st.params, scope, flt),
-            )
+            rows = yield from self._recall_items(scope, q, x, window, flt, op, times)
             for row in rows:
-                if row[5] is None:  # the check's row alone: no item found
-                    continue
                 # An item's place: its best hit by rank in its part's group, then cosine (the rule
                 # the evaluation ranks by, pgmem.lab.evaluation.ranking). Sorting by cosine alone
                 # threw away hybrid's word ranking (`pgmem eval langgraph`, docs/langgraph.md).
@@ -796,6 +779,60 @@ class _StoreLogic:
             for ident in order[op.offset : window]
             for r in (items[ident],)
         ]
+
+    def _recall_items(
+        self,
+        scope: str,
+        q: Any,
+        x: int,
+        window: int,
+        flt: str | None,
+        op: SearchOp,
+        times: Mapping[str, datetime],
+    ) -> Call[list[tuple[Any, ...]]]:
+        """The rows of the namespace's items that a recall of the scope finds, best hits first.
+        The recall reads the scope's pieces, and the scope is an ordinary pgmem scope: a
+        conversation of it (put_turn, `pgmem ingest`), or items the filter or an expiry leaves
+        out, took the x hits of each part, and the items below them were never seen (rt59: a
+        conversation about what the items hold made every search of them answer nothing). When
+        a part's hits were all taken (x of them) by what is no item of the search, and fewer
+        items than the window came back, the recall runs again with 8 times x, up to 1,000."""
+        assert op.query
+        while True:
+            st = recall_statement(
+                scope, q.texts, q.blended, x=x, floor=self.floor, mode=self.mode,
+                message=op.query, model_id=self.embedder.model_id,
+                since=times.get("since"), until=times.get("until"),
+            )  # fmt: skip
+            # The recall and the items its hits are (each item is one thread) in one statement:
+            # one round trip a namespace, and no second one for an empty answer's reason. The
+            # check, the outer side of a LEFT JOIN so it runs when the recall finds nothing,
+            # refuses a namespace of field vectors (0087; it answered nothing, without a word).
+            # Every hit comes back, an item's or not (its item columns NULL), to see the crowding.
+            rows = yield Query(
+                scope,
+                f"""SELECT i.namespace, i.item_key, i.value, i.created_at, i.updated_at, i.thread_id, r.rank, r.cosine,
+                           r.part_no
+                      FROM pgmem.store_pieces_check(%s) AS ok
+                      LEFT JOIN (({st.sql}) r
+                                 LEFT JOIN pgmem.store_item i ON i.scope_id = %s AND i.thread_id = r.thread_id
+                                  AND (i.expires_at IS NULL OR i.expires_at > clock_timestamp())
+                                  AND pgmem.store_filter_match(i.value, %s::jsonb)) ON ok""",
+                (scope, *st.params, scope, flt),
+            )
+            hits = [row for row in rows if row[8] is not None]  # the check's row alone: no hit
+            items = [row for row in hits if row[5] is not None]
+            per_part: dict[int, int] = {}
+            for row in hits:
+                per_part[int(row[8])] = per_part.get(int(row[8]), 0) + 1
+            crowded = (
+                len(items) < len(hits)
+                and len({row[1] for row in items}) < window
+                and any(n >= x for n in per_part.values())
+            )
+            if not crowded or x >= MAX_RECALL_X:
+                return items
+            x = min(MAX_RECALL_X, x * 8)
 
     def _list_items(
         self, namespaces: list[tuple[str, ...]], flt: str | None, limit: int, offset: int

@@ -69,6 +69,9 @@ MAX_TURN_BYTES = 1_000_000
 MAX_MESSAGES = 1_000
 MAX_QUERY_BYTES = 100_000
 MAX_X = 50
+#: How often `remember` takes the next index again when another writer stored a turn at the one
+#: it read (each try embeds the note again).
+NEXT_INDEX_TRIES = 20
 DEFAULT_THREAD = "notes"
 THREADS_URI = "pgmem://threads"
 
@@ -198,6 +201,10 @@ Floor = Annotated[
 ]
 
 
+class _IndexTaken(Exception):
+    """A turn of another writer holds the index `remember` read as the thread's next."""
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -278,17 +285,36 @@ class Memory:
         conn = self.conn()
         # The next index of the thread is read and written under one lock per (scope, thread),
         # so two servers on one scope never give two turns the same index (one would replace
-        # the other).
+        # the other). Another writer of the thread (an application's put_turn, `pgmem ingest`)
+        # takes no such lock: a turn it stored at that index between the read and the write
+        # was replaced by the note, and lost (rt59). A next index is written in a transaction
+        # that is rolled back when it replaced a turn, and the note takes the index after.
         key = f"pgmem.remember:{self.scope}:{th}"
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
         try:
-            index = turn_index if turn_index is not None else self._next_index(conn, th)
-            turn = turn_from_dict(
-                {"thread": th, "turn": index, "messages": msgs, "time": when.isoformat()},
-                scope=self.scope,
-                where="turn",
-            )
-            report = ingest_turns(conn, [turn], self.embedder)
+            for _ in range(NEXT_INDEX_TRIES):
+                index = turn_index if turn_index is not None else self._next_index(conn, th)
+                turn = turn_from_dict(
+                    {"thread": th, "turn": index, "messages": msgs, "time": when.isoformat()},
+                    scope=self.scope,
+                    where="turn",
+                )
+                if turn_index is not None:  # the caller's index: the same index again replaces it
+                    report = ingest_turns(conn, [turn], self.embedder)
+                    break
+                try:
+                    with conn.transaction():
+                        report = ingest_turns(conn, [turn], self.embedder)
+                        if report.replaced:
+                            raise _IndexTaken
+                    break
+                except _IndexTaken:
+                    continue
+            else:
+                raise ToolError(
+                    f"remember: thread {th!r:.80} got {NEXT_INDEX_TRIES} new turns from other writers while this "
+                    "one was written; try again"
+                )
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
         if report.failed:
