@@ -227,3 +227,31 @@ def test_a_conversation_of_the_namespaces_scope_does_not_hide_its_items_from_sea
     assert sorted(i.key for i in store.search(("u1",), query="the cats are here")) == ["j", "k"]
     assert len(store.search(("u1",), query="the cats are here", limit=1)) == 1
     assert [i.key for i in store.search(("u1",), query="the cats are here", filter={"kind": "boat"})] == ["j"]
+
+
+def test_mcp_remember_on_a_connection_lost_mid_write_reports_that_and_the_next_call_works(
+    app_url: str, admin_conn: Conn
+) -> None:
+    """The server's connection ended while a note was embedded (a failover, an administrator's
+    pg_terminate_backend): remember's unlock of its advisory lock then raised "the connection is
+    closed" in place of the error that ended the write. The client now reads the server's own
+    line, and the next call reconnects and stores the note."""
+    pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from pgmem.integrations.mcp import Memory
+
+    memory = Memory(app_url, "s", EMB)
+    memory.check()
+    pid = memory.conn().info.backend_pid
+
+    def terminate() -> None:
+        admin_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    memory.embedder = _WriterDuringEmbed(terminate)
+    with pytest.raises(ToolError) as lost:
+        memory.run("remember", lambda: memory.remember(None, "a note", None, None, None))
+    assert "terminat" in str(lost.value) and "connection is closed" not in str(lost.value)
+    memory.embedder = EMB
+    out = memory.run("remember", lambda: memory.remember(None, "a note", None, None, None))
+    assert out["status"] == "inserted" and _turns(admin_conn, "s", "notes") == [(0, "a note")]

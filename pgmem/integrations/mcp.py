@@ -316,7 +316,10 @@ class Memory:
                     "one was written; try again"
                 )
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+            # A connection lost meanwhile released the session's lock with it; unlocking there
+            # raised "the connection is closed" in place of the error that ended the write.
+            if not (conn.closed or conn.broken):
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
         if report.failed:
             raise ToolError(_one_line(report.failed[0][1]))
         status = "inserted" if report.inserted else "replaced" if report.replaced else "unchanged"
