@@ -25,7 +25,11 @@ def database_url(settings: Settings | None = None) -> str:
     return server.start(settings.pgdata)
 
 
-_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*:)([^@/]*)@")
+# The password of a URI: up to the last `@` before the path, or, when a `/` comes first (a
+# password written unescaped, which libpq cannot parse: the URL is broken, the secret is still
+# one), up to the last `@` before the query. Until rt60 it ended at the first `@` or `/`:
+# `pgmem db url` printed such a URL whole, and the rest of a password holding `@`.
+_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*:)([^/]*|[^?#]*)@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
 

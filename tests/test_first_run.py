@@ -150,6 +150,28 @@ def test_db_url_prints_the_url_without_its_password(home: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() == "postgresql://u:***@db.example:6432/mem?sslmode=require"
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"postgresql://u:{SECRET}/x@db.example/mem", "postgresql://u:***@db.example/mem"),
+        (
+            f"postgresql://u:a/{SECRET}@db.example:6432/mem?sslmode=require",
+            "postgresql://u:***@db.example:6432/mem?sslmode=require",
+        ),
+        (f"postgresql://u:a@{SECRET}@db.example/mem?x=a@b", "postgresql://u:***@db.example/mem?x=a@b"),
+    ],
+)
+def test_db_url_hides_a_password_holding_a_slash_or_an_at_sign(home: Path, url: str, shown: str) -> None:
+    """A password written into the URL unescaped, with a `/` or `@` in it (libpq cannot parse
+    it: the URL is broken, but the password is still the user's). Until rt60 `pgmem db url`
+    printed the URL whole, or the password's end: it was matched up to the first `/` or `@`."""
+    from pgmem.db import redact_secrets
+
+    r = run(home, "db", "url", env={"DATABASE_URL": url})
+    assert r.returncode == 0 and r.stdout.strip() == shown, (r.stdout, r.stderr)
+    assert SECRET not in redact_secrets(f"could not parse {url}: {url.split('@')[0]}", url)
+
+
 def test_an_unmigrated_database_says_run_pgmem_migrate(home: Path, admin_conn: Conn) -> None:
     with scratch_database(admin_conn, "unmigrated") as url:
         with psycopg.connect(url, autocommit=True) as c:

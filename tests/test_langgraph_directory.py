@@ -291,3 +291,45 @@ def test_two_first_puts_into_a_namespace_without_an_entry_do_not_deadlock(app_ur
     finally:
         a.close()
         b.close()
+
+
+def test_a_store_call_inside_the_callers_transaction_leaves_no_scope_or_directory_set(app_url: str, conn: Conn) -> None:
+    """A store given a connection with a transaction open (psycopg's default, not autocommit,
+    after any statement; or inside the caller's `with conn.transaction()`) runs its call in a
+    savepoint, whose transaction-local settings outlive it. Until rt60 the namespace's scope and
+    the store's directory stayed set after the call: the caller's next unscoped query in that
+    transaction read the namespace's items and the directory's entries (pgmem.db.scoped puts
+    the caller's previous scope back since the same defect in recall)."""
+    import asyncio
+
+    from pgmem.integrations.langgraph import AsyncPgmemStore
+
+    _store(conn, "tenant-a").put(("acme", "u1"), "k1", {"text": "acme keeps the plans in the red safe"})
+    leaked = "SELECT current_setting('pgmem.scope', true), current_setting('pgmem.store_directory', true)"
+    seen = "SELECT (SELECT count(*) FROM pgmem.store_item), (SELECT count(*) FROM pgmem.store_namespace)"
+    with psycopg.connect(app_url) as c:  # not autocommit: the first statement opens a transaction
+        c.execute("SELECT set_config('pgmem.scope', 'mine', true)")  # the caller's own scope
+        store = _store(c, "tenant-a")
+        got = store.get(("acme", "u1"), "k1")
+        assert got is not None and got.value["text"].startswith("acme")
+        assert [i.key for i in store.search(("acme",), query="red safe")] == ["k1"]
+        store.put(("acme", "u1"), "k2", {"text": "a second note"})
+        assert c.execute(leaked).fetchone() == ("mine", "")
+        assert c.execute(seen).fetchone() == (0, 0)
+        c.rollback()
+    with psycopg.connect(app_url, autocommit=True) as c, c.transaction():
+        assert [n for n in _store(c, "tenant-a").list_namespaces()] == [("acme", "u1")]
+        assert c.execute(leaked).fetchone() in ((None, None), ("", ""))
+        assert c.execute(seen).fetchone() == (0, 0)
+
+    async def main() -> tuple[object, ...]:
+        async with await psycopg.AsyncConnection.connect(app_url) as ac:
+            await ac.execute("SELECT 1")
+            astore = AsyncPgmemStore(ac, embedder=HashEmbedder(), floor=-1.0, directory="tenant-a")
+            assert await astore.aget(("acme", "u1"), "k1") is not None
+            row = await (await ac.execute(leaked)).fetchone()
+            count = await (await ac.execute(seen)).fetchone()
+            assert row is not None and count is not None
+            return (*row, *count)
+
+    assert asyncio.run(main()) in ((None, None, 0, 0), ("", "", 0, 0))

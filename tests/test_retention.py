@@ -412,3 +412,38 @@ def test_keep_days_keeps_a_store_item_put_again_within_them_whenever_it_was_crea
     got = store.get(ns, "new")
     assert got is not None and got.value == {"text": text}
     assert [i.key for i in store.search(ns, query="ferry")] == ["new"]
+
+
+def test_keep_days_removes_store_items_without_a_turn_not_put_again(conn: Conn, admin_conn: Conn) -> None:
+    """keep_days removes the store items not put again within that many days
+    (docs/operations.md), and an item without a turn is one too: a plain key-value item
+    (put with index=False) and one a store with its own embed indexes with field vectors.
+    Until rt60 retention aged turns only, and those items (their values, and their field
+    vectors) outlived every keep_days, while an indexed item of the same age went."""
+    from pgmem.integrations.langgraph import PgmemStore, namespace_scope
+    from tests.security_helpers import HashEmbedder
+
+    def axis(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0, 0.0, 0.0] if "ferry" in t else [0.0, 1.0, 0.0, 0.0] for t in texts]
+
+    plain, vectors = ("users", "u3"), ("users", "u4")
+    store = PgmemStore(conn, embedder=HashEmbedder(), floor=-1, directory="ret")
+    store.put(plain, "old", {"text": "the spare key is under the blue flowerpot"}, index=False)
+    store.put(plain, "new", {"text": "the ferry leaves at nine"}, index=False)
+    fields = PgmemStore(conn, index={"dims": 4, "embed": axis, "fields": ["text"]}, directory="ret")
+    fields.put(vectors, "old", {"text": "the ferry leaves at nine"})
+    forty = "now() - interval '40 days'"
+    backdate = f"UPDATE pgmem.store_item SET created_at = {forty}, updated_at = {forty} WHERE scope_id = %s"
+    for ns in (plain, vectors):
+        admin_conn.execute(backdate, (namespace_scope(ns),))
+        _set(conn, namespace_scope(ns), keep_days=30)
+    store.put(plain, "new", {"text": "the ferry leaves at ten"}, index=False)  # put again: its clock restarts
+    admin_conn.execute("SELECT * FROM pgmem.apply_retention()").fetchall()
+    assert store.get(plain, "old") is None and store.get(plain, "new") is not None
+    assert fields.get(vectors, "old") is None and fields.search(vectors, query="ferry") == []
+    assert _count(admin_conn, "store_vector", namespace_scope(vectors)) == 0
+    # Remembered as deleted (an import of an older copy does not bring them back), and a
+    # namespace left without items leaves the directory.
+    assert _count(admin_conn, "store_tombstone", namespace_scope(plain)) == 1
+    assert _count(admin_conn, "store_tombstone", namespace_scope(vectors)) == 1
+    assert store.list_namespaces() == [plain]

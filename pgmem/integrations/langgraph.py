@@ -1185,6 +1185,12 @@ def _fail(call: Call[Any], exc: psycopg.Error) -> PgmemError | psycopg.Error:
 #: so the drivers send it (and a step's scope setting) without waiting: in pipeline mode they go
 #: with the next statement, in one round trip.
 DIRECTORY_SETTING = "SELECT set_config('pgmem.store_directory', %s, true)"
+#: What a store call sets for its transaction (set_config(..., true)): read before a call that runs
+#: inside the caller's open transaction (a savepoint, which does not end the settings) and put back
+#: after it, as pgmem.db.scoped does. Until rt60 the namespace's scope and the directory outlived
+#: the call, and the caller's next unscoped query in that transaction read the namespace's items.
+_CALL_SETTINGS = "SELECT current_setting('pgmem.scope', true), current_setting('pgmem.store_directory', true)"
+_PUT_BACK_SETTINGS = "SELECT set_config('pgmem.scope', %s, true), set_config('pgmem.store_directory', %s, true)"
 
 
 def _in_pipeline(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -1445,8 +1451,13 @@ class PgmemStore(_StoreLogic, BaseStore):
                         infos = type_infos(conn)  # before the pipeline: fetching them waits
                         with _pipelined(conn):
                             return _drive_sync(conn, make(), infos)
-                    with conn.transaction():
-                        return _drive_sync(conn, make(), type_infos(conn))
+                    nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+                    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                        prior = cur.execute(_CALL_SETTINGS).fetchone() if nested else None
+                        result = _drive_sync(conn, make(), type_infos(conn))
+                        if prior is not None:
+                            cur.execute(_PUT_BACK_SETTINGS, (prior[0] or "", prior[1] or ""))
+                        return result
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise
@@ -1645,8 +1656,13 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
                         infos = await aio.type_infos(conn)  # before the pipeline: fetching them waits
                         async with _apipelined(conn):
                             return await _drive_async(conn, make(), infos)
-                    async with conn.transaction():
-                        return await _drive_async(conn, make(), await aio.type_infos(conn))
+                    nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+                    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                        prior = await (await cur.execute(_CALL_SETTINGS)).fetchone() if nested else None
+                        result = await _drive_async(conn, make(), await aio.type_infos(conn))
+                        if prior is not None:
+                            await cur.execute(_PUT_BACK_SETTINGS, (prior[0] or "", prior[1] or ""))
+                        return result
             except ConflictError:
                 if attempt >= RETRY_ATTEMPTS:
                     raise

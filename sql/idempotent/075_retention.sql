@@ -134,6 +134,9 @@ DECLARE
     emptied text[];
     n_logs integer;
     done integer;
+    -- The scope's store items without a turn (rt60) not put within keep_days, and one of them.
+    stale text[];
+    item text;
 BEGIN
     -- Every scope's setting must be visible, or scopes would silently keep what they should not:
     -- a superuser or BYPASSRLS role sees them, and so does a login member of pgmem_owner (the
@@ -167,11 +170,26 @@ BEGIN
             -- The scope row first, FOR KEY SHARE (0054): a forget_scope in flight is waited for.
             PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s.scope_id FOR KEY SHARE;
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
+            -- A LangGraph store item without a turn (a plain key-value item, put with
+            -- index=False, or one a store with its own embed indexes with field vectors) is aged
+            -- by its last put as an indexed item is (rt60): keep_days removed the indexed items
+            -- only, and these, their values and field vectors, outlived every keep_days.
+            stale := CASE WHEN s.keep_days IS NULL THEN '{}'::text[] ELSE ARRAY(
+                         SELECT i.item_key FROM pgmem.store_item i
+                          WHERE i.scope_id = s.scope_id AND i.thread_id IS NULL
+                            AND i.updated_at < now() - make_interval(days => s.keep_days)) END;
             -- Items by key, bytewise (0070), as the store's batches and expire_items lock them:
             -- sorted by thread, an item with a long key (thread item-sha256:<hex>) came in
             -- another order, and retention and a batch putting two such items again deadlocked.
-            PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = s.scope_id AND i.thread_id = ANY (doomed)
-              ORDER BY i.item_key COLLATE "C" FOR UPDATE;
+            -- The items without a turn in the same pass (the same order).
+            PERFORM 1 FROM pgmem.store_item i
+             WHERE i.scope_id = s.scope_id AND (i.thread_id = ANY (doomed) OR i.item_key = ANY (stale))
+             ORDER BY i.item_key COLLATE "C" FOR UPDATE;
+            -- Read again under the locks: a put committed while this waited moved its clock.
+            stale := ARRAY(SELECT i.item_key FROM pgmem.store_item i
+                            WHERE i.scope_id = s.scope_id AND i.item_key = ANY (stale) AND i.thread_id IS NULL
+                              AND i.updated_at < now() - make_interval(days => s.keep_days)
+                            ORDER BY i.item_key COLLATE "C");
             PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = s.scope_id AND th.thread_id = ANY (doomed)
               ORDER BY th.thread_id FOR UPDATE;
             SELECT coalesce(array_agg(e.thread_id ORDER BY e.thread_id, e.turn_index), '{}'),
@@ -200,6 +218,18 @@ BEGIN
                     RAISE NOTICE 'apply_retention: scope %: % turns removed so far', s.scope_id, done;
                 END IF;
             END LOOP;
+            -- The items without a turn, as expire_items removes an item (their field vectors go
+            -- with them), remembered as deleted (pgmem.store_tombstone: an import of an older
+            -- copy does not bring them back); a namespace left without items leaves the
+            -- store's directories. No recall-log row returned them (they have no piece).
+            FOREACH item IN ARRAY stale LOOP
+                PERFORM pgmem._delete_item_rows(s.scope_id, item);
+            END LOOP;
+            IF cardinality(stale) > 0 THEN
+                PERFORM pgmem._note_deleted_items(s.scope_id, stale);
+                PERFORM pgmem._drop_empty_namespace(s.scope_id, stale[cardinality(stale)]);
+                RAISE NOTICE 'apply_retention: scope %: % store items without a turn removed', s.scope_id, cardinality(stale);
+            END IF;
             IF cardinality(gone_threads) > 0 THEN
                 -- A thread that went with its last turn takes the recalls filtered to it too (a
                 -- NULL turn index is the whole thread), as forget_thread does.
@@ -229,4 +259,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.apply_retention() IS
-'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), then the recall log is trimmed to log_keep_days and log_keep_rows. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
