@@ -90,7 +90,8 @@ def _rm(args: argparse.Namespace) -> int:
     with open_conn() as conn:
         removed = remove_document(conn, args.scope, args.document_id)
     if not removed:
-        print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}", file=sys.stderr)
+        # Nothing is removed then, not even facts that name the id (`pgmem forget document` does).
+        print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}: nothing removed", file=sys.stderr)
         return 1
     print(f"removed {shown(args.document_id)}")
     return 0

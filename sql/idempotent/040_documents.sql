@@ -259,13 +259,21 @@ BEGIN
         RAISE EXCEPTION 'remove_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(remove_document.scope), true);
+    -- A stored document only (0097). forget_document also forgets the facts about an id the scope
+    -- holds no document of (facts may name a document before it is stored): through it, a remove
+    -- of such an id deleted those facts, a conversation's among them, and returned false, which
+    -- the CLI printed as "no document". The document row is locked first, as forget_document
+    -- locks it (070_forget.sql), so it cannot go between this look and the forget.
+    IF NOT pgmem._lock_document(remove_document.scope, remove_document.document_id) THEN
+        RETURN false;
+    END IF;
     -- Its facts and recall-log rows go too (070_forget.sql).
     SELECT f.documents INTO n FROM pgmem.forget_document(remove_document.scope, remove_document.document_id) f;
     RETURN n > 0;
 END
 $$;
 COMMENT ON FUNCTION pgmem.remove_document(text, text) IS
-'Remove a document with its chunks and search units, the facts whose section is its id (or id#anchor) and the recall-log rows that returned them (pgmem.forget_document); false when the scope has no such document.';
+'Remove a stored document with its chunks and search units, the facts whose section is its id (or id#anchor, as pgmem.forget_document decides) and the recall-log rows that returned them (pgmem.forget_document); false, and nothing removed, when the scope has no such document (0097: facts about an id no document has are forgotten by forget_document only).';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 0.8)
 RETURNS bigint
