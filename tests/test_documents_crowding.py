@@ -69,3 +69,28 @@ def test_a_chunk_of_many_units_near_the_query_leaves_room_for_the_others(conn: C
         search_documents(conn, "crowd", "zzquery", EMB, x=5, candidates=10, floor=0.9999, mode=mode).groups[0].hits
         == []
     )
+
+
+def test_only_the_crowded_part_is_searched_again(conn: Conn) -> None:
+    """Two parts in one call (SQL, as a service in another language sends them): the first is
+    crowded by the table, the second, nearer the notes, is not. The first gets its x chunks; the
+    second's hits are those it gets alone, whatever the first part's second search."""
+    add_documents(conn, "crowd2", [TABLE, *NOTES], EMB, max_bytes=400)
+    table_q, notes_q = EMB.embed(["zzquery", "bravo"])
+
+    def search(vectors: list[FloatArray]) -> list[tuple[int, int, int, str]]:
+        literal = [f"[{','.join(str(float(v)) for v in vector)}]" for vector in vectors]
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', 'crowd2', true)")
+            rows = conn.execute(
+                "SELECT part_no, rank, chunk_id, document_id FROM pgmem.document_search('crowd2', %s::vector[],"
+                " x => 5, candidates => 10, mode => 'vector')",
+                (literal,),
+            ).fetchall()
+        return [(int(str(r[0])), int(str(r[1])), int(str(r[2])), str(r[3])) for r in rows]
+
+    both = search([table_q, notes_q])
+    first = [r for r in both if r[0] == 1]
+    assert len(first) == 5 and first[0][3] == "servers.md", first
+    assert [r[1:] for r in both if r[0] == 2] == [r[1:] for r in search([notes_q])]
+    assert [r[1:] for r in first] == [r[1:] for r in search([table_q])]

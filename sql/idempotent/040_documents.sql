@@ -346,8 +346,10 @@ DECLARE
     word_share double precision := coalesce(nullif(current_setting('pgmem.doc_word_share', true), '')::double precision, 0.1);
     word_weight double precision := coalesce(nullif(current_setting('pgmem.doc_word_weight', true), '')::double precision, 1.0);
     n_cand integer;
-    hits pgmem.document_hit[];
+    hits pgmem.document_hit[] := '{}';
+    found pgmem.document_hit[];
     full_parts integer[];
+    crowded integer[];  -- the parts searched again; NULL: every part (the first pass)
 BEGIN
     IF mode = 'auto' THEN
         mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'hybrid' END;
@@ -369,12 +371,14 @@ BEGIN
     -- tens or hundreds of units of one span) could fill all `candidates`, so a part returned that
     -- one chunk while x chunks were above the floor (asked for 5, 1 returned; 8 notes of cosine
     -- 0.8 left out). A part that returns fewer than x chunks while its candidate-th nearest unit
-    -- is still over the floor (so nearer units may lie beyond) is searched again, every part with
-    -- 8 times the candidates, up to 1,000: the same ranks for the units found before, more units.
+    -- is still over the floor (so nearer units may lie beyond) is searched again with 8 times the
+    -- candidates, up to 1,000: the same ranks for the units found before, more units. The other
+    -- parts keep their hits of the first pass.
     n_cand := greatest(candidates, x);
     LOOP
     WITH q AS (
         SELECT v.vec, v.part_no FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
+         WHERE crowded IS NULL OR v.part_no = ANY (crowded)
     ), vec AS (
         SELECT q.part_no, h.piece_id, h.dist,
                row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id) AS vrank
@@ -427,10 +431,14 @@ BEGIN
                   ORDER BY r.part_no, r.rnk),
            -- The parts whose last vector candidate is over the floor: more may lie beyond it.
            ARRAY(SELECT v.part_no::integer FROM vec v WHERE v.vrank = n_cand AND 1 - v.dist >= floor)
-      INTO hits, full_parts;
-    EXIT WHEN n_cand >= 1000 OR NOT EXISTS (
-        SELECT 1 FROM unnest(full_parts) AS fp(part_no)
-         WHERE (SELECT count(*) FROM unnest(hits) AS h WHERE h.part_no = fp.part_no) < x);
+      INTO found, full_parts;
+    -- This pass's hits replace those of the parts it searched.
+    hits := ARRAY(SELECT hits[i] FROM generate_subscripts(hits, 1) AS i
+                   WHERE NOT ((hits[i]).part_no = ANY (coalesce(crowded, '{}'))))
+            || found;
+    crowded := ARRAY(SELECT fp.part_no FROM unnest(full_parts) AS fp(part_no)
+                      WHERE (SELECT count(*) FROM unnest(found) AS h WHERE h.part_no = fp.part_no) < x);
+    EXIT WHEN n_cand >= 1000 OR cardinality(crowded) = 0;
     n_cand := least(n_cand * 8, 1000);
     END LOOP;
     RETURN QUERY SELECT * FROM unnest(hits) ORDER BY 1, 2;
