@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_add)
 
-    r = dsub.add_parser("rm", help="remove a document (its chunks and units)")
+    r = dsub.add_parser(
+        "rm", help="remove a stored document: its chunks and units, the facts about it, the recall-log rows of them"
+    )
     r.add_argument("document_id", metavar="ID")
     r.add_argument("--scope", required=True)
     r.set_defaults(func=_rm)
