@@ -22,7 +22,8 @@ import psycopg
 import pytest
 
 from pgmem import forget_document
-from pgmem.documents.store import Document, DocumentReport, add_documents
+from pgmem.documents.store import Document, DocumentReport, add_documents, remove_document
+from pgmem.facts import Fact, add_facts
 from pgmem.forget import Forgotten
 from pgmem.lab.bench.churn import deadlocks
 from tests.test_lock_order import EMB, Session, deadlocks_now, first_line, outcome, stress, waits_for_lock
@@ -102,27 +103,60 @@ def test_a_forget_of_a_document_being_created_waits_for_its_writer_so_a_second_f
     assert _count(admin_conn, orphans, (scope,)) == 0  # no unit of d.md is left
 
 
+@pytest.mark.parametrize("call", ["forget_document", "remove_document"])
 def test_a_forget_of_a_document_waits_for_a_writer_creating_it(
-    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session], call: str
 ) -> None:
     """Begun while a writer creates the document, forget_document waits for the writer's commit
     and forgets the document (before 0083 it returned at once, forgetting nothing, and the
-    document was stored after it)."""
+    document was stored after it). remove_document, which looks for the document under the same
+    locks first (0097), waits the same and removes it."""
     scope = f"lock-doc1-{uuid.uuid4().hex[:8]}"
     assert add_documents(conn, scope, [Document("other.md", "# Other\n\nalpha about the harbour\n")], EMB).inserted == 1
     writer, forgetter = sessions(), sessions()
     writer.begin(scope)
     assert writer.do(_put(scope, "n.md", "# N\n\ndelta, a new document\n")).inserted == 1
-    gone = forgetter.start(lambda c: forget_document(c, scope, "n.md"))
+
+    def gone_call(c: Conn) -> Forgotten | bool:
+        if call == "forget_document":
+            return forget_document(c, scope, "n.md")
+        return remove_document(c, scope, "n.md")
+
+    gone = forgetter.start(gone_call)
     assert waits_for_lock(admin_conn, gone, forgetter.pid)
     writer.commit()
     forgot = outcome(gone)
-    assert isinstance(forgot, Forgotten), f"the forget: {forgot!r}"
-    assert forgot.documents == 1
+    if call == "forget_document":
+        assert isinstance(forgot, Forgotten), f"the forget: {forgot!r}"
+        assert forgot.documents == 1
+    else:
+        assert forgot is True, f"the remove: {forgot!r}"
     assert (
         _count(admin_conn, "SELECT count(*) FROM pgmem.document WHERE scope_id = %s AND document_id = 'n.md'", (scope,))
         == 0
     )
+
+
+def test_a_remove_waiting_for_a_forget_of_the_document_removes_nothing_when_it_is_gone(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """A forgets d.md and, in the same transaction, notes a fact about it (a section may name a
+    document that is not stored). B's remove_document of d.md, begun meanwhile, waits for A's lock
+    on the document row; once A commits there is no document to remove: B returns False and the
+    fact stays. Before 0097 B went through forget_document whole, which, with no document left,
+    took the facts that name its id: A's new fact was deleted by a remove that answered False."""
+    scope = f"lock-doc-rm-{uuid.uuid4().hex[:8]}"
+    assert add_documents(conn, scope, [Document("d.md", "# D\n\nhotel, the first version\n")], EMB).inserted == 1
+    a, b = sessions(), sessions()
+    a.begin(scope)
+    assert a.do(lambda c: forget_document(c, scope, "d.md")).documents == 1
+    assert len(a.do(lambda c: add_facts(c, scope, [Fact("d.md is to be rewritten", section="d.md")], EMB))) == 1
+    removed = b.start(lambda c: remove_document(c, scope, "d.md"))
+    assert waits_for_lock(admin_conn, removed, b.pid)
+    a.commit()
+    assert outcome(removed) is False
+    sections = admin_conn.execute("SELECT section FROM pgmem.fact WHERE scope_id = %s", (scope,)).fetchall()
+    assert sections == [("d.md",)]
 
 
 @pytest.mark.parametrize(
@@ -241,8 +275,10 @@ def test_writers_creating_documents_beside_forgets_and_reimports_of_them_never_d
             while not stop.is_set():
                 doc = f"d{rng.randint(0, 2)}.md"
                 try:
-                    if rng.random() < 0.5:
+                    if rng.random() < 0.25:
                         forget_document(c, scope, doc)
+                    elif rng.random() < 1 / 3:  # a quarter of the calls
+                        remove_document(c, scope, doc)
                     else:
                         with c.transaction():
                             forget_document(c, scope, doc)

@@ -141,3 +141,41 @@ def test_a_forget_of_an_id_between_two_stored_ids_takes_neither_ones_facts(conn:
     assert _sections(admin_conn, scope) == ["a.md#b#c#d"]
     assert forget_document(conn, scope, "a.md#b#c").facts == 1
     assert _sections(admin_conn, scope) == []
+
+
+def test_remove_document_of_an_id_the_scope_lacks_removes_nothing_and_says_so(
+    conn: Conn, admin_conn: Conn, app_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """remove_document (`pgmem docs rm`) removes a stored document. Of an id the scope holds no
+    document of, it returned False and the CLI said "no document" (exit 1), yet it had deleted
+    the facts whose section names the id, a conversation's among them (a thread's fact, and the
+    thread row with its last fact): rows gone while the answer said nothing was there. Now it
+    removes nothing and says so; `pgmem forget document` is what forgets facts about an id no
+    document has (they may name a document before it is stored), and its counts say so."""
+    from pgmem import forget_document
+    from pgmem.cli import main
+    from pgmem.documents.store import remove_document
+
+    scope = f"doc-names-{uuid.uuid4().hex[:8]}"
+    facts = [
+        Fact("the plan ships on Friday", section="plan.md"),
+        Fact("the plan's first step", section="plan.md#step-1", thread="chat", turn_index=0),
+    ]
+    assert len(add_facts(conn, scope, facts, EMB)) == 2
+    threads = "SELECT count(*) FROM pgmem.thread WHERE scope_id = %s"
+    assert admin_conn.execute(threads, (scope,)).fetchone() == (1,)
+    assert remove_document(conn, scope, "plan.md") is False
+    assert _sections(admin_conn, scope) == ["plan.md", "plan.md#step-1"]
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        assert conn.execute("SELECT pgmem.remove_document(%s, 'plan.md')", (scope,)).fetchone() == (False,)
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    assert main(["docs", "rm", "plan.md", "--scope", scope]) == 1
+    err = capsys.readouterr().err
+    assert f"no document 'plan.md' in scope {scope!r}: nothing removed" in err, err
+    assert _sections(admin_conn, scope) == ["plan.md", "plan.md#step-1"]
+    assert admin_conn.execute(threads, (scope,)).fetchone() == (1,)
+    # The forget of the id takes them, and counts them.
+    done = forget_document(conn, scope, "plan.md")
+    assert (done.documents, done.facts, done.threads) == (0, 2, 1)
+    assert _sections(admin_conn, scope) == []

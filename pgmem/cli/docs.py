@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_add)
 
-    r = dsub.add_parser("rm", help="remove a document (its chunks and units)")
+    r = dsub.add_parser(
+        "rm", help="remove a stored document: its chunks and units, the facts about it, the recall-log rows of them"
+    )
     r.add_argument("document_id", metavar="ID")
     r.add_argument("--scope", required=True)
     r.set_defaults(func=_rm)
@@ -90,7 +92,8 @@ def _rm(args: argparse.Namespace) -> int:
     with open_conn() as conn:
         removed = remove_document(conn, args.scope, args.document_id)
     if not removed:
-        print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}", file=sys.stderr)
+        # Nothing is removed then, not even facts that name the id (`pgmem forget document` does).
+        print(f"pgmem: no document {args.document_id!r} in scope {args.scope!r}: nothing removed", file=sys.stderr)
         return 1
     print(f"removed {shown(args.document_id)}")
     return 0

@@ -430,7 +430,10 @@ def _put(
 
 
 def remove_document_call(scope: str, document_id: str) -> Call[bool]:
-    """Remove one document (its chunks and units go with it); False when there was none."""
+    """Remove one stored document: its chunks and units, the facts about it (their section is
+    its id or `id#anchor`) and the recall-log rows that returned them. False, and nothing removed,
+    when the scope holds no such document: `pgmem.forget_document` also forgets the facts that
+    name an id no document has, and says how many."""
     check_name(document_id, "document_id", max_chars=1000)
     row = yield Query(scope, "SELECT pgmem.remove_document(%s, %s)", (scope, document_id), one=True)
     return bool(row and row[0])

@@ -259,13 +259,21 @@ BEGIN
         RAISE EXCEPTION 'remove_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(remove_document.scope), true);
+    -- A stored document only (0097). forget_document also forgets the facts about an id the scope
+    -- holds no document of (facts may name a document before it is stored): through it, a remove
+    -- of such an id deleted those facts, a conversation's among them, and returned false, which
+    -- the CLI printed as "no document". The document row is locked first, as forget_document
+    -- locks it (070_forget.sql), so it cannot go between this look and the forget.
+    IF NOT pgmem._lock_document(remove_document.scope, remove_document.document_id) THEN
+        RETURN false;
+    END IF;
     -- Its facts and recall-log rows go too (070_forget.sql).
     SELECT f.documents INTO n FROM pgmem.forget_document(remove_document.scope, remove_document.document_id) f;
     RETURN n > 0;
 END
 $$;
 COMMENT ON FUNCTION pgmem.remove_document(text, text) IS
-'Remove a document with its chunks and search units, the facts whose section is its id (or id#anchor) and the recall-log rows that returned them (pgmem.forget_document); false when the scope has no such document.';
+'Remove a stored document with its chunks and search units, the facts whose section is its id (or id#anchor, as pgmem.forget_document decides) and the recall-log rows that returned them (pgmem.forget_document); false, and nothing removed, when the scope has no such document (0097: facts about an id no document has are forgotten by forget_document only).';
 
 CREATE OR REPLACE FUNCTION pgmem.reblend_documents(scope text, weight double precision DEFAULT 0.8)
 RETURNS bigint
@@ -337,6 +345,11 @@ DECLARE
     -- sets' tuning halves, docs/documents.md).
     word_share double precision := coalesce(nullif(current_setting('pgmem.doc_word_share', true), '')::double precision, 0.1);
     word_weight double precision := coalesce(nullif(current_setting('pgmem.doc_word_weight', true), '')::double precision, 1.0);
+    n_cand integer;
+    hits pgmem.document_hit[] := '{}';
+    found pgmem.document_hit[];
+    full_parts integer[];
+    crowded integer[];  -- the parts searched again; NULL: every part (the first pass)
 BEGIN
     IF mode = 'auto' THEN
         mode := CASE WHEN part_texts IS NULL THEN 'vector' ELSE 'hybrid' END;
@@ -354,9 +367,18 @@ BEGIN
     -- (pgmem.word_candidates over the scope's units), fused by reciprocal rank as memory recall
     -- fuses them; then each chunk once (by its best unit), top x chunks over the floor. Memory
     -- pieces share the plane and are excluded by kind = 'document'.
-    RETURN QUERY
+    -- Crowding (0097): the nearest units of one chunk (a long table or code block is packed into
+    -- tens or hundreds of units of one span) could fill all `candidates`, so a part returned that
+    -- one chunk while x chunks were above the floor (asked for 5, 1 returned; 8 notes of cosine
+    -- 0.8 left out). A part that returns fewer than x chunks while its candidate-th nearest unit
+    -- is still over the floor (so nearer units may lie beyond) is searched again with 8 times the
+    -- candidates, up to 1,000: the same ranks for the units found before, more units. The other
+    -- parts keep their hits of the first pass.
+    n_cand := greatest(candidates, x);
+    LOOP
     WITH q AS (
         SELECT v.vec, v.part_no FROM unnest(part_vectors) WITH ORDINALITY AS v(vec, part_no)
+         WHERE crowded IS NULL OR v.part_no = ANY (crowded)
     ), vec AS (
         SELECT q.part_no, h.piece_id, h.dist,
                row_number() OVER (PARTITION BY q.part_no ORDER BY h.dist, h.piece_id) AS vrank
@@ -365,12 +387,12 @@ BEGIN
                   FROM pgmem.piece p
                  WHERE p.scope_id = document_search.scope AND p.kind = 'document'
                  ORDER BY p.embedding <=> q.vec, p.piece_id
-                 LIMIT greatest(candidates, x)) h
+                 LIMIT n_cand) h
     ), word AS (
         -- The word side of memory recall over the scope's units (pgmem.word_candidates).
         SELECT h.part_no, h.piece_id, p.embedding <=> q.vec AS dist, h.word_rank AS wrank
           FROM pgmem.word_candidates(document_search.scope, CASE WHEN mode = 'hybrid' THEN part_texts END,
-                                     greatest(candidates, x), NULL, word_share, 'document') h
+                                     n_cand, NULL, word_share, 'document') h
           JOIN q ON q.part_no = h.part_no
           JOIN pgmem.piece p ON p.scope_id = document_search.scope AND p.piece_id = h.piece_id
     ), fused AS (
@@ -402,12 +424,25 @@ BEGIN
         SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.rrf DESC, b.dist, b.piece_id) AS rnk
           FROM best b
     )
-    SELECT r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
-           r.piece_id, r.unit_kind, r.span_start, r.span_end, 1 - r.dist, (2 - r.dist) / 2
-      FROM ranked r JOIN pgmem.chunk ch ON ch.scope_id = document_search.scope AND ch.chunk_id = r.chunk_id
-     WHERE r.rnk <= x
-     ORDER BY 1, 2;
+    SELECT ARRAY(SELECT ROW(r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
+                            r.piece_id, r.unit_kind, r.span_start, r.span_end, 1 - r.dist, (2 - r.dist) / 2)::pgmem.document_hit
+                   FROM ranked r JOIN pgmem.chunk ch ON ch.scope_id = document_search.scope AND ch.chunk_id = r.chunk_id
+                  WHERE r.rnk <= x
+                  ORDER BY r.part_no, r.rnk),
+           -- The parts whose last vector candidate is over the floor: more may lie beyond it.
+           ARRAY(SELECT v.part_no::integer FROM vec v WHERE v.vrank = n_cand AND 1 - v.dist >= floor)
+      INTO found, full_parts;
+    -- This pass's hits replace those of the parts it searched.
+    hits := ARRAY(SELECT hits[i] FROM generate_subscripts(hits, 1) AS i
+                   WHERE NOT ((hits[i]).part_no = ANY (coalesce(crowded, '{}'))))
+            || found;
+    crowded := ARRAY(SELECT fp.part_no FROM unnest(full_parts) AS fp(part_no)
+                      WHERE (SELECT count(*) FROM unnest(found) AS h WHERE h.part_no = fp.part_no) < x);
+    EXIT WHEN n_cand >= 1000 OR cardinality(crowded) = 0;
+    n_cand := least(n_cand * 8, 1000);
+    END LOOP;
+    RETURN QUERY SELECT * FROM unnest(hits) ORDER BY 1, 2;
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
-'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.word_candidates with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings) to its whole chunk, keeps each chunk once per part (by its best such unit: a unit under the floor never hides its chunk) and returns up to x chunks: the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';
+'Per-part document search. Each part searches the scope''s document units (up to `candidates` nearest and, in hybrid mode, up to `candidates` units holding its distinctive words, pgmem.word_candidates with kind document, fused by reciprocal rank with constant rrf_k as memory_recall fuses them; settings pgmem.doc_word_share, default 0.1, and pgmem.doc_word_weight, default 1), resolves every unit hit with cosine >= floor (default: the floor of the scope''s model, pgmem.model_settings) to its whole chunk, keeps each chunk once per part (by its best such unit: a unit under the floor never hides its chunk) and returns up to x chunks (a part left with fewer than x chunks while its candidate-th nearest unit is over the floor, crowded by the units of a few chunks, is searched again with 8 times the candidates, up to 1,000: 0097): the chunk body, and the matched unit''s kind and character span in it. mode: auto (the default: hybrid when part_texts are given, else vector; chosen on the tuning halves of the documents sets, docs/documents.md), vector or hybrid. Groups are never merged across parts. Never reads memory pieces. candidates: 1 to 1000. model_id, when given, must be the model of the scope''s stored units (22000 naming both otherwise).';

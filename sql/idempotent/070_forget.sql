@@ -567,6 +567,61 @@ $$;
 COMMENT ON FUNCTION pgmem._document_fact(text, text, text) IS
 'Internal to forget_document: whether a fact of the scope whose section is section is about document_id: section is the id, or id#anchor, and no other document of the scope that section names takes it (the longest id of the scope''s documents that section names does: a longer one holding ''#'', or, when the scope holds no document_id, a shorter one, 0088); a section naming no document of the scope is about every id it names; never for the empty document_id, which names no document.';
 
+-- The scope row, then the document row FOR UPDATE (the lock order), for forget_document and
+-- remove_document: a put_document replacing it finishes first or waits, instead of each holding
+-- what the other deletes. The scope row as _lock_thread holds it (0054). A row a put_document
+-- creating the document (or its scope) has inserted, not yet committed, is not seen by a
+-- SELECT ... FOR UPDATE: the forget locked nothing and returned, holding the scope's recall-log
+-- lock; once the writer had committed, a second forget locked the row and waited for that lock,
+-- while the first forget's transaction, putting the document again, waited for the second's
+-- row: a deadlock (0083, tests/test_forget_document_lock_order.py). Each row is therefore
+-- inserted when it is not found (ON CONFLICT waits for the other insert) and, when this
+-- transaction made it (there was none), deleted at once, as _lock_thread does (0082): its index
+-- entry makes a writer of the document wait for this transaction. (The row is never seen by
+-- another transaction, so its title, body and hash are empty. An id the table or its index
+-- cannot hold names no document: no wait.) Split out of forget_document in 0097, so that
+-- remove_document knows, under the same locks, whether there is a document to remove.
+CREATE OR REPLACE FUNCTION pgmem._lock_document(scope text, document_id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    made boolean;
+BEGIN
+    IF NOT pgmem._lock_scope(_lock_document.scope) THEN
+        RETURN false;  -- no scope: no document of it
+    END IF;
+    LOOP
+        PERFORM 1 FROM pgmem.document d
+          WHERE d.scope_id = _lock_document.scope AND d.document_id = _lock_document.document_id FOR UPDATE;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        IF coalesce(char_length(_lock_document.document_id) NOT BETWEEN 1 AND 1000, true) THEN
+            RETURN false;
+        END IF;
+        made := NULL;
+        BEGIN
+            INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
+            VALUES (_lock_document.scope, _lock_document.document_id, '', '', '\x'::bytea)
+            ON CONFLICT (scope_id, document_id) DO NOTHING
+            RETURNING true INTO made;
+        EXCEPTION WHEN program_limit_exceeded THEN  -- 54000: too long for the key's index
+            RETURN false;
+        END;
+        IF made THEN
+            DELETE FROM pgmem.document d
+             WHERE d.scope_id = _lock_document.scope AND d.document_id = _lock_document.document_id;
+            RETURN false;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem._lock_document(text, text) IS
+'Internal to forget_document and remove_document (0097): hold the scope row FOR KEY SHARE and the document row FOR UPDATE and return true; when the scope has no such document, wait for a writer inserting it (insert the row, delete it again: 0083) and return false.';
+
 CREATE OR REPLACE FUNCTION pgmem.forget_document(scope text, document_id text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -579,46 +634,13 @@ DECLARE
     fact_threads text[];
     n_threads integer;
     n_docs integer;
-    made boolean;
 BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
         RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
-    -- The document row first (the lock order): a put_document replacing it finishes first or
-    -- waits, instead of each holding what the other deletes. The scope row before it, as
-    -- _lock_thread holds it (0054). A row a put_document creating the document (or its scope)
-    -- has inserted, not yet committed, is not seen by a SELECT ... FOR UPDATE: the forget locked
-    -- nothing and returned, holding the scope's recall-log lock; once the writer had committed,
-    -- a second forget locked the row and waited for that lock, while the first forget's
-    -- transaction, putting the document again, waited for the second's row: a deadlock (0083,
-    -- tests/test_forget_document_lock_order.py). Each row is therefore inserted when it is not
-    -- found (ON CONFLICT waits for the other insert) and, when this transaction made it (there
-    -- was none), deleted at once, as _lock_thread does (0082): its index entry makes a writer of
-    -- the document wait for this transaction. (The row is never seen by another transaction, so
-    -- its title, body and hash are empty. An id the table or its index cannot hold names no
-    -- document: no wait.)
-    IF pgmem._lock_scope(forget_document.scope) THEN
-        LOOP
-            PERFORM 1 FROM pgmem.document d
-              WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id FOR UPDATE;
-            EXIT WHEN FOUND OR char_length(forget_document.document_id) NOT BETWEEN 1 AND 1000;
-            made := NULL;
-            BEGIN
-                INSERT INTO pgmem.document AS d (scope_id, document_id, title, body, content_hash)
-                VALUES (forget_document.scope, forget_document.document_id, '', '', '\x'::bytea)
-                ON CONFLICT (scope_id, document_id) DO NOTHING
-                RETURNING true INTO made;
-            EXCEPTION WHEN program_limit_exceeded THEN  -- 54000: too long for the key's index
-                EXIT;
-            END;
-            IF made THEN
-                DELETE FROM pgmem.document d
-                 WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id;
-                EXIT;
-            END IF;
-        END LOOP;
-    END IF;
+    -- The scope row, then the document row (the lock order: pgmem._lock_document).
+    PERFORM pgmem._lock_document(forget_document.scope, forget_document.document_id);
     -- Then the threads of the facts about it (0052), their store items first, each sorted, as
     -- forget_fact and apply_retention take them: a forget of one of those facts' turns
     -- (retention) finishes first or waits. Deleting the facts first, this held one fact while it
@@ -662,7 +684,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; zeros when there was no such document. pgmem.remove_document calls it.';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; documents is 0 when the scope has no such document, and the facts about the id are forgotten all the same (facts may name a document before it is stored); zeros when nothing was there. pgmem.remove_document calls it for a stored document only.';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
