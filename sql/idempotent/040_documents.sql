@@ -424,9 +424,12 @@ BEGIN
         SELECT b.*, row_number() OVER (PARTITION BY b.part_no ORDER BY b.rrf DESC, b.dist, b.piece_id) AS rnk
           FROM best b
     )
-    SELECT ARRAY(SELECT ROW(r.part_no::integer, r.rnk::integer, r.chunk_id, ch.document_id, ch.heading_path, ch.body,
+    -- The hits without their chunk's text (document, heading path, body: read once, below):
+    -- copied into the array and out again, the bodies cost a one-part search 1.23 times its
+    -- time before the passes (docs/bench/recall-ab-0097.txt).
+    SELECT ARRAY(SELECT ROW(r.part_no::integer, r.rnk::integer, r.chunk_id, NULL, NULL, NULL,
                             r.piece_id, r.unit_kind, r.span_start, r.span_end, 1 - r.dist, (2 - r.dist) / 2)::pgmem.document_hit
-                   FROM ranked r JOIN pgmem.chunk ch ON ch.scope_id = document_search.scope AND ch.chunk_id = r.chunk_id
+                   FROM ranked r
                   WHERE r.rnk <= x
                   ORDER BY r.part_no, r.rnk),
            -- The parts whose last vector candidate is over the floor: more may lie beyond it.
@@ -441,7 +444,11 @@ BEGIN
     EXIT WHEN n_cand >= 1000 OR cardinality(crowded) = 0;
     n_cand := least(n_cand * 8, 1000);
     END LOOP;
-    RETURN QUERY SELECT * FROM unnest(hits) ORDER BY 1, 2;
+    RETURN QUERY
+    SELECT h.part_no, h.rank, h.chunk_id, ch.document_id, ch.heading_path, ch.body, h.piece_id, h.unit_kind,
+           h.span_start, h.span_end, h.cosine, h.score
+      FROM unnest(hits) AS h JOIN pgmem.chunk ch ON ch.scope_id = document_search.scope AND ch.chunk_id = h.chunk_id
+     ORDER BY 1, 2;
 END
 $$;
 COMMENT ON FUNCTION pgmem.document_search(text, vector[], text[], integer, double precision, integer, text, text, integer) IS
