@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--mode", choices=("units", "chunk"), default="units", help="derived units, or one vector per chunk")
     a.add_argument("--max-bytes", type=int, default=1200, help="unit piece budget, label included")
     a.add_argument("--force", action="store_true", help="rewrite even unchanged documents")
+    a.add_argument(
+        "--prune",
+        action="store_true",
+        help="then remove the scope's stored documents these paths no longer hold (renamed or deleted files)",
+    )
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_add)
 
@@ -67,6 +72,9 @@ def _add(args: argparse.Namespace) -> int:
             max_bytes=args.max_bytes,
             force=args.force,
             progress=Progress("docs add", "units"),
+            prune=args.prune,
+            # A file or folder that could not be read keeps what is stored under its id.
+            keep=[doc_id for doc_id, _ in unreadable],
         )
     report.failed[:0] = unreadable
     if args.json:
@@ -75,9 +83,12 @@ def _add(args: argparse.Namespace) -> int:
         print(
             f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged, "
             f"{report.empty} empty (skipped), {report.units} units written, {len(report.failed)} failed"
+            + (f", {len(report.removed)} removed" if args.prune else "")
         )
         for doc, err in report.failed:
             print(shown(f"  failed {doc}: {err}"), file=sys.stderr)
+        for doc in report.removed:
+            print(shown(f"  removed {doc}"), file=sys.stderr)
         for doc in report.empty_kept:
             print(
                 shown(f"  kept {doc}: the file is empty; its stored version stays searchable (docs rm removes it)"),

@@ -86,6 +86,8 @@ class DocumentReport:
     #: Empty documents (of the `empty`) whose id the scope holds: that stored version is kept,
     #: still searchable; `remove_document` removes it.
     empty_kept: list[str] = field(default_factory=list)
+    #: With prune: the stored documents this add was not given, removed (remove_document).
+    removed: list[str] = field(default_factory=list)
 
     def count(self, status: str, units: int) -> None:
         """One document put_document stored or left: its status and units written. A status this
@@ -104,6 +106,7 @@ class DocumentReport:
             "units": self.units,
             "failed": [{"document": d, "error": e} for d, e in self.failed],
             "empty_kept": list(self.empty_kept),
+            "removed": list(self.removed),
         }
 
 
@@ -278,9 +281,19 @@ def add_documents_call(
     reembed: bool = False,
     force: bool = False,
     progress: Progress | None = None,
+    prune: bool = False,
+    keep: Sequence[str] = (),
 ) -> Call[DocumentReport]:
     """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
-    resolve against these documents and those already stored in the scope."""
+    resolve against these documents and those already stored in the scope.
+
+    With `prune`, the scope is then made to hold only these documents: every stored document
+    whose id is not one of `docs` (stored, unchanged, empty or failed alike) nor kept by `keep`
+    (ids, such as files a read could not read; one ending in "/" keeps every id under that
+    folder, such as one a read could not list) is removed, each with `remove_document` (its
+    facts and recall-log rows too), and listed in `report.removed`. Prune with no documents is
+    an InputError (it would remove every one), and nothing is removed when the scope's model
+    refused the documents."""
     check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
@@ -290,13 +303,18 @@ def add_documents_call(
     group_units = check_int(group_units, "group_units", 1, 1 << 20)
     if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
         raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
+    if isinstance(keep, str) or not all(isinstance(k, str) and k for k in keep):
+        raise InputError("keep must be a list of document ids (a folder's ends in /)")
+    folders = tuple(k for k in keep if k.endswith("/"))
     report = DocumentReport()
+    given: set[object] = set(keep)  # every id given, stored or not: prune keeps them all
     # A document Postgres cannot store (an id or text that is no string, NUL, a lone surrogate)
     # is reported and left out of everything below: it must not cost the others.
     all_docs: list[Document] = []
     for i, d in enumerate(docs):
         if not isinstance(d, Document):
             raise InputError(f"docs[{i}] must be a Document, got {type(d).__name__}")
+        given.add(d.id)
         try:
             check_name(d.id, "document id", max_chars=1000)
             check_text(d.text, f"document {d.id}: text")
@@ -304,6 +322,8 @@ def add_documents_call(
             report.failed.append((d.id if isinstance(d.id, str) else repr(d.id)[:80], str(exc)))
             continue
         all_docs.append(d)
+    if prune and not given:
+        raise InputError("prune with no documents would remove every document of the scope: nothing removed")
     titles = yield from stored_titles_call(scope)
     # Links resolve to what is stored: of two documents with one id, the first (the second is
     # refused below), not the last.
@@ -372,6 +392,14 @@ def add_documents_call(
     yield from flush()
     if progress:
         progress(len(all_docs), len(all_docs), report.units)
+    if prune:
+        rows = yield Query(scope, "SELECT document_id FROM pgmem.document_titles(%s)", (scope,))
+        for doc_id in sorted(str(r[0]) for r in rows):  # code point order: bytewise, as the lock order
+            if doc_id in given or doc_id.startswith(folders):
+                continue
+            # False: another client removed it first (it is not counted here).
+            if (yield from remove_document_call(scope, doc_id)):
+                report.removed.append(doc_id)
     return report
 
 

@@ -1,0 +1,170 @@
+"""`docs add --prune` / `add_documents(prune=True)`: a folder added again leaves the scope holding
+its documents only (a renamed or deleted file's old id removed), never what it could not read."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmem.documents.store import Document, add_documents, remove_document, search_documents
+from pgmem.embedders.base import Embedder
+from pgmem.errors import InputError
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+FERNS = "# Ferns\n\nFerns want shade and damp soil; water the fronds in the morning.\n"
+ROSES = "# Roses\n\nPrune the roses in late winter, just above an outward facing bud.\n"
+BEES = "# Bees\n\nThe hive is inspected every nine days in summer for queen cells.\n"
+
+
+def _stored(conn: Conn, scope: str) -> list[str]:
+    from pgmem.db import scoped
+
+    with scoped(conn, scope):
+        return [str(r[0]) for r in conn.execute("SELECT document_id FROM pgmem.document_titles(%s)", (scope,))]
+
+
+def _cli(app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+
+
+def test_prune_removes_a_renamed_files_old_id_and_nothing_else(
+    conn: Conn,
+    embedder: Embedder,
+    app_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pgmem.cli import main
+
+    _cli(app_url, tmp_path, monkeypatch)
+    folder = tmp_path / "garden"
+    folder.mkdir()
+    (folder / "ferns.md").write_text(FERNS, encoding="utf-8")
+    (folder / "roses.md").write_text(ROSES, encoding="utf-8")
+    assert main(["docs", "add", str(folder), "--scope", "p"]) == 0
+    capsys.readouterr()
+    (folder / "roses.md").rename(folder / "roses-care.md")
+    # Without --prune the old id stays, searchable beside the new one (as documented).
+    assert main(["docs", "add", str(folder), "--scope", "p"]) == 0
+    assert "removed" not in capsys.readouterr().out
+    assert _stored(conn, "p") == ["ferns.md", "roses-care.md", "roses.md"]
+    assert main(["docs", "add", str(folder), "--scope", "p", "--prune"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "0 inserted, 0 replaced, 2 unchanged, 0 empty (skipped), 0 units written, 0 failed, 1 removed"
+    assert err.splitlines()[-1] == "  removed roses.md" and err.count("removed") == 1
+    assert _stored(conn, "p") == ["ferns.md", "roses-care.md"]
+    hits = [h.document_id for g in search_documents(conn, "p", "when to prune roses", embedder).groups for h in g.hits]
+    assert "roses.md" not in hits and "roses-care.md" in hits
+    # Run again: nothing left to remove; --json lists what was removed.
+    assert main(["docs", "add", str(folder), "--scope", "p", "--prune", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == []
+
+
+def test_prune_keeps_what_it_could_not_read_and_refuses_an_empty_folder(
+    conn: Conn,
+    app_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pgmem.cli import main
+
+    _cli(app_url, tmp_path, monkeypatch)
+    folder = tmp_path / "garden"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "ferns.md").write_text(FERNS, encoding="utf-8")
+    (folder / "roses.md").write_text(ROSES, encoding="utf-8")
+    (folder / "sub" / "bees.md").write_text(BEES, encoding="utf-8")
+    (folder / "empty.md").write_text(BEES, encoding="utf-8")
+    assert main(["docs", "add", str(folder), "--scope", "q"]) == 0
+    capsys.readouterr()
+    # roses.md is no longer UTF-8, sub/bees.md a link to nothing, empty.md emptied: each stays stored.
+    (folder / "roses.md").write_bytes(b"# Roses\n\n\xff\xfe not text\n")
+    (folder / "sub" / "bees.md").unlink()
+    (folder / "sub" / "bees.md").symlink_to(tmp_path / "nowhere.md")
+    (folder / "empty.md").write_text("\n", encoding="utf-8")
+    assert main(["docs", "add", str(folder), "--scope", "q", "--prune"]) == 1  # 2 failed reads
+    out, err = capsys.readouterr()
+    assert "2 failed, 0 removed" in out, out
+    assert "kept empty.md" in err and "failed roses.md" in err and "failed sub/bees.md" in err
+    assert _stored(conn, "q") == ["empty.md", "ferns.md", "roses.md", "sub/bees.md"]
+    # ferns.md renamed: its old id is pruned; the unreadable ones stay.
+    (folder / "ferns.md").rename(folder / "keep.md")
+    assert main(["docs", "add", str(folder), "--scope", "q", "--prune"]) == 1
+    assert "  removed ferns.md" in capsys.readouterr().err
+    assert _stored(conn, "q") == ["empty.md", "keep.md", "roses.md", "sub/bees.md"]
+    # A folder with no Markdown file would remove every document: one line, nothing removed.
+    (tmp_path / "none").mkdir()
+    assert main(["docs", "add", str(tmp_path / "none"), "--scope", "q", "--prune"]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [
+        "pgmem: error: prune with no documents would remove every document of the scope: nothing removed"
+    ], err
+    assert "Traceback" not in out + err
+    assert _stored(conn, "q") == ["empty.md", "keep.md", "roses.md", "sub/bees.md"]
+
+
+def test_prune_from_python_keeps_a_folder_it_could_not_list_and_checks_its_arguments(
+    conn: Conn, embedder: Embedder
+) -> None:
+    docs = [Document("a.md", FERNS), Document("b/c.md", ROSES), Document("b/d.md", BEES)]
+    assert add_documents(conn, "r", docs, embedder).inserted == 3
+    report = add_documents(conn, "r", [Document("a.md", FERNS)], embedder, prune=True, keep=["b/"])
+    assert report.unchanged == 1 and report.removed == []
+    assert _stored(conn, "r") == ["a.md", "b/c.md", "b/d.md"]
+    report = add_documents(conn, "r", [Document("a.md", FERNS)], embedder, prune=True, keep=["b/d.md"])
+    assert report.removed == ["b/c.md"] and _stored(conn, "r") == ["a.md", "b/d.md"]
+    for keep in ("b/", [""], [None], [3]):
+        with pytest.raises(InputError, match="keep must be a list of document ids"):
+            add_documents(conn, "r", [Document("a.md", FERNS)], embedder, prune=True, keep=keep)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="prune with no documents"):
+        add_documents(conn, "r", [], embedder, prune=True)
+    assert _stored(conn, "r") == ["a.md", "b/d.md"]
+
+
+def test_two_pruning_adds_and_a_remove_side_by_side_each_remove_a_document_once(
+    app_url: str, conn: Conn, embedder: Embedder
+) -> None:
+    """Three clients race over a stale document each round: two `add --prune` of the same folder
+    and a `remove_document`; each stale id is reported removed by exactly one of them, no client
+    fails, and the folder's documents are all that is left."""
+    folder = [Document("a.md", FERNS), Document("b.md", ROSES)]
+    add_documents(conn, "s", folder, embedder)
+    for rnd in range(4):
+        stale = [Document(f"old{rnd}-{i}.md", BEES.replace("nine", f"{rnd}{i}")) for i in range(3)]
+        add_documents(conn, "s", stale, embedder)
+        removed: list[list[str]] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(3)
+
+        def prune() -> None:
+            try:
+                with psycopg.connect(app_url, autocommit=True) as c:
+                    start.wait()
+                    removed.append(add_documents(c, "s", folder, embedder, prune=True).removed)
+            except BaseException as exc:
+                errors.append(exc)
+
+        def remove() -> None:
+            try:
+                with psycopg.connect(app_url, autocommit=True) as c:
+                    start.wait()
+                    removed.append([f"old{rnd}-1.md"] if remove_document(c, "s", f"old{rnd}-1.md") else [])
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (prune, prune, remove)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        assert sorted(i for r in removed for i in r) == sorted(d.id for d in stale)
+        assert _stored(conn, "s") == ["a.md", "b.md"]
