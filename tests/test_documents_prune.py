@@ -129,10 +129,37 @@ def test_prune_from_python_keeps_a_folder_it_could_not_list_and_checks_its_argum
     assert _stored(conn, "r") == ["a.md", "b/d.md"]
 
 
+def _race(app_url: str, embedder: Embedder, folder: list[Document], gone: str) -> list[list[str]]:
+    """Two `add_documents(prune=True)` of `folder` and a `remove_document` of `gone`, started at
+    once on their own connections: what each reported removed."""
+    removed: list[list[str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def run(prune: bool) -> None:
+        try:
+            with psycopg.connect(app_url, autocommit=True) as c:
+                start.wait()
+                if prune:
+                    removed.append(add_documents(c, "s", folder, embedder, prune=True).removed)
+                else:
+                    removed.append([gone] if remove_document(c, "s", gone) else [])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in (True, True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    return removed
+
+
 def test_two_pruning_adds_and_a_remove_side_by_side_each_remove_a_document_once(
     app_url: str, conn: Conn, embedder: Embedder
 ) -> None:
-    """Three clients race over a stale document each round: two `add --prune` of the same folder
+    """Three clients race over stale documents each round: two `add --prune` of the same folder
     and a `remove_document`; each stale id is reported removed by exactly one of them, no client
     fails, and the folder's documents are all that is left."""
     folder = [Document("a.md", FERNS), Document("b.md", ROSES)]
@@ -140,31 +167,6 @@ def test_two_pruning_adds_and_a_remove_side_by_side_each_remove_a_document_once(
     for rnd in range(4):
         stale = [Document(f"old{rnd}-{i}.md", BEES.replace("nine", f"{rnd}{i}")) for i in range(3)]
         add_documents(conn, "s", stale, embedder)
-        removed: list[list[str]] = []
-        errors: list[BaseException] = []
-        start = threading.Barrier(3)
-
-        def prune() -> None:
-            try:
-                with psycopg.connect(app_url, autocommit=True) as c:
-                    start.wait()
-                    removed.append(add_documents(c, "s", folder, embedder, prune=True).removed)
-            except BaseException as exc:
-                errors.append(exc)
-
-        def remove() -> None:
-            try:
-                with psycopg.connect(app_url, autocommit=True) as c:
-                    start.wait()
-                    removed.append([f"old{rnd}-1.md"] if remove_document(c, "s", f"old{rnd}-1.md") else [])
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=f) for f in (prune, prune, remove)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert errors == []
+        removed = _race(app_url, embedder, folder, f"old{rnd}-1.md")
         assert sorted(i for r in removed for i in r) == sorted(d.id for d in stale)
         assert _stored(conn, "s") == ["a.md", "b.md"]
