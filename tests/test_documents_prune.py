@@ -28,26 +28,24 @@ def _stored(conn: Conn, scope: str) -> list[str]:
         return [str(r[0]) for r in conn.execute("SELECT document_id FROM pgmem.document_titles(%s)", (scope,))]
 
 
-def _cli(app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def garden(app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding ferns.md and roses.md, and the CLI pointed at the app's database."""
     monkeypatch.setenv("DATABASE_URL", app_url)
     monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
-
-
-def test_prune_removes_a_renamed_files_old_id_and_nothing_else(
-    conn: Conn,
-    embedder: Embedder,
-    app_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from pgmem.cli import main
-
-    _cli(app_url, tmp_path, monkeypatch)
     folder = tmp_path / "garden"
     folder.mkdir()
     (folder / "ferns.md").write_text(FERNS, encoding="utf-8")
     (folder / "roses.md").write_text(ROSES, encoding="utf-8")
+    return folder
+
+
+def test_prune_removes_a_renamed_files_old_id_and_nothing_else(
+    conn: Conn, embedder: Embedder, garden: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    folder = garden
     assert main(["docs", "add", str(folder), "--scope", "p"]) == 0
     capsys.readouterr()
     (folder / "roses.md").rename(folder / "roses-care.md")
@@ -68,19 +66,12 @@ def test_prune_removes_a_renamed_files_old_id_and_nothing_else(
 
 
 def test_prune_keeps_what_it_could_not_read_and_refuses_an_empty_folder(
-    conn: Conn,
-    app_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    conn: Conn, garden: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pgmem.cli import main
 
-    _cli(app_url, tmp_path, monkeypatch)
-    folder = tmp_path / "garden"
-    (folder / "sub").mkdir(parents=True)
-    (folder / "ferns.md").write_text(FERNS, encoding="utf-8")
-    (folder / "roses.md").write_text(ROSES, encoding="utf-8")
+    folder = garden
+    (folder / "sub").mkdir()
     (folder / "sub" / "bees.md").write_text(BEES, encoding="utf-8")
     (folder / "empty.md").write_text(BEES, encoding="utf-8")
     assert main(["docs", "add", str(folder), "--scope", "q"]) == 0
