@@ -97,6 +97,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.jobs < 1 or args.messages < 1 or args.scopes_per_bucket < 1:
         raise InputError("--jobs, --messages and --scopes-per-bucket must be at least 1")
     server = database_url(settings())
+    if args.out is not None:
+        from pgmem.lab.evaluation.common import check_output
+
+        check_output(args.out, "--out")  # now, not after the run (1m: 40 minutes of loading)
     name = args.db or f"pgmem_bench_{args.size}"
     url = with_database(server, name)
     pool = _text_pool(args.text)
@@ -171,12 +175,16 @@ def _bench(args: argparse.Namespace) -> int:
         if not args.keep and not args.reuse:
             with psycopg.connect(admin, autocommit=True) as c:
                 c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(render(results))
+    if args.out:  # after the results are shown: a write that fails then loses none of them
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2))
+        except OSError as exc:
+            raise InputError(f"cannot write --out {args.out}: {exc.strerror or exc}") from None
     return 0
 
 
