@@ -39,7 +39,11 @@ time it is written, so an imported item's times (and its turn's label) are the i
 table and database and the target's database and directory: a run given the same file starts
 after it (a run from another source or into another store refuses it), and the file is removed
 when the import reaches the end. Without
-one, a rerun reads every item again and writes only what differs."""
+one, a rerun reads every item again and writes only what differs.
+
+A table or view (`table`) that holds two rows of one (prefix, key), which PostgresStore's primary
+key never does, is refused before anything is written (without a unique index on the two
+columns, the source is read once to see)."""
 
 from __future__ import annotations
 
@@ -223,7 +227,14 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
                              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
                       array(SELECT t.typcategory::text
                               FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+                      EXISTS (SELECT FROM pg_catalog.pg_index i
+                               WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL
+                                 AND i.indexprs IS NULL AND i.indnatts = 2
+                                 AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text)
+                                        FROM pg_catalog.pg_attribute a
+                                       WHERE a.attrelid = c.oid AND a.attnum = ANY (i.indkey))
+                                     = ARRAY['key', 'prefix'])
                  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                 WHERE c.oid = pg_catalog.to_regclass(%s)""",
             (table,),
@@ -244,7 +255,29 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
             )
     columns = set(types)
     schema, name = _text(row[0]), _text(row[1])
-    return sql.Identifier(schema, name), f"{schema}.{name}", columns
+    relation = sql.Identifier(schema, name)
+    if not row[5]:
+        _one_row_per_key(conn, relation, table)
+    return relation, f"{schema}.{name}", columns
+
+
+def _one_row_per_key(conn: psycopg.Connection[Any], relation: sql.Composable, table: str) -> None:
+    """A ConfigError unless the source holds one row per (prefix, key), as PostgresStore's table
+    does (its primary key; a table or view without a unique index on the two is read once to
+    see). Two rows of one key were both read as that item, the store kept either, and the keyset
+    pages (`(prefix, key) > the last`) skipped the second when a page ended between them: the
+    import said "read 8" of 10 rows and "kept 3 (newer in pgmem)" of items it had just written."""
+    query = sql.SQL(
+        "SELECT prefix, key, count(*) FROM {} WHERE {} GROUP BY prefix, key HAVING count(*) > 1 LIMIT 1"
+    ).format(relation, _KEYED)
+    with _reading(conn) as cur:
+        row = cur.execute(query).fetchone()
+    if row is not None:
+        raise ConfigError(
+            f"table {table!r:.80} is not a PostgresStore table: it holds {row[2]} rows of namespace "
+            f"{_shown(row[0])!r:.120} key {_text(row[1])!r:.80} (PostgresStore's holds one row per key); "
+            "give one row per key, e.g. a view keeping the newest"
+        )
 
 
 def _timestamp(name: str, category: str) -> bool:
