@@ -302,8 +302,9 @@ def check_storable(turn: Turn) -> None:
         found = _find_unstorable(m, f"messages[{i}]")
         if found is not None:
             field_name, offset, char = found
+            # Named by `where` as every other refusal of the turn is: a file's line (`path:line`).
             raise InputError(
-                f"{field_name} contains {describe(char)} at offset {offset}: Postgres text cannot store it; "
+                f"{where}: {field_name} contains {describe(char)} at offset {offset}: Postgres text cannot store it; "
                 "strip NUL characters or decode the text with errors='replace' before ingest"
             )
 

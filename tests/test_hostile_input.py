@@ -568,3 +568,17 @@ def test_message_content_shapes_are_those_the_docs_name(app_conn: Conn, admin_co
     assert body is not None and '"status": "stuck"' in str(body[0])
     doc = (repo_root() / "docs" / "python.md").read_text(encoding="utf-8")
     assert "`content` is a string, a list of parts, an object (stored as its JSON) or null" in doc
+
+
+def test_a_line_of_nul_or_invalid_utf8_is_reported_with_its_file_and_line(app_conn: Conn, tmp_path: Path) -> None:
+    """Every refused line of a JSONL file is named `path:line` but one whose text Postgres cannot
+    store (NUL, invalid UTF-8): `failed turn ('s', 'f', 1): messages[0].content contains ...`, and
+    in a file of a hundred thousand turns the key was all there was to find it by."""
+    path = tmp_path / "turns.jsonl"
+    line = b'{"scope": "s", "thread": "f", "turn": %d, "messages": [{"role": "user", "content": "%s"}]}\n'
+    path.write_bytes(line % (0, b"ok") + line % (1, b"bad \xff bytes") + line % (2, b"nul \\u0000 here"))
+    report = ingest_turns(app_conn, list(read_jsonl(path)), HashEmbedder())
+    assert report.inserted == 1
+    failed = dict(report.failed)
+    assert failed[("s", "f", 1)].startswith(f"{path}:2: messages[0].content contains an invalid UTF-8 byte")
+    assert failed[("s", "f", 2)].startswith(f"{path}:3: messages[0].content contains a NUL character")
