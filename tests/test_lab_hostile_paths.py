@@ -157,3 +157,15 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_run(
     _one_line(capsys, [*run, "--record", str(a_folder)], "--record", "a-folder")
     _one_line(capsys, [*run, "--out", str(a_file)], "--out", "a-file")
     _one_line(capsys, [*run, "--record", str(a_file / "r.json")], "--record", "a-file")
+
+
+def test_an_option_value_python_cannot_read_as_json_is_one_line(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o KEY=VALUE` reads VALUE as JSON when it parses: an array nested 5,000 deep raised
+    RecursionError, an integer of 5,000 digits ValueError, each a traceback."""
+    folder = tmp_path / "questions"
+    folder.mkdir()
+    (folder / "q1.json").write_text(json.dumps(QUESTION), encoding="utf-8")
+    for value in ("[" * 5000, "9" * 5000):
+        _one_line(capsys, ["eval", "longmemeval", str(folder), "-o", f"floor={value}"], "--option floor")

@@ -137,6 +137,8 @@ def _options(raw: list[str]) -> dict[str, Any]:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        except (RecursionError, ValueError):  # too deep for Python's parser; an integer of 4,300+ digits
+            raise InputError(f"--option {key}: its value is JSON Python cannot read (too deep or too long)") from None
     return out
 
 
