@@ -1382,3 +1382,39 @@ def test_a_source_holding_two_rows_of_one_key_is_refused_before_anything_is_writ
     _source_sql(source_url, "CREATE VIEW newest AS SELECT DISTINCT ON (prefix, key) * FROM twice ORDER BY prefix, key")
     report = import_postgres_store(source_url, store, table="newest", page_size=3)
     assert (report.read, report.imported, report.failed) == (5, 5, [])
+
+
+def test_a_source_time_python_cannot_hold_fails_its_item_only(
+    source_url: str, store: PgmemStore, app_url: str, tmp_path: Path
+) -> None:
+    """A source row whose updated_at is infinity, -infinity, a BC date or after year 9999 failed
+    the read of its whole page in psycopg ("timestamp too large (after year 10K)"): the import
+    stopped there, one line, every run, and no item after it could ever be imported. Now that row
+    fails, named, and the others are imported."""
+    _source_sql(
+        source_url,
+        "CREATE TABLE times (prefix text, key text, value jsonb, updated_at timestamptz, expires_at timestamptz)",
+    )
+    times = ["2024-01-01", "infinity", "-infinity", "0044-03-15 BC", "20000-01-01", "2024-01-02", "9999-12-31 23:00+00"]
+    for i, t in enumerate(times):
+        _source_sql(
+            source_url,
+            "INSERT INTO times (prefix, key, value, updated_at) VALUES ('tm', %s, %s, %s::timestamptz)",
+            (f"k{i}", json.dumps({"text": f"item {i}"}), t),
+        )
+    report = import_postgres_store(source_url, store, table="times", page_size=2)
+    assert (report.read, report.imported, report.complete) == (len(times), 2, True)
+    failed = {key: error for _, key, error in report.failed}
+    assert sorted(failed) == ["k1", "k2", "k3", "k4", "k6"]
+    assert all("is not a time from year 1 to 9999" in e for e in failed.values()), failed
+    assert {k for (_, k) in _pgmem_items(store)} == {"k0", "k5"}
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source_url, "--table", "times"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith(f"read {len(times)} · imported 0 · unchanged 2"), done.stdout

@@ -111,6 +111,8 @@ class _Row:
     updated_at: datetime | None
     ttl_minutes: float | None
     expired: bool
+    #: The source's updated_at as text when Python cannot hold it (see _IN_RANGE), else None.
+    bad_time: str | None = None
 
 
 def import_postgres_store(
@@ -348,12 +350,22 @@ def _page(
     expired = sql.SQL("coalesce(expires_at <= now(), false)" if "expires_at" in columns else "false")
     cond, params = _after(after)
     query = sql.SQL(
-        "SELECT prefix, key, value::text, updated_at, {ttl}, {expired} FROM {rel} WHERE {where} AND {cond} "
-        "ORDER BY prefix, key LIMIT {n}"
-    ).format(ttl=ttl, expired=expired, rel=relation, where=where, cond=cond, n=sql.Literal(n))
+        "SELECT prefix, key, value::text, CASE WHEN {ok} THEN updated_at END, {ttl}, {expired},"
+        " CASE WHEN NOT ({ok}) THEN updated_at::text END"
+        " FROM {rel} WHERE {where} AND {cond} ORDER BY prefix, key LIMIT {n}"
+    ).format(ok=_IN_RANGE, ttl=ttl, expired=expired, rel=relation, where=where, cond=cond, n=sql.Literal(n))
     with _reading(conn) as cur:
         rows = cur.execute(query, params).fetchall()
-    return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5])) for r in rows]
+    return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5]), r[6]) for r in rows]
+
+
+#: An updated_at Python's datetime holds in any session time zone: years 1 to 9999, a day from
+#: either end. Another (infinity, a BC date, year 20000) failed the page's read in psycopg
+#: ("timestamp too large"), which stopped the import there, every run: that row is failed now.
+#: A time zone in the literal is ignored for a timestamp column (Postgres' rule).
+_IN_RANGE = sql.SQL(
+    "(updated_at IS NULL OR updated_at >= '0001-01-02 00:00+00' AND updated_at < '9999-12-31 00:00+00')"
+)
 
 
 # -- the checkpoint -------------------------------------------------------------------------------
@@ -524,6 +536,8 @@ def _each(run: Callable[[list[Any]], Sequence[Any]], ops: list[Any]) -> list[Any
 def _decode(r: _Row) -> _Item:
     """The item as PgmemStore takes it; InputError for what cannot be read as one."""
     prefix, key = _str(r.prefix, "namespace"), _str(r.key, "key")
+    if r.bad_time is not None:
+        raise InputError(f"updated_at {_text(r.bad_time)!r:.60} is not a time from year 1 to 9999")
     text = _str(r.value, "value")
     try:
         # A json or text column (not PostgresStore's jsonb) can give a key twice: refused, as
