@@ -208,3 +208,28 @@ def test_docs_add_reports_a_folder_it_cannot_list(tmp_path: Path) -> None:
     finally:
         (base / "shut").chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_docs_add_names_a_symbolic_link_loop_as_one(tmp_path: Path) -> None:
+    """A symbolic link in a loop (a.md -> b.md -> a.md) given to `docs add` was "no such file or
+    folder" (the link is there), and under a folder "a symbolic link to nothing": each is named a
+    loop now, in one line; a link to nothing is still called one."""
+    from pgmem.documents.store import read_documents
+    from pgmem.errors import InputError
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").symlink_to(folder / "b.md")
+    (folder / "b.md").symlink_to(folder / "a.md")
+    (folder / "gone.md").symlink_to(folder / "nowhere.md")
+    with pytest.raises(InputError, match=r"a\.md: a symbolic link in a loop"):
+        read_documents([folder / "a.md"])
+    with pytest.raises(InputError, match=r"gone\.md: a symbolic link to nothing"):
+        read_documents([folder / "gone.md"])
+    failed: list[tuple[str, str]] = []
+    assert read_documents([folder], failed=failed) == []
+    assert [(i, r.rsplit(": ", 1)[1]) for i, r in failed] == [
+        ("a.md", "a symbolic link in a loop (it leads back to itself)"),
+        ("b.md", "a symbolic link in a loop (it leads back to itself)"),
+        ("gone.md", "a symbolic link to nothing"),
+    ]
