@@ -135,6 +135,8 @@ def read_jsonl(
 def _parse_line(line: str, where: str) -> object:
     try:
         return json_loads_once(line, where)
+    except InputError:  # a key given twice: valid JSON, and the message names `where` already
+        raise
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:

@@ -582,3 +582,13 @@ def test_a_line_of_nul_or_invalid_utf8_is_reported_with_its_file_and_line(app_co
     failed = dict(report.failed)
     assert failed[("s", "f", 1)].startswith(f"{path}:2: messages[0].content contains an invalid UTF-8 byte")
     assert failed[("s", "f", 2)].startswith(f"{path}:3: messages[0].content contains a NUL character")
+
+
+def test_a_line_giving_a_key_twice_is_reported_once_and_not_as_bad_json(tmp_path: Path) -> None:
+    """A turn line giving a key twice was reported "t.jsonl:1: not valid JSON (t.jsonl:1 gives the
+    key 'scope' twice)": the line named twice, and JSON that is valid called invalid."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"scope": "a", "scope": "b", "thread": "t", "turn": 0, "messages": []}\n', encoding="utf-8")
+    failed: list[tuple[str, str]] = []
+    assert list(read_jsonl(path, failed=failed)) == []
+    assert failed == [(f"{path}:1", f"{path}:1 gives the key 'scope' twice")]
