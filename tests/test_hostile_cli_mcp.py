@@ -233,3 +233,28 @@ def test_docs_add_names_a_symbolic_link_loop_as_one(tmp_path: Path) -> None:
         ("b.md", "a symbolic link in a loop (it leads back to itself)"),
         ("gone.md", "a symbolic link to nothing"),
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("recall", "hello", "--scope", "nobody", "--json"), ("docs", "search", "hello", "--scope", "nobody", "--json")],
+)
+def test_a_reader_of_stdout_gone_is_no_traceback(app_url: str, tmp_path: Path, args: tuple[str, ...]) -> None:
+    """`pgmem recall ... --json | head -c 100`: when the reader of stdout had gone before pgmem
+    wrote (or while it wrote), print raised BrokenPipeError, a traceback on stderr (and at exit
+    "Exception ignored ... BrokenPipeError"). Now pgmem stops quietly, with the shell's status
+    for SIGPIPE (141)."""
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgmem", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before pgmem writes a byte
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
