@@ -4,6 +4,7 @@ PgmemError; the MCP server's a tool error) and what was stored before is kept.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -258,3 +259,22 @@ def test_a_reader_of_stdout_gone_is_no_traceback(app_url: str, tmp_path: Path, a
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+
+
+def test_ingest_of_a_file_that_is_no_jsonl_lists_a_hundred_failures(
+    app_url: str, tmp_path: Path, admin_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """`pgmem ingest` of a file that is no JSONL (a CSV given by mistake) printed a failure line
+    for each of its lines: 5,000 lines of stderr. Now the first 100 and a count of the rest, as
+    `pgmem store import` does; --json still lists every one; the file's good line is stored."""
+    path = tmp_path / "export.csv"
+    good = '{"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "user", "content": "kept"}]}'
+    path.write_text(good + "\n" + "".join(f"row {i},a,b\n" for i in range(5000)), encoding="utf-8")
+    done = pgmem(app_url, tmp_path, "ingest", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stdout.strip().endswith("5000 failed")
+    failures = [line for line in done.stderr.splitlines() if line.startswith("  failed ")]
+    assert len(failures) == 100 and "  ... and 4900 more failed (--json lists every one)" in done.stderr
+    listed = pgmem(app_url, tmp_path, "ingest", str(path), "--json")
+    assert len(json.loads(listed.stdout)["unreadable"]) == 5000
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (1,)
