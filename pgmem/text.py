@@ -134,13 +134,64 @@ def read_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     for a writer; a device) or cannot be read (no such file, no permission, an I/O error) is an
     InputError of one line naming it."""
     try:
-        mode = Path(path).stat().st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a file"
-            raise InputError(f"cannot read {path}: not a regular file ({kind})")
+        _regular_file(path)
         # utf-8-sig: a byte order mark (as some Windows editors write) is no text; `docs add`
         # reads Markdown the same way.
         with Path(path).open(encoding="utf-8-sig", errors="surrogateescape") as f:
             yield from enumerate(f, 1)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _regular_file(path: Path | str) -> None:
+    """An InputError unless `path` is a regular file (a folder; a FIFO, which would wait for a
+    writer; a device); OSError when it cannot be looked at (the caller's one line names it)."""
+    mode = Path(path).stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a file"
+        raise InputError(f"cannot read {path}: not a regular file ({kind})")
+
+
+def read_text(path: Path | str) -> str:
+    """The whole text of a UTF-8 file given by a person (a data set, a list of questions), a
+    leading byte order mark dropped. A path that is no regular file or cannot be read, or bytes
+    that are not UTF-8, are an InputError of one line naming the path (and the byte's offset)."""
+    try:
+        _regular_file(path)
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} is not UTF-8 text: byte {exc.start} ({exc.object[exc.start : exc.start + 1]!r}) {exc.reason}"
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_json(text: str, where: str) -> object:
+    """`text` as JSON (json.loads), its failures an InputError of one line naming `where`: the
+    parser's message with its line and column, nesting too deep for Python's parser (a
+    RecursionError), an integer of more than 4,300 digits (a ValueError)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+
+
+def read_json_file(path: Path | str) -> object:
+    """The JSON value of a UTF-8 file given by a person (`read_text`, then `read_json`)."""
+    return read_json(read_text(path), str(path))
+
+
+def read_json_lines(path: Path | str) -> Iterator[tuple[str, object]]:
+    """(`path:line`, value) of each non-blank line of a JSON Lines file (`read_text`, then
+    `read_json` per line, its error naming the line). Lines end at LF only (CR LF too: JSON
+    reads the CR as space): str.splitlines also ends one at U+2028 or U+0085, which a JSON
+    string may hold as they are."""
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
+        if line.strip():
+            where = f"{path}:{lineno}"
+            yield where, read_json(line, where)

@@ -135,6 +135,8 @@ def read_jsonl(
 def _parse_line(line: str, where: str) -> object:
     try:
         return json_loads_once(line, where)
+    except InputError:  # a key given twice: valid JSON, and the message names `where` already
+        raise
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
@@ -302,8 +304,9 @@ def check_storable(turn: Turn) -> None:
         found = _find_unstorable(m, f"messages[{i}]")
         if found is not None:
             field_name, offset, char = found
+            # Named by `where` as every other refusal of the turn is: a file's line (`path:line`).
             raise InputError(
-                f"{field_name} contains {describe(char)} at offset {offset}: Postgres text cannot store it; "
+                f"{where}: {field_name} contains {describe(char)} at offset {offset}: Postgres text cannot store it; "
                 "strip NUL characters or decode the text with errors='replace' before ingest"
             )
 

@@ -4,6 +4,7 @@ PgmemError; the MCP server's a tool error) and what was stored before is kept.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -208,3 +209,72 @@ def test_docs_add_reports_a_folder_it_cannot_list(tmp_path: Path) -> None:
     finally:
         (base / "shut").chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_docs_add_names_a_symbolic_link_loop_as_one(tmp_path: Path) -> None:
+    """A symbolic link in a loop (a.md -> b.md -> a.md) given to `docs add` was "no such file or
+    folder" (the link is there), and under a folder "a symbolic link to nothing": each is named a
+    loop now, in one line; a link to nothing is still called one."""
+    from pgmem.documents.store import read_documents
+    from pgmem.errors import InputError
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").symlink_to(folder / "b.md")
+    (folder / "b.md").symlink_to(folder / "a.md")
+    (folder / "gone.md").symlink_to(folder / "nowhere.md")
+    with pytest.raises(InputError, match=r"a\.md: a symbolic link in a loop"):
+        read_documents([folder / "a.md"])
+    with pytest.raises(InputError, match=r"gone\.md: a symbolic link to nothing"):
+        read_documents([folder / "gone.md"])
+    failed: list[tuple[str, str]] = []
+    assert read_documents([folder], failed=failed) == []
+    assert [(i, r.rsplit(": ", 1)[1]) for i, r in failed] == [
+        ("a.md", "a symbolic link in a loop (it leads back to itself)"),
+        ("b.md", "a symbolic link in a loop (it leads back to itself)"),
+        ("gone.md", "a symbolic link to nothing"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("recall", "hello", "--scope", "nobody", "--json"), ("docs", "search", "hello", "--scope", "nobody", "--json")],
+)
+def test_a_reader_of_stdout_gone_is_no_traceback(app_url: str, tmp_path: Path, args: tuple[str, ...]) -> None:
+    """`pgmem recall ... --json | head -c 100`: when the reader of stdout had gone before pgmem
+    wrote (or while it wrote), print raised BrokenPipeError, a traceback on stderr (and at exit
+    "Exception ignored ... BrokenPipeError"). Now pgmem stops quietly, with the shell's status
+    for SIGPIPE (141)."""
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgmem", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before pgmem writes a byte
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+
+
+def test_ingest_of_a_file_that_is_no_jsonl_lists_a_hundred_failures(
+    app_url: str, tmp_path: Path, admin_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """`pgmem ingest` of a file that is no JSONL (a CSV given by mistake) printed a failure line
+    for each of its lines: 5,000 lines of stderr. Now the first 100 and a count of the rest, as
+    `pgmem store import` does; --json still lists every one; the file's good line is stored."""
+    path = tmp_path / "export.csv"
+    good = '{"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "user", "content": "kept"}]}'
+    path.write_text(good + "\n" + "".join(f"row {i},a,b\n" for i in range(5000)), encoding="utf-8")
+    done = pgmem(app_url, tmp_path, "ingest", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stdout.strip().endswith("5000 failed")
+    failures = [line for line in done.stderr.splitlines() if line.startswith("  failed ")]
+    assert len(failures) == 100 and "  ... and 4900 more failed (--json lists every one)" in done.stderr
+    listed = pgmem(app_url, tmp_path, "ingest", str(path), "--json")
+    assert len(json.loads(listed.stdout)["unreadable"]) == 5000
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (1,)

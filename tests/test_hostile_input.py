@@ -568,3 +568,27 @@ def test_message_content_shapes_are_those_the_docs_name(app_conn: Conn, admin_co
     assert body is not None and '"status": "stuck"' in str(body[0])
     doc = (repo_root() / "docs" / "python.md").read_text(encoding="utf-8")
     assert "`content` is a string, a list of parts, an object (stored as its JSON) or null" in doc
+
+
+def test_a_line_of_nul_or_invalid_utf8_is_reported_with_its_file_and_line(app_conn: Conn, tmp_path: Path) -> None:
+    """Every refused line of a JSONL file is named `path:line` but one whose text Postgres cannot
+    store (NUL, invalid UTF-8): `failed turn ('s', 'f', 1): messages[0].content contains ...`, and
+    in a file of a hundred thousand turns the key was all there was to find it by."""
+    path = tmp_path / "turns.jsonl"
+    line = b'{"scope": "s", "thread": "f", "turn": %d, "messages": [{"role": "user", "content": "%s"}]}\n'
+    path.write_bytes(line % (0, b"ok") + line % (1, b"bad \xff bytes") + line % (2, b"nul \\u0000 here"))
+    report = ingest_turns(app_conn, list(read_jsonl(path)), HashEmbedder())
+    assert report.inserted == 1
+    failed = dict(report.failed)
+    assert failed[("s", "f", 1)].startswith(f"{path}:2: messages[0].content contains an invalid UTF-8 byte")
+    assert failed[("s", "f", 2)].startswith(f"{path}:3: messages[0].content contains a NUL character")
+
+
+def test_a_line_giving_a_key_twice_is_reported_once_and_not_as_bad_json(tmp_path: Path) -> None:
+    """A turn line giving a key twice was reported "t.jsonl:1: not valid JSON (t.jsonl:1 gives the
+    key 'scope' twice)": the line named twice, and JSON that is valid called invalid."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"scope": "a", "scope": "b", "thread": "t", "turn": 0, "messages": []}\n', encoding="utf-8")
+    failed: list[tuple[str, str]] = []
+    assert list(read_jsonl(path, failed=failed)) == []
+    assert failed == [(f"{path}:1", f"{path}:1 gives the key 'scope' twice")]

@@ -1347,3 +1347,74 @@ def test_a_store_without_an_embed_refuses_to_search_a_namespace_of_field_vectors
     assert "\n" not in str(err.value)
     assert [i.key for i in store.search(("users", "u9"))] == ["pets"]
     assert [i.key for i in app.search(("users", "u9"), query="Luna the dog hates baths.")] == ["pets"]
+
+
+def test_a_source_holding_two_rows_of_one_key_is_refused_before_anything_is_written(
+    source_url: str, store: PgmemStore, app_url: str, tmp_path: Path
+) -> None:
+    """A table (or view) that is not PostgresStore's can hold two rows of one (prefix, key): both
+    were read as that item, the store kept either, and a page ending between them skipped the
+    second (keyset `(prefix, key) > the last`): the import of 10 rows said "read 8 · imported 5 ·
+    kept 3 (newer in pgmem)". Now it is refused in one line naming the key, nothing written; a
+    view with one row per key imports as the table does."""
+    _source_sql(source_url, "CREATE TABLE twice (prefix text, key text, value jsonb, updated_at timestamptz)")
+    _source_sql(
+        source_url,
+        "INSERT INTO twice SELECT 'dup.ns', 'k' || (i / 2), jsonb_build_object('text', 'version ' || i), now()"
+        " FROM generate_series(0, 9) i",
+    )
+    for page_size in (3, 100):
+        with pytest.raises(ConfigError, match=r"holds 2 rows of namespace \('dup', 'ns'\) key 'k\d'") as caught:
+            import_postgres_store(source_url, store, table="twice", page_size=page_size)
+        assert "\n" not in str(caught.value)
+    assert store.list_namespaces() == []
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source_url, "--table", "twice", "--page-size", "3"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "holds 2 rows" in done.stderr, done.stderr
+    assert store.list_namespaces() == []
+    # One row per key (a view has no index: it is read once to see) imports whole.
+    _source_sql(source_url, "CREATE VIEW newest AS SELECT DISTINCT ON (prefix, key) * FROM twice ORDER BY prefix, key")
+    report = import_postgres_store(source_url, store, table="newest", page_size=3)
+    assert (report.read, report.imported, report.failed) == (5, 5, [])
+
+
+def test_a_source_time_python_cannot_hold_fails_its_item_only(
+    source_url: str, store: PgmemStore, app_url: str, tmp_path: Path
+) -> None:
+    """A source row whose updated_at is infinity, -infinity, a BC date or after year 9999 failed
+    the read of its whole page in psycopg ("timestamp too large (after year 10K)"): the import
+    stopped there, one line, every run, and no item after it could ever be imported. Now that row
+    fails, named, and the others are imported."""
+    _source_sql(
+        source_url,
+        "CREATE TABLE times (prefix text, key text, value jsonb, updated_at timestamptz, expires_at timestamptz)",
+    )
+    times = ["2024-01-01", "infinity", "-infinity", "0044-03-15 BC", "20000-01-01", "2024-01-02", "9999-12-31 23:00+00"]
+    for i, t in enumerate(times):
+        _source_sql(
+            source_url,
+            "INSERT INTO times (prefix, key, value, updated_at) VALUES ('tm', %s, %s, %s::timestamptz)",
+            (f"k{i}", json.dumps({"text": f"item {i}"}), t),
+        )
+    report = import_postgres_store(source_url, store, table="times", page_size=2)
+    assert (report.read, report.imported, report.complete) == (len(times), 2, True)
+    failed = {key: error for _, key, error in report.failed}
+    assert sorted(failed) == ["k1", "k2", "k3", "k4", "k6"]
+    assert all("is not a time from year 1 to 9999" in e for e in failed.values()), failed
+    assert {k for (_, k) in _pgmem_items(store)} == {"k0", "k5"}
+    env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "store", "import", source_url, "--table", "times"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith(f"read {len(times)} · imported 0 · unchanged 2"), done.stdout

@@ -97,7 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(lab=argv[0] if argv and argv[0] in LAB_COMMANDS else None)
         args = parser.parse_args(argv)
         code: int = args.func(args)
+        sys.stdout.flush()  # a reader gone (`| head`) is met here, not in the flush at exit
         return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        # The reader of stdout went away (`pgmem recall ... --json | head -c 100`): nothing is
+        # left to say to it, and a traceback said it. Quiet, with a shell's status for SIGPIPE.
+        _stdout_to_devnull()
+        return 141
     except PgmemError as exc:
         _error(str(exc))
         return 2
@@ -109,6 +117,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pgmem: interrupted", file=sys.stderr)
         return 130
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe or socket whose reader is gone (poll says POLLERR or POLLHUP): a
+    BrokenPipeError from anything else (an embedding endpoint's socket) is not stdout's."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or stdout replaced (no file descriptor)
+        return False
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at os.devnull, so that the interpreter's flush at exit of what is still
+    buffered does not fail again ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _error(message: str) -> None:

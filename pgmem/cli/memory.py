@@ -140,13 +140,24 @@ def ingest_command(
             f"{report.inserted} inserted, {report.replaced} replaced, {report.unchanged} unchanged{superseded}, "
             f"{report.pieces} pieces written, {failed} failed"
         )
-        for _, err in unreadable:
-            print(shown(f"  failed {err}"), file=sys.stderr)
-        for key, err in report.failed:
-            print(shown(f"  failed turn {key}: {err}"), file=sys.stderr)
-        for key, note in report.superseded:
-            print(shown(f"  superseded turn {key}: {note}"), file=sys.stderr)
+        lines = [f"  failed {err}" for _, err in unreadable]
+        lines += [f"  failed turn {key}: {err}" for key, err in report.failed]
+        _listed(lines, "failed")
+        _listed([f"  superseded turn {key}: {note}" for key, note in report.superseded], "superseded")
     return 1 if failed else 0
+
+
+#: The most lines of one kind `pgmem ingest` lists on stderr; --json lists every one.
+LISTED = 100
+
+
+def _listed(lines: list[str], what: str) -> None:
+    """`lines` on stderr, the first LISTED of them and a count of the rest: a file that is no
+    JSONL at all (a gzip, a CSV given by mistake) printed a line for each of its lines."""
+    for line in lines[:LISTED]:
+        print(shown(line), file=sys.stderr)
+    if len(lines) > LISTED:
+        print(f"  ... and {len(lines) - LISTED} more {what} (--json lists every one)", file=sys.stderr)
 
 
 def print_recall(result: Recall, out: TextIO | None = None) -> None:

@@ -7,6 +7,7 @@ no embedding endpoint."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -133,6 +134,8 @@ def read_documents(paths: Iterable[Path], *, failed: list[tuple[str, str]] | Non
             read(path.as_posix(), path)
         elif path.exists():  # a FIFO (which would wait for a writer), a device, a socket
             raise InputError(f"cannot read {path}: not a regular file or a folder")
+        elif path.is_symlink():  # was "no such file or folder", of a link that is there
+            raise InputError(f"cannot read {path}: {_dangling(path)}")
         else:
             raise InputError(f"no such file or folder: {path}")
     return docs
@@ -162,12 +165,23 @@ def _markdown_files(folder: Path, failed: list[tuple[str, str]] | None) -> list[
             found.append(f)
             continue
         # A Markdown name that is no file to read was left out without a word ("2 inserted" of 3).
-        what = "a symbolic link to nothing" if f.is_symlink() and not f.exists() else "not a regular file"
+        what = _dangling(f) if f.is_symlink() and not f.exists() else "not a regular file"
         reason = f"cannot read {f}: {what}"
         if failed is None:
             raise InputError(reason)
         failed.append((f.relative_to(folder).as_posix(), reason))
     return found
+
+
+def _dangling(link: Path) -> str:
+    """What a symbolic link that leads to no file is: one to nothing, or one of a loop (ELOOP,
+    which was called "a symbolic link to nothing" too)."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link in a loop (it leads back to itself)"
+    return "a symbolic link to nothing"
 
 
 def _read(path: Path) -> str:

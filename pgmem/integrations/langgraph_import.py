@@ -39,7 +39,11 @@ time it is written, so an imported item's times (and its turn's label) are the i
 table and database and the target's database and directory: a run given the same file starts
 after it (a run from another source or into another store refuses it), and the file is removed
 when the import reaches the end. Without
-one, a rerun reads every item again and writes only what differs."""
+one, a rerun reads every item again and writes only what differs.
+
+A table or view (`table`) that holds two rows of one (prefix, key), which PostgresStore's primary
+key never does, is refused before anything is written (without a unique index on the two
+columns, the source is read once to see)."""
 
 from __future__ import annotations
 
@@ -107,6 +111,8 @@ class _Row:
     updated_at: datetime | None
     ttl_minutes: float | None
     expired: bool
+    #: The source's updated_at as text when Python cannot hold it (see _IN_RANGE), else None.
+    bad_time: str | None = None
 
 
 def import_postgres_store(
@@ -223,7 +229,14 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
                              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
                       array(SELECT t.typcategory::text
                               FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+                      EXISTS (SELECT FROM pg_catalog.pg_index i
+                               WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL
+                                 AND i.indexprs IS NULL AND i.indnatts = 2
+                                 AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text)
+                                        FROM pg_catalog.pg_attribute a
+                                       WHERE a.attrelid = c.oid AND a.attnum = ANY (i.indkey))
+                                     = ARRAY['key', 'prefix'])
                  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                 WHERE c.oid = pg_catalog.to_regclass(%s)""",
             (table,),
@@ -244,7 +257,29 @@ def _table(conn: psycopg.Connection[Any], table: str) -> tuple[sql.Composable, s
             )
     columns = set(types)
     schema, name = _text(row[0]), _text(row[1])
-    return sql.Identifier(schema, name), f"{schema}.{name}", columns
+    relation = sql.Identifier(schema, name)
+    if not row[5]:
+        _one_row_per_key(conn, relation, table)
+    return relation, f"{schema}.{name}", columns
+
+
+def _one_row_per_key(conn: psycopg.Connection[Any], relation: sql.Composable, table: str) -> None:
+    """A ConfigError unless the source holds one row per (prefix, key), as PostgresStore's table
+    does (its primary key; a table or view without a unique index on the two is read once to
+    see). Two rows of one key were both read as that item, the store kept either, and the keyset
+    pages (`(prefix, key) > the last`) skipped the second when a page ended between them: the
+    import said "read 8" of 10 rows and "kept 3 (newer in pgmem)" of items it had just written."""
+    query = sql.SQL(
+        "SELECT prefix, key, count(*) FROM {} WHERE {} GROUP BY prefix, key HAVING count(*) > 1 LIMIT 1"
+    ).format(relation, _KEYED)
+    with _reading(conn) as cur:
+        row = cur.execute(query).fetchone()
+    if row is not None:
+        raise ConfigError(
+            f"table {table!r:.80} is not a PostgresStore table: it holds {row[2]} rows of namespace "
+            f"{_shown(row[0])!r:.120} key {_text(row[1])!r:.80} (PostgresStore's holds one row per key); "
+            "give one row per key, e.g. a view keeping the newest"
+        )
 
 
 def _timestamp(name: str, category: str) -> bool:
@@ -315,12 +350,22 @@ def _page(
     expired = sql.SQL("coalesce(expires_at <= now(), false)" if "expires_at" in columns else "false")
     cond, params = _after(after)
     query = sql.SQL(
-        "SELECT prefix, key, value::text, updated_at, {ttl}, {expired} FROM {rel} WHERE {where} AND {cond} "
-        "ORDER BY prefix, key LIMIT {n}"
-    ).format(ttl=ttl, expired=expired, rel=relation, where=where, cond=cond, n=sql.Literal(n))
+        "SELECT prefix, key, value::text, CASE WHEN {ok} THEN updated_at END, {ttl}, {expired},"
+        " CASE WHEN NOT ({ok}) THEN updated_at::text END"
+        " FROM {rel} WHERE {where} AND {cond} ORDER BY prefix, key LIMIT {n}"
+    ).format(ok=_IN_RANGE, ttl=ttl, expired=expired, rel=relation, where=where, cond=cond, n=sql.Literal(n))
     with _reading(conn) as cur:
         rows = cur.execute(query, params).fetchall()
-    return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5])) for r in rows]
+    return [_Row(r[0], r[1], r[2], r[3], float(r[4]) if r[4] is not None else None, bool(r[5]), r[6]) for r in rows]
+
+
+#: An updated_at Python's datetime holds in any session time zone: years 1 to 9999, a day from
+#: either end. Another (infinity, a BC date, year 20000) failed the page's read in psycopg
+#: ("timestamp too large"), which stopped the import there, every run: that row is failed now.
+#: A time zone in the literal is ignored for a timestamp column (Postgres' rule).
+_IN_RANGE = sql.SQL(
+    "(updated_at IS NULL OR updated_at >= '0001-01-02 00:00+00' AND updated_at < '9999-12-31 00:00+00')"
+)
 
 
 # -- the checkpoint -------------------------------------------------------------------------------
@@ -491,6 +536,8 @@ def _each(run: Callable[[list[Any]], Sequence[Any]], ops: list[Any]) -> list[Any
 def _decode(r: _Row) -> _Item:
     """The item as PgmemStore takes it; InputError for what cannot be read as one."""
     prefix, key = _str(r.prefix, "namespace"), _str(r.key, "key")
+    if r.bad_time is not None:
+        raise InputError(f"updated_at {_text(r.bad_time)!r:.60} is not a time from year 1 to 9999")
     text = _str(r.value, "value")
     try:
         # A json or text column (not PostgresStore's jsonb) can give a key twice: refused, as

@@ -97,6 +97,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.jobs < 1 or args.messages < 1 or args.scopes_per_bucket < 1:
         raise InputError("--jobs, --messages and --scopes-per-bucket must be at least 1")
     server = database_url(settings())
+    if args.out is not None:
+        from pgmem.lab.evaluation.common import check_output
+
+        check_output(args.out, "--out")  # now, not after the run (1m: 40 minutes of loading)
     name = args.db or f"pgmem_bench_{args.size}"
     url = with_database(server, name)
     pool = _text_pool(args.text)
@@ -123,8 +127,10 @@ def _bench(args: argparse.Namespace) -> int:
         from pgmem.migrate import upgrade
 
         with psycopg.connect(admin, autocommit=True) as c:
+            _check_droppable(c, name)
             c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            c.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(BENCH_MARK)))
         upgrade(url, params=InstallParams(PIECE_DIMS, FACT_DIMS))
         _say(f"loading {store.total_rows:,} rows into {len(store.scopes)} scopes ({args.size}) ...")
         rep = load(url, store, jobs=args.jobs)
@@ -171,13 +177,37 @@ def _bench(args: argparse.Namespace) -> int:
         if not args.keep and not args.reuse:
             with psycopg.connect(admin, autocommit=True) as c:
                 c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(render(results))
+    if args.out:  # after the results are shown: a write that fails then loses none of them
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2))
+        except OSError as exc:
+            raise InputError(f"cannot write --out {args.out}: {exc.strerror or exc}") from None
     return 0
+
+
+#: The comment on a database `pgmem bench` loaded: only such a database (or one of the default
+#: names, pgmem_bench_<size>, from runs before the comment) is dropped to load it again.
+BENCH_MARK = "pgmem bench store (dropped and loaded again by pgmem bench --db)"
+
+
+def _check_droppable(c: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    """An InputError unless the database `name` is missing or one pgmem bench loaded: a run drops
+    its --db and loads it anew, and `--db pgmem` dropped the embedded server's own database, every
+    turn, fact and document stored there with it."""
+    row = c.execute(
+        "SELECT pg_catalog.shobj_description(oid, 'pg_database') FROM pg_catalog.pg_database WHERE datname = %s",
+        (name,),
+    ).fetchone()
+    if row is not None and row[0] != BENCH_MARK and not name.startswith("pgmem_bench_"):
+        raise InputError(
+            f"--db {name!r} is a database pgmem bench did not load: a run drops its --db and loads it anew; "
+            "name a new database (or measure this one with --reuse)"
+        )
 
 
 def _text_pool(path: Path | None) -> TextPool | None:

@@ -27,7 +27,7 @@ from typing import Any
 from pgmem.cli import LAB_COMMANDS
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError, InputError
-from pgmem.lab.evaluation.common import SPLITS
+from pgmem.lab.evaluation.common import SPLITS, check_output
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,8 @@ def _options(raw: list[str]) -> dict[str, Any]:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        except (RecursionError, ValueError):  # too deep for Python's parser; an integer of 4,300+ digits
+            raise InputError(f"--option {key}: its value is JSON Python cannot read (too deep or too long)") from None
     return out
 
 
@@ -147,6 +149,18 @@ def _check_path(path: Path, kind: str, what: str) -> None:
         raise InputError(f"{what}: no such folder: {path}")
     if kind == "path" and not path.exists():
         raise InputError(f"{what}: not found: {path}")
+
+
+def _check_compare(pairs: list[list[str]]) -> None:
+    """Each `FILE.json:METHOD` side of --compare, read now (`longmemeval.compare_file`) and
+    holding METHOD; a method of this run is checked when the run has its results."""
+    from pgmem.lab.evaluation.longmemeval import compare_file
+
+    for pair in pairs:
+        for side in pair:
+            path, colon, method = side.rpartition(":")
+            if colon and method not in compare_file(path)["per_question"]:
+                raise InputError(f"--compare {side}: {path} has no per-question values for method {method!r}")
 
 
 def _accepts(fn: Callable[..., Any], options: dict[str, Any], suite: str) -> None:
@@ -217,6 +231,12 @@ def _run_suite(args: argparse.Namespace) -> int:
         raise InputError(f"--limit must be at least 1, got {args.limit}")
     if suite.path_kind is not None:
         _check_path(args.path, suite.path_kind, suite.name)
+    # Every file the run reads or writes at its end is checked now, not after its hour of work.
+    if args.out is not None:
+        check_output(args.out, "--out", folder=True)
+    if args.record is not None:
+        check_output(args.record, "--record")
+    _check_compare(getattr(args, "compare", None) or [])
     options = _options(args.option)
     mod = load_suite(suite.name)
     s = settings()
@@ -271,13 +291,16 @@ def _run_suite(args: argparse.Namespace) -> int:
         from pgmem.lab.evaluation.report import markdown
 
         print(markdown(result))
-    if args.out is not None:
-        _write_out(suite.name, mod, result, args, notes)
-    if args.record is not None:
-        write_record(
-            args.record, result, command=command_line(args), model=embedder.model_id, seconds=time.monotonic() - t0
-        )
-        progress(f"{suite.name}: figures recorded in {args.record}")
+    try:
+        if args.out is not None:
+            _write_out(suite.name, mod, result, args, notes)
+        if args.record is not None:
+            write_record(
+                args.record, result, command=command_line(args), model=embedder.model_id, seconds=time.monotonic() - t0
+            )
+            progress(f"{suite.name}: figures recorded in {args.record}")
+    except OSError as exc:  # checked before the run; the disk may fill or a folder go meanwhile
+        raise InputError(f"cannot write {exc.filename or 'the results'}: {exc.strerror or exc}") from None
     return 0
 
 

@@ -4,6 +4,7 @@ embedding cache, and progress on stderr."""
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import sqlite3
 import sys
@@ -177,3 +178,18 @@ def half(key: str) -> str:
 
 def in_split(key: str, split: str) -> bool:
     return split == "all" or half(key) == split
+
+
+def check_output(path: Path, what: str, *, folder: bool = False) -> None:
+    """An InputError of one line unless `path` can be written (a file, or with `folder` a
+    folder): what is there is of that kind, and the first folder above it that exists is one
+    this process may write in (the missing ones are made)."""
+    if path.exists() and path.is_dir() != folder:
+        raise InputError(f"{what} {path}: {'not a folder' if folder else 'a folder, not a file'}")
+    above = path if folder and path.is_dir() else path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise InputError(f"{what} {path}: {above} is not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {path}: cannot write in {above}")

@@ -25,7 +25,6 @@ the top 5 (heading-only chunks have only the first two)."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.lab.evaluation.common import check_split, in_split, progress
 from pgmem.lab.evaluation.stats import intervals, paired
+from pgmem.text import read_json_lines
 
 RANK_DEPTH = 20
 CANDIDATES = 400
@@ -73,16 +73,15 @@ def read_questions(path: Path) -> list[Question]:
     kinds: dict[str, str] = {}
     kinds_file = path.with_name("question_kinds.jsonl")
     if kinds_file.is_file():
-        for line in kinds_file.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                obj = json.loads(line)
-                kinds[obj["question"]] = obj["kind"]
+        for where, obj in read_json_lines(kinds_file):  # one InputError line: unreadable, not UTF-8, not JSON
+            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or "kind" not in obj:
+                raise InputError(f"{where}: expected an object with a question and its kind")
+            kinds[obj["question"]] = obj["kind"]
     out: list[Question] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for where, obj in read_json_lines(path):
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected an object with question, file and heading_path")
         try:
-            obj = json.loads(line)
             exact = "target" in obj
             out.append(
                 Question(
@@ -95,8 +94,8 @@ def read_questions(path: Path) -> list[Question]:
                     kinds.get(obj["question"]),
                 )
             )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{path}:{lineno}: expected question, file and heading_path: {exc}") from None
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{where}: expected question, file and heading_path: {exc}") from None
     return out
 
 

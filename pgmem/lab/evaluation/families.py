@@ -22,7 +22,6 @@ the top score (within :data:`TIE_TOLERANCE`) and the gold among them, the query 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from pgmem.embedders.base import Embedder, QueryEmbedder, Side, embed_side
 from pgmem.errors import InputError
 from pgmem.recall import WHOLE_MESSAGE_BYTES, blend_query, subject_cosine_for
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
+from pgmem.text import read_json_lines, read_text
 
 F64 = npt.NDArray[np.float64]
 
@@ -88,14 +88,7 @@ def read_families(path: Path, *, limit: int | None = None) -> list[Family]:
         raise InputError(f"families file not found: {path}")
     families: list[Family] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: bad JSON ({exc})") from None
+    for where, obj in read_json_lines(path):  # one InputError line: unreadable, not UTF-8, not JSON
         if not isinstance(obj, dict) or not set(obj) >= _FAMILY_KEYS:
             raise InputError(f"{where}: a family needs the keys {sorted(_FAMILY_KEYS)}")
         name = _text(obj, "family", where)
@@ -139,7 +132,7 @@ def read_distractors(path: Path) -> list[str]:
     """Distractor sentences, one per non-blank line."""
     if not path.is_file():
         raise InputError(f"distractors file not found: {path}")
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in read_text(path).splitlines() if ln.strip()]
     if len(lines) < DISTRACTORS_PER_TEXT:
         raise InputError(f"{path}: {len(lines)} distractor sentences, need at least {DISTRACTORS_PER_TEXT}")
     return lines

@@ -20,7 +20,6 @@ sample of the questions is run.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from pgmem.lab.evaluation.conversations import METHODS, bar_plot, check_methods
 from pgmem.lab.evaluation.longmemeval import METRICS, compare_methods, eval_connections, evaluate_threads
 from pgmem.recall import DEFAULT_FLOOR
 from pgmem.sqlfiles import InstallParams
+from pgmem.text import read_json_file
 from pgmem.turns import Turn
 
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -104,10 +104,7 @@ def conversation_turns(conv: Mapping[str, Any], thread: str, where: str) -> tupl
 
 def load(path: Path) -> list[Item]:
     """(store name, question, turns, gold keys) for every scored question of the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: cannot read a LoCoMo file ({exc})") from None
+    data = read_json_file(path)  # one InputError line: unreadable, not UTF-8, not JSON
     samples = data if isinstance(data, list) else [data]
     items: list[Item] = []
     for i, sample in enumerate(samples):

@@ -19,7 +19,6 @@ store twice as large (17,466 pieces against 8,768), the largest labelled store h
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -66,6 +65,7 @@ from pgmem.lab.evaluation.stats import intervals, paired
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import floor_for, query_inputs
 from pgmem.sqlfiles import InstallParams
+from pgmem.text import read_json_file
 from pgmem.turns import Turn
 
 _DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s+(\d{1,2}):(\d{2})")
@@ -191,7 +191,10 @@ def parse_date(value: object, where: str) -> datetime:
     if not m:
         raise InputError(f"{where}: date {value!r} is not like '2023/05/27 (Sat) 22:10'")
     y, mo, d, h, mi = (int(g) for g in m.groups())
-    return datetime(y, mo, d, h, mi, tzinfo=UTC)
+    try:
+        return datetime(y, mo, d, h, mi, tzinfo=UTC)
+    except ValueError as exc:  # 2023/13/45: no such day
+        raise InputError(f"{where}: date {value!r} is no time ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -238,10 +241,9 @@ def pair_turns(
 
 def load_question(path: Path) -> Question | None:
     """One question file, or None for an abstention question or one without evidence."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: cannot read a LongMemEval question ({exc})") from None
+    obj = read_json_file(path)  # one InputError line: unreadable, not UTF-8, not JSON
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: a LongMemEval question is a JSON object, got {type(obj).__name__}")
     for k in ("question_id", "question", "haystack_sessions", "haystack_dates"):
         if k not in obj:
             raise InputError(f"{path}: missing field {k!r}")
@@ -251,6 +253,9 @@ def load_question(path: Path) -> Question | None:
     sessions, raw_dates = obj["haystack_sessions"], obj["haystack_dates"]
     if not isinstance(sessions, list) or not isinstance(raw_dates, list) or len(sessions) != len(raw_dates):
         raise InputError(f"{path}: haystack_sessions and haystack_dates must be lists of the same length")
+    for i, session in enumerate(sessions):
+        if not isinstance(session, list) or not all(isinstance(m, dict) for m in session):
+            raise InputError(f"{path}: haystack_sessions[{i}] must be a list of message objects")
     dates = [parse_date(d, f"{path}: haystack_dates[{i}]") for i, d in enumerate(raw_dates)]
     paired = pair_turns(sessions, dates, thread=qid)
     if not paired.gold:
@@ -520,15 +525,31 @@ def _side(result: Mapping[str, Any], name: str) -> dict[str, dict[str, float]]:
     method = name
     if name not in result.get("per_question", {}) and ":" in name:
         path, _, method = name.rpartition(":")
-        try:
-            source = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"--compare {name}: cannot read {path} ({exc})") from None
+        source = compare_file(path)
     per = source.get("per_question", {}).get(method)
     if per is None:
         raise InputError(f"--compare: no per-question values for method {method!r} in {name}")
     ids = source["ids"]
+    if not isinstance(per, dict) or not all(isinstance(v, list) and len(v) == len(ids) for v in per.values()):
+        raise InputError(f"--compare {name}: per_question[{method!r}] must map each metric to a value per id")
     return {q: {k: values[i] for k, values in per.items()} for i, q in enumerate(ids)}
+
+
+def compare_file(path: str | Path) -> dict[str, Any]:
+    """An earlier run's `--json`/`--out` output, as `--compare FILE.json:METHOD` reads it: an object
+    with a list of question `ids` and a `per_question` object; else an InputError of one line."""
+    try:
+        source = read_json_file(path)
+    except InputError as exc:
+        raise InputError(f"--compare: {exc}") from None
+    if (
+        not isinstance(source, dict)
+        or not isinstance(source.get("ids"), list)
+        or not all(isinstance(q, str) for q in source["ids"])
+        or not isinstance(source.get("per_question"), dict)
+    ):
+        raise InputError(f"--compare: {path} is no run's --json output (an object with ids and per_question)")
+    return source
 
 
 def store_methods(methods: Sequence[str]) -> list[str]:

@@ -23,7 +23,6 @@ Metrics, averaged over questions (ranked lists by `pgmem.lab.evaluation.ranking`
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from pgmem.lab.evaluation.ranking import ScoredHit, mean, rank_units, reciprocal
 from pgmem.lab.evaluation.stats import intervals
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.sqlfiles import InstallParams
+from pgmem.text import read_json_lines
 from pgmem.turns import Turn
 
 METRICS = ("top1_turn", "top1_message", "mrr_message")
@@ -97,30 +97,26 @@ def load(path: Path) -> list[Trajectory]:
     if not path.is_file():
         raise InputError(f"{path}: not a file (toolqa JSON Lines expected)")
     out: list[Trajectory] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
+    for where, obj in read_json_lines(path):  # one InputError line: unreadable, not UTF-8, not JSON
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: a trajectory is a JSON object, got {type(obj).__name__}")
+        messages, questions = obj.get("messages"), obj.get("questions")
+        if not isinstance(messages, list) or not messages or not isinstance(questions, list):
+            raise InputError(f"{where}: needs a non-empty 'messages' list and a 'questions' list")
+        if not all(isinstance(m, dict) for m in messages):
+            raise InputError(f"{where}: every message must be a JSON object")
+        tid = str(obj.get("id") or f"line{where.rpartition(':')[2]}")
+        turns, starts = split_turns(messages, tid)
+        qs = []
+        for i, q in enumerate(questions):
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
-            messages, questions = obj.get("messages"), obj.get("questions")
-            if not isinstance(messages, list) or not messages or not isinstance(questions, list):
-                raise InputError(f"{where}: needs a non-empty 'messages' list and a 'questions' list")
-            tid = str(obj.get("id") or f"line{lineno}")
-            turns, starts = split_turns(messages, tid)
-            qs = []
-            for i, q in enumerate(questions):
-                try:
-                    gm = int(q["gold_message"])
-                    qs.append(ToolQuestion(str(q["question"]), gm, str(q["gold_kind"]), int(q.get("gold_chars", 0))))
-                except (KeyError, TypeError, ValueError):
-                    raise InputError(f"{where}: questions[{i}] needs question, gold_message and gold_kind") from None
-                if not 0 <= gm < len(messages):
-                    raise InputError(f"{where}: questions[{i}].gold_message {gm} is out of range")
-            out.append(Trajectory(tid, turns, starts, qs))
+                gm = int(q["gold_message"])
+                qs.append(ToolQuestion(str(q["question"]), gm, str(q["gold_kind"]), int(q.get("gold_chars", 0))))
+            except (KeyError, TypeError, ValueError):
+                raise InputError(f"{where}: questions[{i}] needs question, gold_message and gold_kind") from None
+            if not 0 <= gm < len(messages):
+                raise InputError(f"{where}: questions[{i}].gold_message {gm} is out of range")
+        out.append(Trajectory(tid, turns, starts, qs))
     if not out:
         raise InputError(f"{path}: no trajectories")
     return out
