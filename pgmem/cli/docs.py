@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import TextIO
 
 from pgmem.cli.common import Progress, embedder_for, json_line, open_conn, shown
-from pgmem.documents.store import DEFAULT_CANDIDATES, DEFAULT_DOC_FLOOR, DEFAULT_DOC_X, DocHit, DocSearch
+from pgmem.documents.store import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_DOC_FLOOR,
+    DEFAULT_DOC_X,
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DocHit,
+    DocSearch,
+)
 
 #: ANSI reverse video + bold for the matched unit in a terminal; plain markers otherwise.
 ANSI_ON, ANSI_OFF = "\x1b[1;7m", "\x1b[0m"
@@ -28,6 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--scope", required=True)
     a.add_argument("--mode", choices=("units", "chunk"), default="units", help="derived units, or one vector per chunk")
     a.add_argument("--max-bytes", type=int, default=1200, help="unit piece budget, label included")
+    a.add_argument(
+        "--max-document-bytes",
+        type=int,
+        default=DEFAULT_MAX_DOCUMENT_BYTES,
+        help="a larger document fails, before any is embedded",
+    )
     a.add_argument("--force", action="store_true", help="rewrite even unchanged documents")
     a.add_argument(
         "--prune",
@@ -73,6 +86,7 @@ def _add(args: argparse.Namespace) -> int:
             force=args.force,
             progress=Progress("docs add", "units"),
             prune=args.prune,
+            max_document_bytes=args.max_document_bytes,
             # A file or folder that could not be read keeps what is stored under its id.
             keep=[doc_id for doc_id, _ in unreadable],
         )

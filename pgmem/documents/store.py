@@ -43,6 +43,10 @@ DEFAULT_DOC_X = 5
 DEFAULT_CANDIDATES = 50
 #: A label longer than this keeps its end (the deepest headings).
 MAX_LABEL_BYTES = 300
+#: Default cap on a document's text (UTF-8 bytes): every unit of a document is embedded before it
+#: is stored, and 4 MB is about 3,500 units, a minute of the local model on two cores (the store's
+#: cap on an item's value, the same). A 50 MB file took 2.8 GB and had not finished in 24 minutes.
+DEFAULT_MAX_DOCUMENT_BYTES = 4_000_000
 #: The fewest of the model's tokens a label leaves for a unit's text: a longer label is cut to fit.
 MIN_TEXT_TOKENS = 8
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -297,6 +301,7 @@ def add_documents_call(
     progress: Progress | None = None,
     prune: bool = False,
     keep: Sequence[str] = (),
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
 ) -> Call[DocumentReport]:
     """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
     resolve against these documents and those already stored in the scope.
@@ -307,7 +312,8 @@ def add_documents_call(
     folder, such as one a read could not list) is removed, each with `remove_document` (its
     facts and recall-log rows too), and listed in `report.removed`. Prune with no documents is
     an InputError (it would remove every one), and nothing is removed when the scope's model
-    refused the documents."""
+    refused the documents. A document whose text is over `max_document_bytes` (UTF-8) fails,
+    before anything is embedded; the others are stored."""
     check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
@@ -315,6 +321,7 @@ def add_documents_call(
     # A unit's label takes up to MAX_LABEL_BYTES of its piece, and at least 4 bytes must be left.
     max_bytes = check_int(max_bytes, "max_bytes", MAX_LABEL_BYTES + 5, 1 << 20)
     group_units = check_int(group_units, "group_units", 1, 1 << 20)
+    max_document_bytes = check_int(max_document_bytes, "max_document_bytes", 1, 1 << 30)
     if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
         raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
     if isinstance(keep, str) or not all(isinstance(k, str) and k for k in keep):
@@ -332,6 +339,11 @@ def add_documents_call(
         try:
             check_name(d.id, "document id", max_chars=1000)
             check_text(d.text, f"document {d.id}: text")
+            if len(d.text) > max_document_bytes // 4 and (size := utf8_len(d.text)) > max_document_bytes:
+                raise InputError(
+                    f"document {d.id} is {size:,} bytes, over the {max_document_bytes:,} a document may hold "
+                    "(max_document_bytes): split it"
+                )
         except InputError as exc:
             report.failed.append((d.id if isinstance(d.id, str) else repr(d.id)[:80], str(exc)))
             continue
