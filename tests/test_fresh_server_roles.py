@@ -23,7 +23,7 @@ from pgmem import server
 from pgmem.db import with_database
 from pgmem.migrate import head_revision
 from tests.conftest import TEST_DIMS
-from tests.security_helpers import repo_root
+from tests.security_helpers import repo_root, role_url
 
 Conn = psycopg.Connection[tuple[object, ...]]
 GROUPS = ("pgmem_owner", "pgmem_app", "pgmem_reader")
@@ -49,7 +49,9 @@ def su(base_url: str) -> Iterator[Conn]:
     for (name,) in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'rt_%'").fetchall():
         c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(str(name))))
     for (name,) in c.execute(
-        "SELECT rolname FROM pg_roles WHERE rolname LIKE 'rt_%' OR rolname LIKE 'pgmem\\_%' ORDER BY rolname DESC"
+        # rt_dba last: the memberships it granted depend on it
+        "SELECT rolname FROM pg_roles WHERE rolname LIKE 'rt_%' OR rolname LIKE 'pgmem\\_%'"
+        " ORDER BY rolname = 'rt_dba', rolname"
     ).fetchall():
         c.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(str(name))))
     c.close()
@@ -110,3 +112,27 @@ def test_a_migration_while_another_database_creates_the_roles_goes_on(su: Conn, 
     assert code == 0, err
     with psycopg.connect(url) as c:
         assert c.execute("SELECT version_num FROM pgmem.alembic_version").fetchone() == (head_revision(),)
+
+
+def test_roles_create_by_a_createrole_owner_of_the_database_then_migrate(su: Conn, base_url: str) -> None:
+    """docs/security.md: run `pgmem roles create` "as a superuser (or a role with CREATEROLE)".
+    A CREATEROLE login that owns the database (a managed Postgres's admin, pgvector installed by
+    the provider) was refused whole: CREATE SCHEMA pgmem AUTHORIZATION pgmem_owner needs SET ROLE
+    pgmem_owner, which PostgreSQL 16+ does not give the creator of a role. The schema is left to
+    the migration then, which the migrating login may create (GRANT CREATE ON DATABASE)."""
+    su.execute("CREATE ROLE rt_dba LOGIN CREATEROLE")
+    url = _database(su, base_url, "rt_managed", owner="rt_dba")
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE EXTENSION vector")
+    dba = role_url(url, "rt_dba")
+    code, err = _finish(_pgmem(dba, "roles", "create", "--login", "rt_mig:owner", "--login", "rt_app:app"))
+    assert code == 0, err
+    code, err = _finish(_pgmem(role_url(url, "rt_mig"), "migrate"))
+    assert code == 0, err
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'pgmem'").fetchone() == (
+            "pgmem_owner",
+        )
+        assert c.execute("SELECT version_num FROM pgmem.alembic_version").fetchone() == (head_revision(),)
+    code, err = _finish(_pgmem(role_url(url, "rt_app"), "stats"))
+    assert code == 1 and "no rows" in err, err

@@ -82,7 +82,10 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     body = [create_role(g, False) for g in GROUPS.values()]
     body += [part for x in logins for part in (reuse_login(x.name), create_role(x.name, True))]
     parts: list[sql.Composable] = [
-        sql.SQL("-- pgmem roles: run once as a superuser (or a role with CREATEROLE); safe to re-run.\n"),
+        sql.SQL(
+            "-- pgmem roles: run once as a superuser (or a role with CREATEROLE that owns the database);"
+            " safe to re-run.\n"
+        ),
         sql.SQL("DO $pgmem_roles$\nBEGIN\n"),
         *body,
         sql.SQL("END\n$pgmem_roles$;\n"),
@@ -109,7 +112,19 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     parts += [
         sql.SQL("-- pgvector is not a trusted extension: only a superuser can install it.\n"),
         sql.SQL("CREATE EXTENSION IF NOT EXISTS vector SCHEMA {};\n").format(sql.Identifier(vector_schema)),
-        sql.SQL("CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;\n"),
+        # A role with CREATEROLE that is no superuser may not SET ROLE to a role it created
+        # (PostgreSQL 16+), which AUTHORIZATION needs: the whole script was refused. The schema
+        # is then the migration's to create (the CREATE grant below lets the migrating login).
+        sql.SQL(
+            "DO $pgmem_schema$\nBEGIN\n"
+            "    IF pg_catalog.to_regnamespace('pgmem') IS NULL THEN\n"
+            "        CREATE SCHEMA pgmem AUTHORIZATION pgmem_owner;\n"
+            "    END IF;\n"
+            "EXCEPTION WHEN insufficient_privilege THEN\n"
+            "    RAISE NOTICE 'schema pgmem: % may not create it for pgmem_owner; pgmem migrate creates it',"
+            " current_user;\n"
+            "END\n$pgmem_schema$;\n"
+        ),
         sql.SQL("GRANT CONNECT ON DATABASE {} TO pgmem_owner, pgmem_app, pgmem_reader;\n").format(
             sql.Identifier(database)
         ),
