@@ -487,3 +487,29 @@ def test_migrate_refuses_to_stop_below_the_newest_table_change(admin_conn: Conn,
             with connect(role_url(url, APP_LOGIN)) as app:
                 assert ingest_turns(app, [make_turn("s", "t", 0, "the harbour at dawn")], EMB).inserted == 1
                 assert recall(app, "s", "harbour", EMB, floor=-1, log=True).recall_id is not None
+
+
+@pytest.mark.parametrize(("installed", "configured"), [("vecx", None), ("public", "vecx")])
+def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setting(
+    admin_conn: Conn, installed: str, configured: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgvector installed in a schema of its own (docs/security.md's remedy) and `pgmem migrate`
+    run without PGMEM_VECTOR_SCHEMA, or with it naming a schema pgvector is not in (`pgmem roles
+    create --vector-schema vecx` on a database that had pgvector in public already: CREATE
+    EXTENSION IF NOT EXISTS changed nothing). The run failed inside the first revision with
+    'type "vector" does not exist (SQLSTATE 42704)', which says nothing of the setting. It is one
+    line naming the schema pgvector is in, before anything runs; with the setting, it migrates."""
+    with scratch_database(admin_conn, "vecschema") as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE SCHEMA vecx")
+            c.execute(sql.SQL("CREATE EXTENSION vector SCHEMA {}").format(sql.Identifier(installed)))
+        env = {"PGMEM_VECTOR_SCHEMA": configured} if configured else {}
+        monkeypatch.delenv("PGMEM_VECTOR_SCHEMA", raising=False)
+        code, err = _finish(_start(url, "pgmem-migrate", **env))
+        assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), err
+        assert f"PGMEM_VECTOR_SCHEMA={installed}" in err, err
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT to_regclass('pgmem.alembic_version')").fetchone() == (None,)
+        code, err = _finish(_start(url, "pgmem-migrate", PGMEM_VECTOR_SCHEMA=installed))
+        assert code == 0, err
+        assert _version(url) == head_revision()
