@@ -87,17 +87,21 @@ def _database(su: Conn, base_url: str, name: str, owner: str | None = None) -> s
     return with_database(base_url, name)
 
 
-def test_a_migration_while_another_database_creates_the_roles_goes_on(su: Conn, base_url: str) -> None:
+@pytest.mark.parametrize("command", ["migrate", "roles"])
+def test_a_run_while_another_database_creates_the_roles_goes_on(su: Conn, base_url: str, command: str) -> None:
     """Two databases of one new server migrated at once (two services, a deploy's parallel
-    steps): both find the group roles missing and create them, and the second CREATE ROLE waited
+    steps), or given `pgmem roles create` at once (a provisioning script per database): both find
+    the group roles (and the login) missing and create them, and the second CREATE ROLE waited
     for the first's commit and failed on pg_authid's unique name (23505). Here the other
     database's run is a transaction that has created the roles and not committed yet."""
     url = _database(su, base_url, "rt_mig")
-    other = psycopg.connect(base_url)  # its own transaction, another database's migration
+    other = psycopg.connect(base_url)  # its own transaction, another database's run
     try:
         for role in GROUPS:
             other.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-        proc = _pgmem(url, "migrate", name="rt_mig_run")
+        other.execute("CREATE ROLE rt_login LOGIN")
+        args = ["migrate"] if command == "migrate" else ["roles", "create", "--login", "rt_login:app"]
+        proc = _pgmem(url, *args, name="rt_mig_run")
         deadline = time.monotonic() + 120
         while not su.execute(
             "SELECT 1 FROM pg_stat_activity WHERE application_name = 'rt_mig_run' AND wait_event_type = 'Lock'"
@@ -110,6 +114,9 @@ def test_a_migration_while_another_database_creates_the_roles_goes_on(su: Conn, 
         other.close()
     code, err = _finish(proc)
     assert code == 0, err
+    if command == "roles":
+        code, err = _finish(_pgmem(url, "migrate"))
+        assert code == 0, err
     with psycopg.connect(url) as c:
         assert c.execute("SELECT version_num FROM pgmem.alembic_version").fetchone() == (head_revision(),)
 

@@ -6,13 +6,25 @@
 DO $pgmem_roles$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_owner') THEN
-        CREATE ROLE "pgmem_owner" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_owner" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_app') THEN
-        CREATE ROLE "pgmem_app" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_app" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_reader') THEN
-        CREATE ROLE "pgmem_reader" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_reader" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -20,7 +32,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator') THEN
-        CREATE ROLE "pgmem_migrator" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_migrator" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -28,7 +44,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service') THEN
-        CREATE ROLE "pgmem_service" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_service" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -36,7 +56,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug') THEN
-        CREATE ROLE "pgmem_debug" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_debug" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
 END
 $pgmem_roles$;

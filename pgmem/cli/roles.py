@@ -62,9 +62,15 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     """Idempotent SQL: the group roles, LOGIN members, pgvector, the pgmem schema."""
 
     def create_role(name: str, login: bool) -> sql.Composed:
+        # A run in another database of the server (roles are the server's) may create it
+        # meanwhile: this CREATE waits for its commit, then fails on the name (23505).
         return sql.SQL(
             "    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = {lit}) THEN\n"
-            "        CREATE ROLE {ident} {login} " + _SAFE_ATTRS + ";\n"
+            "        BEGIN\n"
+            "            CREATE ROLE {ident} {login} " + _SAFE_ATTRS + ";\n"
+            "        EXCEPTION WHEN duplicate_object OR unique_violation THEN\n"
+            "            NULL;  -- created meanwhile by a run in another database\n"
+            "        END;\n"
             "    END IF;\n"
         ).format(lit=sql.Literal(name), ident=sql.Identifier(name), login=sql.SQL("LOGIN" if login else "NOLOGIN"))
 
