@@ -16,6 +16,7 @@ from pgmem.errors import ConfigError, SchemaError
 from pgmem.sqlfiles import (
     ALEMBIC_INI,
     InstallParams,
+    check_vector_schema,
     definitions_digest,
     idempotent_files,
     render,
@@ -188,6 +189,14 @@ def _check_vector_schema(found: str | None, configured: str, database: str) -> N
     run failed inside its first revision with 'type "vector" does not exist', which names no
     setting. Nothing to check when pgvector is not installed: the first revision installs it."""
     if found is not None and found != configured:
+        try:
+            check_vector_schema(found)
+        except ConfigError:
+            raise ConfigError(
+                f"pgvector is installed in schema {found!r:.80} of database {database!r:.80}, where pgmem cannot use "
+                "it: as a superuser, ALTER EXTENSION vector SET SCHEMA public (or a schema of its own, named in "
+                "PGMEM_VECTOR_SCHEMA), then migrate again"
+            ) from None
         raise ConfigError(
             f"pgvector is installed in schema {found!r:.80} of database {database!r:.80}, and this run's SQL is "
             f"written for schema {configured!r}: set PGMEM_VECTOR_SCHEMA={found} (alembic: -x vector_schema={found}), "

@@ -513,3 +513,33 @@ def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setti
         code, err = _finish(_start(url, "pgmem-migrate", PGMEM_VECTOR_SCHEMA=installed))
         assert code == 0, err
         assert _version(url) == head_revision()
+
+
+@pytest.mark.parametrize("schema", ["pgmem", "pg_catalog", "pg_toast", "information_schema", "Vec"])
+def test_a_vector_schema_pgmem_cannot_use_is_refused_before_anything_is_created(
+    admin_conn: Conn, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PGMEM_VECTOR_SCHEMA (or `pgmem roles create --vector-schema`) naming pgmem's own schema, a
+    system schema, or a name the SQL cannot write unquoted. With pgmem, roles create put pgvector
+    into pgmem (created by the superuser) and every migration then failed on 'function
+    array_to_halfvec(...) does not pin search_path', pgvector left in pgmem; the migration alone
+    did the same. With pg_catalog or pg_toast the migration installed pgvector there; roles
+    create accepted Vec and made "Vec", which migrate refuses. Each is one line now, and nothing
+    is created."""
+    monkeypatch.delenv("PGMEM_VECTOR_SCHEMA", raising=False)
+    with scratch_database(admin_conn, "badvec") as url:
+        for args in (["roles", "create", "--vector-schema", schema], ["migrate"]):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pgmem", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=repo_root(),
+                env=_env(url, "pgmem-badvec", PGMEM_VECTOR_SCHEMA=schema),
+            )
+            code, err = _finish(proc)
+            assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), (args, err)
+            assert "vector schema" in err and repr(schema) in err, err
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
+            assert c.execute("SELECT to_regnamespace('pgmem'), to_regnamespace('\"Vec\"')").fetchone() == (None, None)

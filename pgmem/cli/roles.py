@@ -23,6 +23,7 @@ from psycopg import sql
 
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError
+from pgmem.sqlfiles import check_vector_schema
 from pgmem.text import check_text
 
 GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
@@ -177,6 +178,7 @@ def _create(args: argparse.Namespace) -> int:
     vector_schema = args.vector_schema or os.environ.get("PGMEM_VECTOR_SCHEMA") or "public"
     # An undecodable byte (a lone surrogate here) would fail in psycopg's encoder: a traceback.
     check_text(vector_schema, "--vector-schema")
+    check_vector_schema(vector_schema)  # as the migration will read it from PGMEM_VECTOR_SCHEMA
     if args.print:
         # Rendering needs no server: names are quoted by psycopg's rules for the default encoding.
         script = setup_sql(database="<database>", vector_schema=vector_schema, logins=logins).as_string(None)
