@@ -26,6 +26,7 @@ from pgmem.sqlfiles import (
 
 def alembic_config(url: str | None, params: InstallParams | None = None) -> Config:
     cfg = Config(str(ALEMBIC_INI))
+    cfg.attributes["pgmem"] = True  # run by pgmem, which says its errors itself (migrations/env.py)
     if url is not None:
         cfg.attributes["connection_url"] = sqlalchemy_url(url)
     if params is not None:

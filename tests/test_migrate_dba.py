@@ -543,3 +543,34 @@ def test_a_vector_schema_pgmem_cannot_use_is_refused_before_anything_is_created(
         with psycopg.connect(url) as c:
             assert c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
             assert c.execute("SELECT to_regnamespace('pgmem'), to_regnamespace('\"Vec\"')").fetchone() == (None, None)
+
+
+def test_alembic_run_directly_says_a_failure_in_one_line(admin_conn: Conn, db_url: str, tmp_path: Path) -> None:
+    """docs/operations.md's rollback runs alembic itself (`alembic -c "$(pgmem migrate
+    --alembic-ini)" downgrade ...`). Run with the wrong login (the application's), alembic printed
+    a traceback of some forty lines ending in SQLAlchemy's wrapper of 'permission denied for
+    table alembic_version'; without DATABASE_URL it started the embedded server unseen (no
+    command but `pgmem db start` starts it). Each is alembic's one FAILED line now, and nothing
+    changed."""
+    ensure_login_roles(admin_conn)
+    ini = subprocess.run(
+        [sys.executable, "-m", "pgmem", "migrate", "--alembic-ini"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    home = tmp_path / "home"
+    for url in (role_url(db_url, APP_LOGIN), None):
+        env = {k: v for k, v in _env(url or "", "pgmem-alembic", PGMEM_HOME=str(home)).items() if v}
+        done = subprocess.run(
+            [sys.executable, "-m", "alembic", "-c", ini, "downgrade", "-1"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        lines = (done.stdout + done.stderr).strip().splitlines()  # alembic prints FAILED on stdout
+        assert len(lines) == 1 and lines[0].startswith("FAILED: "), done.stderr[-3000:]
+        assert ("permission denied" if url else "pgmem db start") in lines[0], lines[0]
+    assert _version(db_url) == head_revision()
+    assert not (home / "pgdata").exists()
