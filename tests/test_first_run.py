@@ -122,6 +122,28 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
         run(home, "db", "stop")
 
 
+def test_a_failed_start_names_this_starts_reason_not_an_old_fatal_of_the_log(home: Path) -> None:
+    """The server's log keeps every start's lines. A start that failed without writing a FATAL
+    there (pg_ctl could not open the log: a data folder copied or restored by another user) was
+    reported with the log's last FATAL, from some earlier start ('FATAL: lock file ... already
+    exists' of last week). Only what this start wrote counts; else pg_ctl's own error line."""
+    started_with_a_row(home)
+    assert run(home, "db", "stop").returncode == 0
+    log = home / "pgdata" / "log"
+    with log.open("a") as f:
+        f.write("2026-01-01 00:00:00.000 UTC [1] FATAL:  an old failure of another start\n")
+    log.chmod(0)  # the server's user may not open it (root's tests: the server runs as pgserver)
+    try:
+        line = one_line_error(run(home, "db", "start"))
+        assert "an old failure" not in line and "log" in line, line
+    finally:
+        log.chmod(0o600)
+    r = run(home, "db", "start")
+    assert r.returncode == 0, r.stderr
+    still_has_the_row(home)
+    run(home, "db", "stop")
+
+
 def test_db_psql_with_the_server_stopped_is_one_line(home: Path) -> None:
     one_line_error(run(home, "db", "psql", "-c", "SELECT 1"))
 
