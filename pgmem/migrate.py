@@ -124,7 +124,6 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
     pgvector is installed in another schema than the one the SQL is written for (`params`, by
     default PGMEM_VECTOR_SCHEMA's)."""
     target, head = shipped_revision(revision), head_revision()
-    vector_schema = (params or InstallParams.from_mapping({})).vector_schema
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             """SELECT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user),
@@ -153,7 +152,7 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
             stale = current == head and may_migrate and _definitions_stale(conn)
             if not stale:
                 return "nothing"
-            _check_vector_schema(vector_found, vector_schema, database)
+            _check_vector_schema(vector_found, params, database)
             return "definitions"
     if current is not None:
         try:
@@ -168,7 +167,7 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
                 f"schema pgmem is at {current}, above {target}: pgmem migrate only upgrades; {ROLLING_BACK}"
             )
     if may_migrate:
-        _check_vector_schema(vector_found, vector_schema, database)
+        _check_vector_schema(vector_found, params, database)
         return "migrate"
     if owner:
         # A member of pgmem_owner in a database where `pgmem roles create` did not run: the roles
@@ -184,11 +183,13 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
     )
 
 
-def _check_vector_schema(found: str | None, configured: str, database: str) -> None:
+def _check_vector_schema(found: str | None, params: InstallParams | None, database: str) -> None:
     """A one-line ConfigError when pgvector is installed in another schema than the one this
     run's SQL names (`@VECTOR_SCHEMA@`: PGMEM_VECTOR_SCHEMA, alembic's -x vector_schema). The
     run failed inside its first revision with 'type "vector" does not exist', which names no
-    setting. Nothing to check when pgvector is not installed: the first revision installs it."""
+    setting. Nothing to check when pgvector is not installed: the first revision installs it.
+    The environment is read here only, when the run will apply SQL (at head, nothing reads it)."""
+    configured = (params or InstallParams.from_mapping({})).vector_schema
     if found is not None and found != configured:
         try:
             check_vector_schema(found)
