@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from alembic import context
@@ -67,7 +70,7 @@ def run_offline() -> None:
 
 
 def run_online() -> None:
-    url = config.attributes.get("connection_url") or sqlalchemy_url(None)
+    url = config.attributes.get("connection_url") or sqlalchemy_url(_server_url())
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as guard, engine.connect() as conn:
         # One run at a time: a second `pgmem migrate` (another host of a deploy, store.setup()
@@ -92,7 +95,49 @@ def run_online() -> None:
             context.run_migrations()
 
 
-if context.is_offline_mode():
-    run_offline()
-else:
-    run_online()
+def _server_url() -> str | None:
+    """DATABASE_URL, or the embedded server's when it runs. Only `pgmem db start` starts that
+    server (pgmem.cli.common.server_url): alembic run by hand started it unseen."""
+    if config.attributes.get("pgmem"):
+        return None  # pgmem's own run: as before (store.setup() may start the embedded server)
+    from pgmem.cli.common import server_url
+
+    return server_url()
+
+
+@contextlib.contextmanager
+def _one_line() -> Iterator[None]:
+    """alembic's own command (`alembic -c "$(pgmem migrate --alembic-ini)" ...`, the rollback of
+    docs/operations.md) says a failure of the server or of pgmem as its one FAILED line, as
+    `pgmem migrate` says it: it printed SQLAlchemy's traceback (a wrong login, a lock timeout).
+    pgmem's own runs say their errors themselves (pgmem.migrate._driver_errors)."""
+    if config.attributes.get("pgmem"):
+        yield
+        return
+    import psycopg
+    from alembic.util import CommandError
+    from sqlalchemy.exc import DBAPIError
+
+    from pgmem.db import redact_secrets
+    from pgmem.errors import DatabaseError, PgmemError
+
+    def line(text: str) -> CommandError:
+        return CommandError(redact_secrets(" ".join(text.split()), os.environ.get("DATABASE_URL")))
+
+    try:
+        yield
+    except DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            raise line(str(DatabaseError.from_driver(exc.orig))) from None
+        raise
+    except psycopg.Error as exc:
+        raise line(str(DatabaseError.from_driver(exc))) from None
+    except PgmemError as exc:
+        raise line(str(exc)) from None
+
+
+with _one_line():
+    if context.is_offline_mode():
+        run_offline()
+    else:
+        run_online()

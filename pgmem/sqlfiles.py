@@ -32,7 +32,22 @@ SQL_DIR = _package_dir("pgmem.sql")
 MIGRATIONS_DIR = _package_dir("pgmem.migrations")
 ALEMBIC_INI = MIGRATIONS_DIR / "alembic.ini"
 
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+_IDENT = re.compile(r"[a-z_][a-z0-9_]*")  # matched whole: "$" also matched before a final newline
+
+
+def check_vector_schema(name: str) -> str:
+    """`name` as pgvector's schema (PGMEM_VECTOR_SCHEMA, `pgmem roles create --vector-schema`), or
+    a one-line ConfigError: a plain identifier (the SQL writes it unquoted), neither pgmem's own
+    schema (900_grants.sql would take pgvector's functions for pgmem's: every migration failed)
+    nor a system schema (pg_catalog, pg_toast, information_schema)."""
+    if not _IDENT.fullmatch(name):
+        raise ConfigError(f"vector schema must be a plain identifier, got {name!r}")
+    if name == "pgmem" or name.startswith("pg_") or name == "information_schema":
+        raise ConfigError(
+            f"vector schema {name!r} is pgmem's own or a system schema: install pgvector into public or a "
+            "schema of its own"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -48,8 +63,7 @@ class InstallParams:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= 16000:
                 raise ConfigError(f"{name} must be an integer between 1 and 16000, got {value!r}")
-        if not _IDENT.match(self.vector_schema):
-            raise ConfigError(f"vector schema must be a plain identifier, got {self.vector_schema!r}")
+        check_vector_schema(self.vector_schema)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, str], env: Mapping[str, str] | None = None) -> InstallParams:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psycopg
@@ -79,6 +80,68 @@ def test_a_stale_postmaster_pid_is_no_running_server(home: Path, content: str) -
         bystander.kill()
         bystander.wait()
         run(home, "db", "stop")
+
+
+@pytest.mark.parametrize("holder", ["zombie", "live-not-postgres"])
+def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_server(home: Path, holder: str) -> None:
+    """The server killed (-9): postmaster.pid and the socket's lock file (.s.PGSQL.5432.lock)
+    stay, naming its pid. In a container whose first process reaps no child (no --init), the
+    dead postmaster stays a zombie; elsewhere its pid may be reused. postgres takes either for
+    another postmaster on the socket, so `pgmem db start` said 'FATAL: lock file
+    ".s.PGSQL.5432.lock" already exists' after every crash, until the container restarted. A lock
+    naming this folder and a process that is not its postgres is removed as postgres removes a
+    dead one's; the data is kept."""
+    started_with_a_row(home)
+    pgdata = home / "pgdata"
+    pid, socket_dir = (line.strip() for line in (pgdata / "postmaster.pid").read_text().splitlines()[0:5:4])
+    os.kill(int(pid), 9)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # reaped by the machine's init
+        time.sleep(0.05)
+    lock = Path(socket_dir) / ".s.PGSQL.5432.lock"
+    assert lock.exists()
+    # The server's user (pgserver when we are root): postgres ignores a pid it may not signal.
+    other = subprocess.Popen(
+        ["true"] if holder == "zombie" else ["sleep", "60"],  # "true" is never waited for: a zombie
+        user=(pgdata / "PG_VERSION").stat().st_uid,
+    )
+    try:
+        while holder == "zombie" and Path(f"/proc/{other.pid}/stat").read_text().split()[2] != "Z":
+            time.sleep(0.01)
+        lines = lock.read_text().splitlines()
+        lock.write_text("\n".join([str(other.pid), *lines[1:]]) + "\n")
+        st = run(home, "db", "status")
+        assert st.returncode == 3 and st.stdout.startswith("stopped"), (st.stdout, st.stderr)
+        r = run(home, "db", "start")
+        assert r.returncode == 0, r.stderr
+        still_has_the_row(home)
+        assert holder == "zombie" or other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+        run(home, "db", "stop")
+
+
+def test_a_failed_start_names_this_starts_reason_not_an_old_fatal_of_the_log(home: Path) -> None:
+    """The server's log keeps every start's lines. A start that failed without writing a FATAL
+    there (pg_ctl could not open the log: a data folder copied or restored by another user) was
+    reported with the log's last FATAL, from some earlier start ('FATAL: lock file ... already
+    exists' of last week). Only what this start wrote counts; else pg_ctl's own error line."""
+    started_with_a_row(home)
+    assert run(home, "db", "stop").returncode == 0
+    log = home / "pgdata" / "log"
+    with log.open("a") as f:
+        f.write("2026-01-01 00:00:00.000 UTC [1] FATAL:  an old failure of another start\n")
+    log.chmod(0)  # the server's user may not open it (root's tests: the server runs as pgserver)
+    try:
+        line = one_line_error(run(home, "db", "start"))
+        assert "an old failure" not in line and "log" in line, line
+    finally:
+        log.chmod(0o600)
+    r = run(home, "db", "start")
+    assert r.returncode == 0, r.stderr
+    still_has_the_row(home)
+    run(home, "db", "stop")
 
 
 def test_db_psql_with_the_server_stopped_is_one_line(home: Path) -> None:

@@ -487,3 +487,90 @@ def test_migrate_refuses_to_stop_below_the_newest_table_change(admin_conn: Conn,
             with connect(role_url(url, APP_LOGIN)) as app:
                 assert ingest_turns(app, [make_turn("s", "t", 0, "the harbour at dawn")], EMB).inserted == 1
                 assert recall(app, "s", "harbour", EMB, floor=-1, log=True).recall_id is not None
+
+
+@pytest.mark.parametrize(("installed", "configured"), [("vecx", None), ("public", "vecx")])
+def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setting(
+    admin_conn: Conn, installed: str, configured: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgvector installed in a schema of its own (docs/security.md's remedy) and `pgmem migrate`
+    run without PGMEM_VECTOR_SCHEMA, or with it naming a schema pgvector is not in (`pgmem roles
+    create --vector-schema vecx` on a database that had pgvector in public already: CREATE
+    EXTENSION IF NOT EXISTS changed nothing). The run failed inside the first revision with
+    'type "vector" does not exist (SQLSTATE 42704)', which says nothing of the setting. It is one
+    line naming the schema pgvector is in, before anything runs; with the setting, it migrates."""
+    with scratch_database(admin_conn, "vecschema") as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE SCHEMA vecx")
+            c.execute(sql.SQL("CREATE EXTENSION vector SCHEMA {}").format(sql.Identifier(installed)))
+        env = {"PGMEM_VECTOR_SCHEMA": configured} if configured else {}
+        monkeypatch.delenv("PGMEM_VECTOR_SCHEMA", raising=False)
+        code, err = _finish(_start(url, "pgmem-migrate", **env))
+        assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), err
+        assert f"PGMEM_VECTOR_SCHEMA={installed}" in err, err
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT to_regclass('pgmem.alembic_version')").fetchone() == (None,)
+        code, err = _finish(_start(url, "pgmem-migrate", PGMEM_VECTOR_SCHEMA=installed))
+        assert code == 0, err
+        assert _version(url) == head_revision()
+
+
+@pytest.mark.parametrize("schema", ["pgmem", "pg_catalog", "pg_toast", "information_schema", "Vec"])
+def test_a_vector_schema_pgmem_cannot_use_is_refused_before_anything_is_created(
+    admin_conn: Conn, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PGMEM_VECTOR_SCHEMA (or `pgmem roles create --vector-schema`) naming pgmem's own schema, a
+    system schema, or a name the SQL cannot write unquoted. With pgmem, roles create put pgvector
+    into pgmem (created by the superuser) and every migration then failed on 'function
+    array_to_halfvec(...) does not pin search_path', pgvector left in pgmem; the migration alone
+    did the same. With pg_catalog or pg_toast the migration installed pgvector there; roles
+    create accepted Vec and made "Vec", which migrate refuses. Each is one line now, and nothing
+    is created."""
+    monkeypatch.delenv("PGMEM_VECTOR_SCHEMA", raising=False)
+    with scratch_database(admin_conn, "badvec") as url:
+        for args in (["roles", "create", "--vector-schema", schema], ["migrate"]):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pgmem", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=repo_root(),
+                env=_env(url, "pgmem-badvec", PGMEM_VECTOR_SCHEMA=schema),
+            )
+            code, err = _finish(proc)
+            assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), (args, err)
+            assert "vector schema" in err and repr(schema) in err, err
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
+            assert c.execute("SELECT to_regnamespace('pgmem'), to_regnamespace('\"Vec\"')").fetchone() == (None, None)
+
+
+def test_alembic_run_directly_says_a_failure_in_one_line(admin_conn: Conn, db_url: str, tmp_path: Path) -> None:
+    """docs/operations.md's rollback runs alembic itself (`alembic -c "$(pgmem migrate
+    --alembic-ini)" downgrade ...`). Run with the wrong login (the application's), alembic printed
+    a traceback of some forty lines ending in SQLAlchemy's wrapper of 'permission denied for
+    table alembic_version'; without DATABASE_URL it started the embedded server unseen (no
+    command but `pgmem db start` starts it). Each is alembic's one FAILED line now, and nothing
+    changed."""
+    ensure_login_roles(admin_conn)
+    ini = subprocess.run(
+        [sys.executable, "-m", "pgmem", "migrate", "--alembic-ini"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    home = tmp_path / "home"
+    for url in (role_url(db_url, APP_LOGIN), None):
+        env = {k: v for k, v in _env(url or "", "pgmem-alembic", PGMEM_HOME=str(home)).items() if v}
+        done = subprocess.run(
+            [sys.executable, "-m", "alembic", "-c", ini, "downgrade", "-1"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        lines = (done.stdout + done.stderr).strip().splitlines()  # alembic prints FAILED on stdout
+        assert len(lines) == 1 and lines[0].startswith("FAILED: "), done.stderr[-3000:]
+        assert ("permission denied" if url else "pgmem db start") in lines[0], lines[0]
+    assert _version(db_url) == head_revision()
+    assert not (home / "pgdata").exists()

@@ -636,6 +636,24 @@ def test_stats_cli_unknown_scope_and_stopped_server(
     assert not (home / "pgdata").exists()
 
 
+def test_stats_cli_on_an_empty_store_says_no_scope_is_stored(
+    owner: Conn, db_url: str, app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new store, asked by a login that sees every scope (a superuser, the migrating login):
+    'this login does not see any scope', as if it lacked a privilege, sent the DBA to
+    docs/operations.md to check the roles. It says no scope is stored (exit 1 as before); the
+    application login is still told what it does not see."""
+    migrating = owner.info.user
+    for url in (db_url, role_url(db_url, migrating)):
+        code, out, err = _cli(["stats"], monkeypatch, DATABASE_URL=url)
+        assert code == 1 and out == "" and err.count("\n") == 1, err
+        assert "no scope is stored in this database" in err and "does not see" not in err, err
+        code, out, err = _cli(["stats", "--scope", "nope", "--json"], monkeypatch, DATABASE_URL=url)
+        assert code == 1 and out == "" and "no scope 'nope' is stored" in err, err
+    code, out, err = _cli(["stats"], monkeypatch, DATABASE_URL=app_url)
+    assert code == 1 and "this login does not see any scope" in err, err
+
+
 def test_stats_wrapper_checks_its_scope() -> None:
     with pytest.raises(InputError, match="scope"):
         next(stats_call("a\x00b"))

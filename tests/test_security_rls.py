@@ -414,7 +414,7 @@ def test_roles_cli_prints_reviewable_sql(capsys: pytest.CaptureFixture[str]) -> 
         'CREATE ROLE "svc_app" LOGIN NOSUPERUSER NOBYPASSRLS',
         'GRANT "pgmem_app" TO "svc_app";',
         'GRANT "pgmem_owner" TO "migrator";',
-        "CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;",
+        "CREATE SCHEMA pgmem AUTHORIZATION pgmem_owner;",
     ):
         assert expected in out
     assert "PASSWORD" not in out.replace("""-- then: ALTER ROLE "svc_app" PASSWORD '...'""", "")

@@ -2,17 +2,29 @@
 -- Run by the postgres image's entrypoint (psql -f, as POSTGRES_USER, in POSTGRES_DB) on the
 -- first start of an empty volume. Do not edit: tests/test_docker_bootstrap.py checks it.
 
--- pgmem roles: run once as a superuser (or a role with CREATEROLE); safe to re-run.
+-- pgmem roles: run once as a superuser (or a role with CREATEROLE that owns the database); safe to re-run.
 DO $pgmem_roles$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_owner') THEN
-        CREATE ROLE "pgmem_owner" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_owner" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_app') THEN
-        CREATE ROLE "pgmem_app" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_app" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_reader') THEN
-        CREATE ROLE "pgmem_reader" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_reader" NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -20,7 +32,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_migrator') THEN
-        CREATE ROLE "pgmem_migrator" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_migrator" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -28,7 +44,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_service') THEN
-        CREATE ROLE "pgmem_service" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_service" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug'
                AND (rolsuper OR rolbypassrls OR NOT rolcanlogin)) THEN
@@ -36,7 +56,11 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'choose another login name, or ALTER ROLE it first';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgmem_debug') THEN
-        CREATE ROLE "pgmem_debug" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        BEGIN
+            CREATE ROLE "pgmem_debug" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a run in another database
+        END;
     END IF;
 END
 $pgmem_roles$;
@@ -45,7 +69,15 @@ GRANT "pgmem_app" TO "pgmem_service";
 GRANT "pgmem_reader" TO "pgmem_debug";
 -- pgvector is not a trusted extension: only a superuser can install it.
 CREATE EXTENSION IF NOT EXISTS vector SCHEMA "public";
-CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;
+DO $pgmem_schema$
+BEGIN
+    IF pg_catalog.to_regnamespace('pgmem') IS NULL THEN
+        CREATE SCHEMA pgmem AUTHORIZATION pgmem_owner;
+    END IF;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'schema pgmem: % may not create it for pgmem_owner; pgmem migrate creates it', current_user;
+END
+$pgmem_schema$;
 GRANT CONNECT ON DATABASE :"DBNAME" TO pgmem_owner, pgmem_app, pgmem_reader;
 GRANT CREATE ON DATABASE :"DBNAME" TO pgmem_owner;
 -- PostgreSQL 15+ default; every pgmem function searches this schema, so nobody else may create in it.

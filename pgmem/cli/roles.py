@@ -23,6 +23,7 @@ from psycopg import sql
 
 from pgmem.cli.common import settings
 from pgmem.errors import ConfigError
+from pgmem.sqlfiles import check_vector_schema
 from pgmem.text import check_text
 
 GROUPS = {"owner": "pgmem_owner", "app": "pgmem_app", "reader": "pgmem_reader"}
@@ -62,9 +63,15 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     """Idempotent SQL: the group roles, LOGIN members, pgvector, the pgmem schema."""
 
     def create_role(name: str, login: bool) -> sql.Composed:
+        # A run in another database of the server (roles are the server's) may create it
+        # meanwhile: this CREATE waits for its commit, then fails on the name (23505).
         return sql.SQL(
             "    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = {lit}) THEN\n"
-            "        CREATE ROLE {ident} {login} " + _SAFE_ATTRS + ";\n"
+            "        BEGIN\n"
+            "            CREATE ROLE {ident} {login} " + _SAFE_ATTRS + ";\n"
+            "        EXCEPTION WHEN duplicate_object OR unique_violation THEN\n"
+            "            NULL;  -- created meanwhile by a run in another database\n"
+            "        END;\n"
             "    END IF;\n"
         ).format(lit=sql.Literal(name), ident=sql.Identifier(name), login=sql.SQL("LOGIN" if login else "NOLOGIN"))
 
@@ -82,7 +89,10 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     body = [create_role(g, False) for g in GROUPS.values()]
     body += [part for x in logins for part in (reuse_login(x.name), create_role(x.name, True))]
     parts: list[sql.Composable] = [
-        sql.SQL("-- pgmem roles: run once as a superuser (or a role with CREATEROLE); safe to re-run.\n"),
+        sql.SQL(
+            "-- pgmem roles: run once as a superuser (or a role with CREATEROLE that owns the database);"
+            " safe to re-run.\n"
+        ),
         sql.SQL("DO $pgmem_roles$\nBEGIN\n"),
         *body,
         sql.SQL("END\n$pgmem_roles$;\n"),
@@ -109,7 +119,19 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
     parts += [
         sql.SQL("-- pgvector is not a trusted extension: only a superuser can install it.\n"),
         sql.SQL("CREATE EXTENSION IF NOT EXISTS vector SCHEMA {};\n").format(sql.Identifier(vector_schema)),
-        sql.SQL("CREATE SCHEMA IF NOT EXISTS pgmem AUTHORIZATION pgmem_owner;\n"),
+        # A role with CREATEROLE that is no superuser may not SET ROLE to a role it created
+        # (PostgreSQL 16+), which AUTHORIZATION needs: the whole script was refused. The schema
+        # is then the migration's to create (the CREATE grant below lets the migrating login).
+        sql.SQL(
+            "DO $pgmem_schema$\nBEGIN\n"
+            "    IF pg_catalog.to_regnamespace('pgmem') IS NULL THEN\n"
+            "        CREATE SCHEMA pgmem AUTHORIZATION pgmem_owner;\n"
+            "    END IF;\n"
+            "EXCEPTION WHEN insufficient_privilege THEN\n"
+            "    RAISE NOTICE 'schema pgmem: % may not create it for pgmem_owner; pgmem migrate creates it',"
+            " current_user;\n"
+            "END\n$pgmem_schema$;\n"
+        ),
         sql.SQL("GRANT CONNECT ON DATABASE {} TO pgmem_owner, pgmem_app, pgmem_reader;\n").format(
             sql.Identifier(database)
         ),
@@ -156,6 +178,7 @@ def _create(args: argparse.Namespace) -> int:
     vector_schema = args.vector_schema or os.environ.get("PGMEM_VECTOR_SCHEMA") or "public"
     # An undecodable byte (a lone surrogate here) would fail in psycopg's encoder: a traceback.
     check_text(vector_schema, "--vector-schema")
+    check_vector_schema(vector_schema)  # as the migration will read it from PGMEM_VECTOR_SCHEMA
     if args.print:
         # Rendering needs no server: names are quoted by psycopg's rules for the default encoding.
         script = setup_sql(database="<database>", vector_schema=vector_schema, logins=logins).as_string(None)

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+import psycopg
+
 from pgmem.cli.common import open_conn, settings, shown
 from pgmem.text import check_name
 
@@ -51,6 +53,18 @@ def _index(state: str, size: int | None) -> str:
     return state if state == "none" else f"{state} {_size(size)}"
 
 
+def _sees_every_scope(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether pgmem.stats() shows this login every scope: a superuser or BYPASSRLS, or a login
+    member of pgmem_owner without SET ROLE (as the function decides)."""
+    row = conn.execute(
+        """SELECT r.rolsuper OR r.rolbypassrls
+                  OR (pg_catalog.pg_has_role(session_user, 'pgmem_owner', 'USAGE')
+                      AND pg_catalog.pg_has_role(current_user, 'pgmem_owner', 'USAGE'))
+             FROM pg_catalog.pg_roles r WHERE r.rolname = current_user"""
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def _stats(args: argparse.Namespace) -> int:
     from pgmem.stats import stats
 
@@ -59,8 +73,13 @@ def _stats(args: argparse.Namespace) -> int:
     # A monitoring command reports on a running server; it never starts one (open_conn).
     with open_conn(settings()) as conn:
         rows = stats(conn, args.scope)
+        sees_every_scope = not rows and _sees_every_scope(conn)
     if not rows:
         # The same status with --json (no line on stdout), so a script sees the miss either way.
+        if sees_every_scope:  # nothing is hidden from it: there is nothing (it said "does not see")
+            what = f"no scope {args.scope!r} is stored" if args.scope else "no scope is stored in this database"
+            print(f"pgmem: no rows: {shown(what)}", file=sys.stderr)
+            return 1
         where = f"the scope {args.scope!r}" if args.scope else "any scope"
         print(f"pgmem: no rows: this login does not see {where} (docs/operations.md, Monitoring)", file=sys.stderr)
         return 1

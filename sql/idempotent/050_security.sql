@@ -79,6 +79,10 @@ BEGIN
             RAISE EXCEPTION 'role pgmem_owner does not exist and % may not create roles', current_user
                 USING ERRCODE = '42501',
                       HINT = 'Have a DBA run `pgmem roles create` (or the SQL in docs/security.md) once, then migrate again.';
+        WHEN duplicate_object OR unique_violation THEN
+            -- Created meanwhile by the migration of another database of the server (roles are
+            -- the server's): this CREATE waited for its commit. Until 0099 the run failed (23505).
+            NULL;
         END;
     END IF;
 END

@@ -27,6 +27,8 @@ BEGIN
             RAISE EXCEPTION 'role % does not exist and % may not create roles', r.name, current_user
                 USING ERRCODE = '42501',
                       HINT = 'Have a DBA run `pgmem roles create` (or the SQL in docs/security.md) once, then migrate again.';
+        WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by another database's migration (050_security.sql says more)
         END;
     END LOOP;
     FOR r IN SELECT rolname FROM pg_catalog.pg_roles
