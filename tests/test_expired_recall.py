@@ -174,3 +174,39 @@ def test_a_recall_before_the_sweep_answers_what_it_answers_after_it(
             assert [r[:2] for r in before[call]] == [r[:2] for r in after], call
         else:
             assert before[call] == after, call
+
+
+def _logged_texts(admin_conn: Conn, scope: str) -> list[str]:
+    return [str(r[0]) for r in admin_conn.execute(
+        "SELECT results::text FROM pgmem.recall_log WHERE scope_id = %s ORDER BY recall_id", (scope,)
+    ).fetchall()]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", [None, False])
+def test_an_expired_item_put_again_before_the_sweep_takes_its_recall_log_rows(
+    conn: Conn, admin_conn: Conn, embedder: Embedder, index: bool | None
+) -> None:
+    """An expiry is a delete at expires_at (0092) and an expired item put again is a new item:
+    the recall-log rows that returned the expired value go, as the sweep takes them. A put of
+    the key before the sweep kept them, and the expired text (a door code with a TTL) stayed in
+    the log for as long as the log was kept. A live item put again keeps them (an edit)."""
+    store = PgmemStore(conn, embedder=embedder, ttl={"default_ttl": 60})
+    ns = ("u9",)
+    scope = namespace_scope(ns)
+    store.put(ns, "note", {"text": "The door code is 4812 until Friday."})
+    store.put(ns, "other", {"text": "The door code of the garage is 1234."})
+    recall(conn, scope, "what is the door code?", embedder, floor=-1, log=True)
+    recall(conn, scope, "what is the door code?", embedder, floor=-1, log=True, thread="item:note")
+    store.put(ns, "other", {"text": "The garage has no code now."})  # live: an edit keeps its log rows
+    assert len(_logged_texts(admin_conn, scope)) == 2
+    admin_conn.execute(
+        "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second'"
+        " WHERE scope_id = %s AND item_key = 'note'",
+        (scope,),
+    )
+    if index is None:
+        store.put(ns, "note", {"text": "Lunch is at noon."})
+    else:
+        store.put(ns, "note", {"text": "Lunch is at noon."}, index=False)
+    assert not any("4812" in t for t in _logged_texts(admin_conn, scope))
+    assert store.get(ns, "note") is not None and store.get(ns, "other") is not None
