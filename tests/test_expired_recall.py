@@ -12,6 +12,7 @@ Real Postgres as the application login, the local model, the MCP SDK's own clien
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,14 @@ def test_the_mcp_server_does_not_recall_an_expired_item(
     _dog_expired(conn, admin_conn, embedder)
 
     async def body(client: Any) -> dict[str, Any]:
-        return _data(await client.call_tool("recall", {"query": QUESTION, "x": 1, "floor": -1}))
+        out = _data(await client.call_tool("recall", {"query": QUESTION, "x": 1, "floor": -1}))
+        listing = (await client.read_resource("pgmem://threads")).contents[0]
+        return {**out, "threads": json.loads(listing.text)}
 
     out = _session(_params(db_url, SCOPE, tmp_path), body)
     assert [h["thread"] for g in out["groups"] for h in g["hits"]] == ["item:garden"]
+    # Nor does its threads resource list the expired item's thread (its key is in the name).
+    assert [t["thread"] for t in out["threads"]["threads"]] == ["item:garden"]
 
 
 CALLS = (
