@@ -1794,6 +1794,13 @@ BEGIN
         RAISE EXCEPTION 'results is % bytes as JSON text; at most 16,000,000', octet_length(results::text)
             USING ERRCODE = '22023', HINT = 'Log a recall with fewer hits (a smaller x).';
     END IF;
+    -- Nested as put_item bounds a value (0101): results are read recursively
+    -- (pgmem._drop_gone_hits), and an array nested 1,000 deep failed with 54001, "stack depth
+    -- limit exceeded", whose hint says to raise max_stack_depth. A recall's results nest 4 deep.
+    IF jsonb_path_exists(results, 'strict $.**{64 to last}') THEN
+        RAISE EXCEPTION 'results nests deeper than 64 levels' USING ERRCODE = '22023',
+            HINT = 'Log what the recall returned: its groups, their hits.';
+    END IF;
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
@@ -1850,7 +1857,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text, message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0101), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
