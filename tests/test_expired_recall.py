@@ -215,3 +215,47 @@ def test_an_expired_item_put_again_before_the_sweep_takes_its_recall_log_rows(
         store.put(ns, "note", {"text": "Lunch is at noon."}, index=False)
     assert not any("4812" in t for t in _logged_texts(admin_conn, scope))
     assert store.get(ns, "note") is not None and store.get(ns, "other") is not None
+
+
+def test_the_async_store_and_pgmem_aio_leave_out_an_expired_item_and_refresh_by_the_same_rule(
+    app_url: str, admin_conn: Conn, embedder: Embedder
+) -> None:
+    """AsyncPgmemStore (aput, aget, asearch with and without refresh, sweep_ttl, a put again after
+    the sweep) and pgmem.aio.recall on one AsyncConnection: the expired item is invisible to
+    each, before the sweep, and a refresh never brings it back."""
+    import asyncio
+
+    import pgmem.aio
+    from pgmem.integrations.langgraph import AsyncPgmemStore
+
+    def expiry(key: str) -> object:
+        row = admin_conn.execute(
+            "SELECT expires_at FROM pgmem.store_item WHERE scope_id = %s AND item_key = %s", (SCOPE, key)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
+            store = AsyncPgmemStore(aconn, embedder=embedder, ttl={"default_ttl": 60, "refresh_on_read": True})
+            await store.aput(NS, "dog", DOG)
+            await store.aput(NS, "garden", GARDEN, ttl=None)
+            await store.aput(NS, "plain", {"text": "a plain row about the dog"}, index=False, ttl=5)
+            before = expiry("plain")
+            assert await store.aget(NS, "plain", refresh_ttl=False) is not None and expiry("plain") == before
+            assert await store.aget(NS, "plain") is not None and expiry("plain") != before  # refreshed
+            _expire(admin_conn, "dog")
+            _expire(admin_conn, "plain")
+            for refresh in (True, False):
+                assert await store.aget(NS, "dog", refresh_ttl=refresh) is None
+                assert await store.aget(NS, "plain", refresh_ttl=refresh) is None
+                found = await store.asearch(NS, query=QUESTION, refresh_ttl=refresh)
+                assert [i.key for i in found] == ["garden"]
+                assert [i.key for i in await store.asearch(NS, refresh_ttl=refresh)] == ["garden"]
+            got = await pgmem.aio.recall(aconn, SCOPE, QUESTION, embedder, x=1, floor=-1)
+            assert [h.thread_id for g in got.groups for h in g.hits] == ["item:garden"]
+            assert await store.sweep_ttl() == 2
+            await store.aput(NS, "dog", DOG)  # a new item, found again
+            got = await pgmem.aio.recall(aconn, SCOPE, QUESTION, embedder, x=1, floor=-1)
+            assert [h.thread_id for g in got.groups for h in g.hits] == ["item:dog"]
+
+    asyncio.run(main())
