@@ -708,7 +708,7 @@ BEGIN
         RAISE EXCEPTION 'metadata_filter must be a JSON object, got %', jsonb_typeof(filt) USING ERRCODE = '22023';
     END IF;
     IF kind = 'memory' THEN
-        -- Left out (0098); planned with the call's value. A call, not a probe here: this
+        -- Left out (0100); planned with the call's value. A call, not a probe here: this
         -- function's statements are planned on every call, the call's once a connection.
         gone := pgmem.expired_item_pieces(scope);
     END IF;
@@ -804,7 +804,7 @@ BEGIN
     END IF;
     -- Under row-level security a scope of another tenant looks like an empty one: the answer
     -- never tells a login whether a scope it may not read exists. The pieces of expired store
-    -- items are not there for a recall (pgmem.expired_item_pieces, 0098), so not here either.
+    -- items are not there for a recall (pgmem.expired_item_pieces, 0100), so not here either.
     gone := pgmem.expired_item_pieces(empty_recall_reason.scope);
     IF NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory'
                       AND (cardinality(gone) = 0 OR p.piece_id <> ALL (gone))) THEN
@@ -847,7 +847,7 @@ DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEM
 -- Before the time window, recency and since / until.
 DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb);
 
--- An expired LangGraph store item is recalled nowhere (0098). The store hid it from its own get
+-- An expired LangGraph store item is recalled nowhere (0100). The store hid it from its own get
 -- and search at once (0072), but its turn and pieces stay in the namespace's scope until the
 -- sweep, and that scope is an ordinary one: memory_recall (pgmem.recall, the MCP server's recall)
 -- returned its text, in one of the x places of its part. Its pieces are left out of every
@@ -883,7 +883,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.expired_item_pieces(text) IS
-'The memory pieces of the transaction''s scope''s LangGraph store items that have expired (expires_at <= clock_timestamp(), the rule of store_get) and are not swept yet, sorted; empty when there are none. memory_recall, its candidate functions (_memory_candidates, _window_candidates, word_candidates) and empty_recall_reason leave them out, as if pgmem.expire_items had removed them (0098). The scope must be the transaction''s pgmem.scope.';
+'The memory pieces of the transaction''s scope''s LangGraph store items that have expired (expires_at <= clock_timestamp(), the rule of store_get) and are not swept yet, sorted; empty when there are none. memory_recall, its candidate functions (_memory_candidates, _window_candidates, word_candidates) and empty_recall_reason leave them out, as if pgmem.expire_items had removed them (0100). The scope must be the transaction''s pgmem.scope.';
 
 -- Candidate search, the one place that chooses between exact and index search.
 -- Vectors are unit length on both sides (put_turn and add_facts store unit vectors; the query
@@ -936,7 +936,7 @@ DECLARE
     r_part integer[];
     r_piece bigint[];
     r_ip double precision[];
-    -- The pieces of expired store items (pgmem.expired_item_pieces, 0098), left out of every path
+    -- The pieces of expired store items (pgmem.expired_item_pieces, 0100), left out of every path
     -- below; none: every statement as before (the dynamic ones get no condition at all).
     at timestamptz := pg_catalog.clock_timestamp();
     gone bigint[] := '{}';
@@ -1153,7 +1153,7 @@ BEGIN
     -- Callable on its own (900_grants.sql): the same caps as memory_recall.
     PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding',
                                     metadata_filter => metadata_filter, time_from => time_from, time_to => time_to);
-    -- Left out (0098); planned with the call's value. A call, not a probe here: this function's
+    -- Left out (0100); planned with the call's value. A call, not a probe here: this function's
     -- statements are planned on every call, the call's once a connection.
     gone := pgmem.expired_item_pieces(scope);
     RETURN QUERY
@@ -1794,7 +1794,7 @@ BEGIN
         RAISE EXCEPTION 'results is % bytes as JSON text; at most 16,000,000', octet_length(results::text)
             USING ERRCODE = '22023', HINT = 'Log a recall with fewer hits (a smaller x).';
     END IF;
-    -- Nested as put_item bounds a value (0101): results are read recursively
+    -- Nested as put_item bounds a value (0103): results are read recursively
     -- (pgmem._drop_gone_hits), and an array nested 1,000 deep failed with 54001, "stack depth
     -- limit exceeded", whose hint says to raise max_stack_depth. A recall's results nest 4 deep.
     IF jsonb_path_exists(results, 'strict $.**{64 to last}') THEN
@@ -1857,7 +1857,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0101), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,

@@ -144,7 +144,7 @@ DECLARE
     holder text;
     r record;
     ns_made boolean := false;
-    -- The thread of the expired item this put replaces (0100): its recall-log rows go.
+    -- The thread of the expired item this put replaces (0102): its recall-log rows go.
     expired_thread text;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
@@ -358,7 +358,7 @@ BEGIN
     ELSIF expired_thread <> '' THEN
         -- An expired item put again is a new item, and its expiry a delete at expires_at (0092):
         -- the recall-log rows that returned the expired value go, as the sweep takes them
-        -- (expire_items), swept or not (0100). Before, a put of the key before the sweep kept
+        -- (expire_items), swept or not (0102). Before, a put of the key before the sweep kept
         -- them, and the expired text stayed in the log for as long as the log was kept. In the
         -- lock order: the item row (held), its thread, then the log.
         PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = put_item.scope AND th.thread_id = expired_thread FOR UPDATE;

@@ -11,13 +11,13 @@ builds the index that finds a scope's expired items (store_item_scope_expires) w
 
 Only re-runnable definitions change (sql/idempotent/030_recall.sql, 081_store_search.sql).
 
-Revision ID: 0098
-Revises: 0097
+Revision ID: 0100
+Revises: 0099
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0098"
-down_revision = "0097"
+revision = "0100"
+down_revision = "0099"
 upgrade, downgrade = functions_only(revision)

@@ -9,13 +9,13 @@ found through a maintenance_read policy on store_tombstone (SELECT only, as on r
 
 Only re-runnable definitions change (sql/idempotent/075_retention.sql).
 
-Revision ID: 0099
-Revises: 0098
+Revision ID: 0101
+Revises: 0100
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0099"
-down_revision = "0098"
+revision = "0101"
+down_revision = "0100"
 upgrade, downgrade = functions_only(revision)

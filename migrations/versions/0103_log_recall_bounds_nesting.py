@@ -7,13 +7,13 @@ deeper than 64 levels (a recall's nest 4) are refused with 22023, as put_item bo
 
 Only re-runnable definitions change (sql/idempotent/030_recall.sql).
 
-Revision ID: 0101
-Revises: 0100
+Revision ID: 0103
+Revises: 0102
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0101"
-down_revision = "0100"
+revision = "0103"
+down_revision = "0102"
 upgrade, downgrade = functions_only(revision)

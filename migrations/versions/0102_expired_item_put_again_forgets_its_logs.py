@@ -9,13 +9,13 @@ put again keeps them, as an edited turn does.
 
 Only re-runnable definitions change (sql/idempotent/080_store.sql).
 
-Revision ID: 0100
-Revises: 0099
+Revision ID: 0102
+Revises: 0101
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0100"
-down_revision = "0099"
+revision = "0102"
+down_revision = "0101"
 upgrade, downgrade = functions_only(revision)
