@@ -447,3 +447,42 @@ def test_keep_days_removes_store_items_without_a_turn_not_put_again(conn: Conn, 
     assert _count(admin_conn, "store_tombstone", namespace_scope(plain)) == 1
     assert _count(admin_conn, "store_tombstone", namespace_scope(vectors)) == 1
     assert store.list_namespaces() == [plain]
+
+
+def test_apply_retention_removes_the_store_s_delete_records_after_their_30_days(
+    conn: Conn, owner: Conn, admin_conn: Conn
+) -> None:
+    """The sha256 of a deleted store key (pgmem.store_tombstone) and of a forgotten scope
+    (pgmem.forgotten_scope) are kept 30 days (docs/security.md), but only the next delete,
+    expiry or forget of the same kind pruned them: a namespace whose last delete was 40 days ago,
+    or a database where no scope was forgotten since, kept them for ever. apply_retention, the
+    scheduled maintenance, now removes every scope's records older than 30 days (those of
+    scopes without a retention setting too), and keeps the younger ones."""
+    from pgmem.forget import forget_scope
+    from pgmem.integrations.langgraph import PgmemStore, namespace_scope
+    from tests.security_helpers import HashEmbedder
+
+    store = PgmemStore(conn, embedder=HashEmbedder(), directory="ret")
+    old, young = ("users", "gone-long-ago"), ("users", "gone-yesterday")
+    for ns in (old, young):
+        store.put(ns, "k1", {"text": "a note"}, index=False)
+        store.put(ns, "k2", {"text": "another note"}, index=False)
+        store.delete(ns, "k1")
+    store.put(("users", "left"), "k", {"text": "a note"}, index=False)
+    forget_scope(conn, namespace_scope(("users", "left")))
+    admin_conn.execute(
+        "UPDATE pgmem.store_tombstone SET deleted_at = now() - interval '40 days' WHERE scope_id = %s",
+        (namespace_scope(old),),
+    )
+    admin_conn.execute("UPDATE pgmem.forgotten_scope SET forgotten_at = now() - interval '40 days'")
+    assert _count(admin_conn, "store_tombstone", namespace_scope(old)) == 1
+    owner.execute("SELECT * FROM pgmem.apply_retention()").fetchall()
+    assert _count(admin_conn, "store_tombstone", namespace_scope(old)) == 0
+    assert _count(admin_conn, "store_tombstone", namespace_scope(young)) == 1
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.forgotten_scope").fetchone() == (0,)
+    # Nothing else went: the items left, and a younger forgotten scope's record.
+    assert store.get(old, "k2") is not None and store.get(young, "k2") is not None
+    store.put(("users", "left2"), "k", {"text": "a note"}, index=False)
+    forget_scope(conn, namespace_scope(("users", "left2")))
+    owner.execute("SELECT * FROM pgmem.apply_retention()").fetchall()
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.forgotten_scope").fetchone() == (1,)

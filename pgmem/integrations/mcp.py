@@ -426,10 +426,16 @@ class Memory:
         conn = self.conn()
         with scoped(conn, self.scope):
             rows = conn.execute(
+                # Not the thread of an expired store item that the sweep has not removed yet
+                # (expired by the clock, as pgmem.store_get judges): recall leaves it out too
+                # (pgmem.expired_item_pieces), and the thread's name holds the item's key.
                 """SELECT th.thread_id, count(t.turn_index), max(t.turn_time)
                      FROM pgmem.thread th
                      LEFT JOIN pgmem.turn t ON t.scope_id = th.scope_id AND t.thread_id = th.thread_id
                     WHERE th.scope_id = %s
+                      AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i
+                                       WHERE i.scope_id = th.scope_id AND i.thread_id = th.thread_id
+                                         AND i.expires_at <= clock_timestamp())
                     GROUP BY th.thread_id ORDER BY th.thread_id""",
                 (self.scope,),
             ).fetchall()

@@ -706,12 +706,18 @@ AS $$
 #variable_conflict use_column
 DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    gone bigint[] := '{}';
 BEGIN
     IF k IS NULL OR k NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'k must be between 1 and 1000, got %', coalesce(k::text, 'NULL') USING ERRCODE = '22023';
     END IF;
     IF filt IS NOT NULL AND jsonb_typeof(filt) <> 'object' THEN
         RAISE EXCEPTION 'metadata_filter must be a JSON object, got %', jsonb_typeof(filt) USING ERRCODE = '22023';
+    END IF;
+    IF kind = 'memory' THEN
+        -- Left out (0100); planned with the call's value. A call, not a probe here: this
+        -- function's statements are planned on every call, the call's once a connection.
+        gone := pgmem.expired_item_pieces(scope);
     END IF;
     -- MATERIALIZED throughout: the words are found once, then their postings once. A scope the
     -- planner's statistics do not know yet (new since the last ANALYZE) is estimated at one row,
@@ -750,7 +756,8 @@ BEGIN
      CROSS JOIN LATERAL (
         SELECT u.id AS piece_id, sum(u.nano) AS score
           FROM (SELECT unnest(ww.piece_ids) AS id, ww.nano FROM w ww WHERE ww.part_no = pt.part_no) u
-         WHERE filt IS NULL OR u.id IN (SELECT a.id FROM allowed a)
+         WHERE (filt IS NULL OR u.id IN (SELECT a.id FROM allowed a))
+           AND (cardinality(gone) = 0 OR u.id <> ALL (gone))
          GROUP BY u.id
          ORDER BY 2 DESC, 1
          LIMIT k) t
@@ -772,6 +779,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    gone bigint[];
 BEGIN
     PERFORM pgmem.check_scope(empty_recall_reason.scope);
     IF plane IS NULL OR plane NOT IN ('memory', 'fact', 'document') THEN
@@ -802,12 +810,15 @@ BEGIN
         RETURN;
     END IF;
     -- Under row-level security a scope of another tenant looks like an empty one: the answer
-    -- never tells a login whether a scope it may not read exists.
-    IF NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory') THEN
+    -- never tells a login whether a scope it may not read exists. The pieces of expired store
+    -- items are not there for a recall (pgmem.expired_item_pieces, 0100), so not here either.
+    gone := pgmem.expired_item_pieces(empty_recall_reason.scope);
+    IF NOT EXISTS (SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory'
+                      AND (cardinality(gone) = 0 OR p.piece_id <> ALL (gone))) THEN
         RETURN QUERY SELECT 'scope_empty'::text, format('scope %s holds no memory (check the scope name)', empty_recall_reason.scope);
     ELSIF empty_recall_reason.thread IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM pgmem.piece p WHERE p.scope_id = empty_recall_reason.scope AND p.kind = 'memory'
-               AND p.thread_id = empty_recall_reason.thread) THEN
+               AND p.thread_id = empty_recall_reason.thread AND (cardinality(gone) = 0 OR p.piece_id <> ALL (gone))) THEN
         RETURN QUERY SELECT 'thread_empty'::text,
             format('thread %s has no turns in scope %s (check the thread name)', empty_recall_reason.thread, empty_recall_reason.scope);
     ELSIF filt IS NOT NULL AND NOT EXISTS (
@@ -842,6 +853,44 @@ DROP FUNCTION IF EXISTS pgmem.log_recall(text, text, text, text[], @VECTOR_SCHEM
 
 -- Before the time window, recency and since / until.
 DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer, boolean, integer, text, jsonb);
+
+-- An expired LangGraph store item is recalled nowhere (0100). The store hid it from its own get
+-- and search at once (0072), but its turn and pieces stay in the namespace's scope until the
+-- sweep, and that scope is an ordinary one: memory_recall (pgmem.recall, the MCP server's recall)
+-- returned its text, in one of the x places of its part. Its pieces are left out of every
+-- ranking (the vector side, the word side, the time window) before the ranks are counted, as if
+-- the sweep had removed them. Expiry is judged by the clock when the recall reads (the rule of
+-- store_get), through store_item_scope_expires (081_store_search.sql): a scope without an
+-- expired item costs one index probe, and every statement then runs as before.
+CREATE OR REPLACE FUNCTION pgmem.expired_item_pieces(scope text)
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+-- Planned once a connection: replanned on every call (an expiry bound the generic plan cannot
+-- estimate), the call took 100-190 us where the plan runs in 15. Each statement has one plan
+-- that fits: the scope's expired items through store_item_scope_expires, then their pieces by
+-- thread through the piece index.
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    -- A variable, so that the expiry bounds the index scan (clock_timestamp() is volatile).
+    at timestamptz := pg_catalog.clock_timestamp();
+    threads text[];
+BEGIN
+    PERFORM pgmem.check_scope(expired_item_pieces.scope);
+    threads := ARRAY(SELECT i.thread_id FROM pgmem.store_item i
+                      WHERE i.scope_id = expired_item_pieces.scope AND i.expires_at <= at AND i.thread_id IS NOT NULL);
+    IF cardinality(threads) = 0 THEN
+        RETURN '{}';
+    END IF;
+    RETURN ARRAY(SELECT p.piece_id FROM pgmem.piece p
+                  WHERE p.scope_id = expired_item_pieces.scope AND p.kind = 'memory' AND p.thread_id = ANY (threads)
+                  ORDER BY 1);
+END
+$$;
+COMMENT ON FUNCTION pgmem.expired_item_pieces(text) IS
+'The memory pieces of the transaction''s scope''s LangGraph store items that have expired (expires_at <= clock_timestamp(), the rule of store_get) and are not swept yet, sorted; empty when there are none. memory_recall, its candidate functions (_memory_candidates, _window_candidates, word_candidates) and empty_recall_reason leave them out, as if pgmem.expire_items had removed them (0100). The scope must be the transaction''s pgmem.scope.';
 
 -- Candidate search, the one place that chooses between exact and index search.
 -- Vectors are unit length on both sides (put_turn and add_facts store unit vectors; the query
@@ -894,10 +943,25 @@ DECLARE
     r_part integer[];
     r_piece bigint[];
     r_ip double precision[];
+    -- The pieces of expired store items (pgmem.expired_item_pieces, 0100), left out of every path
+    -- below; none: every statement as before (the dynamic ones get no condition at all).
+    at timestamptz := pg_catalog.clock_timestamp();
+    gone bigint[] := '{}';
+    none_gone boolean;
+    skip text := '';
 BEGIN
     -- Callable on its own (900_grants.sql): the same caps as memory_recall.
     PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding', ef_search => ef_search,
                                     metadata_filter => metadata_filter);
+    -- Asked only of a scope holding an expired item: this probe (store_item_scope_expires,
+    -- planned once a connection under memory_recall) costs half of what the call does.
+    IF EXISTS (SELECT 1 FROM pgmem.store_item i WHERE i.scope_id = _memory_candidates.scope AND i.expires_at <= at) THEN
+        gone := pgmem.expired_item_pieces(scope);
+    END IF;
+    none_gone := cardinality(gone) = 0;
+    IF NOT none_gone THEN
+        skip := format(' AND c.piece_id <> ALL (%L::bigint[])', gone);
+    END IF;
     IF filt IS NOT NULL THEN
         -- The matching pieces, at most cap + 1 of them. GIN indexes are read by bitmap scans
         -- only: allowed for this query (the SET clause above restores the setting on return).
@@ -908,7 +972,7 @@ BEGIN
               JOIN pgmem.piece p ON p.scope_id = t.scope_id AND p.thread_id = t.thread_id AND p.turn_index = t.turn_index
              WHERE t.scope_id = _memory_candidates.scope AND t.metadata @> filt
                AND (_memory_candidates.thread IS NULL OR t.thread_id = _memory_candidates.thread)
-               AND p.kind = 'memory'
+               AND p.kind = 'memory' AND (none_gone OR p.piece_id <> ALL (gone))
              LIMIT cap + 1);
         PERFORM set_config('enable_bitmapscan', 'off', true);
         IF cardinality(ids) <= cap THEN
@@ -935,6 +999,10 @@ BEGIN
         ann := pgmem.scope_ann_index('piece', scope);
     END IF;
     IF ann IS NOT NULL THEN
+        IF NOT none_gone THEN
+            -- An IVFFlat scan that drops rows must read on to fill k (HNSW's strict_order, set above, does).
+            PERFORM set_config('ivfflat.iterative_scan', 'relaxed_order', true);
+        END IF;
         -- Search width: the argument, else the pgmem.ef_search setting, else the default.
         ef := greatest(coalesce(ef_search, nullif(current_setting('pgmem.ef_search', true), '')::integer,
                                 pgmem.default_ef_search()), k);
@@ -952,16 +1020,16 @@ BEGIN
                      CROSS JOIN LATERAL (
                            SELECT c.piece_id, c.embedding <#> q.vec AS ip
                              FROM pgmem.piece c
-                            WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'
+                            WHERE c.scope_id = %L AND c.scope_no = %s AND c.kind = 'memory'%s
                             ORDER BY c.embedding <#> q.vec
-                            LIMIT $2) h$q$, scope, pgmem.scope_no(scope))
+                            LIMIT $2) h$q$, scope, pgmem.scope_no(scope), skip)
             USING unit_vectors, k;
             RETURN;
         ELSIF filt IS NULL THEN
             RETURN QUERY EXECUTE format(
                 $q$WITH tail AS MATERIALIZED (
                        SELECT c.piece_id, c.embedding FROM pgmem.piece c
-                        WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory')
+                        WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory'%4$s)
                    SELECT m.part_no, m.piece_id, m.ip FROM (
                        SELECT q.part_no::integer AS part_no, h.piece_id, h.ip,
                               row_number() OVER (PARTITION BY q.part_no ORDER BY h.ip, h.piece_id) AS rn
@@ -969,12 +1037,12 @@ BEGIN
                         CROSS JOIN LATERAL (
                               (SELECT c.piece_id, c.embedding <#> q.vec AS ip
                                  FROM pgmem.piece c
-                                WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory' AND c.piece_id <= %3$s
+                                WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory' AND c.piece_id <= %3$s%4$s
                                 ORDER BY c.embedding <#> q.vec
                                 LIMIT $2)
                               UNION ALL
                               (SELECT t.piece_id, (t.embedding <#> q.vec) + 0 FROM tail t ORDER BY 2, 1 LIMIT $2)) h) m
-                    WHERE m.rn <= $2$q$, scope, pgmem.scope_no(scope), through)
+                    WHERE m.rn <= $2$q$, scope, pgmem.scope_no(scope), through, skip)
             USING unit_vectors, k;
             RETURN;
         END IF;
@@ -985,7 +1053,7 @@ BEGIN
         EXECUTE format(
             $q$WITH tail AS MATERIALIZED (
                    SELECT c.piece_id, c.embedding FROM pgmem.piece c
-                    WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory'
+                    WHERE c.scope_id = %1$L AND c.piece_id > %3$s AND c.kind = 'memory'%5$s
                       AND (SELECT t.metadata FROM pgmem.turn t
                             WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
                               AND t.turn_index = c.turn_index) @> $3)
@@ -996,7 +1064,7 @@ BEGIN
                      CROSS JOIN LATERAL (
                            (SELECT c.piece_id, c.embedding <#> q.vec AS ip
                               FROM pgmem.piece c
-                             WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory'%4$s
+                             WHERE c.scope_id = %1$L AND c.scope_no = %2$s AND c.kind = 'memory'%4$s%5$s
                                AND (SELECT t.metadata FROM pgmem.turn t
                                      WHERE t.scope_id = c.scope_id AND t.thread_id = c.thread_id
                                        AND t.turn_index = c.turn_index) @> $3
@@ -1005,7 +1073,7 @@ BEGIN
                            UNION ALL
                            (SELECT t.piece_id, (t.embedding <#> q.vec) + 0 FROM tail t ORDER BY 2, 1 LIMIT $2)) h) m
                 WHERE m.rn <= $2$q$, scope, pgmem.scope_no(scope), coalesce(through, 9223372036854775807),
-                CASE WHEN through IS NULL THEN '' ELSE format(' AND c.piece_id <= %s', through) END)
+                CASE WHEN through IS NULL THEN '' ELSE format(' AND c.piece_id <= %s', through) END, skip)
         INTO r_part, r_piece, r_ip
         USING unit_vectors, k, filt;
         IF NOT EXISTS (SELECT 1 FROM generate_series(1, cardinality(unit_vectors)) AS g(i)
@@ -1028,6 +1096,7 @@ BEGIN
                 SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
                   FROM pgmem.piece c
                  WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
+                   AND (none_gone OR c.piece_id <> ALL (gone))
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSIF filt IS NULL THEN
@@ -1039,6 +1108,7 @@ BEGIN
                   FROM pgmem.piece c
                  WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
                    AND c.thread_id = _memory_candidates.thread
+                   AND (none_gone OR c.piece_id <> ALL (gone))
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
@@ -1051,7 +1121,8 @@ BEGIN
               FROM pgmem.turn t
               JOIN pgmem.piece c ON c.scope_id = t.scope_id AND c.thread_id = t.thread_id AND c.turn_index = t.turn_index
              WHERE t.scope_id = _memory_candidates.scope AND t.metadata @> filt AND c.kind = 'memory'
-               AND (_memory_candidates.thread IS NULL OR t.thread_id = _memory_candidates.thread))
+               AND (_memory_candidates.thread IS NULL OR t.thread_id = _memory_candidates.thread)
+               AND (none_gone OR c.piece_id <> ALL (gone)))
         SELECT q.part_no::integer, h.piece_id, h.ip
           FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
           CROSS JOIN LATERAL (
@@ -1084,10 +1155,14 @@ AS $$
 #variable_conflict use_column
 DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    gone bigint[] := '{}';
 BEGIN
     -- Callable on its own (900_grants.sql): the same caps as memory_recall.
     PERFORM pgmem.check_recall_args(scope, unit_vectors, NULL, k, 0, 'vector', 'piece.embedding',
                                     metadata_filter => metadata_filter, time_from => time_from, time_to => time_to);
+    -- Left out (0100); planned with the call's value. A call, not a probe here: this function's
+    -- statements are planned on every call, the call's once a connection.
+    gone := pgmem.expired_item_pieces(scope);
     RETURN QUERY
     WITH m AS MATERIALIZED (
         SELECT c.piece_id, c.embedding
@@ -1098,7 +1173,8 @@ BEGIN
            AND (_window_candidates.time_from IS NULL OR t.turn_time >= _window_candidates.time_from)
            AND (_window_candidates.time_to IS NULL OR t.turn_time < _window_candidates.time_to)
            AND t.turn_time IS NOT NULL
-           AND (filt IS NULL OR t.metadata @> filt))
+           AND (filt IS NULL OR t.metadata @> filt)
+           AND (cardinality(gone) = 0 OR c.piece_id <> ALL (gone)))
     SELECT q.part_no::integer, h.piece_id, h.ip
       FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
       CROSS JOIN LATERAL (
@@ -1725,6 +1801,13 @@ BEGIN
         RAISE EXCEPTION 'results is % bytes as JSON text; at most 16,000,000', octet_length(results::text)
             USING ERRCODE = '22023', HINT = 'Log a recall with fewer hits (a smaller x).';
     END IF;
+    -- Nested as put_item bounds a value (0103): results are read recursively
+    -- (pgmem._drop_gone_hits), and an array nested 1,000 deep failed with 54001, "stack depth
+    -- limit exceeded", whose hint says to raise max_stack_depth. A recall's results nest 4 deep.
+    IF jsonb_path_exists(results, 'strict $.**{64 to last}') THEN
+        RAISE EXCEPTION 'results nests deeper than 64 levels' USING ERRCODE = '22023',
+            HINT = 'Log what the recall returned: its groups, their hits.';
+    END IF;
     -- A write, bound to the transaction's scope like every write (and usable from a superuser's
     -- psql session with no scope set, as put_turn is): row-level security then admits the row.
     PERFORM set_config('pgmem.scope', pgmem._write_scope(log_recall.scope), true);
@@ -1781,7 +1864,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text, message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,

@@ -19,6 +19,15 @@ CREATE POLICY maintenance_read ON pgmem.retention AS PERMISSIVE FOR SELECT TO pg
 COMMENT ON POLICY maintenance_read ON pgmem.retention IS
     'pgmem.apply_retention (which sets pgmem.maintenance) reads every scope''s retention setting when the login is a member of pgmem_owner; SELECT only.';
 
+-- The store's records of deleted keys (0101): apply_retention removes every scope's records older
+-- than 30 days, and must find them in every scope.
+DROP POLICY IF EXISTS maintenance_read ON pgmem.store_tombstone;
+CREATE POLICY maintenance_read ON pgmem.store_tombstone AS PERMISSIVE FOR SELECT TO pgmem_owner
+    USING ((SELECT pg_catalog.current_setting('pgmem.maintenance', true) = 'on'
+                   AND pg_catalog.pg_has_role(SESSION_USER, 'pgmem_owner', 'USAGE')));
+COMMENT ON POLICY maintenance_read ON pgmem.store_tombstone IS
+    'pgmem.apply_retention (which sets pgmem.maintenance) finds the scopes holding records older than 30 days when the login is a member of pgmem_owner; SELECT only.';
+
 CREATE OR REPLACE FUNCTION pgmem.set_retention(
     scope text,
     keep_days integer DEFAULT NULL,
@@ -137,6 +146,9 @@ DECLARE
     -- The scope's store items without a turn (rt60) not put within keep_days, and one of them.
     stale text[];
     item text;
+    -- The scopes holding records of deleted store keys older than 30 days (0101).
+    aged text[];
+    n_aged integer;
 BEGIN
     -- Every scope's setting must be visible, or scopes would silently keep what they should not:
     -- a superuser or BYPASSRLS role sees them, and so does a login member of pgmem_owner (the
@@ -255,8 +267,30 @@ BEGIN
             s.scope_id, turns, pieces, facts, threads, recall_logs;
         RETURN NEXT;
     END LOOP;
+    -- The store's records of deleted keys (pgmem.store_tombstone) and of forgotten scopes
+    -- (pgmem.forgotten_scope) are kept 30 days (docs/security.md), but only the next record of
+    -- the same scope (a delete, an expiry) or the next forget_scope pruned them: a namespace
+    -- whose last delete was long ago, or a database where no scope was forgotten since, kept
+    -- them for ever (0101). Every scope's, with or without a retention setting, each inside its
+    -- scope in bytewise order; a record another transaction holds is skipped, never waited for.
+    PERFORM set_config('pgmem.maintenance', 'on', true);
+    aged := ARRAY(SELECT DISTINCT t.scope_id FROM pgmem.store_tombstone t
+                   WHERE t.deleted_at < now() - interval '30 days' ORDER BY 1);
+    PERFORM set_config('pgmem.maintenance', coalesce(prior_maintenance, ''), true);
+    FOREACH item IN ARRAY ARRAY(SELECT a FROM unnest(aged) AS a ORDER BY a COLLATE "C") LOOP
+        PERFORM set_config('pgmem.scope', item, true);
+        PERFORM pgmem._prune_tombstones(item);
+    END LOOP;
+    DELETE FROM pgmem.forgotten_scope f WHERE f.scope_hash IN (
+        SELECT o.scope_hash FROM pgmem.forgotten_scope o
+         WHERE o.forgotten_at < now() - interval '30 days' FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS n_aged = ROW_COUNT;
+    IF cardinality(aged) > 0 OR n_aged > 0 THEN
+        RAISE NOTICE 'apply_retention: records of deleted store keys older than 30 days removed in % scopes, of forgotten scopes: %',
+            cardinality(aged), n_aged;
+    END IF;
     PERFORM set_config('pgmem.scope', coalesce(prior_scope, ''), true);
 END
 $$;
 COMMENT ON FUNCTION pgmem.apply_retention() IS
-'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';

@@ -5,6 +5,13 @@
 -- keeps an item's vectors, and what an expiry removes.
 -- put_item_vectors, refresh_items and expire_items are SECURITY DEFINER (900_grants.sql).
 
+-- The expired items of one scope, read by every recall of it (pgmem.expired_item_pieces, 0100):
+-- store_item_expires (expiry first, every scope's) is the sweep's. Only items with a TTL.
+CREATE INDEX IF NOT EXISTS store_item_scope_expires ON pgmem.store_item (scope_id, expires_at)
+    WHERE expires_at IS NOT NULL;
+COMMENT ON INDEX pgmem.store_item_scope_expires IS
+    'The expired store items of one scope (pgmem.expired_item_pieces: a recall leaves their pieces out).';
+
 CREATE OR REPLACE FUNCTION pgmem.store_filter_match(value jsonb, filter jsonb)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

@@ -5,7 +5,8 @@
 
 On a loaded store (`pgmem bench --keep` leaves one; URL names its database as a superuser), the
 checkout's recall functions (`memory_recall`, `word_candidates`, `_word_postings`,
-`_memory_candidates`, `_window_candidates`, `empty_recall_reason`: sql/idempotent/030_recall.sql;
+`_memory_candidates`, `_window_candidates`, `empty_recall_reason`, `expired_item_pieces`:
+sql/idempotent/030_recall.sql;
 `document_search`: 040_documents.sql)
 are installed beside the database's under the suffix `_ab` (each calling the checkout's others),
 and dropped at the end. Each message (LongMemEval questions for 1 part, pgmem's split of its
@@ -47,6 +48,7 @@ from pgmem.lab.bench.measure import timed_query
 from pgmem.sqlfiles import InstallParams, idempotent_files, render
 
 FUNCTIONS = (
+    "expired_item_pieces",
     "_memory_candidates",
     "_window_candidates",
     "empty_recall_reason",
