@@ -944,7 +944,10 @@ DECLARE
     r_piece bigint[];
     r_ip double precision[];
     -- The pieces of expired store items (pgmem.expired_item_pieces, 0100), left out of every path
-    -- below; none: every statement as before (the dynamic ones get no condition at all).
+    -- below; none: every statement as before (the dynamic ones get no condition at all). In the
+    -- static statements, kept generic for the connection, as NOT IN a subquery, which is hashed:
+    -- "<> ALL (gone)" compared every piece with every expired one (a literal array is hashed, a
+    -- parameter is not), 8 parts over a scope's pieces, each against the expired ones.
     at timestamptz := pg_catalog.clock_timestamp();
     gone bigint[] := '{}';
     none_gone boolean;
@@ -972,7 +975,7 @@ BEGIN
               JOIN pgmem.piece p ON p.scope_id = t.scope_id AND p.thread_id = t.thread_id AND p.turn_index = t.turn_index
              WHERE t.scope_id = _memory_candidates.scope AND t.metadata @> filt
                AND (_memory_candidates.thread IS NULL OR t.thread_id = _memory_candidates.thread)
-               AND p.kind = 'memory' AND (none_gone OR p.piece_id <> ALL (gone))
+               AND p.kind = 'memory' AND (none_gone OR p.piece_id NOT IN (SELECT unnest(gone)))
              LIMIT cap + 1);
         PERFORM set_config('enable_bitmapscan', 'off', true);
         IF cardinality(ids) <= cap THEN
@@ -1096,7 +1099,7 @@ BEGIN
                 SELECT c.piece_id, (c.embedding <#> q.vec) + 0 AS ip
                   FROM pgmem.piece c
                  WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
-                   AND (none_gone OR c.piece_id <> ALL (gone))
+                   AND (none_gone OR c.piece_id NOT IN (SELECT unnest(gone)))
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSIF filt IS NULL THEN
@@ -1108,7 +1111,7 @@ BEGIN
                   FROM pgmem.piece c
                  WHERE c.scope_id = _memory_candidates.scope AND c.kind = 'memory'
                    AND c.thread_id = _memory_candidates.thread
-                   AND (none_gone OR c.piece_id <> ALL (gone))
+                   AND (none_gone OR c.piece_id NOT IN (SELECT unnest(gone)))
                  ORDER BY 2, 1
                  LIMIT k) h;
     ELSE
@@ -1122,7 +1125,7 @@ BEGIN
               JOIN pgmem.piece c ON c.scope_id = t.scope_id AND c.thread_id = t.thread_id AND c.turn_index = t.turn_index
              WHERE t.scope_id = _memory_candidates.scope AND t.metadata @> filt AND c.kind = 'memory'
                AND (_memory_candidates.thread IS NULL OR t.thread_id = _memory_candidates.thread)
-               AND (none_gone OR c.piece_id <> ALL (gone)))
+               AND (none_gone OR c.piece_id NOT IN (SELECT unnest(gone))))
         SELECT q.part_no::integer, h.piece_id, h.ip
           FROM unnest(unit_vectors) WITH ORDINALITY AS q(vec, part_no)
           CROSS JOIN LATERAL (
