@@ -331,7 +331,7 @@ def _forget_stale_socket_lock(pgdata: Path) -> None:
         folder = Path(choose(pgdata, ps.PostgresServer.runtime_path))
         lock = folder / ".s.PGSQL.5432.lock"
         lines = lock.read_text(errors="replace").splitlines()
-    except (OSError, ServerError):
+    except (OSError, ServerError, AttributeError):  # AttributeError: a pgserver without that function
         return  # no lock (or no folder for one): nothing stale; the start says what is wrong
     if len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit() or lines[1].strip() != str(pgdata):
         return  # not this folder's server's lock: postgres decides

@@ -469,6 +469,7 @@ def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: C
         Document("bad.md", "# h\n\nx\udcffy"),
         Document("bad\x00.md", "# h\n\nxy"),
         Document(None, "# h\n\nxy"),  # type: ignore[arg-type]
+        Document(["a"], "# h\n\nxy"),  # type: ignore[arg-type]  # not even hashable
         Document("five.md", 5),  # type: ignore[arg-type]
         Document("nul.md", "# h\n\nx\x00y"),
         Document(wide, "# h\n\nxy"),
@@ -476,7 +477,7 @@ def test_one_bad_document_costs_none_of_the_others(app_conn: Conn, admin_conn: C
     report = add_documents(app_conn, "docs", [good[0], *bad, good[1]], HashEmbedder())
     assert report.inserted == 2, report
     reasons = dict(report.failed)
-    assert set(reasons) == {"bad.md", "bad\x00.md", "None", "five.md", "nul.md", wide}, reasons
+    assert set(reasons) == {"bad.md", "bad\x00.md", "None", "['a']", "five.md", "nul.md", wide}, reasons
     assert "lone surrogate" in reasons["bad.md"] and "NUL" in reasons["nul.md"] and "offset 6" in reasons["nul.md"]
     assert "must be a string" in reasons["five.md"]
     assert reasons[wide].startswith("54000: index row size"), reasons[wide]

@@ -335,7 +335,8 @@ def add_documents_call(
     for i, d in enumerate(docs):
         if not isinstance(d, Document):
             raise InputError(f"docs[{i}] must be a Document, got {type(d).__name__}")
-        given.add(d.id)
+        if isinstance(d.id, str):  # another id fails below (a list is not even hashable)
+            given.add(d.id)
         try:
             check_name(d.id, "document id", max_chars=1000)
             check_text(d.text, f"document {d.id}: text")

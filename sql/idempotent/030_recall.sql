@@ -1613,6 +1613,8 @@ DECLARE
     ann regclass;
     found_ids bigint[] := '{}';
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    -- The pieces of expired store items, left out as memory_recall leaves them out (0105).
+    gone bigint[];
 BEGIN
     IF explain_recall.floor IS NULL THEN
         SELECT m.floor INTO explain_recall.floor FROM pgmem.scope_model_settings(explain_recall.scope, explain_recall.model_id) m;
@@ -1621,6 +1623,7 @@ BEGIN
                                     model_id => model_id, show => show, metadata_filter => metadata_filter,
                                     since => since, until => until);
     vecs := ARRAY(SELECT l2_normalize(v) FROM unnest(part_vectors) WITH ORDINALITY AS u(v, i) ORDER BY i);
+    gone := pgmem.expired_item_pieces(scope);
     -- A bounded recall searches exactly (memory_recall: pgmem._window_candidates), as a thread does.
     IF thread IS NULL AND since IS NULL AND until IS NULL THEN
         ann := pgmem.scope_ann_index('piece', scope);
@@ -1646,6 +1649,7 @@ BEGIN
               FROM pgmem.piece p
              WHERE p.scope_id = explain_recall.scope AND p.kind = 'memory'
                AND (explain_recall.thread IS NULL OR p.thread_id = explain_recall.thread)
+               AND (cardinality(gone) = 0 OR p.piece_id NOT IN (SELECT unnest(gone)))
                AND (filt IS NULL
                     OR (SELECT t.metadata FROM pgmem.turn t
                          WHERE t.scope_id = p.scope_id AND t.thread_id = p.thread_id AND t.turn_index = p.turn_index) @> filt)
@@ -1661,7 +1665,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb,
                                           timestamptz, timestamptz) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope, among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, the pieces of expired store items left out as memory_recall leaves them (0105), among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
 
 -- A recall is logged in its own statement after it ran, so what it returned may have been
 -- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock

@@ -144,8 +144,6 @@ DECLARE
     holder text;
     r record;
     ns_made boolean := false;
-    -- The thread of the expired item this put replaces (0102): its recall-log rows go.
-    expired_thread text;
 BEGIN
     IF scope IS NULL OR namespace IS NULL OR item_key IS NULL OR value IS NULL THEN
         RAISE EXCEPTION 'put_item: scope, namespace, item_key and value must not be NULL' USING ERRCODE = '22004',
@@ -310,16 +308,13 @@ BEGIN
                 RETURN;
             END IF;
             old_thread := old.thread_id;
-            IF old.expires_at <= pg_catalog.clock_timestamp() THEN
-                expired_thread := coalesce(old.thread_id, '');  -- '': expired, without a turn
-            END IF;
             -- Its thread: the one it has, or one claimed (pgmem._claim_item_thread, 0092), so the
             -- update never meets store_item's unique thread as a raw violation.
             new_thread := pgmem._claim_item_thread(put_item.scope, put_item.item_key, put_item.thread, old_thread);
             -- An expired item put again is a new item (PostgresStore: the sweep had removed it),
             -- expired by the clock as above.
             UPDATE pgmem.store_item i SET value = put_item.value, thread_id = new_thread, updated_at = pg_catalog.now(),
-                   created_at = CASE WHEN expired_thread IS NOT NULL THEN pg_catalog.now() ELSE i.created_at END,
+                   created_at = CASE WHEN i.expires_at <= pg_catalog.clock_timestamp() THEN pg_catalog.now() ELSE i.created_at END,
                    ttl_minutes = put_item.ttl_minutes,
                    expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => put_item.ttl_minutes * 60)
              WHERE i.scope_id = put_item.scope AND i.item_key = put_item.item_key
@@ -355,19 +350,6 @@ BEGIN
     -- item row, as the lock order has it.
     IF old_thread IS NOT NULL AND old_thread IS DISTINCT FROM new_thread THEN
         PERFORM pgmem.forget_thread(put_item.scope, old_thread);
-    ELSIF expired_thread <> '' THEN
-        -- An expired item put again is a new item, and its expiry a delete at expires_at (0092):
-        -- the recall-log rows that returned the expired value go, as the sweep takes them
-        -- (expire_items), swept or not (0102). Before, a put of the key before the sweep kept
-        -- them, and the expired text stayed in the log for as long as the log was kept. In the
-        -- lock order: the item row (held), its thread, then the log.
-        PERFORM 1 FROM pgmem.thread th WHERE th.scope_id = put_item.scope AND th.thread_id = expired_thread FOR UPDATE;
-        PERFORM pgmem._forget_logs(put_item.scope, ARRAY[expired_thread], '{}',
-                                   ARRAY(SELECT p.piece_id FROM pgmem.piece p
-                                          WHERE p.scope_id = put_item.scope AND p.kind = 'memory'
-                                            AND p.thread_id = expired_thread),
-                                   ARRAY(SELECT f.fact_id FROM pgmem.fact f
-                                          WHERE f.scope_id = put_item.scope AND f.thread_id = expired_thread));
     END IF;
     RETURN QUERY SELECT r.created_at, r.updated_at, old_thread, kept, true;
 END

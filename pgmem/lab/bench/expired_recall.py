@@ -8,7 +8,7 @@ measured), every other one with a TTL of under a second. Once they expired, unsw
 exact vector recall over the namespace's scope (`pgmem.memory_recall`, as a login member of
 pgmem_app, database side) is timed `calls` times; then `pgmem.sweep_expired_items()` removes
 them and the same calls are timed again. Prints both p50s and their ratio: recall leaves an
-expired item's pieces out as if swept (0100), and 0104 made that a hashed lookup (before, every
+expired item's pieces out (0100), and 0104 made that a hashed lookup (before, every
 piece was compared with every expired one, once a part). The namespace is removed at the end."""
 
 from __future__ import annotations
