@@ -263,3 +263,54 @@ def test_the_async_store_and_pgmem_aio_leave_out_an_expired_item_and_refresh_by_
             assert [h.thread_id for g in got.groups for h in g.hits] == ["item:dog"]
 
     asyncio.run(main())
+
+
+def test_two_transactions_putting_expired_keys_again_in_opposite_orders_do_not_deadlock(
+    app_url: str, admin_conn: Conn
+) -> None:
+    """0102 forgot an expired item's recall-log rows at its put again, taking the scope's log lock
+    there: A put expired a (holding the log lock), B put expired b (holding b, waiting for the
+    log lock), A put b: 40P01 (rt65's review). Since 0105 the put takes no log lock, and B waits
+    for nothing A holds."""
+    import threading
+
+    from tests.security_helpers import APP_LOGIN, connect_as
+
+    put = "SELECT written FROM pgmem.put_item('nsx', ARRAY['nsx'], %s, %s::jsonb, thread => %s, ttl_minutes => 1)"
+    a, b = connect_as(app_url, APP_LOGIN, autocommit=False), connect_as(app_url, APP_LOGIN, autocommit=False)
+    try:
+        for c in (a, b):
+            c.execute("SELECT set_config('pgmem.scope', 'nsx', false), set_config('pgmem.store_directory', 'd', false)")
+            c.commit()
+        for key in ("a", "b"):
+            a.execute(put, (key, '{"text": "old"}', f"item:{key}"))
+        a.commit()
+        admin_conn.execute(
+            "UPDATE pgmem.store_item SET expires_at = now() - interval '1 second' WHERE scope_id = 'nsx'"
+        )
+        got: dict[str, object] = {}
+        a.execute(put, ("a", '{"text": "new a"}', "item:a"))  # A holds a
+
+        def put_b_then_nothing() -> None:
+            try:
+                got["b"] = b.execute(put, ("b", '{"text": "new b"}', "item:b")).fetchall()
+                b.execute("SELECT pg_sleep(1.5)")  # B holds b while A asks for it
+                b.commit()
+            except psycopg.Error as exc:
+                b.rollback()
+                got["b"] = exc
+
+        t = threading.Thread(target=put_b_then_nothing)
+        t.start()
+        t.join(0.5)
+        try:
+            got["a"] = a.execute(put, ("b", '{"text": "new b by a"}', "item:b")).fetchall()
+            a.commit()
+        except psycopg.Error as exc:
+            a.rollback()
+            got["a"] = exc
+        t.join(30)
+        assert not isinstance(got.get("a"), psycopg.Error) and not isinstance(got.get("b"), psycopg.Error), got
+    finally:
+        a.close()
+        b.close()
