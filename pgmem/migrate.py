@@ -122,7 +122,7 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
     or when this login cannot migrate (neither a superuser nor a member of pgmem_owner), naming
     the role to run it as; "migrate" otherwise. One-line ConfigError, when it would run SQL, if
     pgvector is installed in another schema than the one the SQL is written for (`params`, by
-    default PGMEM_VECTOR_SCHEMA's)."""
+    default PGMEM_VECTOR_SCHEMA's), or is older than MIN_PGVECTOR (_check_vector_version)."""
     target, head = shipped_revision(revision), head_revision()
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
@@ -134,12 +134,16 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
                       current_database(), pg_catalog.quote_ident(current_database()),
                       (SELECT n.nspname FROM pg_catalog.pg_extension e
                          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-                        WHERE e.extname = 'vector')"""
+                        WHERE e.extname = 'vector'),
+                      (SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'vector'),
+                      (SELECT a.default_version FROM pg_catalog.pg_available_extensions a
+                        WHERE a.name = 'vector')"""
         ).fetchone()
         assert row is not None
         superuser, owner, installed, can_create = (bool(x) for x in row[:4])
         database, database_sql = str(row[4]), str(row[5])
         vector_found = None if row[6] is None else str(row[6])
+        vector_versions = (None if row[7] is None else str(row[7]), None if row[8] is None else str(row[8]))
         current = None
         if installed:
             try:
@@ -153,6 +157,7 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
             if not stale:
                 return "nothing"
             _check_vector_schema(vector_found, params, database)
+            _check_vector_version(*vector_versions, database)
             return "definitions"
     if current is not None:
         try:
@@ -168,6 +173,7 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
             )
     if may_migrate:
         _check_vector_schema(vector_found, params, database)
+        _check_vector_version(*vector_versions, database)
         return "migrate"
     if owner:
         # A member of pgmem_owner in a database where `pgmem roles create` did not run: the roles
@@ -181,6 +187,39 @@ def preflight(url: str, revision: str = "head", params: InstallParams | None = N
         f"schema pgmem is at {current or 'nothing (not installed)'}, this pgmem needs {target}, and "
         "this login may not migrate: run `pgmem migrate` (or store.setup()) as a login member of pgmem_owner"
     )
+
+
+#: The oldest pgvector pgmem runs on: its recall functions set hnsw.iterative_scan (0.8.0).
+MIN_PGVECTOR = (0, 8, 0)
+
+
+def _version_tuple(version: str) -> tuple[int, ...] | None:
+    """'0.8.1' as (0, 8, 1); None for a version string that is not dotted numbers."""
+    parts = version.split("-", 1)[0].split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def _check_vector_version(installed: str | None, available: str | None, database: str) -> None:
+    """A one-line ConfigError when the pgvector this run would use is older than MIN_PGVECTOR:
+    the one installed in the database, else the one CREATE EXTENSION would install (the server's
+    default version). On 0.7 the migration went ahead and created recall functions that SET
+    hnsw.iterative_scan, a setting 0.7 does not have under a prefix it reserves. A version string that is not dotted numbers (a build of its own) passes."""
+    need = ".".join(map(str, MIN_PGVECTOR))
+    if installed is not None:
+        found = _version_tuple(installed)
+        if found is not None and found < MIN_PGVECTOR:
+            raise ConfigError(
+                f"pgmem needs pgvector {need} or later, and database {database!r:.80} has {installed:.20}: as a "
+                f"superuser, ALTER EXTENSION vector UPDATE (after installing pgvector {need}+ on the server), "
+                "then migrate again"
+            )
+    elif available is not None:
+        found = _version_tuple(available)
+        if found is not None and found < MIN_PGVECTOR:
+            raise ConfigError(
+                f"pgmem needs pgvector {need} or later, and this server offers {available:.20}: install pgvector "
+                f"{need}+ on the server, then migrate again"
+            )
 
 
 def _check_vector_schema(found: str | None, params: InstallParams | None, database: str) -> None:

@@ -515,6 +515,39 @@ def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setti
         assert _version(url) == head_revision()
 
 
+def test_migrate_on_a_pgvector_older_than_0_8_says_so_in_one_line_and_creates_nothing(admin_conn: Conn) -> None:
+    """pgvector 0.7 installed in the database (a server upgraded without ALTER EXTENSION vector
+    UPDATE): the migration went ahead and created recall functions that SET hnsw.iterative_scan,
+    a setting 0.7 does not have under a prefix it reserves (an error once pgvector is loaded). The run is one line naming the version and the
+    remedy, before anything is created; on 0.8 the same database migrates. (The installed
+    version is set in the catalog: this server ships 0.8 only.)"""
+    with scratch_database(admin_conn, "oldvec") as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE EXTENSION vector")
+            (real,) = c.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone() or ("",)
+            c.execute("UPDATE pg_extension SET extversion = '0.7.4' WHERE extname = 'vector'")
+        code, err = _finish(_start(url, "pgmem-oldvec"))
+        assert code == 2 and err.count("\n") == 1 and err.startswith("pgmem: error: "), err
+        assert "pgvector 0.8.0 or later" in err and "0.7.4" in err and "ALTER EXTENSION vector UPDATE" in err, err
+        with psycopg.connect(url, autocommit=True) as c:
+            assert c.execute("SELECT to_regnamespace('pgmem')").fetchone() == (None,)
+            c.execute("UPDATE pg_extension SET extversion = %s WHERE extname = 'vector'", (real,))
+        code, err = _finish(_start(url, "pgmem-oldvec"))
+        assert code == 0, err
+        assert _version(url) == head_revision()
+
+
+def test_a_server_offering_only_an_old_pgvector_is_named_before_the_run() -> None:
+    """With pgvector not yet installed, the version CREATE EXTENSION would install is checked."""
+    from pgmem.errors import ConfigError
+    from pgmem.migrate import _check_vector_version
+
+    with pytest.raises(ConfigError, match=r"needs pgvector 0\.8\.0 or later, and this server offers 0\.7\.4"):
+        _check_vector_version(None, "0.7.4", "db")
+    for fine in [("0.8.0", None), (None, "0.8.1"), ("1.0.0-dev", None), ("custom", None), (None, None)]:
+        _check_vector_version(*fine, "db")
+
+
 @pytest.mark.parametrize("schema", ["pgmem", "pg_catalog", "pg_toast", "information_schema", "Vec"])
 def test_a_vector_schema_pgmem_cannot_use_is_refused_before_anything_is_created(
     admin_conn: Conn, schema: str, monkeypatch: pytest.MonkeyPatch
