@@ -203,7 +203,9 @@ def _check_vector_version(installed: str | None, available: str | None, database
     """A one-line ConfigError when the pgvector this run would use is older than MIN_PGVECTOR:
     the one installed in the database, else the one CREATE EXTENSION would install (the server's
     default version). On 0.7 the migration went ahead and created recall functions that SET
-    hnsw.iterative_scan, a setting 0.7 does not have under a prefix it reserves. A version string that is not dotted numbers (a build of its own) passes."""
+    hnsw.iterative_scan, a setting 0.7 does not have under a prefix it reserves. Neither installed
+    nor offered: the run created an empty schema pgmem, then failed in its first revision. A
+    version string that is not dotted numbers (a build of its own) passes."""
     need = ".".join(map(str, MIN_PGVECTOR))
     if installed is not None:
         found = _version_tuple(installed)
@@ -213,7 +215,12 @@ def _check_vector_version(installed: str | None, available: str | None, database
                 f"superuser, ALTER EXTENSION vector UPDATE (after installing pgvector {need}+ on the server), "
                 "then migrate again"
             )
-    elif available is not None:
+    elif available is None:
+        raise ConfigError(
+            f"pgvector is not installed in database {database!r:.80}, and this server does not offer it: install "
+            f"pgvector {need}+ on the server (the postgresql-NN-pgvector package), then migrate again"
+        )
+    else:
         found = _version_tuple(available)
         if found is not None and found < MIN_PGVECTOR:
             raise ConfigError(

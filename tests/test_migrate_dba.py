@@ -518,8 +518,9 @@ def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setti
 def test_migrate_on_a_pgvector_older_than_0_8_says_so_in_one_line_and_creates_nothing(admin_conn: Conn) -> None:
     """pgvector 0.7 installed in the database (a server upgraded without ALTER EXTENSION vector
     UPDATE): the migration went ahead and created recall functions that SET hnsw.iterative_scan,
-    a setting 0.7 does not have under a prefix it reserves (an error once pgvector is loaded). The run is one line naming the version and the
-    remedy, before anything is created; on 0.8 the same database migrates. (The installed
+    a setting 0.7 does not have under a prefix it reserves (an error once pgvector is loaded).
+    The run is one line naming the version and the remedy, before anything is created; on 0.8
+    the same database migrates. (The installed
     version is set in the catalog: this server ships 0.8 only.)"""
     with scratch_database(admin_conn, "oldvec") as url:
         with psycopg.connect(url, autocommit=True) as c:
@@ -538,13 +539,16 @@ def test_migrate_on_a_pgvector_older_than_0_8_says_so_in_one_line_and_creates_no
 
 
 def test_a_server_offering_only_an_old_pgvector_is_named_before_the_run() -> None:
-    """With pgvector not yet installed, the version CREATE EXTENSION would install is checked."""
+    """With pgvector not yet installed, the version CREATE EXTENSION would install is checked, and
+    a server without pgvector is named (the run created an empty schema pgmem, then failed)."""
     from pgmem.errors import ConfigError
     from pgmem.migrate import _check_vector_version
 
     with pytest.raises(ConfigError, match=r"needs pgvector 0\.8\.0 or later, and this server offers 0\.7\.4"):
         _check_vector_version(None, "0.7.4", "db")
-    for fine in [("0.8.0", None), (None, "0.8.1"), ("1.0.0-dev", None), ("custom", None), (None, None)]:
+    with pytest.raises(ConfigError, match=r"^pgvector is not installed in database 'db', and this server does not"):
+        _check_vector_version(None, None, "db")
+    for fine in [("0.8.0", None), (None, "0.8.1"), ("1.0.0-dev", None), ("custom", None), ("0.10.0", "0.7.0")]:
         _check_vector_version(*fine, "db")
 
 
