@@ -18,7 +18,11 @@ from pgmem.lab.bench import round_trips
 
 def _temporary_databases(url: str) -> int:
     with psycopg.connect(url) as c:
-        row = c.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'pgmem_eval_%%'").fetchone()
+        row = c.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'pgmem_eval_%%'"
+            " AND datname NOT LIKE 'pgmem_eval_template_%%'"  # the migrated database runs copy, kept,
+            " AND datname NOT LIKE 'pgmem_eval_making_%%'"  # and one being made
+        ).fetchone()
     assert row is not None
     return int(str(row[0]))
 

@@ -3,6 +3,7 @@ embedding cache, and progress on stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -20,22 +21,73 @@ from psycopg import sql
 from pgmem.db import with_database
 from pgmem.embedders.base import Embedder, FloatArray, QueryEmbedder, Side, embed_side
 from pgmem.errors import InputError
-from pgmem.sqlfiles import InstallParams
+from pgmem.sqlfiles import MIGRATIONS_DIR, SQL_DIR, InstallParams
+
+#: The prefix of the migrated databases that evaluation runs copy (_migrated_template).
+TEMPLATE_PREFIX = "pgmem_eval_template_"
+MAKING_PREFIX = "pgmem_eval_making_"
+#: The advisory lock (in the server's `postgres` database) under which templates are made,
+#: dropped and copied.
+TEMPLATE_LOCK = int.from_bytes(hashlib.sha256(b"pgmem eval template").digest()[:8], "big", signed=True)
+
+
+def _schema_key(params: InstallParams) -> str:
+    """What a migration from nothing makes, as a short digest: this package's SQL (every file of
+    the shipped sql/ folder), its revisions, and the install parameters."""
+    digest = hashlib.sha256(repr(params).encode())
+    for folder in (SQL_DIR, MIGRATIONS_DIR / "versions"):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix in (".sql", ".py"):
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _migrated_template(admin: psycopg.Connection[tuple[object, ...]], server_url: str, params: InstallParams) -> str:
+    """The name of a database migrated by this package with `params`, made once a server (and
+    once again after any change to the SQL): a run copies it (CREATE DATABASE ... TEMPLATE, a
+    fraction of a second) instead of migrating a fresh database (seconds, every run). The caller
+    holds TEMPLATE_LOCK and copies it under the lock, so no run copies a half-made template or
+    one another package's run is dropping. Made under another name and renamed once migrated
+    (a run stopped meanwhile leaves no template); other packages' templates, and what a killed
+    run was making, are dropped then (one in use is left)."""
+    from pgmem.migrate import upgrade
+
+    name = TEMPLATE_PREFIX + _schema_key(params)
+    found = admin.execute(
+        "SELECT datname FROM pg_catalog.pg_database WHERE datname LIKE %s OR datname LIKE %s",
+        (TEMPLATE_PREFIX + "%", MAKING_PREFIX + "%"),
+    ).fetchall()
+    if (name,) in found:
+        return name
+    for (stale,) in found:
+        with contextlib.suppress(psycopg.Error):
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(str(stale))))
+    making = f"{MAKING_PREFIX}{secrets.token_hex(4)}"
+    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(making)))
+    try:
+        upgrade(with_database(server_url, making), params=params)
+        admin.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(making), sql.Identifier(name)))
+    except BaseException:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(making)))
+        raise
+    return name
 
 
 @contextmanager
 def temporary_database(server_url: str, params: InstallParams) -> Iterator[str]:
-    """Create a fresh database on the server of `server_url`, migrate it, yield its URL,
-    and drop it afterwards (even on error)."""
-    from pgmem.migrate import upgrade
-
+    """A fresh database on the server of `server_url`, migrated (a copy of _migrated_template),
+    yielding its URL; dropped afterwards (even on error)."""
     name = f"pgmem_eval_{secrets.token_hex(4)}"
     admin = with_database(server_url, "postgres")
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        c.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
+        try:
+            template = _migrated_template(c, server_url, params)
+            c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
+        finally:
+            c.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
     url = with_database(server_url, name)
     try:
-        upgrade(url, params=params)
         yield url
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
