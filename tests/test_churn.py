@@ -15,7 +15,7 @@ OWNER_LOGIN = "pgmem_test_churn_owner"
 def test_concurrent_writers_forgetting_and_retention_keep_every_rule(db_url: str, admin_conn: Conn) -> None:
     churn.ensure_logins(admin_conn, APP_LOGIN, OWNER_LOGIN)
     emb = HashEmbedder()
-    log = churn.run(role_url(db_url, APP_LOGIN), role_url(db_url, OWNER_LOGIN), emb, seconds=20, clients=4, seed=1)
+    log = churn.run(role_url(db_url, APP_LOGIN), role_url(db_url, OWNER_LOGIN), emb, seconds=12, clients=4, seed=1)
     kinds = {op.kind for op in log.ops}
     # The run exercised every write path at least once (else the checks prove little).
     assert {"ingest", "forget_turn", "forget_thread", "put_item", "put_document", "recall", "apply_retention"} <= kinds
