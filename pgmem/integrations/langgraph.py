@@ -122,6 +122,7 @@ from pgmem.calls import (  # noqa: E402
     Query,
     advance,
     check_usable,
+    connection_lock,
     lost_race,
     one_round_trip,
     register_types,
@@ -1388,7 +1389,6 @@ class PgmemStore(_StoreLogic, BaseStore):
         self._conn = conn
         self._conninfo = conninfo
         self._is_pool = not isinstance(conn, psycopg.Connection)
-        self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
         self._sweep_done: concurrent.futures.Future[None] | None = None
@@ -1436,7 +1436,7 @@ class PgmemStore(_StoreLogic, BaseStore):
             with self._conn.connection() as conn:
                 yield conn
         else:
-            with self._lock:
+            with connection_lock(self._conn):  # shared with pgmem's calls on it
                 yield self._conn
 
     def _run(self, make: Callable[[], Call[T]]) -> T:
