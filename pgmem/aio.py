@@ -49,6 +49,7 @@ from pgmem.documents.store import (
     add_documents_call,
     remove_document_call,
     search_documents_call,
+    search_vectors_call,
 )
 from pgmem.errors import database_error
 from pgmem.facts import add_facts_call, fact_recall_call
@@ -212,6 +213,7 @@ add_facts = asynchronous(add_facts_call)
 fact_recall = asynchronous(fact_recall_call)
 add_documents = asynchronous(add_documents_call)
 search_documents = asynchronous(search_documents_call)
+search_vectors = asynchronous(search_vectors_call)
 remove_document = asynchronous(remove_document_call)
 forget_turn = asynchronous(forget_turn_call)
 forget_thread = asynchronous(forget_thread_call)
@@ -240,5 +242,6 @@ __all__ = [
     "run",
     "scoped",
     "search_documents",
+    "search_vectors",
     "stats",
 ]

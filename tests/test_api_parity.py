@@ -4,13 +4,25 @@ between threads (sync) or tasks (async) does."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
+import numpy as np
 import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 import pgmem
+import pgmem.aio
+import pgmem.documents
 from pgmem.db import connect, scoped
+from pgmem.documents import Document, add_documents, remove_document, search_documents, search_vectors
+from pgmem.facts import Fact
 from pgmem.integrations.langgraph import PgmemStore
+from pgmem.recall import recall_vectors
 from tests.security_helpers import HashEmbedder, make_turn
 
 EMB = HashEmbedder()
@@ -49,3 +61,168 @@ def test_calls_from_threads_sharing_one_connection_run_one_after_the_other(app_u
         assert conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (12,)
     assert len(store.search(("shared-store",), limit=20)) == 12
     conn.close()
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ONES = np.ones((1, 384), dtype=np.float32)
+Args = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"a": "x"}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def _table(s: str) -> list[tuple[str, str, Callable[[dict[str, Any]], Args]]]:
+    """(row, call, its arguments after the connection: a function of the earlier rows' results)."""
+    doc = Document("d1", "# Freezer\n\nThe freezer log is exported every night at two.\n")
+    return [
+        (
+            "ingest",
+            "ingest_turns",
+            lambda _: (([make_turn(s, "t", 0, "cats purr"), make_turn(s, "t", 1, "x")], EMB), {}),
+        ),
+        ("ingest again", "ingest_turns", lambda _: (([make_turn(s, "t", 0, "cats purr")], EMB), {})),
+        ("ingest NUL", "ingest_turns", lambda _: (([make_turn(s, "t", 2, "a\x00b")], EMB), {})),
+        ("ingest surrogate", "ingest_turns", lambda _: (([make_turn(s, "t", 3, "a\ud800b")], EMB), {})),
+        ("ingest twice", "ingest_turns", lambda _: (([make_turn(s, "t", 4, "a"), make_turn(s, "t", 4, "b")], EMB), {})),
+        ("ingest one turn", "ingest_turns", lambda _: ((make_turn(s, "t", 5, "x"), EMB), {})),
+        ("ingest bulk", "ingest_turns", lambda _: (([make_turn(s, "u", 0, "birds sing")], EMB), {"bulk": True})),
+        ("recall", "recall", lambda _: ((s, "cats purr", EMB), {"floor": -1.0, "log": True})),
+        ("recall NUL", "recall", lambda _: ((s, "c\x00", EMB), {})),
+        ("recall surrogate", "recall", lambda _: ((s, "c\udfff", EMB), {})),
+        ("recall bytes", "recall", lambda _: ((s, b"cats", EMB), {})),
+        ("recall x", "recall", lambda _: ((s, "cats", EMB), {"x": "5"})),
+        ("recall floor", "recall", lambda _: ((s, "cats", EMB), {"floor": float("nan")})),
+        ("recall filter", "recall", lambda _: ((s, "cats", EMB), {"metadata_filter": _deep(70)})),
+        ("recall window", "recall", lambda _: ((s, "cats", EMB), {"since": T0, "until": T0})),
+        ("recall scope", "recall", lambda _: (("a" * 201, "cats", EMB), {})),
+        ("recall no scope", "recall", lambda _: ((f"{s}-none", "cats", EMB), {})),
+        ("recall_vectors", "recall_vectors", lambda _: ((s, ["cats"], ONES), {"floor": -1.0})),
+        ("recall_vectors dims", "recall_vectors", lambda _: ((s, ["cats"], ONES[:, :3]), {})),
+        ("facts", "add_facts", lambda _: ((s, [Fact("cats purr", "t", 0), Fact("dogs")], EMB), {})),
+        ("facts again", "add_facts", lambda _: ((s, [Fact("cats purr", "t", 0)], EMB), {})),
+        ("facts NUL", "add_facts", lambda _: ((s, [Fact("a\x00")], EMB), {})),
+        ("fact_recall", "fact_recall", lambda _: ((s, "purr", EMB), {"floor": -1.0})),
+        ("documents", "add_documents", lambda _: ((s, [doc, Document("d2", "a\x00"), doc], EMB), {})),
+        ("documents prune", "add_documents", lambda _: ((s, [], EMB), {"prune": True})),
+        ("search_documents", "search_documents", lambda _: ((s, "freezer log", EMB), {"floor": -1.0})),
+        ("search_vectors", "search_vectors", lambda _: ((s, ["freezer"], ONES), {"floor": -1.0})),
+        ("search_vectors NUL", "search_vectors", lambda _: ((s, ["a\x00"], ONES), {})),
+        ("remove_document", "remove_document", lambda _: ((s, "d1"), {})),
+        ("remove_document none", "remove_document", lambda _: ((s, "d1"), {})),
+        ("forget_turn", "forget_turn", lambda _: ((s, "t", 1), {})),
+        ("forget_turn index", "forget_turn", lambda _: ((s, "t", -1), {})),
+        ("forget_thread", "forget_thread", lambda _: ((s, "u"), {})),
+        ("forget_fact", "forget_fact", lambda done: ((s, done["facts"][1]), {})),
+        ("forget_fact id", "forget_fact", lambda _: ((s, "1"), {})),
+        ("forget_document", "forget_document", lambda _: ((s, "d1"), {})),
+        ("stats", "stats", lambda _: ((s,), {})),
+        ("stats NUL", "stats", lambda _: (("a\x00",), {})),
+        ("forget_scope", "forget_scope", lambda _: ((s,), {})),
+    ]
+
+
+SYNC: dict[str, Callable[..., Any]] = {
+    "ingest_turns": pgmem.ingest_turns,
+    "recall": pgmem.recall,
+    "recall_vectors": recall_vectors,
+    "add_facts": pgmem.add_facts,
+    "fact_recall": pgmem.fact_recall,
+    "add_documents": add_documents,
+    "search_documents": search_documents,
+    "search_vectors": search_vectors,
+    "remove_document": remove_document,
+    "forget_turn": pgmem.forget_turn,
+    "forget_thread": pgmem.forget_thread,
+    "forget_fact": pgmem.forget_fact,
+    "forget_document": pgmem.forget_document,
+    "forget_scope": pgmem.forget_scope,
+    "stats": pgmem.stats,
+}
+
+
+def _shown(outcome: object, scope: str) -> str:
+    """An outcome as compared: its repr without what differs by run (the scope's name, ids, times)."""
+    if isinstance(outcome, list) and all(isinstance(i, int) for i in outcome):
+        return f"{len(outcome)} ids"  # add_facts' (each database numbers its own)
+    text = repr(outcome).replace(scope, "S")
+    text = re.sub(r"(piece_id|chunk_id|recall_id)=\d+", r"\1=N", text)
+    text = re.sub(r"datetime\.datetime\([^)]*\)", "T", text)
+    return text
+
+
+def _status(db: object) -> str:
+    if isinstance(db, psycopg.Connection | psycopg.AsyncConnection):
+        return db.info.transaction_status.name
+    return "pool"
+
+
+def _sync_run(db: Any, scope: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    done: dict[str, Any] = {}
+    for row, call, make in _table(scope):
+        args, kwargs = make(done)
+        try:
+            done[row] = SYNC[call](db, *args, **kwargs)
+            shown = f"ok {_shown(done[row], scope)}"
+        except Exception as exc:
+            shown = f"{type(exc).__name__}: {str(exc).replace(scope, 'S')}"
+        out[row] = f"{shown} [{_status(db)}]"
+    return out
+
+
+async def _async_run(db: Any, scope: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    done: dict[str, Any] = {}
+    for row, call, make in _table(scope):
+        args, kwargs = make(done)
+        try:
+            done[row] = await getattr(pgmem.aio, call)(db, *args, **kwargs)
+            shown = f"ok {_shown(done[row], scope)}"
+        except Exception as exc:
+            shown = f"{type(exc).__name__}: {str(exc).replace(scope, 'S')}"
+        out[row] = f"{shown} [{_status(db)}]"
+    return out
+
+
+def test_every_sync_call_has_an_async_twin() -> None:
+    """`pgmem.documents.search_vectors` had none: an async service searching documents with its
+    own vectors had to block its loop on a sync connection."""
+    public = [getattr(pgmem, n) for n in pgmem.__all__] + [getattr(pgmem.documents, n) for n in pgmem.documents.__all__]
+    calls = {f.__name__ for f in public if getattr(getattr(f, "__wrapped__", None), "__name__", "").endswith("_call")}
+    assert "search_vectors" in calls and "recall" in calls
+    assert sorted(c for c in calls if not hasattr(pgmem.aio, c)) == []
+
+
+def test_a_table_of_calls_gives_the_same_outcome_sync_and_async_on_connections_and_pools(app_url: str) -> None:
+    """Every call of the API, with good and hostile arguments (NUL, lone surrogates, bytes, a wrong
+    type, nesting, a bad window, a scope too long, a dimension the schema does not have), run in
+    order on a sync connection, a ConnectionPool, an AsyncConnection and an AsyncConnectionPool:
+    the same results and the same errors (class and one-line message), each call committing its
+    own transactions (a connection left idle)."""
+    found: dict[str, dict[str, str]] = {}
+    with psycopg.connect(app_url) as conn:  # not autocommit: each call commits its own
+        found["sync"] = _sync_run(conn, "par-sync")
+    with ConnectionPool(app_url, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        found["pool"] = _sync_run(pool, "par-pool")
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(app_url) as aconn:
+            found["async"] = await _async_run(aconn, "par-async")
+        async with AsyncConnectionPool(app_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False) as ap:
+            found["async pool"] = await _async_run(ap, "par-apool")
+
+    asyncio.run(main())
+    rows = [row for row, _, _ in _table("")]
+    for row in rows:
+        shown = {kind: out[row].replace("[IDLE]", "[pool]") for kind, out in found.items()}
+        assert len(set(shown.values())) == 1, (row, shown)
+    outcome = found["sync"]
+    assert outcome["ingest NUL"].startswith("ok IngestReport(inserted=0") and "NUL character" in outcome["ingest NUL"]
+    assert outcome["recall bytes"].startswith("InputError: message must be a string")
+    assert outcome["recall window"].startswith("ArgumentError:")
+    assert outcome["search_vectors"].startswith("ok DocSearch") and "freezer" in outcome["search_vectors"]
+    assert outcome["forget_fact"].startswith("ok Forgotten(threads=0, turns=0, pieces=0, facts=1")
