@@ -147,6 +147,68 @@ def test_abatch_results_come_back_in_the_order_of_the_ops(app_url: str, mode: st
     asyncio.run(main())
 
 
+def _one_call_each(store: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """Single calls of five callers: two refused (a NUL in a value, a negative limit), one the
+    database refuses (a put into a namespace of field vectors from a store of pieces)."""
+    return [
+        ("good put", lambda: store.aput(("calls",), "good", {"text": "the pallets shipped"})),
+        ("NUL value", lambda: store.aput(("calls",), "bad", {"text": "a\x00b"})),
+        ("get", lambda: store.aget(("calls",), "seen")),
+        ("bad limit", lambda: store.asearch(("calls",), limit=-1)),
+        ("other kind", lambda: store.aput(("vectors",), "k", {"text": "x"})),
+        ("namespaces", lambda: store.alist_namespaces(prefix=("calls",))),
+        ("delete", lambda: store.adelete(("calls",), "gone")),
+    ]
+
+
+def _outcome(result: object) -> str:
+    if isinstance(result, BaseException):
+        return f"{type(result).__name__}: {result}"
+    return repr(result.value if isinstance(result, Item) else result)
+
+
+@pytest.mark.parametrize("mode", ("conn", "pool"))
+def test_a_refused_call_gathered_with_other_callers_fails_alone(app_url: str, mode: str) -> None:
+    """LangGraph gathers the single calls (aput, aget, ...) made in one tick of the loop into one
+    abatch; a refusal of one of them failed every op of the batch with its error, the others'
+    puts not stored (a graph node putting a value with a NUL lost its sibling nodes' puts), where
+    PgmemStore, a batch a call, refuses that call only. Now each call gets what it gets when it
+    runs alone: the same results and errors as the sync store's."""
+    with sync_store(app_url, "conn", index={"embed": WordEmbeddings(), "fields": ["text"]}) as vectors:
+        vectors.put(("vectors",), "k0", {"text": "a namespace of field vectors"})
+    with sync_store(app_url, "conn") as store:
+        store.put(("calls",), "seen", {"text": "stored before"})
+        store.put(("calls",), "gone", {"text": "deleted by a caller"})
+        alone: dict[str, str] = {}
+        for name, sync_call in (
+            ("good put", lambda: store.put(("calls",), "good", {"text": "the pallets shipped"})),
+            ("NUL value", lambda: store.put(("calls",), "bad", {"text": "a\x00b"})),
+            ("get", lambda: store.get(("calls",), "seen")),
+            ("bad limit", lambda: store.search(("calls",), limit=-1)),
+            ("other kind", lambda: store.put(("vectors",), "k", {"text": "x"})),
+            ("namespaces", lambda: store.list_namespaces(prefix=("calls",))),
+            ("delete", lambda: store.delete(("calls",), "gone")),
+        ):
+            try:
+                alone[name] = _outcome(sync_call())
+            except PgmemError as exc:
+                alone[name] = _outcome(exc)
+        store.delete(("calls",), "good")  # the async calls put it again
+        store.put(("calls",), "gone", {"text": "deleted by a caller"})
+        assert alone["other kind"].startswith("ModelRefusedError") and alone["NUL value"].startswith("InputError")
+
+    async def main() -> dict[str, str]:
+        async with async_store(app_url, mode) as astore:
+            calls = _one_call_each(astore)
+            results = await asyncio.gather(*(call() for _, call in calls), return_exceptions=True)
+            found = {name: _outcome(r) for (name, _), r in zip(calls, results, strict=True)}
+            assert await astore.aget(("calls",), "good") is not None
+            assert await astore.aget(("calls",), "gone") is None
+            return found
+
+    assert asyncio.run(main()) == alone
+
+
 def _namespaces() -> list[tuple[str, ...]]:
     return [
         ("test", "documents", "public"),

@@ -82,7 +82,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,10 +96,13 @@ require("langgraph.store.base", "langgraph", "pgmem.integrations.langgraph")
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
+    NamespacePath,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -131,6 +134,7 @@ from pgmem.calls import (  # noqa: E402
 )
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import (  # noqa: E402
+    CanceledError,
     ConfigError,
     ConflictError,
     DatabaseError,
@@ -1674,11 +1678,101 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """PgmemStore.batch's calls on the async connection or pool."""
+        if asyncio.current_task() is getattr(self, "_task", None):
+            return await self._gathered(list(ops))
+        return await self._abatch(ops)
+
+    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops, reads, writes = self._plan(ops)
         results: list[Result] = await self._arun(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
             await self._arun(self._writes_calls(writes))
         return results
+
+    async def _gathered(self, ops: list[Op]) -> list[Result]:
+        """The single calls (aget, aput, ...) of concurrent callers, which LangGraph's batching task
+        gathers into one abatch: a refusal of one caller's op is that caller's alone, as it is in
+        PgmemStore, where each call is a batch of its own. Until rt68 every op gathered with a
+        refused one failed with its error, an aput of another coroutine not stored (one node of a
+        graph putting a value with a NUL lost its sibling nodes' puts). Each op is checked alone,
+        the others run as one batch, and, when the database or the model refuses that batch
+        (nothing of it written: its writes are one transaction), each of them again alone. A
+        refused op's result is `_Refused`, which its call raises."""
+        results: list[Result | _Refused] = [None] * len(ops)
+        ready: list[int] = []
+        for i, op in enumerate(ops):
+            try:
+                self._plan([op])
+                ready.append(i)
+            except PgmemError as exc:
+                results[i] = _Refused(exc)
+        try:
+            for i, result in zip(ready, await self._abatch([ops[i] for i in ready]), strict=True):
+                results[i] = result
+            return results  # type: ignore[return-value]  # _Refused: raised by the store's own a-methods
+        except (ConflictError, CanceledError):
+            raise  # the batch lost a race or was canceled: no op's refusal, nothing to run alone
+        except PgmemError as exc:
+            if len(ready) == 1:
+                results[ready[0]] = _Refused(exc)
+                return results  # type: ignore[return-value]
+        for i in ready:
+            try:
+                results[i] = (await self._abatch([ops[i]]))[0]
+            except PgmemError as exc:
+                results[i] = _Refused(exc)
+        return results  # type: ignore[return-value]
+
+    # LangGraph's single calls, gathered into one abatch (see _gathered), each raising its own refusal.
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        return _refused(await super().aget(namespace, key, refresh_ttl=refresh_ttl))
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        found = await super().asearch(
+            namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
+        )
+        return _refused(found)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        put: Callable[..., Awaitable[object]] = super().aput  # resolves to None, or to a _Refused
+        _refused(await put(namespace, key, value, index, ttl=ttl))
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        delete: Callable[..., Awaitable[object]] = super().adelete
+        _refused(await delete(namespace, key))
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: NamespacePath | None = None,
+        suffix: NamespacePath | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        found = await super().alist_namespaces(
+            prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+        )
+        return _refused(found)
 
     async def sweep_ttl(self) -> int:
         """Remove the expired items of every namespace of the store's directory now; how many went."""
@@ -1723,6 +1817,21 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         if self._sweeper_task is task:
             self._sweeper_task = None
         return True
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """The result of an op gathered with other callers' ops that the store refused (see
+    AsyncPgmemStore._gathered): the op's own call raises the error."""
+
+    error: PgmemError
+
+
+def _refused(result: T) -> T:
+    """`result`, or the refusal it stands for raised (see _Refused)."""
+    if isinstance(result, _Refused):
+        raise result.error
+    return result
 
 
 def _not_provided(v: object) -> bool:
