@@ -1415,17 +1415,21 @@ class PgmemStore(_StoreLogic, BaseStore):
             pool_mod = require("psycopg_pool", "langgraph", "PgmemStore with a pool")
             pc = dict(pool_config)
             kwargs = {"autocommit": True, **(pc.pop("kwargs", None) or {})}
-            with pool_mod.ConnectionPool(
-                conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs, **pc
-            ) as pool:
-                yield cls(pool, conninfo=conn_string, **options)
+            with (
+                pool_mod.ConnectionPool(
+                    conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs, **pc
+                ) as pool,
+                _sweeper_stopped(cls(pool, conninfo=conn_string, **options)) as store,
+            ):
+                yield store
         else:
             with psycopg.connect(conn_string, autocommit=True) as conn:
                 if pipeline:
-                    with conn.pipeline():
-                        yield cls(conn, conninfo=conn_string, **options)
+                    with conn.pipeline(), _sweeper_stopped(cls(conn, conninfo=conn_string, **options)) as store:
+                        yield store
                 else:
-                    yield cls(conn, conninfo=conn_string, **options)
+                    with _sweeper_stopped(cls(conn, conninfo=conn_string, **options)) as store:
+                        yield store
 
     def setup(self) -> None:
         """Run pgmem's migrations (`pgmem.migrate.upgrade`) on the store's database: a no-op for
@@ -1627,15 +1631,26 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
             async with pool_mod.AsyncConnectionPool(
                 conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs,
                 open=False, **pc,
-            ) as pool:  # fmt: skip
-                yield cls(pool, conninfo=conn_string, **options)
+            ) as pool, cls(pool, conninfo=conn_string, **options) as store:  # fmt: skip
+                yield store
         else:
             async with await psycopg.AsyncConnection.connect(conn_string, autocommit=True) as conn:
                 if pipeline:
-                    async with conn.pipeline():
-                        yield cls(conn, conninfo=conn_string, **options)
+                    async with conn.pipeline(), cls(conn, conninfo=conn_string, **options) as store:
+                        yield store
                 else:
-                    yield cls(conn, conninfo=conn_string, **options)
+                    async with cls(conn, conninfo=conn_string, **options) as store:
+                        yield store
+
+    async def __aenter__(self) -> AsyncPgmemStore:
+        """`async with AsyncPgmemStore(conn) as store:`, as AsyncPostgresStore is used (until rt68 a
+        TypeError: the object does not support the asynchronous context manager protocol)."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Tells the TTL sweeper to stop (without waiting for it), as AsyncPostgresStore's exit does;
+        `from_conn_string`'s block ends so too, before its connection or pool is closed."""
+        self._sweep_stop.set()
 
     async def setup(self) -> None:
         """`PgmemStore.setup` in a worker thread (alembic is synchronous)."""
@@ -1832,6 +1847,17 @@ def _refused(result: T) -> T:
     if isinstance(result, _Refused):
         raise result.error
     return result
+
+
+@contextmanager
+def _sweeper_stopped(store: PgmemStore) -> Iterator[PgmemStore]:
+    """`store`, whose TTL sweeper is told to stop (without waiting for it) when the block ends:
+    `from_conn_string` closes the connection or pool then. Until rt68 the sweeper thread lived on,
+    failing every sweep on the closed connection, and kept the store from being collected."""
+    try:
+        yield store
+    finally:
+        store._sweep_stop.set()
 
 
 def _not_provided(v: object) -> bool:
