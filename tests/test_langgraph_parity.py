@@ -209,6 +209,24 @@ def test_a_refused_call_gathered_with_other_callers_fails_alone(app_url: str, mo
     assert asyncio.run(main()) == alone
 
 
+def test_an_integer_key_is_its_text_in_both_stores(app_url: str) -> None:
+    """BaseStore's get, put and delete (PgmemStore's) take str(key), as AsyncPostgresStore's aput
+    stores it; AsyncPgmemStore refused it: `InputError: key must be a string, got int`."""
+    with sync_store(app_url, "conn") as store:
+        store.put(("ids",), 7, {"text": "user seven"})  # type: ignore[arg-type]
+        assert store.get(("ids",), 7).key == "7"  # type: ignore[arg-type,union-attr]
+
+    async def main() -> None:
+        async with async_store(app_url, "conn") as astore:
+            assert (await astore.aget(("ids",), 7)).value == {"text": "user seven"}  # type: ignore[arg-type,union-attr]
+            await astore.aput(("ids",), 8, {"text": "user eight"})  # type: ignore[arg-type]
+            assert (await astore.aget(("ids",), "8")) is not None
+            await astore.adelete(("ids",), 7)  # type: ignore[arg-type]
+            assert [i.key for i in await astore.asearch(("ids",))] == ["8"]
+
+    asyncio.run(main())
+
+
 def _namespaces() -> list[tuple[str, ...]]:
     return [
         ("test", "documents", "public"),

@@ -1739,9 +1739,11 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         return results  # type: ignore[return-value]
 
     # LangGraph's single calls, gathered into one abatch (see _gathered), each raising its own refusal.
+    # A key is str(key), as BaseStore's get, put and delete (PgmemStore's) take it: an integer key
+    # was stored by PgmemStore and refused by AsyncPgmemStore ("key must be a string, got int").
 
     async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        return _refused(await super().aget(namespace, key, refresh_ttl=refresh_ttl))
+        return _refused(await super().aget(namespace, str(key), refresh_ttl=refresh_ttl))
 
     async def asearch(
         self,
@@ -1769,11 +1771,11 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
         put: Callable[..., Awaitable[object]] = super().aput  # resolves to None, or to a _Refused
-        _refused(await put(namespace, key, value, index, ttl=ttl))
+        _refused(await put(namespace, str(key), value, index, ttl=ttl))
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         delete: Callable[..., Awaitable[object]] = super().adelete
-        _refused(await delete(namespace, key))
+        _refused(await delete(namespace, str(key)))
 
     async def alist_namespaces(
         self,
