@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC
 
 import psycopg
 
@@ -201,6 +202,11 @@ def ingest_turns_call(
         except InputError as exc:
             report.failed.append((t.key, str(exc)))
             continue
+        if t.time is not None and t.time.tzinfo is None:
+            # A time without a zone is UTC, as a JSONL line's (turns.parse_time). Sent as it was, the
+            # server read it in the session's TimeZone: one Turn stored at another instant through
+            # each connection whose TimeZone differs (12:00 was 03:00 UTC through Asia/Tokyo).
+            t = replace(t, time=t.time.replace(tzinfo=UTC))
         earlier = latest.pop(t.key, None)
         if earlier is not None:
             report.superseded.append((t.key, f"{earlier.where} superseded by {t.where}"))

@@ -23,6 +23,7 @@ from pgmem.documents import Document, add_documents, remove_document, search_doc
 from pgmem.facts import Fact
 from pgmem.integrations.langgraph import PgmemStore
 from pgmem.recall import recall_vectors
+from pgmem.turns import Turn
 from tests.security_helpers import HashEmbedder, make_turn
 
 EMB = HashEmbedder()
@@ -226,3 +227,31 @@ def test_a_table_of_calls_gives_the_same_outcome_sync_and_async_on_connections_a
     assert outcome["recall window"].startswith("ArgumentError:")
     assert outcome["search_vectors"].startswith("ok DocSearch") and "freezer" in outcome["search_vectors"]
     assert outcome["forget_fact"].startswith("ok Forgotten(threads=0, turns=0, pieces=0, facts=1")
+
+
+def test_a_turn_time_without_a_zone_is_utc_whatever_the_sessions_time_zone(app_url: str) -> None:
+    """A Turn built in Python with a naive time was sent as it was and read by the server in the
+    session's TimeZone: through a connection set to Asia/Tokyo, 12:00 was stored as 03:00 UTC, and
+    through a UTC one (or read from a JSONL line, where no zone is UTC) as 12:00, the same turn
+    hashed and stored differently by connection. It is UTC now, on every path."""
+    naive = datetime(2026, 1, 1, 12, 0)
+
+    def turn(index: int) -> Turn:
+        return Turn("tz", "t", index, naive, ({"role": "user", "content": f"note {index}"},))
+
+    with psycopg.connect(app_url, autocommit=True, options="-c TimeZone=Asia/Tokyo") as tokyo:
+        pgmem.ingest_turns(tokyo, [turn(0)], EMB)
+        pgmem.ingest_turns(tokyo, [turn(1)], EMB, bulk=True)
+
+    async def main() -> pgmem.IngestReport:
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as utc:
+            await pgmem.aio.ingest_turns(utc, [turn(2)], EMB)
+            return await pgmem.aio.ingest_turns(utc, [turn(0), turn(1)], EMB)
+
+    assert asyncio.run(main()).unchanged == 2
+    with (
+        psycopg.connect(app_url, autocommit=True, options="-c TimeZone=America/New_York") as check,
+        scoped(check, "tz"),
+    ):
+        rows = check.execute("SELECT turn_time FROM pgmem.turn ORDER BY turn_index").fetchall()
+    assert [r[0] for r in rows] == [naive.replace(tzinfo=UTC)] * 3
