@@ -2,9 +2,10 @@
 `psycopg_pool.AsyncConnectionPool`.
 
 Every function here runs the same call as its sync namesake (pgmem.calls: the same SQL, the
-same validation, the same results); only the driver differs. Embedding runs in a worker
-thread, so a local model never blocks the event loop (an embedder with an `aembed`
-coroutine is awaited instead).
+same validation, the same results); only the driver differs. Embedding, and the splitting,
+packing and token counting of turns and documents (pgmem.calls.work), run in a worker thread,
+so a local model never blocks the event loop (an embedder with an `aembed` coroutine is
+awaited instead).
 
     import pgmem.aio
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:

@@ -42,7 +42,7 @@ from psycopg.sql import Composed, Identifier
 from psycopg.types import TypeInfo
 
 from pgmem.embedders.base import Embedder, FloatArray, Side, embed_side
-from pgmem.errors import DatabaseError, SchemaError, database_error, is_refusal
+from pgmem.errors import DatabaseError, InputError, SchemaError, database_error, is_refusal
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -114,6 +114,28 @@ class Work:
 
     def run(self) -> object:
         return self.fn()
+
+
+@dataclass(frozen=True)
+class _Raised:
+    error: InputError
+
+
+def work(fn: Callable[[], T]) -> Call[T]:
+    """`fn()` as a Work step (a worker thread's, on the async drivers), its InputError raised
+    here, in the call, which may report it (a turn or document that cannot be split): raised by
+    the step, it would leave the driver and end the whole call."""
+
+    def run() -> object:
+        try:
+            return fn()
+        except InputError as exc:
+            return _Raised(exc)
+
+    out = yield Work(run)
+    if isinstance(out, _Raised):
+        raise out.error
+    return out  # type: ignore[no-any-return]
 
 
 #: What a driver runs here rather than in the database.

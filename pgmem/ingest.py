@@ -11,6 +11,7 @@ stored stay stored).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ from datetime import UTC
 
 import psycopg
 
-from pgmem.calls import Call, Embed, Query, lost_race, sync
+from pgmem.calls import Call, Embed, Query, lost_race, sync, work
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import DatabaseError, InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
@@ -283,7 +284,9 @@ def ingest_turns_call(
 
     for turn, digest in todo:
         try:
-            ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
+            # Split, packed and token-counted off the event loop (pgmem.aio): a turn of 300 KB held
+            # the loop for over a second.
+            ps = yield from work(functools.partial(turn_pieces, turn, embedder, max_bytes=max_bytes))
             if not ps:
                 raise InputError(f"{turn.where}: the turn has no text in any message")
         except InputError as exc:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -255,3 +256,43 @@ def test_a_turn_time_without_a_zone_is_utc_whatever_the_sessions_time_zone(app_u
     ):
         rows = check.execute("SELECT turn_time FROM pgmem.turn ORDER BY turn_index").fetchall()
     assert [r[0] for r in rows] == [naive.replace(tzinfo=UTC)] * 3
+
+
+class SlowTokenizer(HashEmbedder):
+    """HashEmbedder whose first token count takes 0.4 s, as a local model's tokenizer takes on a
+    turn or document of a few hundred KB (on this machine 1.1 s for a 300 KB turn)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = True
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if self.slow:
+            self.slow = False
+            time.sleep(0.4)
+        return super().count_tokens(texts)
+
+
+def test_splitting_and_token_counting_run_off_the_event_loop(app_url: str) -> None:
+    """pgmem.aio ran the model in a worker thread but split, packed and counted the tokens of a turn
+    (and a document) in the event loop's thread: a turn of 300 KB held every other task of the loop
+    for over a second. Both run in a worker thread now, as the model does."""
+
+    async def main() -> list[float]:
+        stalls: list[float] = []
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as conn:
+            for write in (
+                lambda emb: pgmem.aio.ingest_turns(conn, [make_turn("loop", "t", 0, "a note on the pallets")], emb),
+                lambda emb: pgmem.aio.add_documents(conn, "loop", [Document("d", "# Pallets\n\nA note.")], emb),
+            ):
+                done = asyncio.create_task(write(SlowTokenizer()))
+                worst, last = 0.0, time.perf_counter()
+                while not done.done():
+                    await asyncio.sleep(0.005)
+                    now = time.perf_counter()
+                    worst, last = max(worst, now - last), now
+                await done
+                stalls.append(worst)
+        return stalls
+
+    assert max(asyncio.run(main())) < 0.3
