@@ -52,6 +52,7 @@ from pgmem.documents.store import (
     search_documents_call,
     search_vectors_call,
 )
+from pgmem.embedders.base import spread
 from pgmem.errors import database_error
 from pgmem.facts import add_facts_call, fact_recall_call
 from pgmem.forget import (
@@ -134,7 +135,13 @@ async def local_step(step: Local) -> object:
     if isinstance(step, Embed):
         aembed = getattr(step.embedder, "aembed", None)
         if aembed is not None and step.side == "passage":
-            return await aembed(step.texts)
+            # Each distinct text once, as embed_side sends them to `embed` (until rt68 the async
+            # store sent an item's copies of a text each, and a provider could give them two vectors).
+            distinct = list(dict.fromkeys(step.texts))
+            vectors = await aembed(distinct)
+            if len(distinct) == len(step.texts):
+                return vectors
+            return spread(vectors, distinct, step.texts, step.embedder.model_id)
     return await asyncio.to_thread(step.run)
 
 

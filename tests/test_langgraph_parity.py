@@ -754,6 +754,23 @@ async def _aspent(emb: WordEmbeddings, write: Any) -> tuple[int, int]:
     return emb.calls - calls, emb.texts - texts
 
 
+def test_a_text_held_twice_is_embedded_once_by_either_store(app_url: str) -> None:
+    """PgmemStore sends each distinct text of a batch to the model once (embed_side); the async
+    store sent every copy to `aembed_documents` (two items of one text, or one item holding it in
+    two fields: two inputs, paid twice, and a provider could give the copies two vectors)."""
+    values = {"a": {"text": "same words"}, "b": {"text": "same words"}}
+    emb = WordEmbeddings()
+    with sync_store(app_url, "conn", index=_vector_index(emb, "cosine")) as store:
+        assert _spent(emb, lambda: store.batch([PutOp(("twice",), k, v) for k, v in values.items()])) == (1, 1)
+
+    async def main() -> tuple[int, int]:
+        aemb = WordEmbeddings()
+        async with async_store(app_url, "conn", index=_vector_index(aemb, "cosine")) as astore:
+            return await _aspent(aemb, astore.abatch([PutOp(("twice-a",), k, v) for k, v in values.items()]))
+
+    assert asyncio.run(main()) == (1, 1)
+
+
 def test_a_re_put_of_the_same_field_texts_embeds_nothing_and_keeps_the_vectors(app_url: str) -> None:
     emb = WordEmbeddings()
     ns = ("skip",)
