@@ -2,9 +2,10 @@
 `psycopg_pool.AsyncConnectionPool`.
 
 Every function here runs the same call as its sync namesake (pgmem.calls: the same SQL, the
-same validation, the same results); only the driver differs. Embedding runs in a worker
-thread, so a local model never blocks the event loop (an embedder with an `aembed`
-coroutine is awaited instead).
+same validation, the same results); only the driver differs. Embedding, and the splitting,
+packing and token counting of turns and documents (pgmem.calls.work), run in a worker thread,
+so a local model never blocks the event loop (an embedder with an `aembed` coroutine is
+awaited instead).
 
     import pgmem.aio
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -49,7 +50,9 @@ from pgmem.documents.store import (
     add_documents_call,
     remove_document_call,
     search_documents_call,
+    search_vectors_call,
 )
+from pgmem.embedders.base import spread
 from pgmem.errors import database_error
 from pgmem.facts import add_facts_call, fact_recall_call
 from pgmem.forget import (
@@ -132,7 +135,13 @@ async def local_step(step: Local) -> object:
     if isinstance(step, Embed):
         aembed = getattr(step.embedder, "aembed", None)
         if aembed is not None and step.side == "passage":
-            return await aembed(step.texts)
+            # Each distinct text once, as embed_side sends them to `embed` (until rt68 the async
+            # store sent an item's copies of a text each, and a provider could give them two vectors).
+            distinct = list(dict.fromkeys(step.texts))
+            vectors = await aembed(distinct)
+            if len(distinct) == len(step.texts):
+                return vectors
+            return spread(vectors, distinct, step.texts, step.embedder.model_id)
     return await asyncio.to_thread(step.run)
 
 
@@ -212,6 +221,7 @@ add_facts = asynchronous(add_facts_call)
 fact_recall = asynchronous(fact_recall_call)
 add_documents = asynchronous(add_documents_call)
 search_documents = asynchronous(search_documents_call)
+search_vectors = asynchronous(search_vectors_call)
 remove_document = asynchronous(remove_document_call)
 forget_turn = asynchronous(forget_turn_call)
 forget_thread = asynchronous(forget_thread_call)
@@ -240,5 +250,6 @@ __all__ = [
     "run",
     "scoped",
     "search_documents",
+    "search_vectors",
     "stats",
 ]

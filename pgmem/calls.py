@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Sequence
@@ -41,7 +42,7 @@ from psycopg.sql import Composed, Identifier
 from psycopg.types import TypeInfo
 
 from pgmem.embedders.base import Embedder, FloatArray, Side, embed_side
-from pgmem.errors import DatabaseError, SchemaError, database_error, is_refusal
+from pgmem.errors import DatabaseError, InputError, SchemaError, database_error, is_refusal
 from pgmem.text import check_name
 
 T = TypeVar("T")
@@ -115,6 +116,28 @@ class Work:
         return self.fn()
 
 
+@dataclass(frozen=True)
+class _Raised:
+    error: InputError
+
+
+def work(fn: Callable[[], T]) -> Call[T]:
+    """`fn()` as a Work step (a worker thread's, on the async drivers), its InputError raised
+    here, in the call, which may report it (a turn or document that cannot be split): raised by
+    the step, it would leave the driver and end the whole call."""
+
+    def run() -> object:
+        try:
+            return fn()
+        except InputError as exc:
+            return _Raised(exc)
+
+    out = yield Work(run)
+    if isinstance(out, _Raised):
+        raise out.error
+    return out  # type: ignore[no-any-return]
+
+
 #: What a driver runs here rather than in the database.
 Local = Embed | Work
 Step = Query | Embed | Work
@@ -142,10 +165,30 @@ def sync(fn: Callable[P, Call[T]]) -> Callable[Concatenate[Db, P], T]:
     return api
 
 
+_LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_MADE = threading.Lock()
+
+
+def connection_lock(conn: psycopg.Connection[Any]) -> threading.RLock:
+    """The one lock of a sync connection that pgmem's calls on it hold while they run (this
+    module's, PgmemStore's): calls made on one connection from several threads run one after
+    the other, as `pgmem.aio.connection_lock` makes them on an async one. Interleaved, one
+    call's savepoints and pipelines ran inside the other's and psycopg failed both with a
+    traceback (`OutOfOrderTransactionNesting`), not a PgmemError. Reentrant: a progress
+    callback may call pgmem on the same connection."""
+    with _LOCKS_MADE:
+        lock = _LOCKS.get(conn)
+        if lock is None:
+            lock = _LOCKS[conn] = threading.RLock()
+    return lock
+
+
 def run(db: Db, call: Call[T]) -> T:
-    """Drive `call` on a connection (used as it is) or a pool (one connection for the call)."""
+    """Drive `call` on a connection (used as it is, one call at a time: `connection_lock`) or a
+    pool (one connection for the call)."""
     if isinstance(db, psycopg.Connection):
-        return _drive(db, call)
+        with connection_lock(db):
+            return _drive(db, call)
     lease = pool_lease(db)
     if not hasattr(lease, "__enter__"):
         other = isinstance(db, psycopg.AsyncConnection) or hasattr(lease, "__aenter__")

@@ -11,14 +11,16 @@ stored stay stored).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC
 
 import psycopg
 
-from pgmem.calls import Call, Embed, Query, lost_race, sync
+from pgmem.calls import Call, Embed, Query, lost_race, sync, work
 from pgmem.embedders.base import Embedder, FloatArray
 from pgmem.errors import DatabaseError, InputError
 from pgmem.pieces import DEFAULT_MAX_BYTES, Piece, turn_pieces
@@ -201,6 +203,11 @@ def ingest_turns_call(
         except InputError as exc:
             report.failed.append((t.key, str(exc)))
             continue
+        if t.time is not None and t.time.tzinfo is None:
+            # A time without a zone is UTC, as a JSONL line's (turns.parse_time). Sent as it was, the
+            # server read it in the session's TimeZone: one Turn stored at another instant through
+            # each connection whose TimeZone differs (12:00 was 03:00 UTC through Asia/Tokyo).
+            t = replace(t, time=t.time.replace(tzinfo=UTC))
         earlier = latest.pop(t.key, None)
         if earlier is not None:
             report.superseded.append((t.key, f"{earlier.where} superseded by {t.where}"))
@@ -277,7 +284,9 @@ def ingest_turns_call(
 
     for turn, digest in todo:
         try:
-            ps = turn_pieces(turn, embedder, max_bytes=max_bytes)
+            # Split, packed and token-counted off the event loop (pgmem.aio): a turn of 300 KB held
+            # the loop for over a second.
+            ps = yield from work(functools.partial(turn_pieces, turn, embedder, max_bytes=max_bytes))
             if not ps:
                 raise InputError(f"{turn.where}: the turn has no text in any message")
         except InputError as exc:

@@ -147,6 +147,86 @@ def test_abatch_results_come_back_in_the_order_of_the_ops(app_url: str, mode: st
     asyncio.run(main())
 
 
+def _one_call_each(store: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """Single calls of five callers: two refused (a NUL in a value, a negative limit), one the
+    database refuses (a put into a namespace of field vectors from a store of pieces)."""
+    return [
+        ("good put", lambda: store.aput(("calls",), "good", {"text": "the pallets shipped"})),
+        ("NUL value", lambda: store.aput(("calls",), "bad", {"text": "a\x00b"})),
+        ("get", lambda: store.aget(("calls",), "seen")),
+        ("bad limit", lambda: store.asearch(("calls",), limit=-1)),
+        ("other kind", lambda: store.aput(("vectors",), "k", {"text": "x"})),
+        ("namespaces", lambda: store.alist_namespaces(prefix=("calls",))),
+        ("delete", lambda: store.adelete(("calls",), "gone")),
+    ]
+
+
+def _outcome(result: object) -> str:
+    if isinstance(result, BaseException):
+        return f"{type(result).__name__}: {result}"
+    return repr(result.value if isinstance(result, Item) else result)
+
+
+@pytest.mark.parametrize("mode", ("conn", "pool"))
+def test_a_refused_call_gathered_with_other_callers_fails_alone(app_url: str, mode: str) -> None:
+    """LangGraph gathers the single calls (aput, aget, ...) made in one tick of the loop into one
+    abatch; a refusal of one of them failed every op of the batch with its error, the others'
+    puts not stored (a graph node putting a value with a NUL lost its sibling nodes' puts), where
+    PgmemStore, a batch a call, refuses that call only. Now each call gets what it gets when it
+    runs alone: the same results and errors as the sync store's."""
+    with sync_store(app_url, "conn", index={"embed": WordEmbeddings(), "fields": ["text"]}) as vectors:
+        vectors.put(("vectors",), "k0", {"text": "a namespace of field vectors"})
+    with sync_store(app_url, "conn") as store:
+        store.put(("calls",), "seen", {"text": "stored before"})
+        store.put(("calls",), "gone", {"text": "deleted by a caller"})
+        alone: dict[str, str] = {}
+        for name, sync_call in (
+            ("good put", lambda: store.put(("calls",), "good", {"text": "the pallets shipped"})),
+            ("NUL value", lambda: store.put(("calls",), "bad", {"text": "a\x00b"})),
+            ("get", lambda: store.get(("calls",), "seen")),
+            ("bad limit", lambda: store.search(("calls",), limit=-1)),
+            ("other kind", lambda: store.put(("vectors",), "k", {"text": "x"})),
+            ("namespaces", lambda: store.list_namespaces(prefix=("calls",))),
+            ("delete", lambda: store.delete(("calls",), "gone")),
+        ):
+            try:
+                alone[name] = _outcome(sync_call())
+            except PgmemError as exc:
+                alone[name] = _outcome(exc)
+        store.delete(("calls",), "good")  # the async calls put it again
+        store.put(("calls",), "gone", {"text": "deleted by a caller"})
+        assert alone["other kind"].startswith("ModelRefusedError") and alone["NUL value"].startswith("InputError")
+
+    async def main() -> dict[str, str]:
+        async with async_store(app_url, mode) as astore:
+            calls = _one_call_each(astore)
+            results = await asyncio.gather(*(call() for _, call in calls), return_exceptions=True)
+            found = {name: _outcome(r) for (name, _), r in zip(calls, results, strict=True)}
+            assert await astore.aget(("calls",), "good") is not None
+            assert await astore.aget(("calls",), "gone") is None
+            return found
+
+    assert asyncio.run(main()) == alone
+
+
+def test_an_integer_key_is_its_text_in_both_stores(app_url: str) -> None:
+    """BaseStore's get, put and delete (PgmemStore's) take str(key), as AsyncPostgresStore's aput
+    stores it; AsyncPgmemStore refused it: `InputError: key must be a string, got int`."""
+    with sync_store(app_url, "conn") as store:
+        store.put(("ids",), 7, {"text": "user seven"})  # type: ignore[arg-type]
+        assert store.get(("ids",), 7).key == "7"  # type: ignore[arg-type,union-attr]
+
+    async def main() -> None:
+        async with async_store(app_url, "conn") as astore:
+            assert (await astore.aget(("ids",), 7)).value == {"text": "user seven"}  # type: ignore[arg-type,union-attr]
+            await astore.aput(("ids",), 8, {"text": "user eight"})  # type: ignore[arg-type]
+            assert (await astore.aget(("ids",), "8")) is not None
+            await astore.adelete(("ids",), 7)  # type: ignore[arg-type]
+            assert [i.key for i in await astore.asearch(("ids",))] == ["8"]
+
+    asyncio.run(main())
+
+
 def _namespaces() -> list[tuple[str, ...]]:
     return [
         ("test", "documents", "public"),
@@ -672,6 +752,23 @@ async def _aspent(emb: WordEmbeddings, write: Any) -> tuple[int, int]:
     calls, texts = emb.calls, emb.texts
     await write
     return emb.calls - calls, emb.texts - texts
+
+
+def test_a_text_held_twice_is_embedded_once_by_either_store(app_url: str) -> None:
+    """PgmemStore sends each distinct text of a batch to the model once (embed_side); the async
+    store sent every copy to `aembed_documents` (two items of one text, or one item holding it in
+    two fields: two inputs, paid twice, and a provider could give the copies two vectors)."""
+    values = {"a": {"text": "same words"}, "b": {"text": "same words"}}
+    emb = WordEmbeddings()
+    with sync_store(app_url, "conn", index=_vector_index(emb, "cosine")) as store:
+        assert _spent(emb, lambda: store.batch([PutOp(("twice",), k, v) for k, v in values.items()])) == (1, 1)
+
+    async def main() -> tuple[int, int]:
+        aemb = WordEmbeddings()
+        async with async_store(app_url, "conn", index=_vector_index(aemb, "cosine")) as astore:
+            return await _aspent(aemb, astore.abatch([PutOp(("twice-a",), k, v) for k, v in values.items()]))
+
+    assert asyncio.run(main()) == (1, 1)
 
 
 def test_a_re_put_of_the_same_field_texts_embeds_nothing_and_keeps_the_vectors(app_url: str) -> None:

@@ -11,6 +11,7 @@ import hashlib
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -146,6 +147,37 @@ def test_cancelling_the_sweepers_future_stops_it(conn: Conn, monkeypatch: pytest
     assert not sweeper.is_alive(), "the sweeper went on after its Future was cancelled"
     assert store.stop_ttl_sweeper(timeout=5)
     assert failed == []
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_leaving_from_conn_string_stops_the_sweeper(app_url: str, pool: bool) -> None:
+    """As the block closes the store's connection (or pool), its sweeper stops: it lived on, a
+    daemon thread failing every sweep on the closed connection for the life of the process."""
+    ttl = {"default_ttl": 1, "sweep_interval_minutes": 10}
+    options: dict[str, Any] = {"pool_config": {"min_size": 1, "max_size": 1}} if pool else {}
+    with PgmemStore.from_conn_string(app_url, embedder=HashEmbedder(), ttl=ttl, **options) as store:
+        done = store.start_ttl_sweeper()
+    assert done.result(timeout=5) is None
+
+
+def test_the_async_store_is_an_async_context_manager_that_stops_its_sweeper(app_url: str) -> None:
+    """`async with AsyncPostgresStore(conn) as store:` works, and its exit tells the sweeper to stop:
+    AsyncPgmemStore had neither (TypeError: it does not support the asynchronous context manager
+    protocol), and from_conn_string's block left the sweeper task running on a closed connection."""
+
+    async def main() -> None:
+        ttl = {"default_ttl": 1, "sweep_interval_minutes": 10}
+        async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as conn:
+            async with AsyncPgmemStore(conn, embedder=HashEmbedder(), ttl=ttl) as store:
+                task = await store.start_ttl_sweeper()
+                await store.aput(("ctx",), "k", {"text": "kept"})
+            await asyncio.wait_for(task, 5)
+        async with AsyncPgmemStore.from_conn_string(app_url, embedder=HashEmbedder(), ttl=ttl) as store:
+            task = await store.start_ttl_sweeper()
+            assert (await store.aget(("ctx",), "k")) is not None
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
 
 
 def _until(admin_conn: Conn, query: str, params: tuple[object, ...], want: tuple[object, ...], what: str) -> None:

@@ -8,6 +8,7 @@ no embedding endpoint."""
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 import psycopg
 
 from pgmem.blend import DEFAULT_WEIGHT, F32
-from pgmem.calls import Call, Embed, Query, sync
+from pgmem.calls import Call, Embed, Query, sync, work
 from pgmem.documents.chunking import Chunk, chunk_markdown, document_title
 from pgmem.documents.units import MODES, Unit, derive_units, slug_of
 from pgmem.embedders.base import Embedder
@@ -403,7 +404,10 @@ def add_documents_call(
             if d.id in seen:
                 raise InputError(f"document {d.id} is given twice")
             seen.add(d.id)
-            prep = prepare(d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
+            # Chunked, packed and token-counted off the event loop (pgmem.aio), as a turn is.
+            prep = yield from work(
+                functools.partial(prepare, d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
+            )
         except InputError as exc:
             report.failed.append((d.id, str(exc)))
             done += 1

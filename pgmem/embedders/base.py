@@ -66,9 +66,15 @@ def embed_side(embedder: Embedder, texts: Sequence[str], side: Side = "passage")
     distinct = list(dict.fromkeys(texts))
     if len(distinct) == len(texts):
         return run(texts)
-    rows = np.asarray(run(distinct))
+    return spread(run(distinct), distinct, texts, embedder.model_id)
+
+
+def spread(vectors: object, distinct: Sequence[str], texts: Sequence[str], source: str) -> FloatArray:
+    """The vectors of `distinct` (each text once, as `embed_side` and pgmem.aio send them) as one
+    row per text of `texts`, in order."""
+    rows = np.asarray(vectors)
     if rows.ndim != 2 or rows.shape[0] != len(distinct):
-        raise EmbeddingError(f"{embedder.model_id}: expected {len(distinct)} vectors, got shape {rows.shape}")
+        raise EmbeddingError(f"{source}: expected {len(distinct)} vectors, got shape {rows.shape}")
     at = {t: i for i, t in enumerate(distinct)}
     out: FloatArray = rows[[at[t] for t in texts]]
     return out

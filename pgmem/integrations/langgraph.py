@@ -82,7 +82,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,10 +96,13 @@ require("langgraph.store.base", "langgraph", "pgmem.integrations.langgraph")
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
+    NamespacePath,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -122,6 +125,7 @@ from pgmem.calls import (  # noqa: E402
     Query,
     advance,
     check_usable,
+    connection_lock,
     lost_race,
     one_round_trip,
     register_types,
@@ -130,6 +134,7 @@ from pgmem.calls import (  # noqa: E402
 )
 from pgmem.embedders.base import Embedder  # noqa: E402
 from pgmem.errors import (  # noqa: E402
+    CanceledError,
     ConfigError,
     ConflictError,
     DatabaseError,
@@ -1388,7 +1393,6 @@ class PgmemStore(_StoreLogic, BaseStore):
         self._conn = conn
         self._conninfo = conninfo
         self._is_pool = not isinstance(conn, psycopg.Connection)
-        self._lock = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
         self._sweep_done: concurrent.futures.Future[None] | None = None
@@ -1411,17 +1415,21 @@ class PgmemStore(_StoreLogic, BaseStore):
             pool_mod = require("psycopg_pool", "langgraph", "PgmemStore with a pool")
             pc = dict(pool_config)
             kwargs = {"autocommit": True, **(pc.pop("kwargs", None) or {})}
-            with pool_mod.ConnectionPool(
-                conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs, **pc
-            ) as pool:
-                yield cls(pool, conninfo=conn_string, **options)
+            with (
+                pool_mod.ConnectionPool(
+                    conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs, **pc
+                ) as pool,
+                _sweeper_stopped(cls(pool, conninfo=conn_string, **options)) as store,
+            ):
+                yield store
         else:
             with psycopg.connect(conn_string, autocommit=True) as conn:
                 if pipeline:
-                    with conn.pipeline():
-                        yield cls(conn, conninfo=conn_string, **options)
+                    with conn.pipeline(), _sweeper_stopped(cls(conn, conninfo=conn_string, **options)) as store:
+                        yield store
                 else:
-                    yield cls(conn, conninfo=conn_string, **options)
+                    with _sweeper_stopped(cls(conn, conninfo=conn_string, **options)) as store:
+                        yield store
 
     def setup(self) -> None:
         """Run pgmem's migrations (`pgmem.migrate.upgrade`) on the store's database: a no-op for
@@ -1436,7 +1444,7 @@ class PgmemStore(_StoreLogic, BaseStore):
             with self._conn.connection() as conn:
                 yield conn
         else:
-            with self._lock:
+            with connection_lock(self._conn):  # shared with pgmem's calls on it
                 yield self._conn
 
     def _run(self, make: Callable[[], Call[T]]) -> T:
@@ -1623,15 +1631,26 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
             async with pool_mod.AsyncConnectionPool(
                 conn_string, min_size=pc.pop("min_size", 1), max_size=pc.pop("max_size", None), kwargs=kwargs,
                 open=False, **pc,
-            ) as pool:  # fmt: skip
-                yield cls(pool, conninfo=conn_string, **options)
+            ) as pool, cls(pool, conninfo=conn_string, **options) as store:  # fmt: skip
+                yield store
         else:
             async with await psycopg.AsyncConnection.connect(conn_string, autocommit=True) as conn:
                 if pipeline:
-                    async with conn.pipeline():
-                        yield cls(conn, conninfo=conn_string, **options)
+                    async with conn.pipeline(), cls(conn, conninfo=conn_string, **options) as store:
+                        yield store
                 else:
-                    yield cls(conn, conninfo=conn_string, **options)
+                    async with cls(conn, conninfo=conn_string, **options) as store:
+                        yield store
+
+    async def __aenter__(self) -> AsyncPgmemStore:
+        """`async with AsyncPgmemStore(conn) as store:`, as AsyncPostgresStore is used (until rt68 a
+        TypeError: the object does not support the asynchronous context manager protocol)."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Tells the TTL sweeper to stop (without waiting for it), as AsyncPostgresStore's exit does;
+        `from_conn_string`'s block ends so too, before its connection or pool is closed."""
+        self._sweep_stop.set()
 
     async def setup(self) -> None:
         """`PgmemStore.setup` in a worker thread (alembic is synchronous)."""
@@ -1674,11 +1693,103 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """PgmemStore.batch's calls on the async connection or pool."""
+        if asyncio.current_task() is getattr(self, "_task", None):
+            return await self._gathered(list(ops))
+        return await self._abatch(ops)
+
+    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops, reads, writes = self._plan(ops)
         results: list[Result] = await self._arun(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
         if writes:
             await self._arun(self._writes_calls(writes))
         return results
+
+    async def _gathered(self, ops: list[Op]) -> list[Result]:
+        """The single calls (aget, aput, ...) of concurrent callers, which LangGraph's batching task
+        gathers into one abatch: a refusal of one caller's op is that caller's alone, as it is in
+        PgmemStore, where each call is a batch of its own. Until rt68 every op gathered with a
+        refused one failed with its error, an aput of another coroutine not stored (one node of a
+        graph putting a value with a NUL lost its sibling nodes' puts). Each op is checked alone,
+        the others run as one batch, and, when the database or the model refuses that batch
+        (nothing of it written: its writes are one transaction), each of them again alone. A
+        refused op's result is `_Refused`, which its call raises."""
+        results: list[Result | _Refused] = [None] * len(ops)
+        ready: list[int] = []
+        for i, op in enumerate(ops):
+            try:
+                self._plan([op])
+                ready.append(i)
+            except PgmemError as exc:
+                results[i] = _Refused(exc)
+        try:
+            for i, result in zip(ready, await self._abatch([ops[i] for i in ready]), strict=True):
+                results[i] = result
+            return results  # type: ignore[return-value]  # _Refused: raised by the store's own a-methods
+        except (ConflictError, CanceledError):
+            raise  # the batch lost a race or was canceled: no op's refusal, nothing to run alone
+        except PgmemError as exc:
+            if len(ready) == 1:
+                results[ready[0]] = _Refused(exc)
+                return results  # type: ignore[return-value]
+        for i in ready:
+            try:
+                results[i] = (await self._abatch([ops[i]]))[0]
+            except PgmemError as exc:
+                results[i] = _Refused(exc)
+        return results  # type: ignore[return-value]
+
+    # LangGraph's single calls, gathered into one abatch (see _gathered), each raising its own refusal.
+    # A key is str(key), as BaseStore's get, put and delete (PgmemStore's) take it: an integer key
+    # was stored by PgmemStore and refused by AsyncPgmemStore ("key must be a string, got int").
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        return _refused(await super().aget(namespace, str(key), refresh_ttl=refresh_ttl))
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        found = await super().asearch(
+            namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
+        )
+        return _refused(found)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        put: Callable[..., Awaitable[object]] = super().aput  # resolves to None, or to a _Refused
+        _refused(await put(namespace, str(key), value, index, ttl=ttl))
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        delete: Callable[..., Awaitable[object]] = super().adelete
+        _refused(await delete(namespace, str(key)))
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: NamespacePath | None = None,
+        suffix: NamespacePath | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        found = await super().alist_namespaces(
+            prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+        )
+        return _refused(found)
 
     async def sweep_ttl(self) -> int:
         """Remove the expired items of every namespace of the store's directory now; how many went."""
@@ -1723,6 +1834,32 @@ class AsyncPgmemStore(_StoreLogic, AsyncBatchedBaseStore):
         if self._sweeper_task is task:
             self._sweeper_task = None
         return True
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """The result of an op gathered with other callers' ops that the store refused (see
+    AsyncPgmemStore._gathered): the op's own call raises the error."""
+
+    error: PgmemError
+
+
+def _refused(result: T) -> T:
+    """`result`, or the refusal it stands for raised (see _Refused)."""
+    if isinstance(result, _Refused):
+        raise result.error
+    return result
+
+
+@contextmanager
+def _sweeper_stopped(store: PgmemStore) -> Iterator[PgmemStore]:
+    """`store`, whose TTL sweeper is told to stop (without waiting for it) when the block ends:
+    `from_conn_string` closes the connection or pool then. Until rt68 the sweeper thread lived on,
+    failing every sweep on the closed connection, and kept the store from being collected."""
+    try:
+        yield store
+    finally:
+        store._sweep_stop.set()
 
 
 def _not_provided(v: object) -> bool:
