@@ -12,7 +12,12 @@ messages never reach the client. Before a tool runs, an argument it does not hav
 Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
 line, anything nested too deeply for its parser is cut (`guard_line`), and a line that is not one
 JSON-RPC message gets the one error JSON-RPC 2.0 prescribes (`screen_line`): the SDK drops such a
-line unanswered, and would read a byte that is not UTF-8 as U+FFFD (a note stored altered)."""
+line unanswered, and would read a byte that is not UTF-8 as U+FFFD (a note stored altered).
+
+Over a session's life: the server does not start with a model the scope does not store
+(`Memory.check`); each call replaces a connection the database ended since the last one
+(`Memory._drop_if_ended`); a `remember` whose request is cancelled stops embedding and stores
+nothing (`_Cancellable`)."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar, cast
 
@@ -33,10 +38,11 @@ from pgmem.extras import require
 require("mcp", "mcp", "pgmem mcp")
 
 import anyio  # noqa: E402
+import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 import pydantic_core  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError  # noqa: E402
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError  # noqa: E402
 from mcp.server.stdio import stdio_server  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp.shared.message import SessionMessage  # noqa: E402
@@ -54,8 +60,8 @@ from pydantic import ValidationError, WithJsonSchema  # noqa: E402
 
 from pgmem.db import check_model, connect, scoped  # noqa: E402
 from pgmem.documents.store import search_documents  # noqa: E402
-from pgmem.embedders.base import Embedder  # noqa: E402
-from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
+from pgmem.embedders.base import Embedder, FloatArray  # noqa: E402
+from pgmem.errors import DatabaseError, ModelMismatchError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import recall  # noqa: E402
@@ -72,6 +78,9 @@ MAX_X = 50
 #: How often `remember` takes the next index again when another writer stored a turn at the one
 #: it read (each try embeds the note again).
 NEXT_INDEX_TRIES = 20
+#: Pieces `remember` embeds at a time, looking between two batches whether its request was
+#: cancelled: a turn of 1 MB is some 1,800 pieces, minutes of the local model on two cores.
+EMBED_BATCH = 64
 DEFAULT_THREAD = "notes"
 THREADS_URI = "pgmem://threads"
 
@@ -209,6 +218,51 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _check_cancelled() -> None:
+    """In the worker thread the SDK runs a tool in: raise the request's cancellation when its
+    client has cancelled it (`notifications/cancelled`, which the SDK's client sends when its
+    timeout passes) or gone. The SDK waits for the thread to finish all the same: until then a
+    cancelled `remember` went on to store the turn its client was told had failed, and every
+    later call waited for it. Nothing to do outside such a thread (a direct call)."""
+    with contextlib.suppress(anyio.NoEventLoopError):
+        anyio.from_thread.check_cancelled()
+
+
+class _Cancellable:
+    """An embedder that embeds EMBED_BATCH texts at a time and stops once the request is
+    cancelled (`_check_cancelled`), before anything is stored: `ingest_turns` embeds a turn's
+    pieces, then writes."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.inner.max_input_tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        parts: list[FloatArray] = []
+        for at in range(0, len(texts), EMBED_BATCH):
+            _check_cancelled()
+            parts.append(self.inner.embed(texts[at : at + EMBED_BATCH]))
+        _check_cancelled()
+        if not parts:
+            return self.inner.embed(texts)
+        out: FloatArray = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return out
+
+
 class Memory:
     """What the tools do, on one database and one scope. One connection, opened lazily and
     reopened after a failure; calls are serialised (the SDK runs sync tools in threads)."""
@@ -226,14 +280,44 @@ class Memory:
             self._conn = connect(self.url)
         return self._conn
 
+    def _drop_if_ended(self) -> None:
+        """Close the connection when the database has ended it since its last use (a restart, a
+        failover, pg_terminate_backend, idle_session_timeout): the session keeps one connection
+        for as long as the agent host runs, and such a connection fails only at its next
+        statement, which was the next tool call's. One round trip before each call."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            conn.close()
+            self._conn = None
+
     def check(self) -> None:
-        """Fail at start, not at the first call, when the schema or the model does not fit."""
-        check_model(self.conn(), plane="piece", model_id=self.embedder.model_id, dims=self.embedder.dims)
+        """Fail at start, not at the first call, when the schema or the model does not fit: the
+        schema's dimension, and the model whose vectors the scope stores (pgmem.model_refusal,
+        what a write of the scope would raise; a query of another model is refused too)."""
+        conn = self.conn()
+        check_model(conn, plane="piece", model_id=self.embedder.model_id, dims=self.embedder.dims)
+        with scoped(conn, self.scope):
+            row = conn.execute(
+                "SELECT pgmem.model_refusal(%s, %s, %s, 'piece')",
+                (self.scope, self.embedder.model_id, self.embedder.dims),
+            ).fetchone()
+        if row is not None and row[0] is not None:
+            raise ModelMismatchError(
+                f"{row[0]}: serve the scope with its model (PGMEM_EMBEDDER), or move the scope to this one "
+                f"(pgmem reembed --to MODEL --scope SCOPE)"
+            )
 
     def run(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one tool body: every failure becomes a one-line ToolError."""
+        """Run one tool body: every failure becomes a one-line ToolError. A call whose request was
+        cancelled while it waited for the one before it does not run."""
         with self._lock:
             try:
+                _check_cancelled()
+                self._drop_if_ended()
                 return fn()
             except ToolError:
                 raise
@@ -277,12 +361,13 @@ class Memory:
         size = len(json.dumps(msgs, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
         if size > MAX_TURN_BYTES:
             raise ToolError(f"messages are {size:,} bytes as JSON; at most {MAX_TURN_BYTES:,} per turn")
-        when = parse_time(time, "time") or datetime.now(UTC)
+        when = _time(time, "time") or datetime.now(UTC)
         if turn_index is not None and (
             not isinstance(turn_index, int) or isinstance(turn_index, bool) or not 0 <= turn_index <= 2**31 - 1
         ):
             raise ToolError(f"turn_index must be an integer between 0 and 2147483647, got {turn_index!r:.40}")
         conn = self.conn()
+        embedder = _Cancellable(self.embedder)
         # The next index of the thread is read and written under one lock per (scope, thread),
         # so two servers on one scope never give two turns the same index (one would replace
         # the other). Another writer of the thread (an application's put_turn, `pgmem ingest`)
@@ -300,11 +385,11 @@ class Memory:
                     where="turn",
                 )
                 if turn_index is not None:  # the caller's index: the same index again replaces it
-                    report = ingest_turns(conn, [turn], self.embedder)
+                    report = ingest_turns(conn, [turn], embedder)
                     break
                 try:
                     with conn.transaction():
-                        report = ingest_turns(conn, [turn], self.embedder)
+                        report = ingest_turns(conn, [turn], embedder)
                         if report.replaced:
                             raise _IndexTaken
                     break
@@ -355,8 +440,8 @@ class Memory:
             floor=fl,
             thread=th,
             message_time=datetime.now().astimezone(),
-            since=parse_time(since, "since"),
-            until=parse_time(until, "until"),
+            since=_time(since, "since"),
+            until=_time(until, "until"),
         )
         return {
             "query": q,
@@ -460,6 +545,15 @@ def _query(value: object) -> str:
     if size > MAX_QUERY_BYTES:
         raise ToolError(f"query is {size:,} bytes; at most {MAX_QUERY_BYTES:,}")
     return q
+
+
+def _time(value: object, name: str) -> datetime | None:
+    """A time argument: an ISO 8601 string, as the tool's schema says, or None. parse_time also
+    reads a number as epoch seconds (a turns file's `time`): an agent's 2026 or 20260501 was
+    read so, as a moment of 1970, without a word."""
+    if value is not None and not isinstance(value, str):
+        raise ToolError(f"{name} must be an ISO 8601 string, got {type(value).__name__}")
+    return parse_time(value, name)
 
 
 def _x(value: object) -> int:
@@ -644,7 +738,12 @@ def build_server(memory: Memory) -> MCPServer:
         mime_type="application/json",
     )
     def threads() -> str:
-        return json.dumps(memory.run("threads", memory.threads))
+        try:
+            return json.dumps(memory.run("threads", memory.threads))
+        except ToolError as exc:
+            # A ResourceError reaches the client with its line; anything else, as "Error reading
+            # resource pgmem://threads" alone, and the SDK logged its traceback at ERROR.
+            raise ResourceError(str(exc)) from None
 
     return server
 
