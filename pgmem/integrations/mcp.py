@@ -29,6 +29,7 @@ import math
 import re
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar, cast
@@ -78,9 +79,12 @@ MAX_X = 50
 #: How often `remember` takes the next index again when another writer stored a turn at the one
 #: it read (each try embeds the note again).
 NEXT_INDEX_TRIES = 20
-#: Pieces `remember` embeds at a time, looking between two batches whether its request was
-#: cancelled: a turn of 1 MB is some 1,800 pieces, minutes of the local model on two cores.
-EMBED_BATCH = 64
+#: `remember` embeds a turn's pieces in batches of about this many seconds of the model (the
+#: pace of the batch before; 8 to 512 pieces), looking between two batches whether its request
+#: was cancelled: a turn of 1 MB is some 1,800 pieces, minutes of the local model on two cores.
+EMBED_BATCH_SECONDS = 1.0
+EMBED_BATCH_MIN = 8
+EMBED_BATCH_MAX = 512
 DEFAULT_THREAD = "notes"
 THREADS_URI = "pgmem://threads"
 
@@ -229,9 +233,10 @@ def _check_cancelled() -> None:
 
 
 class _Cancellable:
-    """An embedder that embeds EMBED_BATCH texts at a time and stops once the request is
-    cancelled (`_check_cancelled`), before anything is stored: `ingest_turns` embeds a turn's
-    pieces, then writes."""
+    """An embedder that embeds about EMBED_BATCH_SECONDS of texts at a time and stops once the
+    request is cancelled (`_check_cancelled`), before anything is stored: `ingest_turns` embeds a
+    turn's pieces, then writes. Batches grow with a fast model (an endpoint answers many inputs
+    in one request) and stay small with a slow one, so a cancelled call frees the session soon."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
@@ -253,9 +258,14 @@ class _Cancellable:
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         parts: list[FloatArray] = []
-        for at in range(0, len(texts), EMBED_BATCH):
+        at, n = 0, EMBED_BATCH_MIN
+        while at < len(texts):
             _check_cancelled()
-            parts.append(self.inner.embed(texts[at : at + EMBED_BATCH]))
+            started = time.monotonic()
+            parts.append(self.inner.embed(texts[at : at + n]))
+            took = max(time.monotonic() - started, 1e-3)
+            at += n
+            n = max(EMBED_BATCH_MIN, min(EMBED_BATCH_MAX, int(n * EMBED_BATCH_SECONDS / took)))
         _check_cancelled()
         if not parts:
             return self.inner.embed(texts)
