@@ -219,3 +219,33 @@ def test_a_remember_the_client_gave_up_on_stores_nothing_and_frees_the_server(
     assert admin_conn.execute("SELECT count(*) FROM pgmem.piece").fetchone() == (0,)
     # Stopped early: the 400 pieces were not all sent to the model (the recall's query was).
     assert sum(inputs) < 400, inputs
+
+
+def test_a_client_gone_from_the_servers_stdout_ends_it_quietly(db_url: str, app_url: str, tmp_path: Path) -> None:
+    """The client's end of the server's stdout closed (the client crashed or was killed, while its
+    end of stdin stays open a moment): the server's next answer failed with BrokenPipeError, and
+    it exited with status 1 and a multi-line ExceptionGroup traceback in the log an agent host
+    keeps of its stderr. It now exits quietly with a shell's status for SIGPIPE, 141, as the CLI
+    does when the reader of its output goes away."""
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN), "PGMEM_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgmem", "mcp", "--scope", "s"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(REPO),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.close()  # the client is gone from the other end
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gone", "version": "0"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode() + b"\n")
+    proc.stdin.flush()
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    log = stderr.decode()
+    assert proc.returncode == 141, (proc.returncode, log[-3000:])
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]

@@ -1066,4 +1066,13 @@ def serve(url: str, scope: str, embedder: Embedder, *, default_thread: str = DEF
     """Check the database and the model, then serve MCP on stdin/stdout until the client closes."""
     memory = Memory(url, scope, embedder, default_thread=default_thread)
     memory.check()
-    anyio.run(_run_stdio, build_server(memory))
+    try:
+        anyio.run(_run_stdio, build_server(memory))
+    except BaseExceptionGroup as group:
+        # The client gone from stdout (crashed, killed): the SDK's writer fails with
+        # BrokenPipeError inside its task group. As a plain one, the CLI ends quietly (141)
+        # where a multi-line ExceptionGroup traceback went to the agent host's log.
+        gone, rest = group.split(BrokenPipeError)
+        if gone is not None and rest is None:
+            raise BrokenPipeError("the client closed the server's stdout") from None
+        raise
