@@ -249,3 +249,104 @@ def test_a_client_gone_from_the_servers_stdout_ends_it_quietly(db_url: str, app_
     log = stderr.decode()
     assert proc.returncode == 141, (proc.returncode, log[-3000:])
     assert "Traceback" not in log and "Error" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "embedding"])
+def test_ctrl_c_ends_the_server(db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path, busy: bool) -> None:
+    """Ctrl-C (SIGINT) to `pgmem mcp` run by hand in a terminal, idle or embedding a long
+    `remember`: nothing happened, and a second one printed 'pgmem: interrupted' and still did not
+    exit. Each waited for the thread reading stdin, blocked until the next line or the end of
+    input. The server now ends at the first: status 130, that one line, nothing stored."""
+    import signal
+
+    note = " ".join(f"Sentence {i} of a long tool result, {'padding ' * 120}." for i in range(400))
+    with _slow_endpoint(0.02) as (url, inputs):
+        env = {
+            **os.environ,
+            "DATABASE_URL": role_url(db_url, APP_LOGIN),
+            "PGMEM_HOME": str(tmp_path),
+            "PGMEM_EMBEDDER": "openai",
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "sk-test",
+            "PGMEM_PIECE_DIMS": "384",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgmem", "mcp", "--scope", "s"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(REPO),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tty", "version": "0"}}
+        lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}]
+        lines.append({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if busy:
+            call = {"name": "remember", "arguments": {"note": note, "thread": "long"}}
+            lines.append({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        for line in lines:
+            proc.stdin.write(json.dumps(line).encode() + b"\n")
+        proc.stdin.flush()  # stdin stays open, as a terminal's does
+        assert b'"id":1' in proc.stdout.readline()
+        if busy:
+            deadline = time.monotonic() + 60
+            while not inputs and time.monotonic() < deadline:  # the model is at work
+                time.sleep(0.05)
+            assert inputs
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)  # stdin still open: communicate() would close it
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the server did not end within 30 s of SIGINT")
+        _, stderr = proc.communicate()
+    assert proc.returncode == 130, (proc.returncode, stderr.decode()[-3000:])
+    assert stderr.decode().strip() == "pgmem: interrupted", stderr.decode()[-3000:]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn").fetchone() == (0,)
+
+
+def test_requests_piped_in_are_answered_before_the_server_ends(
+    db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
+) -> None:
+    """Requests written to the server's stdin, then the end of input (`pgmem mcp <
+    requests.jsonl`; MCP's stdio shutdown: the client closes stdin and waits for the exit): the
+    SDK cancels what is in flight when its input ends, so the last requests went unanswered, a
+    `remember` stored all the same (its thread could not be stopped). The input now ends once
+    every request passed on is answered, or cancelled by the client: a cancelled one does not
+    hold the exit."""
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    note = "The ferry to the island leaves from pier 3 at 9:40. " * 100
+
+    def call(rid: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        call(2, "remember", {"messages": DOGS, "thread": "home"}),
+        call(3, "remember", {"note": note, "thread": "cancelled"}),
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}},
+        call(4, "remember", {"note": "The vet is on Elm Street.", "thread": "notes"}),
+        call(5, "recall", {"query": "Where is the vet?"}),
+    ]
+    env = {**os.environ, "DATABASE_URL": role_url(db_url, APP_LOGIN), "PGMEM_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem", "mcp", "--scope", "s"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
+    assert {1, 2, 4, 5} <= set(answers), done.stdout[-3000:]
+    for rid in (2, 4, 5):
+        assert not answers[rid]["result"].get("isError"), answers[rid]
+    stored = admin_conn.execute(
+        "SELECT thread_id, turn_index FROM pgmem.turn WHERE thread_id <> 'cancelled' ORDER BY 1"
+    )
+    assert stored.fetchall() == [("home", 0), ("notes", 0)]

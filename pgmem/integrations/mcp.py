@@ -21,16 +21,17 @@ nothing (`_Cancellable`)."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
-import io
 import json
 import logging
 import math
+import os
 import re
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar, cast
 
@@ -39,6 +40,8 @@ from pgmem.extras import require
 require("mcp", "mcp", "pgmem mcp")
 
 import anyio  # noqa: E402
+import anyio.from_thread  # noqa: E402
+import anyio.lowlevel  # noqa: E402
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 import pydantic_core  # noqa: E402
@@ -54,6 +57,8 @@ from mcp.types import (  # noqa: E402
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
     ToolAnnotations,
     jsonrpc_message_adapter,
 )
@@ -884,8 +889,14 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
     object with -32600 (id null unless it has a usable one); it never answers a notification
     or a response, and a blank line is no message at all. A line with a byte that is not UTF-8
     anywhere is not JSON: -32700, with the request's id when the rest of it is a request."""
+    line, reply, _ = _screen(raw)
+    return line, reply
+
+
+def _screen(raw: str) -> tuple[str | None, JSONRPCError | None, object]:
+    """screen_line, and the message the SDK will parse from the line it passes on (else None)."""
     if not raw.strip():
-        return None, None
+        return None, None, None
     bad = _ESCAPED_BYTE.search(raw)
     if bad:
         # JSON text is UTF-8 (RFC 8259, 8.1): such a line is not JSON, even when the byte is
@@ -893,7 +904,7 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         # was stored altered without a word; now nothing of the line is run.
         at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
         reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
-        return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}")
+        return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}"), None
     twice = _repeated_member(raw)
     if twice is not None:
         # The SDK's parser keeps the last of a member given twice, silently: a line naming ping
@@ -902,10 +913,10 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         where, key, rid, answered = twice
         if not answered:
             log.info("dropped a message without an id or a method giving %r twice", key)
-            return None, None
+            return None, None, None
         if where == "params":
-            return None, _error_reply(rid, INVALID_PARAMS, f"Invalid params: {key!r} is given twice in params")
-        return None, _error_reply(rid, INVALID_REQUEST, f"Invalid Request: {key!r} is given twice")
+            return None, _error_reply(rid, INVALID_PARAMS, f"Invalid params: {key!r} is given twice in params"), None
+        return None, _error_reply(rid, INVALID_REQUEST, f"Invalid Request: {key!r} is given twice"), None
     line = guard_line(raw)
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -915,14 +926,14 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
             # Python's parser may read what the SDK's cannot (a number beyond its range): the
             # request's id, then, ends the client's wait for its answer.
             reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
-            return None, _error_reply(_request_id(line), PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
-        return None, _invalid_reply(pydantic_core.from_json(line))
+            return None, _error_reply(_request_id(line), PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}"), None
+        return None, _invalid_reply(pydantic_core.from_json(line)), None
     if isinstance(message, JSONRPCNotification) and '"id"' in line:
         # A notification has no id member at all (JSON-RPC 2.0, 4.1); the SDK's model ignores one.
         value = pydantic_core.from_json(line)
         if isinstance(value, dict) and "id" in value:
-            return None, _invalid_reply(value)
-    return line, None
+            return None, _invalid_reply(value), None
+    return line, None, message
 
 
 def _repeated_member(raw: str) -> tuple[str, str, object, bool] | None:
@@ -1024,42 +1035,134 @@ class _Replies(Protocol):
 class _GuardedLines:
     """stdin as the SDK's stdio transport reads it (`async for line in ...`), through
     screen_line: a line that is not one JSON-RPC message is answered on the transport's own
-    write stream (its one writer to stdout, so frames never interleave) and not passed on."""
+    write stream (its one writer to stdout, so frames never interleave) and not passed on.
 
-    def __init__(self, inner: anyio.AsyncFile[str]) -> None:
+    The lines are read by a daemon thread of this object's own: the SDK reads them in an AnyIO
+    worker thread, which no cancellation reaches while it waits for a line and which the
+    interpreter waits for at exit, so Ctrl-C did nothing (a second printed 'pgmem: interrupted'
+    and the process still did not exit) until the next line or the end of input came."""
+
+    def __init__(self, inner: Iterable[str]) -> None:
         self.inner = inner
         self.replies: _Replies | None = None
         self.attached = anyio.Event()
+        # The requests passed on and not yet answered (nor cancelled by the client): at the
+        # end of input the SDK cancels whatever is in flight, unanswered. The input ends only
+        # once they are answered, as a client that closes stdin and waits for the exit (MCP's
+        # stdio shutdown; `pgmem mcp < requests.jsonl`) expects.
+        self.pending: set[tuple[bool, object]] = set()
+        self.idle = anyio.Event()
+        self.idle.set()
 
     def attach(self, replies: _Replies) -> None:
         self.replies = replies
         self.attached.set()
 
+    def _started(self, message: object) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self.pending.add(_id_key(message.id))
+            self.idle = anyio.Event()
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params or {}
+            self.answered(params.get("requestId") if isinstance(params, dict) else None)
+
+    def answered(self, rid: object) -> None:
+        self.pending.discard(_id_key(rid))
+        if not self.pending:
+            self.idle.set()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        send, receive = anyio.create_memory_object_stream[str](0)
+        token = anyio.lowlevel.current_token()
+
+        def pump() -> None:
+            try:
+                try:
+                    for raw in self.inner:
+                        anyio.from_thread.run(send.send, raw, token=token)
+                except (OSError, ValueError) as exc:  # stdin unreadable: the end of input
+                    log.warning("stdin: %s", exc)
+                anyio.from_thread.run_sync(send.close, token=token)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
+                pass  # the server stopped reading (it is ending), or its event loop is gone
+
+        threading.Thread(target=pump, name="pgmem-mcp-stdin", daemon=True).start()
+        async with receive:
+            async for raw in receive:
+                yield raw
+
     async def __aiter__(self) -> AsyncIterator[str]:
-        async for raw in self.inner:
-            line, reply = screen_line(raw)
+        async for raw in self._lines():
+            line, reply, message = _screen(raw)
             if reply is not None:
                 await self.attached.wait()
                 assert self.replies is not None
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await self.replies.send(SessionMessage(reply))
             if line is not None:
+                self._started(message)
                 yield line
+        await self.idle.wait()
+
+
+def _id_key(rid: object) -> tuple[bool, object]:
+    return isinstance(rid, str), rid
+
+
+class _Answers:
+    """The transport's write stream, telling `lines` the id of each response sent."""
+
+    def __init__(self, inner: Any, lines: _GuardedLines) -> None:
+        self.inner = inner
+        self.lines = lines
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self.inner.send(item)
+        if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+            self.lines.answered(item.message.id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _Answers:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return cast("bool | None", await self.inner.__aexit__(*exc))
+
+
+def _read_lines(fd: int) -> Iterator[str]:
+    """The lines of file descriptor `fd`, each with its \n (the last may have none), read with
+    os.read: a thread blocked in a read of sys.stdin's buffered reader holds its lock, and at
+    exit the interpreter, closing sys.stdin, aborted ("Fatal Python error: _enter_buffered_busy").
+    surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line). A
+    message ends at \n only (MCP's stdio transport): a \r is JSON whitespace, and universal
+    newlines split a request holding one into two lines that are not JSON."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    pending: list[str] = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        *whole, rest = decoder.decode(chunk, final=not chunk).split("\n")
+        for part in whole:
+            pending.append(part)
+            yield "".join(pending) + "\n"
+            pending = []
+        if rest:
+            pending.append(rest)
+        if not chunk:
+            if pending:
+                yield "".join(pending)
+            return
 
 
 async def _run_stdio(server: MCPServer) -> None:
-    # surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line).
-    # newline="\n": a message ends at \n (MCP's stdio transport); a \r is JSON whitespace, and
-    # universal newlines split a request holding one into two lines that are not JSON.
-    stdin = anyio.wrap_file(
-        io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n")
-    )
-    guarded = _GuardedLines(stdin)
+    guarded = _GuardedLines(_read_lines(sys.stdin.fileno()))
     async with stdio_server(stdin=cast("anyio.AsyncFile[str]", guarded)) as (read_stream, write_stream):
         guarded.attach(write_stream)
         # MCPServer.run_stdio_async, with the guarded stdin (the SDK takes no other hook for it).
         low = server._lowlevel_server
-        await low.run(read_stream, write_stream, low.create_initialization_options())
+        await low.run(read_stream, cast(Any, _Answers(write_stream, guarded)), low.create_initialization_options())
 
 
 def serve(url: str, scope: str, embedder: Embedder, *, default_thread: str = DEFAULT_THREAD) -> None:
