@@ -1085,6 +1085,8 @@ class _GuardedLines:
                 anyio.from_thread.run_sync(send.close, token=token)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
                 pass  # the server stopped reading (it is ending), or its event loop is gone
+            except BaseException as exc:  # a send cancelled as the event loop shuts down
+                log.debug("stdin reader stopped: %r", exc)
 
         threading.Thread(target=pump, name="pgmem-mcp-stdin", daemon=True).start()
         async with receive:
