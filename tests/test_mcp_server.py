@@ -200,6 +200,10 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"note": "ok", "time": "yesterday"}, "ISO 8601"),
     ("remember", {"note": "ok", "time": "2026-05-01" + "x" * 100_000}, "ISO 8601"),
     ("remember", {"note": "   "}, "note is empty"),
+    # A number is no ISO 8601 time: it was read as epoch seconds, 2026 as 1970-01-01T00:33:46Z.
+    ("remember", {"note": "ok", "time": 2026}, "time must be an ISO 8601 string, got int"),
+    ("recall", {"query": "fine", "since": 20260501}, "since must be an ISO 8601 string, got int"),
+    ("recall", {"query": "fine", "until": 1.5e9}, "until must be an ISO 8601 string, got float"),
     ("recall", {"query": 42}, "query must be a string"),
     ("recall", {"query": ""}, "query is empty"),
     ("recall", {"query": "q" * 200_000}, "at most 100,000"),

@@ -12,19 +12,26 @@ messages never reach the client. Before a tool runs, an argument it does not hav
 Infinity anywhere in the arguments are refused (`check_arguments`); before the SDK parses a
 line, anything nested too deeply for its parser is cut (`guard_line`), and a line that is not one
 JSON-RPC message gets the one error JSON-RPC 2.0 prescribes (`screen_line`): the SDK drops such a
-line unanswered, and would read a byte that is not UTF-8 as U+FFFD (a note stored altered)."""
+line unanswered, and would read a byte that is not UTF-8 as U+FFFD (a note stored altered).
+
+Over a session's life: the server does not start with a model the scope does not store
+(`Memory.check`); each call replaces a connection the database ended since the last one
+(`Memory._drop_if_ended`); a `remember` whose request is cancelled stops embedding and stores
+nothing (`_Cancellable`)."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
-import io
 import json
 import logging
 import math
+import os
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar, cast
 
@@ -33,10 +40,13 @@ from pgmem.extras import require
 require("mcp", "mcp", "pgmem mcp")
 
 import anyio  # noqa: E402
+import anyio.from_thread  # noqa: E402
+import anyio.lowlevel  # noqa: E402
+import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 import pydantic_core  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError  # noqa: E402
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError  # noqa: E402
 from mcp.server.stdio import stdio_server  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp.shared.message import SessionMessage  # noqa: E402
@@ -47,6 +57,8 @@ from mcp.types import (  # noqa: E402
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
     ToolAnnotations,
     jsonrpc_message_adapter,
 )
@@ -54,8 +66,8 @@ from pydantic import ValidationError, WithJsonSchema  # noqa: E402
 
 from pgmem.db import check_model, connect, scoped  # noqa: E402
 from pgmem.documents.store import search_documents  # noqa: E402
-from pgmem.embedders.base import Embedder  # noqa: E402
-from pgmem.errors import DatabaseError, PgmemError  # noqa: E402
+from pgmem.embedders.base import Embedder, FloatArray  # noqa: E402
+from pgmem.errors import DatabaseError, ModelMismatchError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
 from pgmem.recall import recall  # noqa: E402
@@ -72,6 +84,12 @@ MAX_X = 50
 #: How often `remember` takes the next index again when another writer stored a turn at the one
 #: it read (each try embeds the note again).
 NEXT_INDEX_TRIES = 20
+#: `remember` embeds a turn's pieces in batches of about this many seconds of the model (the
+#: pace of the batch before; 8 to 512 pieces), looking between two batches whether its request
+#: was cancelled: a turn of 1 MB is some 1,800 pieces, minutes of the local model on two cores.
+EMBED_BATCH_SECONDS = 1.0
+EMBED_BATCH_MIN = 8
+EMBED_BATCH_MAX = 512
 DEFAULT_THREAD = "notes"
 THREADS_URI = "pgmem://threads"
 
@@ -209,6 +227,57 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _check_cancelled() -> None:
+    """In the worker thread the SDK runs a tool in: raise the request's cancellation when its
+    client has cancelled it (`notifications/cancelled`, which the SDK's client sends when its
+    timeout passes) or gone. The SDK waits for the thread to finish all the same: until then a
+    cancelled `remember` went on to store the turn its client was told had failed, and every
+    later call waited for it. Nothing to do outside such a thread (a direct call)."""
+    with contextlib.suppress(anyio.NoEventLoopError):
+        anyio.from_thread.check_cancelled()
+
+
+class _Cancellable:
+    """An embedder that embeds about EMBED_BATCH_SECONDS of texts at a time and stops once the
+    request is cancelled (`_check_cancelled`), before anything is stored: `ingest_turns` embeds a
+    turn's pieces, then writes. Batches grow with a fast model (an endpoint answers many inputs
+    in one request) and stay small with a slow one, so a cancelled call frees the session soon."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.inner.max_input_tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        parts: list[FloatArray] = []
+        at, n = 0, EMBED_BATCH_MIN
+        while at < len(texts):
+            _check_cancelled()
+            started = time.monotonic()
+            parts.append(self.inner.embed(texts[at : at + n]))
+            took = max(time.monotonic() - started, 1e-3)
+            at += n
+            n = max(EMBED_BATCH_MIN, min(EMBED_BATCH_MAX, int(n * EMBED_BATCH_SECONDS / took)))
+        _check_cancelled()
+        if not parts:
+            return self.inner.embed(texts)
+        out: FloatArray = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return out
+
+
 class Memory:
     """What the tools do, on one database and one scope. One connection, opened lazily and
     reopened after a failure; calls are serialised (the SDK runs sync tools in threads)."""
@@ -226,14 +295,44 @@ class Memory:
             self._conn = connect(self.url)
         return self._conn
 
+    def _drop_if_ended(self) -> None:
+        """Close the connection when the database has ended it since its last use (a restart, a
+        failover, pg_terminate_backend, idle_session_timeout): the session keeps one connection
+        for as long as the agent host runs, and such a connection fails only at its next
+        statement, which was the next tool call's. One round trip before each call."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            conn.close()
+            self._conn = None
+
     def check(self) -> None:
-        """Fail at start, not at the first call, when the schema or the model does not fit."""
-        check_model(self.conn(), plane="piece", model_id=self.embedder.model_id, dims=self.embedder.dims)
+        """Fail at start, not at the first call, when the schema or the model does not fit: the
+        schema's dimension, and the model whose vectors the scope stores (pgmem.model_refusal,
+        what a write of the scope would raise; a query of another model is refused too)."""
+        conn = self.conn()
+        check_model(conn, plane="piece", model_id=self.embedder.model_id, dims=self.embedder.dims)
+        with scoped(conn, self.scope):
+            row = conn.execute(
+                "SELECT pgmem.model_refusal(%s, %s, %s, 'piece')",
+                (self.scope, self.embedder.model_id, self.embedder.dims),
+            ).fetchone()
+        if row is not None and row[0] is not None:
+            raise ModelMismatchError(
+                f"{row[0]}: serve the scope with its model (PGMEM_EMBEDDER), or move the scope to this one "
+                f"(pgmem reembed --to MODEL --scope SCOPE)"
+            )
 
     def run(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one tool body: every failure becomes a one-line ToolError."""
+        """Run one tool body: every failure becomes a one-line ToolError. A call whose request was
+        cancelled while it waited for the one before it does not run."""
         with self._lock:
             try:
+                _check_cancelled()
+                self._drop_if_ended()
                 return fn()
             except ToolError:
                 raise
@@ -277,12 +376,13 @@ class Memory:
         size = len(json.dumps(msgs, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
         if size > MAX_TURN_BYTES:
             raise ToolError(f"messages are {size:,} bytes as JSON; at most {MAX_TURN_BYTES:,} per turn")
-        when = parse_time(time, "time") or datetime.now(UTC)
+        when = _time(time, "time") or datetime.now(UTC)
         if turn_index is not None and (
             not isinstance(turn_index, int) or isinstance(turn_index, bool) or not 0 <= turn_index <= 2**31 - 1
         ):
             raise ToolError(f"turn_index must be an integer between 0 and 2147483647, got {turn_index!r:.40}")
         conn = self.conn()
+        embedder = _Cancellable(self.embedder)
         # The next index of the thread is read and written under one lock per (scope, thread),
         # so two servers on one scope never give two turns the same index (one would replace
         # the other). Another writer of the thread (an application's put_turn, `pgmem ingest`)
@@ -300,11 +400,11 @@ class Memory:
                     where="turn",
                 )
                 if turn_index is not None:  # the caller's index: the same index again replaces it
-                    report = ingest_turns(conn, [turn], self.embedder)
+                    report = ingest_turns(conn, [turn], embedder)
                     break
                 try:
                     with conn.transaction():
-                        report = ingest_turns(conn, [turn], self.embedder)
+                        report = ingest_turns(conn, [turn], embedder)
                         if report.replaced:
                             raise _IndexTaken
                     break
@@ -355,8 +455,8 @@ class Memory:
             floor=fl,
             thread=th,
             message_time=datetime.now().astimezone(),
-            since=parse_time(since, "since"),
-            until=parse_time(until, "until"),
+            since=_time(since, "since"),
+            until=_time(until, "until"),
         )
         return {
             "query": q,
@@ -460,6 +560,15 @@ def _query(value: object) -> str:
     if size > MAX_QUERY_BYTES:
         raise ToolError(f"query is {size:,} bytes; at most {MAX_QUERY_BYTES:,}")
     return q
+
+
+def _time(value: object, name: str) -> datetime | None:
+    """A time argument: an ISO 8601 string, as the tool's schema says, or None. parse_time also
+    reads a number as epoch seconds (a turns file's `time`): an agent's 2026 or 20260501 was
+    read so, as a moment of 1970, without a word."""
+    if value is not None and not isinstance(value, str):
+        raise ToolError(f"{name} must be an ISO 8601 string, got {type(value).__name__}")
+    return parse_time(value, name)
 
 
 def _x(value: object) -> int:
@@ -644,7 +753,12 @@ def build_server(memory: Memory) -> MCPServer:
         mime_type="application/json",
     )
     def threads() -> str:
-        return json.dumps(memory.run("threads", memory.threads))
+        try:
+            return json.dumps(memory.run("threads", memory.threads))
+        except ToolError as exc:
+            # A ResourceError reaches the client with its line; anything else, as "Error reading
+            # resource pgmem://threads" alone, and the SDK logged its traceback at ERROR.
+            raise ResourceError(str(exc)) from None
 
     return server
 
@@ -775,8 +889,14 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
     object with -32600 (id null unless it has a usable one); it never answers a notification
     or a response, and a blank line is no message at all. A line with a byte that is not UTF-8
     anywhere is not JSON: -32700, with the request's id when the rest of it is a request."""
+    line, reply, _ = _screen(raw)
+    return line, reply
+
+
+def _screen(raw: str) -> tuple[str | None, JSONRPCError | None, object]:
+    """screen_line, and the message the SDK will parse from the line it passes on (else None)."""
     if not raw.strip():
-        return None, None
+        return None, None, None
     bad = _ESCAPED_BYTE.search(raw)
     if bad:
         # JSON text is UTF-8 (RFC 8259, 8.1): such a line is not JSON, even when the byte is
@@ -784,7 +904,7 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         # was stored altered without a word; now nothing of the line is run.
         at = len(raw[: bad.start()].encode("utf-8", "surrogateescape"))
         reason = f"the line is not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02X} at offset {at})"
-        return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}")
+        return None, _error_reply(_request_id(raw), PARSE_ERROR, f"Parse error: {reason}"), None
     twice = _repeated_member(raw)
     if twice is not None:
         # The SDK's parser keeps the last of a member given twice, silently: a line naming ping
@@ -793,10 +913,10 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
         where, key, rid, answered = twice
         if not answered:
             log.info("dropped a message without an id or a method giving %r twice", key)
-            return None, None
+            return None, None, None
         if where == "params":
-            return None, _error_reply(rid, INVALID_PARAMS, f"Invalid params: {key!r} is given twice in params")
-        return None, _error_reply(rid, INVALID_REQUEST, f"Invalid Request: {key!r} is given twice")
+            return None, _error_reply(rid, INVALID_PARAMS, f"Invalid params: {key!r} is given twice in params"), None
+        return None, _error_reply(rid, INVALID_REQUEST, f"Invalid Request: {key!r} is given twice"), None
     line = guard_line(raw)
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -806,14 +926,14 @@ def screen_line(raw: str) -> tuple[str | None, JSONRPCError | None]:
             # Python's parser may read what the SDK's cannot (a number beyond its range): the
             # request's id, then, ends the client's wait for its answer.
             reason = str((errors[0].get("ctx") or {}).get("error", "not JSON"))
-            return None, _error_reply(_request_id(line), PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}")
-        return None, _invalid_reply(pydantic_core.from_json(line))
+            return None, _error_reply(_request_id(line), PARSE_ERROR, f"Parse error: {_one_line(reason)[:150]}"), None
+        return None, _invalid_reply(pydantic_core.from_json(line)), None
     if isinstance(message, JSONRPCNotification) and '"id"' in line:
         # A notification has no id member at all (JSON-RPC 2.0, 4.1); the SDK's model ignores one.
         value = pydantic_core.from_json(line)
         if isinstance(value, dict) and "id" in value:
-            return None, _invalid_reply(value)
-    return line, None
+            return None, _invalid_reply(value), None
+    return line, None, message
 
 
 def _repeated_member(raw: str) -> tuple[str, str, object, bool] | None:
@@ -915,46 +1035,149 @@ class _Replies(Protocol):
 class _GuardedLines:
     """stdin as the SDK's stdio transport reads it (`async for line in ...`), through
     screen_line: a line that is not one JSON-RPC message is answered on the transport's own
-    write stream (its one writer to stdout, so frames never interleave) and not passed on."""
+    write stream (its one writer to stdout, so frames never interleave) and not passed on.
 
-    def __init__(self, inner: anyio.AsyncFile[str]) -> None:
+    The lines are read by a daemon thread of this object's own: the SDK reads them in an AnyIO
+    worker thread, which no cancellation reaches while it waits for a line and which the
+    interpreter waits for at exit, so Ctrl-C did nothing (a second printed 'pgmem: interrupted'
+    and the process still did not exit) until the next line or the end of input came."""
+
+    def __init__(self, inner: Iterable[str]) -> None:
         self.inner = inner
         self.replies: _Replies | None = None
         self.attached = anyio.Event()
+        # The requests passed on and not yet answered (nor cancelled by the client): at the
+        # end of input the SDK cancels whatever is in flight, unanswered. The input ends only
+        # once they are answered, as a client that closes stdin and waits for the exit (MCP's
+        # stdio shutdown; `pgmem mcp < requests.jsonl`) expects.
+        self.pending: set[tuple[bool, object]] = set()
+        self.idle = anyio.Event()
+        self.idle.set()
 
     def attach(self, replies: _Replies) -> None:
         self.replies = replies
         self.attached.set()
 
+    def _started(self, message: object) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self.pending.add(_id_key(message.id))
+            self.idle = anyio.Event()
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params or {}
+            self.answered(params.get("requestId") if isinstance(params, dict) else None)
+
+    def answered(self, rid: object) -> None:
+        self.pending.discard(_id_key(rid))
+        if not self.pending:
+            self.idle.set()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        send, receive = anyio.create_memory_object_stream[str](0)
+        token = anyio.lowlevel.current_token()
+
+        def pump() -> None:
+            try:
+                try:
+                    for raw in self.inner:
+                        anyio.from_thread.run(send.send, raw, token=token)
+                except (OSError, ValueError) as exc:  # stdin unreadable: the end of input
+                    log.warning("stdin: %s", exc)
+                anyio.from_thread.run_sync(send.close, token=token)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
+                pass  # the server stopped reading (it is ending), or its event loop is gone
+            except BaseException as exc:  # a send cancelled as the event loop shuts down
+                log.debug("stdin reader stopped: %r", exc)
+
+        threading.Thread(target=pump, name="pgmem-mcp-stdin", daemon=True).start()
+        async with receive:
+            async for raw in receive:
+                yield raw
+
     async def __aiter__(self) -> AsyncIterator[str]:
-        async for raw in self.inner:
-            line, reply = screen_line(raw)
+        async for raw in self._lines():
+            line, reply, message = _screen(raw)
             if reply is not None:
                 await self.attached.wait()
                 assert self.replies is not None
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await self.replies.send(SessionMessage(reply))
             if line is not None:
+                self._started(message)
                 yield line
+        await self.idle.wait()
+
+
+def _id_key(rid: object) -> tuple[bool, object]:
+    return isinstance(rid, str), rid
+
+
+class _Answers:
+    """The transport's write stream, telling `lines` the id of each response sent."""
+
+    def __init__(self, inner: Any, lines: _GuardedLines) -> None:
+        self.inner = inner
+        self.lines = lines
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self.inner.send(item)
+        if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+            self.lines.answered(item.message.id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _Answers:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return cast("bool | None", await self.inner.__aexit__(*exc))
+
+
+def _read_lines(fd: int) -> Iterator[str]:
+    """The lines of file descriptor `fd`, each with its \n (the last may have none), read with
+    os.read: a thread blocked in a read of sys.stdin's buffered reader holds its lock, and at
+    exit the interpreter, closing sys.stdin, aborted ("Fatal Python error: _enter_buffered_busy").
+    surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line). A
+    message ends at \n only (MCP's stdio transport): a \r is JSON whitespace, and universal
+    newlines split a request holding one into two lines that are not JSON."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    pending: list[str] = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        *whole, rest = decoder.decode(chunk, final=not chunk).split("\n")
+        for part in whole:
+            pending.append(part)
+            yield "".join(pending) + "\n"
+            pending = []
+        if rest:
+            pending.append(rest)
+        if not chunk:
+            if pending:
+                yield "".join(pending)
+            return
 
 
 async def _run_stdio(server: MCPServer) -> None:
-    # surrogateescape: a byte that is not UTF-8 can be named in the parse error (screen_line).
-    # newline="\n": a message ends at \n (MCP's stdio transport); a \r is JSON whitespace, and
-    # universal newlines split a request holding one into two lines that are not JSON.
-    stdin = anyio.wrap_file(
-        io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n")
-    )
-    guarded = _GuardedLines(stdin)
+    guarded = _GuardedLines(_read_lines(sys.stdin.fileno()))
     async with stdio_server(stdin=cast("anyio.AsyncFile[str]", guarded)) as (read_stream, write_stream):
         guarded.attach(write_stream)
         # MCPServer.run_stdio_async, with the guarded stdin (the SDK takes no other hook for it).
         low = server._lowlevel_server
-        await low.run(read_stream, write_stream, low.create_initialization_options())
+        await low.run(read_stream, cast(Any, _Answers(write_stream, guarded)), low.create_initialization_options())
 
 
 def serve(url: str, scope: str, embedder: Embedder, *, default_thread: str = DEFAULT_THREAD) -> None:
     """Check the database and the model, then serve MCP on stdin/stdout until the client closes."""
     memory = Memory(url, scope, embedder, default_thread=default_thread)
     memory.check()
-    anyio.run(_run_stdio, build_server(memory))
+    try:
+        anyio.run(_run_stdio, build_server(memory))
+    except BaseExceptionGroup as group:
+        # The client gone from stdout (crashed, killed): the SDK's writer fails with
+        # BrokenPipeError inside its task group. As a plain one, the CLI ends quietly (141)
+        # where a multi-line ExceptionGroup traceback went to the agent host's log.
+        gone, rest = group.split(BrokenPipeError)
+        if gone is not None and rest is None:
+            raise BrokenPipeError("the client closed the server's stdout") from None
+        raise
