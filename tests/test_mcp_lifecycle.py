@@ -156,6 +156,36 @@ def test_a_failure_reading_the_threads_resource_is_one_line_with_its_reason(
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
 
 
+def test_the_threads_resource_lists_the_threads_with_the_latest_turns_and_counts_the_rest(
+    app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgmem://threads listed every thread: a store namespace of 100,000 items was 100,000 threads,
+    some 10 MB of JSON to an agent. It lists THREADS_LISTED (here 3) with the latest turns, by
+    name, and `more` counts the others."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from pgmem.integrations import mcp as pgmem_mcp
+
+    monkeypatch.setattr(pgmem_mcp, "THREADS_LISTED", 3)
+    with connect(app_url) as conn:
+        turns = [make_turn("s", f"t{i}", 0, f"note {i}") for i in range(5)]
+        turns = [replace(t, time=datetime(2026, 1, 1 + i, tzinfo=UTC)) for i, t in enumerate(turns)]
+        assert not ingest_turns(conn, turns[::-1], HashEmbedder()).failed
+    memory = pgmem_mcp.Memory(app_url, "s", HashEmbedder())
+
+    async def main() -> dict[str, Any]:
+        async with Client(pgmem_mcp.build_server(memory)) as client:
+            listing = (await client.read_resource("pgmem://threads")).contents[0]
+            assert isinstance(listing, TextResourceContents)
+            return dict(json.loads(listing.text))
+
+    out = asyncio.run(main())
+    assert [t["thread"] for t in out["threads"]] == ["t2", "t3", "t4"] and out["more"] == 2, out
+    monkeypatch.setattr(pgmem_mcp, "THREADS_LISTED", 5)
+    assert [t["thread"] for t in asyncio.run(main())["threads"]] == ["t0", "t1", "t2", "t3", "t4"]
+
+
 @contextlib.contextmanager
 def _slow_endpoint(seconds_per_input: float) -> Iterator[tuple[str, list[int]]]:
     """An OpenAI-compatible embedding endpoint on 127.0.0.1 at a slow model's pace: it answers

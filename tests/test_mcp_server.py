@@ -172,7 +172,7 @@ def test_a_server_of_another_scope_sees_nothing_of_the_first(db_url: str, app_ur
     assert seen["recall"]["empty_reason"] == "scope_empty" and "agent-b" in seen["recall"]["empty_message"]
     assert seen["docs"]["empty_reason"] == "scope_empty" and seen["docs"]["empty_message"]
     assert sum(seen["forget"]["forgotten"].values()) == 0
-    assert seen["threads"] == {"scope": "agent-b", "threads": []}
+    assert seen["threads"] == {"scope": "agent-b", "threads": [], "more": 0}
     again = _session(_params(db_url, "agent-a", tmp_path), first_again)
     assert "Biscuit" in again["found"]["groups"][0]["hits"][0]["text"]
     assert (again["found"]["empty_reason"], again["found"]["empty_message"]) == (None, None)

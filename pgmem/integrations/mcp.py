@@ -84,6 +84,10 @@ MAX_X = 50
 #: How often `remember` takes the next index again when another writer stored a turn at the one
 #: it read (each try embeds the note again).
 NEXT_INDEX_TRIES = 20
+#: `pgmem://threads` lists at most this many threads (those with the latest turns), and how many
+#: more the scope holds (`more`).
+THREADS_LISTED = 1000
+
 #: `remember` embeds a turn's pieces in batches of about this many seconds of the model (the
 #: pace of the batch before; 8 to 512 pieces), looking between two batches whether its request
 #: was cancelled: a turn of 1 MB is some 1,800 pieces, minutes of the local model on two cores.
@@ -529,15 +533,22 @@ class Memory:
                 # Not the thread of an expired store item that the sweep has not removed yet
                 # (expired by the clock, as pgmem.store_get judges): recall leaves it out too
                 # (pgmem.expired_item_pieces), and the thread's name holds the item's key.
-                """SELECT th.thread_id, count(t.turn_index), max(t.turn_time)
+                # The THREADS_LISTED with the latest turns (a store namespace of 100,000 items
+                # listed 100,000 threads, some 10 MB of JSON to an agent), by name.
+                """SELECT thread_id, turns, last_turn_time, listable FROM (
+                   SELECT th.thread_id, count(t.turn_index) AS turns, max(t.turn_time) AS last_turn_time,
+                          count(*) OVER () AS listable
                      FROM pgmem.thread th
                      LEFT JOIN pgmem.turn t ON t.scope_id = th.scope_id AND t.thread_id = th.thread_id
                     WHERE th.scope_id = %s
                       AND NOT EXISTS (SELECT 1 FROM pgmem.store_item i
                                        WHERE i.scope_id = th.scope_id AND i.thread_id = th.thread_id
                                          AND i.expires_at <= clock_timestamp())
-                    GROUP BY th.thread_id ORDER BY th.thread_id""",
-                (self.scope,),
+                    GROUP BY th.thread_id
+                    ORDER BY max(t.turn_time) DESC NULLS LAST, th.thread_id
+                    LIMIT %s) latest
+                   ORDER BY thread_id""",
+                (self.scope, THREADS_LISTED),
             ).fetchall()
         return {
             "scope": self.scope,
@@ -549,6 +560,7 @@ class Memory:
                 }
                 for r in rows
             ],
+            "more": max(0, int(str(rows[0][3])) - len(rows)) if rows else 0,
         }
 
 
