@@ -1,4 +1,4 @@
-"""reembed_flip refuses REPEATABLE READ and SERIALIZABLE: it left a writer's pieces on the old model (functions only).
+"""reembed_flip refuses REPEATABLE READ; index_large_scopes does not deadlock with a writer (functions only).
 
 The flip waits for the scope's writers in flight (the scope row, FOR NO KEY UPDATE), then counts
 the pieces still without a staged vector and moves the others. Under REPEATABLE READ or
@@ -9,7 +9,14 @@ and the flip bound the scope to the new model with them left on the old one (rec
 them with a query of the other model). It now raises 25000 before anything changes, as
 refresh_word_fold does.
 
-Only re-runnable definitions change (sql/idempotent/045_reembed.sql).
+index_large_scopes deadlocked with a writer of a scope whose word fold it refreshed (40P01): its
+index builds hold pgmem.piece against writers to its commit, and refresh_word_fold then waited for
+the scope's writers in flight (the scope row), while a writer that held that row from before its
+first piece waited for the build at its insert. index_large_scopes now takes pgmem.piece in SHARE
+mode first when its plan folds, and refresh_word_fold does not wait for writers in a transaction
+that holds that lock (every writer with a piece in flight has committed).
+
+Only re-runnable definitions change (sql/idempotent/030_recall.sql, 045_reembed.sql, 060_indexes.sql).
 
 Revision ID: 0107
 Revises: 0105
