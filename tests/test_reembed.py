@@ -307,6 +307,32 @@ def test_numpy_numbers_are_numbers_like_any_other(conn: Conn, embedder: Embedder
     assert res.flipped and res.previous_model == embedder.model_id
 
 
+def test_a_numpy_dimension_is_a_dimension_like_any_other(conn: Conn, admin_conn: Conn) -> None:
+    """The new embedder's dims goes into every SQL step. A numpy integer (a dimension read from an
+    array) was sent as a bigint, and the change failed with "function pgmem.reembed_status(unknown,
+    unknown, bigint) does not exist", a SchemaMissingError whose hint is to migrate; a dims that is
+    no integer at all was "gives 384-dimensional vectors but piece.embedding was installed with 384"."""
+    import numpy as np
+
+    from tests.security_helpers import HashEmbedder
+
+    class Dims(HashEmbedder):
+        def __init__(self, dims: object) -> None:
+            super().__init__(model_id="test:numpy-dims")
+            self.given = dims
+
+        @property
+        def dims(self) -> int:
+            return self.given  # type: ignore[return-value]
+
+    ingest_turns(conn, turns(n=2), HashEmbedder())
+    for bad in ("384", 384.0, True, None):
+        with pytest.raises(InputError, match="the new embedder's dims must be an integer"):
+            reembed(conn, SCOPE, Dims(bad))
+    res = reembed(conn, SCOPE, Dims(np.int64(384)))
+    assert res.flipped and models(admin_conn) == [("test:numpy-dims", res.pieces)]
+
+
 @pytest.mark.parametrize("model_id", ["", "m" * 201, "bad\x00model", "bad\udc80model"])
 def test_a_model_id_that_cannot_be_stored_is_refused_before_anything_is_embedded(
     conn: Conn, embedder: Embedder, e5: Embedder, model_id: str
