@@ -439,6 +439,43 @@ def test_cli_all_goes_past_scopes_without_pieces(conn: Conn, db_url: str, embedd
     assert len(skipped) == 2 and "'a-setting'" in skipped[0] and "'b-facts'" in skipped[1], done.stderr
 
 
+def test_cli_all_goes_past_a_scope_forgotten_while_it_is_moved(
+    conn: Conn, admin_conn: Conn, db_url: str, app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope forgotten while `--all` moved it (staged, then its flip found no scope: 42704, a
+    NotFoundError) stopped the run with exit 2, and every scope after it kept the old model."""
+    import contextlib
+    import io
+
+    from pgmem.cli import main
+    from pgmem.forget import forget_scope
+    from tests.security_helpers import HashEmbedder, make_turn
+
+    for scope in ("a-gone", "b-kept"):
+        ingest_turns(conn, [make_turn(scope, "t", i, f"note {i} about the ferry") for i in range(2)], HashEmbedder())
+
+    class ForgetsFirst(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> FloatArray:
+            if self.calls == 0:
+                with psycopg.connect(app_url, autocommit=True) as other:
+                    assert forget_scope(other, "a-gone").turns == 2
+            return super().embed(texts)
+
+    new = ForgetsFirst(model_id="test:new")
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setattr("pgmem.cli.reembed.embedder_for", lambda *a, **k: new)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["reembed", "--to", "local", "--all"])
+    assert code == 0, err.getvalue()
+    assert "scope 'a-gone': skipped" in err.getvalue()
+    rows = admin_conn.execute(
+        """SELECT DISTINCT m.model_id FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)
+            WHERE p.scope_id = 'b-kept'"""
+    ).fetchall()
+    assert rows == [("test:new",)]
+
+
 def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
     conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder
 ) -> None:
