@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,9 +168,15 @@ def rebuild(
                 hint="Rebuild with the scope's model; a model change is `pgmem reembed --to MODEL --scope SCOPE`.",
             )
         started = run(db, _now(scope))
+        # Written whole or not at all (as the store import's checkpoint): a write cut short (a
+        # full disk, a kill) left a part of the file, which every later rebuild refused as "not a
+        # rebuild state file" until it was removed by hand.
+        tmp = state_file.with_name(f"{state_file.name}.tmp")
         try:
-            state_file.write_text(json.dumps({"started": started, "scope": scope, "database": where}))
+            tmp.write_text(json.dumps({"started": started, "scope": scope, "database": where}), encoding="utf-8")
+            os.replace(tmp, state_file)
         except OSError as exc:
+            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
     pending, unreadable = run(db, _pending_turns(scope, started))
     turns = [t for t, _ in pending]

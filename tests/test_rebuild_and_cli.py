@@ -107,6 +107,31 @@ def test_a_rebuild_refused_before_it_begins_leaves_no_state_to_resume(
     assert not res.resumed and res.report.replaced == 2 and not state.exists()
 
 
+def test_a_state_file_write_cut_short_leaves_nothing_to_refuse(conn: Conn, tmp_path: Path) -> None:
+    """The state file was written in place: a write cut short (a full disk; here the process's
+    file size limit) left part of it, and every later rebuild of the scope refused it as "not a
+    rebuild state file" until it was removed by hand. It is written whole or not at all now."""
+    import resource
+    import signal
+
+    from pgmem.errors import ConfigError
+    from tests.security_helpers import HashEmbedder
+
+    ingest_turns(conn, turns(2), HashEmbedder())
+    state = tmp_path / "rebuild.json"
+    limits, handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16, limits[1]))  # a write past 16 bytes fails: EFBIG
+        with pytest.raises(ConfigError, match="cannot write the rebuild state file"):
+            rebuild(conn, HashEmbedder(), state, scope="r")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert list(tmp_path.iterdir()) == []
+    res = rebuild(conn, HashEmbedder(), state, scope="r")
+    assert not res.resumed and res.report.replaced == 2 and not state.exists()
+
+
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PGMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=120)
