@@ -1,4 +1,4 @@
-"""reembed_flip refuses REPEATABLE READ; index_large_scopes does not deadlock with a writer (functions only).
+"""reembed_flip refuses REPEATABLE READ; index_large_scopes and add_facts do not deadlock (functions only).
 
 The flip waits for the scope's writers in flight (the scope row, FOR NO KEY UPDATE), then counts
 the pieces still without a staged vector and moves the others. Under REPEATABLE READ or
@@ -16,7 +16,13 @@ first piece waited for the build at its insert. index_large_scopes now takes pgm
 mode first when its plan folds, and refresh_word_fold does not wait for writers in a transaction
 that holds that lock (every writer with a piece in flight has committed).
 
-Only re-runnable definitions change (sql/idempotent/030_recall.sql, 045_reembed.sql, 060_indexes.sql).
+add_facts inserted its facts in the call's order, each waiting on the unique content key for one
+another call had inserted first: two calls adding the same facts in two orders deadlocked (40P01).
+It inserts them by content hash now, with ids taken from the identity in the call's order first,
+so the ids still come back in the call's order.
+
+Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 030_recall.sql, 045_reembed.sql,
+060_indexes.sql).
 
 Revision ID: 0107
 Revises: 0105
