@@ -750,7 +750,7 @@ BEGIN
     END IF;
     -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
     -- or repeated in this call, is skipped; only the ids of new rows come back, in the call's order.
-    -- Lock order (0107): the facts are inserted by content hash, as every add_facts inserts them.
+    -- Lock order (0106): the facts are inserted by content hash, as every add_facts inserts them.
     -- In the call's order, two calls adding the same facts in two orders each waited for a fact
     -- the other had just inserted (the unique key's wait): a deadlock (40P01). Their ids are still
     -- the call's order: taken from the identity first, in that order, and given with the rows.
@@ -772,4 +772,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0107).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';

@@ -170,7 +170,7 @@ BEGIN
     PERFORM set_config('pgmem.scope', pgmem._write_scope(reembed_flip.scope), true);
     -- The flip waits for the scope's writers in flight (the scope row, below), then counts the
     -- pieces still without a staged vector, each statement with a snapshot of its own: READ
-    -- COMMITTED only (0107), as refresh_word_fold. Under REPEATABLE READ or SERIALIZABLE the
+    -- COMMITTED only (0106), as refresh_word_fold. Under REPEATABLE READ or SERIALIZABLE the
     -- transaction's snapshot predates the wait: a writer of the old model that committed
     -- meanwhile held the scope row only (FOR SHARE, no update to conflict with), so its pieces
     -- were neither counted nor moved, and the flip bound the scope to the new model with them
@@ -267,7 +267,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_flip(text, text, integer, double precision) IS
-'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. The model''s staged vectors are then deleted; those staged for another model are kept (a flip changes no piece''s text) and go when that model flips, their pieces are deleted or the scope is forgotten. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the scope''s writers, 0107). Returns flipped, pending, the pieces and turns rewritten.';
+'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. The model''s staged vectors are then deleted; those staged for another model are kept (a flip changes no piece''s text) and go when that model flips, their pieces are deleted or the scope is forgotten. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the scope''s writers, 0106). Returns flipped, pending, the pieces and turns rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.maintenance_scopes()
 RETURNS TABLE (scope_id text)

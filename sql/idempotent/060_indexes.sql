@@ -265,7 +265,7 @@ AS $$
 DECLARE
     r record;
 BEGIN
-    -- Lock order (0107): pgmem.piece in SHARE mode first when the plan refreshes a word fold. A
+    -- Lock order (0106): pgmem.piece in SHARE mode first when the plan refreshes a word fold. A
     -- fold waits for the scope's writers in flight, which hold the scope row from before their
     -- first piece; once a build here held the table (a CREATE INDEX on piece, or on fact for an
     -- add_facts), such a writer waited for this transaction at its insert while the fold waited
@@ -283,4 +283,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer, boolean, integer) IS
-'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0107). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
+'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';

@@ -24,13 +24,13 @@ so the ids still come back in the call's order.
 Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 030_recall.sql, 045_reembed.sql,
 060_indexes.sql).
 
-Revision ID: 0107
+Revision ID: 0106
 Revises: 0105
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0107"
+revision = "0106"
 down_revision = "0105"
 upgrade, downgrade = functions_only(revision)
