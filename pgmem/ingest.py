@@ -149,6 +149,16 @@ def refused_scopes(scopes: Sequence[str], embedder: Embedder, plane: str) -> Cal
     return refused
 
 
+def check_write_settings(max_bytes: object, weight: object, group_pieces: object) -> tuple[int, float, int]:
+    """`max_bytes`, `weight` and `group_pieces` as ingest_turns (and a rebuild) take them; an
+    InputError naming the first that is not."""
+    return (
+        check_int(max_bytes, "max_bytes", 64, 1 << 20),
+        check_number(weight, "weight", 0, 1),
+        check_int(group_pieces, "group_pieces", 1, 1 << 20),
+    )
+
+
 def ingest_turns_call(
     turns: Iterable[Turn],
     embedder: Embedder,
@@ -182,9 +192,7 @@ def ingest_turns_call(
     and counted in `skipped`, never brought back nor overwritten with the older copy."""
     if context not in CONTEXT_MODES:
         raise InputError(f"context must be one of {CONTEXT_MODES}, got {context!r:.80}")
-    weight = check_number(weight, "weight", 0, 1)
-    max_bytes = check_int(max_bytes, "max_bytes", 64, 1 << 20)
-    group_pieces = check_int(group_pieces, "group_pieces", 1, 1 << 20)
+    max_bytes, weight, group_pieces = check_write_settings(max_bytes, weight, group_pieces)
     if isinstance(turns, str | bytes) or not isinstance(turns, Iterable):
         raise InputError(f"turns must be a list of Turn, got {type(turns).__name__}")
     all_turns = list(turns)

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgmem.calls import Call, Db, Query, run
 from pgmem.embedders.base import Embedder
-from pgmem.errors import ConfigError, InputError
-from pgmem.ingest import DEFAULT_WEIGHT, IngestReport, Progress, ingest_turns
+from pgmem.errors import ConfigError, InputError, ModelRefusedError
+from pgmem.ingest import (
+    DEFAULT_WEIGHT,
+    IngestReport,
+    Progress,
+    check_write_settings,
+    ingest_turns,
+    refused_scopes,
+)
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.text import check_name
 from pgmem.turns import Turn, turn_from_dict
@@ -139,16 +147,36 @@ def rebuild(
     scope and the database; one of another scope or database is a ConfigError, never resumed
     (`state_file_name` names one per database and scope, as `pgmem rebuild` does)."""
     check_name(scope, "scope")
+    # Checked before the state file is written: a rebuild refused here did nothing, and a state
+    # file it left made the next rebuild "resume" from its start, taking every turn stored since
+    # for done (`--max-bytes 5`, or a model the scope refuses: each turn failed, the file stayed).
+    max_bytes, weight, group_pieces = check_write_settings(max_bytes, weight, group_pieces)
     where = database(db, scope)
     resumed = state_file.exists()
     if resumed:
         started = _read_state(state_file, scope, where)
     else:
-        started = run(db, _now(scope))
         try:
             state_file.parent.mkdir(parents=True, exist_ok=True)
-            state_file.write_text(json.dumps({"started": started, "scope": scope, "database": where}))
         except OSError as exc:
+            raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
+        refused = run(db, refused_scopes([scope], embedder, "piece")).get(scope)
+        if refused is not None:
+            raise ModelRefusedError(
+                refused,
+                sqlstate="22000",
+                hint="Rebuild with the scope's model; a model change is `pgmem reembed --to MODEL --scope SCOPE`.",
+            )
+        started = run(db, _now(scope))
+        # Written whole or not at all (as the store import's checkpoint): a write cut short (a
+        # full disk, a kill) left a part of the file, which every later rebuild refused as "not a
+        # rebuild state file" until it was removed by hand.
+        tmp = state_file.with_name(f"{state_file.name}.tmp")
+        try:
+            tmp.write_text(json.dumps({"started": started, "scope": scope, "database": where}), encoding="utf-8")
+            os.replace(tmp, state_file)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write the rebuild state file {state_file}: {exc.strerror or exc}") from None
     pending, unreadable = run(db, _pending_turns(scope, started))
     turns = [t for t, _ in pending]

@@ -53,11 +53,11 @@ class Reembedded:
         return dict(self.__dict__)
 
 
-def _status(scope: str, embedder: Embedder) -> Call[tuple[str | None, int, int, int]]:
+def _status(scope: str, embedder: Embedder, dims: int) -> Call[tuple[str | None, int, int, int]]:
     row = yield Query(
         scope,
         "SELECT current_model, pieces, staged, pending FROM pgmem.reembed_status(%s, %s, %s)",
-        (scope, embedder.model_id, embedder.dims),
+        (scope, embedder.model_id, dims),
         one=True,
     )
     return (None if row[0] is None else str(row[0])), int(row[1]), int(row[2]), int(row[3])
@@ -69,7 +69,14 @@ def _installed_dims(scope: str) -> Call[int | None]:
 
 
 def _stage_pending(
-    scope: str, embedder: Embedder, page: int, started: float, done: int, total: int, progress: ReembedProgress | None
+    scope: str,
+    embedder: Embedder,
+    dims: int,
+    page: int,
+    started: float,
+    done: int,
+    total: int,
+    progress: ReembedProgress | None,
 ) -> Call[tuple[int, int]]:
     """Embed and stage every piece still without a vector of the model; returns how many, and
     how many of them were longer than the model's input window."""
@@ -78,7 +85,7 @@ def _stage_pending(
         rows: Sequence[tuple[object, ...]] = yield Query(
             scope,
             "SELECT piece_id, embed_text FROM pgmem.reembed_pending(%s, %s, %s, %s, %s)",
-            (scope, embedder.model_id, embedder.dims, page, after),
+            (scope, embedder.model_id, dims, page, after),
         )
         if not rows:
             return embedded, truncated
@@ -115,6 +122,9 @@ def reembed_call(
     # The target's id goes into the model registry (1 to 200 characters, pgmem.embedding_model):
     # refused here, before a page is embedded for a model the registry cannot hold.
     check_name(embedder.model_id, "the new embedder's model_id")
+    # Its dimension goes into every step's SQL: numpy's integer (a dims read from an array) was
+    # sent as a bigint, and pgmem.reembed_status(..., bigint) "does not exist" was the error.
+    dims = check_int(embedder.dims, "the new embedder's dims", 1, 16000)
     # Any integer and real number (numpy's included), as every other call's: np.int64(512) was
     # "page must be an integer ..., got np.int64(512)", np.float32(0.5) "must be between 0 and 1".
     page = check_int(page, "page", 1, 10000)
@@ -124,12 +134,12 @@ def reembed_call(
     installed = yield from _installed_dims(scope)
     if installed is None:
         raise ModelMismatchError("no vector column piece.embedding is installed: run `pgmem migrate`")
-    if installed != embedder.dims:
+    if installed != dims:
         raise ModelMismatchError(
-            f"model {embedder.model_id} gives {embedder.dims}-dimensional vectors but piece.embedding was "
+            f"model {embedder.model_id} gives {dims}-dimensional vectors but piece.embedding was "
             f"installed with {installed} dimensions; a model change keeps the installed dimensions"
         )
-    previous, total, staged, pending = yield from _status(scope, embedder)
+    previous, total, staged, pending = yield from _status(scope, embedder, dims)
     if previous is None and total == 0:
         raise InputError(f"scope {scope!r} holds no memory: nothing to re-embed (check the scope name)")
     resumed = staged > 0 and previous != embedder.model_id
@@ -138,21 +148,21 @@ def reembed_call(
     embedded, truncated = 0, 0
     flipped, turns = previous == embedder.model_id and pending == 0, 0
     for _ in range(FLIP_ATTEMPTS):
-        n, cut = yield from _stage_pending(scope, embedder, page, started, staged + embedded, total, progress)
+        n, cut = yield from _stage_pending(scope, embedder, dims, page, started, staged + embedded, total, progress)
         embedded, truncated = embedded + n, truncated + cut
         if not flip:
             break
         row = yield Query(
             scope,
             "SELECT flipped, pending, pieces, turns FROM pgmem.reembed_flip(%s, %s, %s, %s)",
-            (scope, embedder.model_id, embedder.dims, float(document_weight)),
+            (scope, embedder.model_id, dims, float(document_weight)),
             one=True,
         )
         if bool(row[0]):
             flipped, turns = True, int(row[3])
             break
         # Pieces written by the old model while this ran: embed them too, then flip again.
-    _, total, _, _ = yield from _status(scope, embedder)
+    _, total, _, _ = yield from _status(scope, embedder, dims)
     return Reembedded(
         scope=scope,
         model_id=embedder.model_id,

@@ -79,6 +79,59 @@ def test_rebuild_is_resumable_and_complete(conn: Conn, embedder: Embedder, tmp_p
     assert all(after[i] > before[i] for i in before)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"max_bytes": 5}, "max_bytes must be an integer from 64"),
+        ({"weight": float("nan")}, "weight must be between 0 and 1"),
+        ({"group_pieces": 0}, "group_pieces must be an integer from 1"),
+        ({"model": "test:other"}, "refusing model test:other"),
+    ],
+)
+def test_a_rebuild_refused_before_it_begins_leaves_no_state_to_resume(
+    conn: Conn, tmp_path: Path, kwargs: dict[str, object], error: str
+) -> None:
+    """A rebuild refused before it rebuilt anything (a bad --max-bytes or --weight, or a model
+    the scope refuses, each turn of which failed) left its state file: the next rebuild "resumed"
+    from that refused run's start and took every turn stored since for rebuilt."""
+    from pgmem.errors import InputError, ModelRefusedError
+    from tests.security_helpers import HashEmbedder
+
+    ingest_turns(conn, turns(2), HashEmbedder())
+    state = tmp_path / "rebuild.json"
+    emb = HashEmbedder(model_id=str(kwargs.pop("model", "test:hash")))
+    with pytest.raises((InputError, ModelRefusedError), match=error):
+        rebuild(conn, emb, state, scope="r", **kwargs)  # type: ignore[arg-type]
+    assert not state.exists() and emb.calls == 0
+    res = rebuild(conn, HashEmbedder(), state, scope="r")
+    assert not res.resumed and res.report.replaced == 2 and not state.exists()
+
+
+def test_a_state_file_write_cut_short_leaves_nothing_to_refuse(conn: Conn, tmp_path: Path) -> None:
+    """The state file was written in place: a write cut short (a full disk; here the process's
+    file size limit) left part of it, and every later rebuild of the scope refused it as "not a
+    rebuild state file" until it was removed by hand. It is written whole or not at all now."""
+    import resource
+    import signal
+
+    from pgmem.errors import ConfigError
+    from tests.security_helpers import HashEmbedder
+
+    ingest_turns(conn, turns(2), HashEmbedder())
+    state = tmp_path / "rebuild.json"
+    limits, handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16, limits[1]))  # a write past 16 bytes fails: EFBIG
+        with pytest.raises(ConfigError, match="cannot write the rebuild state file"):
+            rebuild(conn, HashEmbedder(), state, scope="r")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert list(tmp_path.iterdir()) == []
+    res = rebuild(conn, HashEmbedder(), state, scope="r")
+    assert not res.resumed and res.report.replaced == 2 and not state.exists()
+
+
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PGMEM_HOME": str(home), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=120)

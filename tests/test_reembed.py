@@ -307,6 +307,32 @@ def test_numpy_numbers_are_numbers_like_any_other(conn: Conn, embedder: Embedder
     assert res.flipped and res.previous_model == embedder.model_id
 
 
+def test_a_numpy_dimension_is_a_dimension_like_any_other(conn: Conn, admin_conn: Conn) -> None:
+    """The new embedder's dims goes into every SQL step. A numpy integer (a dimension read from an
+    array) was sent as a bigint, and the change failed with "function pgmem.reembed_status(unknown,
+    unknown, bigint) does not exist", a SchemaMissingError whose hint is to migrate; a dims that is
+    no integer at all was "gives 384-dimensional vectors but piece.embedding was installed with 384"."""
+    import numpy as np
+
+    from tests.security_helpers import HashEmbedder
+
+    class Dims(HashEmbedder):
+        def __init__(self, dims: object) -> None:
+            super().__init__(model_id="test:numpy-dims")
+            self.given = dims
+
+        @property
+        def dims(self) -> int:
+            return self.given  # type: ignore[return-value]
+
+    ingest_turns(conn, turns(n=2), HashEmbedder())
+    for bad in ("384", 384.0, True, None):
+        with pytest.raises(InputError, match="the new embedder's dims must be an integer"):
+            reembed(conn, SCOPE, Dims(bad))
+    res = reembed(conn, SCOPE, Dims(np.int64(384)))
+    assert res.flipped and models(admin_conn) == [("test:numpy-dims", res.pieces)]
+
+
 @pytest.mark.parametrize("model_id", ["", "m" * 201, "bad\x00model", "bad\udc80model"])
 def test_a_model_id_that_cannot_be_stored_is_refused_before_anything_is_embedded(
     conn: Conn, embedder: Embedder, e5: Embedder, model_id: str
@@ -411,6 +437,43 @@ def test_cli_all_goes_past_scopes_without_pieces(conn: Conn, db_url: str, embedd
     assert '"flipped": true' in done.stdout and "Traceback" not in done.stderr
     skipped = [line for line in done.stderr.splitlines() if "skipped" in line]
     assert len(skipped) == 2 and "'a-setting'" in skipped[0] and "'b-facts'" in skipped[1], done.stderr
+
+
+def test_cli_all_goes_past_a_scope_forgotten_while_it_is_moved(
+    conn: Conn, admin_conn: Conn, db_url: str, app_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope forgotten while `--all` moved it (staged, then its flip found no scope: 42704, a
+    NotFoundError) stopped the run with exit 2, and every scope after it kept the old model."""
+    import contextlib
+    import io
+
+    from pgmem.cli import main
+    from pgmem.forget import forget_scope
+    from tests.security_helpers import HashEmbedder, make_turn
+
+    for scope in ("a-gone", "b-kept"):
+        ingest_turns(conn, [make_turn(scope, "t", i, f"note {i} about the ferry") for i in range(2)], HashEmbedder())
+
+    class ForgetsFirst(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> FloatArray:
+            if self.calls == 0:
+                with psycopg.connect(app_url, autocommit=True) as other:
+                    assert forget_scope(other, "a-gone").turns == 2
+            return super().embed(texts)
+
+    new = ForgetsFirst(model_id="test:new")
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setattr("pgmem.cli.reembed.embedder_for", lambda *a, **k: new)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["reembed", "--to", "local", "--all"])
+    assert code == 0, err.getvalue()
+    assert "scope 'a-gone': skipped" in err.getvalue()
+    rows = admin_conn.execute(
+        """SELECT DISTINCT m.model_id FROM pgmem.piece p JOIN pgmem.embedding_model m USING (model_key)
+            WHERE p.scope_id = 'b-kept'"""
+    ).fetchall()
+    assert rows == [("test:new",)]
 
 
 def test_concurrent_writers_forgetters_and_readers_during_a_model_change(

@@ -9,7 +9,7 @@ import sys
 
 from pgmem.cli.common import embedder_for, open_conn, settings, shown
 from pgmem.config import Settings
-from pgmem.errors import ConfigError, InputError
+from pgmem.errors import ConfigError, InputError, NotFoundError
 from pgmem.text import check_name
 
 #: What --to accepts: the local models by name, or an OpenAI-compatible model.
@@ -89,11 +89,13 @@ def _reembed(args: argparse.Namespace) -> int:
         for scope in scopes:
             try:
                 res = reembed(conn, scope, emb, flip=not args.no_flip, progress=_Progress(scope))
-            except InputError as exc:
+            except (InputError, NotFoundError) as exc:
                 if args.scope is not None:
                     raise
                 # --all lists every scope, also those without a piece (only facts, or only a
-                # retention setting), which reembed refuses by name: the others still move.
+                # retention setting), which reembed refuses by name: the others still move. So
+                # does a scope forgotten while it was moved (its flip finds no scope: 42704),
+                # which stopped the run there, the scopes after it on the old model.
                 print(f"scope {scope!r}: skipped: {shown(str(exc))}", file=sys.stderr)
                 continue
             # Model names are stored text (the registry): shown, as every stored text printed.

@@ -656,6 +656,7 @@ DECLARE
     held_no bigint;
     held_thread text;
     held_item text;
+    ids bigint[];
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -748,17 +749,27 @@ BEGIN
             USING ERRCODE = '23505', HINT = 'Name another thread, or none (NULL).';
     END IF;
     -- Idempotent by content: a fact stored already (same scope, thread, turn, section, body),
-    -- or repeated in this call, is skipped; only the ids of new rows come back.
+    -- or repeated in this call, is skipped; only the ids of new rows come back, in the call's order.
+    -- Lock order (0106): the facts are inserted by content hash, as every add_facts inserts them.
+    -- In the call's order, two calls adding the same facts in two orders each waited for a fact
+    -- the other had just inserted (the unique key's wait): a deadlock (40P01). Their ids are still
+    -- the call's order: taken from the identity first, in that order, and given with the rows.
+    ids := ARRAY(SELECT v FROM (SELECT nextval(pg_catalog.pg_get_serial_sequence('pgmem.fact', 'fact_id')) AS v
+                                  FROM generate_series(1, n)) AS s ORDER BY v);
     RETURN QUERY
-    INSERT INTO pgmem.fact AS f (scope_id, thread_id, turn_index, section, body, embedding, model_key, content_hash)
-    SELECT add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
-           l2_normalize(vectors[u.i]), key,
-           pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i])
-      FROM generate_series(1, n) AS u(i)
-     ORDER BY u.i
-    ON CONFLICT (scope_id, content_hash) DO NOTHING
-    RETURNING f.fact_id;
+    WITH added AS (
+        INSERT INTO pgmem.fact AS f (fact_id, scope_id, thread_id, turn_index, section, body, embedding, model_key,
+                                     content_hash)
+        OVERRIDING SYSTEM VALUE
+        SELECT ids[u.i], add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
+               l2_normalize(vectors[u.i]), key, u.h
+          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h
+                  FROM generate_series(1, n) AS g(i)) AS u
+         ORDER BY u.h, u.i
+        ON CONFLICT (scope_id, content_hash) DO NOTHING
+        RETURNING f.fact_id)
+    SELECT a.fact_id FROM added a ORDER BY a.fact_id;
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';

@@ -357,12 +357,22 @@ BEGIN
     -- A writer that may still commit a lower id holds the scope row FOR SHARE from before it took
     -- its ids (pgmem.bind_scope_model): waited for here (FOR NO KEY UPDATE, released at once by
     -- rolling its subtransaction back); a later writer takes higher ids, which are the tail.
-    BEGIN
-        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = refresh_word_fold.scope FOR NO KEY UPDATE;
-        RAISE EXCEPTION 'released' USING ERRCODE = 'PMWF1';
-    EXCEPTION WHEN SQLSTATE 'PMWF1' THEN
-        NULL;
-    END;
+    -- Not in a transaction that holds pgmem.piece against writers (SHARE or stronger: a CREATE
+    -- INDEX, index_large_scopes' lock): no writer can hold an id it has not committed then (the
+    -- lock waited for every one), and a writer holding the scope row waits for this transaction
+    -- at its first piece. Waiting for that writer deadlocked index_large_scopes with it (0106).
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                    WHERE l.locktype = 'relation' AND l.relation = 'pgmem.piece'::regclass
+                      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+                      AND l.pid = pg_catalog.pg_backend_pid() AND l.granted
+                      AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')) THEN
+        BEGIN
+            PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = refresh_word_fold.scope FOR NO KEY UPDATE;
+            RAISE EXCEPTION 'released' USING ERRCODE = 'PMWF1';
+        EXCEPTION WHEN SQLSTATE 'PMWF1' THEN
+            NULL;
+        END;
+    END IF;
     -- Lock order (docs/architecture.md): the scope row (KEY SHARE, as the head's foreign key would
     -- take it), then the scope's fold lock: a delete of its pieces (forget_turn, a replaced turn,
     -- retention) waits for this transaction and then deletes the fold if it held them.
@@ -404,7 +414,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.refresh_word_fold(text, text) IS
-'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, stores the word side''s sample of them in the head (pgmem.word_fold_head.sample: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts), and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later), then reads their pieces: READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
+'Index maintenance (a superuser or a login member of pgmem_owner; 42501 otherwise): folds the postings of the scope''s pieces of that kind (memory, the default, or document) written so far into pgmem.word_fold, one row a lexeme found in more than 128 of them with their ids, stores the word side''s sample of them in the head (pgmem.word_fold_head.sample: the lexemes in more than 3 of the first 1,000 pieces by id, with their counts), and returns how many lexemes it stored; a set of 1,000 pieces or fewer has no fold (its rows are removed, 0). Waits for the scope''s writers in flight (so that no lower piece id commits later; not when the transaction holds pgmem.piece in SHARE mode or stronger, which waited for them, 0106), then reads their pieces: READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait). pgmem.scope_index_plan returns a call for every set of more than 1,000 pieces whose fold is missing, stale or has a tail of half its max_tail, and for a fold of a smaller set.';
 
 -- The words of a whole message at once: the parts of one message share the sample, and a
 -- lexeme found in several parts is counted once (8 parts cost 8 samples before: 360 ms of

@@ -168,6 +168,19 @@ BEGIN
         RAISE EXCEPTION 'reembed_flip: scope, model_id and dims must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(reembed_flip.scope), true);
+    -- The flip waits for the scope's writers in flight (the scope row, below), then counts the
+    -- pieces still without a staged vector, each statement with a snapshot of its own: READ
+    -- COMMITTED only (0106), as refresh_word_fold. Under REPEATABLE READ or SERIALIZABLE the
+    -- transaction's snapshot predates the wait: a writer of the old model that committed
+    -- meanwhile held the scope row only (FOR SHARE, no update to conflict with), so its pieces
+    -- were neither counted nor moved, and the flip bound the scope to the new model with them
+    -- left on the old one (a database whose default_transaction_isolation is repeatable read).
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'reembed_flip must run in a READ COMMITTED transaction, not %',
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = '25000',
+                  HINT = 'Run the model change at the default isolation level (SET default_transaction_isolation = ''read committed'' for its login): the flip must see the pieces of the writers it waits for.';
+    END IF;
     IF document_weight IS NULL OR document_weight < 0 OR document_weight > 1 OR document_weight = 'NaN' THEN
         RAISE EXCEPTION 'reembed_flip: document_weight must be between 0 and 1, got %', document_weight
             USING ERRCODE = '22023';
@@ -254,7 +267,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.reembed_flip(text, text, integer, double precision) IS
-'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. The model''s staged vectors are then deleted; those staged for another model are kept (a flip changes no piece''s text) and go when that model flips, their pieces are deleted or the scope is forgotten. Returns flipped, pending, the pieces and turns rewritten.';
+'Step 3 of a model change: in this one transaction, swap the staged vectors of the model into every piece of the scope (search vectors blended again: memory pieces with their turn''s new context at the turn''s weight, document units with their chunk''s at document_weight), and make it the scope''s model. When a piece still has no vector of the model (written meanwhile), nothing changes: flipped is false and pending says how many to embed first. A scope already on the model whose pieces are not all of it (a write with reembed => true rebound it) has those pieces swapped in too; turns without a staged piece keep their contexts. The model''s staged vectors are then deleted; those staged for another model are kept (a flip changes no piece''s text) and go when that model flips, their pieces are deleted or the scope is forgotten. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the scope''s writers, 0106). Returns flipped, pending, the pieces and turns rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.maintenance_scopes()
 RETURNS TABLE (scope_id text)

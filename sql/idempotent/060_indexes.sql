@@ -265,6 +265,16 @@ AS $$
 DECLARE
     r record;
 BEGIN
+    -- Lock order (0106): pgmem.piece in SHARE mode first when the plan refreshes a word fold. A
+    -- fold waits for the scope's writers in flight, which hold the scope row from before their
+    -- first piece; once a build here held the table (a CREATE INDEX on piece, or on fact for an
+    -- add_facts), such a writer waited for this transaction at its insert while the fold waited
+    -- for it: a deadlock (40P01). Held from the start, the lock has waited for every writer with
+    -- a piece in flight, and refresh_word_fold needs no wait (those still to insert take later ids).
+    IF EXISTS (SELECT 1 FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction, tail, max_tail) p
+                WHERE p.action = 'postings') THEN
+        LOCK TABLE pgmem.piece IN SHARE MODE;
+    END IF;
     FOR r IN SELECT * FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction, tail, max_tail) LOOP
         EXECUTE r.ddl;
         scope_id := r.scope_id; plane := r.plane; row_count := r.row_count; action := r.action; ddl := r.ddl;
@@ -273,4 +283,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer, boolean, integer) IS
-'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
+'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
