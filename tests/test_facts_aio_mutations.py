@@ -31,7 +31,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 import pgmem
 import pgmem.aio
-from pgmem.documents.store import Document, add_documents, remove_document, search_documents
+from pgmem.documents.store import Document, add_documents, remove_document, search_documents, search_vectors
 from pgmem.embedders.base import FloatArray
 from pgmem.errors import ConflictError, InputError, ModelMismatchError
 from pgmem.facts import Fact
@@ -57,6 +57,7 @@ SYNC: dict[str, Callable[..., Any]] = {
     "reembed": pgmem.reembed,
     "remove_document": remove_document,
     "search_documents": search_documents,
+    "search_vectors": search_vectors,
     "stats": pgmem.stats,
 }
 
@@ -207,6 +208,8 @@ def _scenario(kind: str, url: str, scope: str) -> list[object]:
     out.append(
         [[(h.document_id, h.chunk_body, h.span_start, round(h.cosine, 4)) for h in g.hits] for g in found.groups]
     )
+    found = run("search_vectors", ["freezer export"], np.array([hash_vector("freezer export")]), floor=-1.0)
+    out.append([[(h.document_id, h.chunk_body, round(h.cosine, 4)) for h in g.hits] for g in found.groups])
     out.append([dataclasses.replace(s, scope_id="") for s in run("stats")])
     out.append(run("forget_turn", "t", 1))
     out.append(run("forget_fact", fact_ids[1]))
