@@ -38,7 +38,7 @@ from tests.security_helpers import (
 __all__ = ["app_conn"]  # the fixture is used by name
 
 SCOPES = ("tenant-a", "tenant-b")
-CALLS = 10_000
+CALLS = 4_000
 ROLES = ("pgmem_owner", "pgmem_app", "pgmem_reader")
 
 
