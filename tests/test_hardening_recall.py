@@ -507,3 +507,17 @@ def test_cli_search_with_invalid_bytes_is_one_line_and_exit_2(store: Conn, db_ur
     ):
         err = _one_line_error(_cli(db_url, tmp_path, list(args)))
         assert "invalid UTF-8" in err, err
+
+
+@pytest.mark.parametrize("log", ["no", 1, None, [True]])
+def test_log_must_be_true_or_false_and_nothing_is_logged_otherwise(store: Conn, log: object) -> None:
+    """`log` took any truthy value for True: `log="no"` logged the message. Anything but True
+    or False is one line, before anything is embedded or logged."""
+    emb = HashEmbedder(model_id=STORED_MODEL)
+    with pytest.raises(InputError, match=f"^log must be True or False, got {type(log).__name__}$"):
+        recall(store, SCOPE, "my dogs", emb, log=log)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"^log must be True or False"):
+        recall_vectors(store, SCOPE, ["my dogs"], emb.embed(["my dogs"]), log=log, model_id=STORED_MODEL)  # type: ignore[arg-type]
+    with scoped(store, SCOPE):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
+    assert recall(store, SCOPE, "my dogs", emb, log=True, floor=-1.0).recall_id is not None
