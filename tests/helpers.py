@@ -11,31 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pgmem.embedders.base import Embedder, FloatArray
+from pgmem.embedders.base import Embedder, FloatArray, WrappedEmbedder
 
 
-class CountingEmbedder:
+class CountingEmbedder(WrappedEmbedder):
     """Wraps a real embedder and counts calls and inputs (to prove 0 calls on re-ingest)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls = 0
         self.inputs = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         self.calls += 1

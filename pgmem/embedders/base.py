@@ -46,6 +46,46 @@ class Embedder(Protocol):
         ...
 
 
+class WrappedEmbedder:
+    """An embedder around another (a cache, a counter, a cancellable batcher): the model's id,
+    dimension, window, token counts, vectors, and its recall settings (`default_floor`,
+    `subject_cosine`, read by pgmem.recall), each the inner embedder's unless a subclass says
+    otherwise. No `embed_queries`: a wrapper with a query side defines its own."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.inner.max_input_tokens
+
+    @property
+    def default_floor(self) -> float:
+        from pgmem.recall import floor_for
+
+        return floor_for(self.inner)
+
+    @property
+    def subject_cosine(self) -> float | None:
+        from pgmem.recall import subject_cosine_for
+
+        return subject_cosine_for(self.inner)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        return self.inner.embed(texts)
+
+
 @runtime_checkable
 class QueryEmbedder(Embedder, Protocol):
     """An embedder whose model embeds queries differently from passages (e5's "query: "

@@ -66,7 +66,7 @@ from pydantic import ValidationError, WithJsonSchema  # noqa: E402
 
 from pgmem.db import check_model, connect, scoped  # noqa: E402
 from pgmem.documents.store import search_documents  # noqa: E402
-from pgmem.embedders.base import Embedder, FloatArray  # noqa: E402
+from pgmem.embedders.base import Embedder, FloatArray, WrappedEmbedder  # noqa: E402
 from pgmem.errors import DatabaseError, ModelMismatchError, PgmemError  # noqa: E402
 from pgmem.forget import forget_thread, forget_turn  # noqa: E402
 from pgmem.ingest import ingest_turns  # noqa: E402
@@ -241,29 +241,11 @@ def _check_cancelled() -> None:
         anyio.from_thread.check_cancelled()
 
 
-class _Cancellable:
+class _Cancellable(WrappedEmbedder):
     """An embedder that embeds about EMBED_BATCH_SECONDS of texts at a time and stops once the
     request is cancelled (`_check_cancelled`), before anything is stored: `ingest_turns` embeds a
     turn's pieces, then writes. Batches grow with a fast model (an endpoint answers many inputs
     in one request) and stay small with a slow one, so a cancelled call frees the session soon."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         parts: list[FloatArray] = []

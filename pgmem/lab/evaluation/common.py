@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 from pgmem.db import with_database
-from pgmem.embedders.base import Embedder, FloatArray, QueryEmbedder, Side, embed_side
+from pgmem.embedders.base import Embedder, FloatArray, QueryEmbedder, Side, WrappedEmbedder, embed_side
 from pgmem.errors import InputError
 from pgmem.sqlfiles import MIGRATIONS_DIR, SQL_DIR, InstallParams
 
@@ -94,7 +94,7 @@ def temporary_database(server_url: str, params: InstallParams) -> Iterator[str]:
             c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-class CachedEmbedder:
+class CachedEmbedder(WrappedEmbedder):
     """Wraps an Embedder with a content-addressed cache: on disk (sqlite, one file per model
     and dimension, keyed by the text's sha256), so a re-run of a suite does not re-embed, and
     in memory for the run, so every distinct text is sent to the model once across all
@@ -107,7 +107,7 @@ class CachedEmbedder:
     a symmetric model both sides share one cache."""
 
     def __init__(self, inner: Embedder, cache_dir: Path | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         key = hashlib.sha256(f"{inner.model_id}|{inner.dims}".encode()).hexdigest()[:16]
         self.path: Path | None = None
         self._db: sqlite3.Connection | None = None
@@ -127,30 +127,6 @@ class CachedEmbedder:
         self._lock = threading.Lock()
         self.embedded = 0
         self.cached = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    @property
-    def default_floor(self) -> float:
-        from pgmem.recall import floor_for
-
-        return floor_for(self.inner)
-
-    @property
-    def subject_cosine(self) -> float | None:
-        from pgmem.recall import subject_cosine_for
-
-        return subject_cosine_for(self.inner)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
