@@ -31,15 +31,21 @@ MAKING_PREFIX = "pgmem_eval_making_"
 TEMPLATE_LOCK = int.from_bytes(hashlib.sha256(b"pgmem eval template").digest()[:8], "big", signed=True)
 
 
+def _params_tag(params: InstallParams) -> str:
+    """The install parameters as a short digest: the first part of a template's name, so runs
+    with other parameters (another model's dimension) keep their own templates."""
+    return hashlib.sha256(repr(params).encode()).hexdigest()[:8]
+
+
 def _schema_key(params: InstallParams) -> str:
-    """What a migration from nothing makes, as a short digest: this package's SQL (every file of
-    the shipped sql/ folder), its revisions, and the install parameters."""
-    digest = hashlib.sha256(repr(params).encode())
+    """What a migration from nothing makes: the parameters' tag, then a short digest of this
+    package's SQL (every file of the shipped sql/ folder) and its revisions."""
+    digest = hashlib.sha256()
     for folder in (SQL_DIR, MIGRATIONS_DIR / "versions"):
         for path in sorted(folder.rglob("*")):
             if path.is_file() and path.suffix in (".sql", ".py"):
                 digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return f"{_params_tag(params)}_{digest.hexdigest()[:16]}"
 
 
 def _migrated_template(admin: psycopg.Connection[tuple[object, ...]], server_url: str, params: InstallParams) -> str:
@@ -48,8 +54,8 @@ def _migrated_template(admin: psycopg.Connection[tuple[object, ...]], server_url
     fraction of a second) instead of migrating a fresh database (seconds, every run). The caller
     holds TEMPLATE_LOCK and copies it under the lock, so no run copies a half-made template or
     one another package's run is dropping. Made under another name and renamed once migrated
-    (a run stopped meanwhile leaves no template); other packages' templates, and what a killed
-    run was making, are dropped then (one in use is left)."""
+    (a run stopped meanwhile leaves no template); other packages' templates of the same
+    parameters, and what a killed run was making, are dropped then (one in use is left)."""
     from pgmem.migrate import upgrade
 
     name = TEMPLATE_PREFIX + _schema_key(params)
@@ -59,7 +65,14 @@ def _migrated_template(admin: psycopg.Connection[tuple[object, ...]], server_url
     ).fetchall()
     if (name,) in found:
         return name
+    ours = TEMPLATE_PREFIX + _params_tag(params) + "_"
     for (stale,) in found:
+        stale = str(stale)
+        # This package's parameters from another package, a killed run's half-made one, or
+        # one named before templates carried their parameters' tag; never another's parameters
+        # (two suites at once on one server would drop each other's).
+        if stale.startswith(TEMPLATE_PREFIX) and not stale.startswith(ours) and "_" in stale[len(TEMPLATE_PREFIX) :]:
+            continue
         with contextlib.suppress(psycopg.Error):
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(str(stale))))
     making = f"{MAKING_PREFIX}{secrets.token_hex(4)}"
