@@ -1,0 +1,21 @@
+"""apply_retention reads each scope's setting when it comes to the scope (functions only).
+
+apply_retention read every scope's setting once, at its start, and then went through the scopes
+one by one in one transaction. A setting removed or loosened while it worked on the scopes before
+(or a scope forgotten, its setting with it, and written again) was applied all the same: the
+scope's old turns went after the application had said to keep them. It now reads the setting
+under the scope row when the scope's turn comes, and passes over a scope that has none left.
+
+Only re-runnable definitions change (sql/idempotent/075_retention.sql);
+tests/test_retention_concurrent.py.
+
+Revision ID: 0108
+Revises: 0106
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0108"
+down_revision = "0106"
+upgrade, downgrade = functions_only(revision)
