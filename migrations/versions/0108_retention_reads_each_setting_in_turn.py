@@ -1,10 +1,16 @@
-"""apply_retention reads each scope's setting when it comes to the scope (functions only).
+"""apply_retention reads each scope's setting when it comes to the scope, and does not wait for
+a set_retention in flight to record when it applied it (functions only).
 
 apply_retention read every scope's setting once, at its start, and then went through the scopes
 one by one in one transaction. A setting removed or loosened while it worked on the scopes before
 (or a scope forgotten, its setting with it, and written again) was applied all the same: the
 scope's old turns went after the application had said to keep them. It now reads the setting
 under the scope row when the scope's turn comes, and passes over a scope that has none left.
+
+It recorded applied_at last, after it held the scope's expiring threads, and waited for a
+set_retention in flight (which holds the setting's row after the scope row): that transaction's
+next write into one of those threads waited for retention, a deadlock (40P01). applied_at is now
+left as it was while another transaction holds the row (FOR NO KEY UPDATE SKIP LOCKED).
 
 Only re-runnable definitions change (sql/idempotent/075_retention.sql);
 tests/test_retention_concurrent.py.
