@@ -1571,7 +1571,7 @@ def test_retention_waits_for_a_forget_scope_in_flight_before_it_locks_a_thread(
         keeper.close()
     assert forgotten == [(2,)], f"the forget: {forgotten!r}"
     # The forget took the scope's setting with it: retention, which reads a scope's setting when
-    # it comes to the scope (since 0108), passes over it (before, a row of zeros).
+    # it comes to the scope (since 0107), passes over it (before, a row of zeros).
     assert expired == [], f"retention: {expired!r}"
     assert deadlocks_now(admin_conn) == deadlocks_before
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (scope,)) == 0

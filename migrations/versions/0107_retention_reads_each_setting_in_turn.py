@@ -24,13 +24,13 @@ until a statement timeout, a backend busy for ever without one.
 Only re-runnable definitions change (sql/idempotent/075_retention.sql, 020_ingest.sql);
 tests/test_retention_concurrent.py, tests/test_bulk_ingest.py.
 
-Revision ID: 0108
+Revision ID: 0107
 Revises: 0106
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0108"
+revision = "0107"
 down_revision = "0106"
 upgrade, downgrade = functions_only(revision)
