@@ -132,12 +132,14 @@ def read_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     facts), a leading byte order mark dropped: an invalid byte is kept as a lone surrogate, for
     `check_text` to name. A path that is not a regular file (a folder; a FIFO, which would wait
     for a writer; a device) or cannot be read (no such file, no permission, an I/O error) is an
-    InputError of one line naming it."""
+    InputError of one line naming it. Lines end at LF only (CR LF too: JSON reads the CR as
+    space), as read_json_lines splits them: a lone CR is JSON whitespace inside a line, and split
+    there a valid line was read as two broken ones, numbered apart from the file's own lines."""
     try:
         _regular_file(path)
         # utf-8-sig: a byte order mark (as some Windows editors write) is no text; `docs add`
         # reads Markdown the same way.
-        with Path(path).open(encoding="utf-8-sig", errors="surrogateescape") as f:
+        with Path(path).open(encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
             yield from enumerate(f, 1)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -217,6 +217,27 @@ def test_per_turn_errors_are_put_turns_errors(conn: Conn, admin_conn: Conn) -> N
             (unit(1),),
             binary=True,
         )
+    # Arrays that are no lists indexed from 1 (rt70). An array of arrays passed the length checks
+    # (its first dimension) while every element was read: '{{0,1},{2,3}}' beside threads a and b
+    # stored b at turn 1. A turn to replace whose turn is gone, its hash indexed from 2, was
+    # never marked skipped: the call looped until the statement timeout.
+    calls = [
+        ("'{{a,b},{c,d}}'", "ARRAY[0, 0]", "NULL"),
+        ("ARRAY['a', 'b']", "'{{0,1},{2,3}}'", "NULL"),
+        ("ARRAY['a', 'b']", "ARRAY[0, 0]", '\'[2:3]={"\\\\x01","\\\\x02"}\''),
+    ]
+    for threads, indexes, replace in calls:
+        with scoped(conn, "errs4"), pytest.raises(psycopg.errors.InvalidParameterValue, match="one-dimensional"):
+            conn.execute("SET LOCAL statement_timeout = '2s'")
+            conn.execute(
+                f"SELECT * FROM pgmem.put_turns('errs4', 'random', {threads}, {indexes},"
+                " ARRAY[NULL, NULL]::timestamptz[], %s::jsonb[], ARRAY['\\x01', '\\x02']::bytea[],"
+                " ARRAY[1, 1], ARRAY['user', 'user'], ARRAY[0, 0], ARRAY['l', 'l'], ARRAY['a', 'b'], %s::vector[],"
+                f" replace_hashes => {replace}::bytea[])",
+                ([json.dumps([{"role": "user", "content": t}]) for t in "ab"], unit(2)),
+                binary=True,
+            )
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.turn WHERE scope_id = 'errs4'").fetchone() == (0,)
     with scoped(conn, "other"), pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute(
             "SELECT * FROM pgmem.put_turns('errs', 'random', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',"

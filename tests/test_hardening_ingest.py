@@ -363,3 +363,16 @@ def test_reblend_cli_works_for_a_known_scope(cli_env: Path, capsys: pytest.Captu
 def test_turn_from_dict_names_the_field() -> None:
     with pytest.raises(InputError, match=r"turn: messages\[0\]\.tool_calls\[0\]"):
         turn_from_dict({"scope": "s", "thread": "t", "turn": 0, "messages": [{"role": "assistant", "tool_calls": [1]}]})
+
+
+def test_jsonl_lines_end_at_line_feeds_only(tmp_path: Path) -> None:
+    """A carriage return between a line's tokens is JSON whitespace (RFC 8259), and a JSON Lines
+    line ends at LF (CR LF too). read_jsonl split lines at a lone CR as well: a valid line was
+    read as two broken ones, reported as lines 1 and 2 of a file of one line."""
+    path = tmp_path / "cr.jsonl"
+    one = '{"scope": "s", "thread": "t",\r"turn": 0, "messages": [{"role": "user", "content": "cr"}]}'
+    path.write_bytes(one.encode() + b"\n" + _line(1, "crlf").encode() + b"\r\n" + _line(2, "last").encode())
+    failed: list[tuple[str, str]] = []
+    turns = list(read_jsonl(path, failed=failed))
+    assert failed == []
+    assert [(t.index, t.origin) for t in turns] == [(0, f"{path}:1"), (1, f"{path}:2"), (2, f"{path}:3")]

@@ -321,12 +321,37 @@ DECLARE
     thr text[];
     thr_all text[];
     locked text[];
+    bad_arg text;
 BEGIN
     IF scope IS NULL OR model_id IS NULL THEN
         RAISE EXCEPTION 'put_turns: scope and model_id must not be NULL' USING ERRCODE = '22004';
     END IF;
     PERFORM set_config('pgmem.scope', pgmem._write_scope(put_turns.scope), true);
     PERFORM pgmem._check_scope_name(put_turns.scope, 'put_turns');
+    -- Entry i of each turn array is turn i, of each piece array piece i (rt70), as add_facts and
+    -- put_document take theirs: the lengths below are of the first dimension while unnest reads
+    -- every element, so an array of arrays (turn_indexes '{{0,1},{2,3}}' beside two threads)
+    -- stored turns at indexes the call never paired with them; and a turn's subscripts read
+    -- NULL from an array indexed from another bound, so a turn to replace (replace_hashes
+    -- '[2:2]={...}') whose turn was gone was never marked skipped, and the call looped for ever.
+    bad_arg := CASE WHEN pgmem._not_a_list(threads) THEN 'threads'
+                    WHEN pgmem._not_a_list(turn_indexes) THEN 'turn_indexes'
+                    WHEN pgmem._not_a_list(turn_times) THEN 'turn_times'
+                    WHEN pgmem._not_a_list(put_turns.messages) THEN 'messages'
+                    WHEN pgmem._not_a_list(content_hashes) THEN 'content_hashes'
+                    WHEN pgmem._not_a_list(piece_counts) THEN 'piece_counts'
+                    WHEN pgmem._not_a_list(unit_kinds) THEN 'unit_kinds'
+                    WHEN pgmem._not_a_list(source_indexes) THEN 'source_indexes'
+                    WHEN pgmem._not_a_list(labels) THEN 'labels'
+                    WHEN pgmem._not_a_list(bodies) THEN 'bodies'
+                    WHEN pgmem._not_a_list(vectors) THEN 'vectors'
+                    WHEN pgmem._not_a_list(contexts) THEN 'contexts'
+                    WHEN pgmem._not_a_list(put_turns.metadata) THEN 'metadata'
+                    WHEN pgmem._not_a_list(replace_hashes) THEN 'replace_hashes' END;
+    IF bad_arg IS NOT NULL THEN
+        RAISE EXCEPTION 'put_turns: % must be a one-dimensional array indexed from 1 (entry i for turn i, or piece i)', bad_arg
+            USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';
+    END IF;
     -- Subscripted below from 1: an array with other bounds (or dimensions) is read as its elements.
     piece_counts := ARRAY(SELECT c.n FROM unnest(piece_counts) AS c(n));
     IF coalesce(array_length(turn_indexes, 1), 0) <> n_turns OR coalesce(array_length(turn_times, 1), 0) <> n_turns
@@ -520,7 +545,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_turns(text, text, text[], integer[], timestamptz[], jsonb[], bytea[], integer[], text[], integer[], text[], text[], vector[], double precision, boolean, boolean, vector[], jsonb[], bytea[]) IS
-'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. replace_hashes[i] (a rebuild''s, NULL: none) writes turn i only over a stored turn of that content hash: a turn gone or written again since it was read is skipped (status skipped, its thread never created). A turn into a thread a store item holds (store_item.thread_id) fails (23505, 0094) unless it is the item''s own (turn 0 at the item''s created_at, as the store writes it) or a rebuild''s. A malformed call (arrays of different lengths, a turn twice), another transaction''s scope or another model fails as a whole.';
+'Bulk put_turn: many turns of one scope (any threads) in one call and one transaction, set-based (one insert of the turns, one of the pieces). Per turn i: threads[i], turn_indexes[i], turn_times[i], messages[i], content_hashes[i], contexts[i] (NULL: the mean of its pieces), metadata[i] (NULL: {}), and piece_counts[i] pieces, which follow the previous turn''s in unit_kinds, source_indexes, labels, bodies and vectors. Stores exactly the rows put_turn would (put_turn is this function with one turn): same rules (pgmem._turn_problem), same hashes, same blend, same lock order. Returns one row per turn, in input order: status inserted, replaced, unchanged (same hash: only new metadata is kept) or failed, with the SQLSTATE, message and hint put_turn would raise for it; the failed turns are not stored, the others are. replace_hashes[i] (a rebuild''s, NULL: none) writes turn i only over a stored turn of that content hash: a turn gone or written again since it was read is skipped (status skipped, its thread never created). A turn into a thread a store item holds (store_item.thread_id) fails (23505, 0094) unless it is the item''s own (turn 0 at the item''s created_at, as the store writes it) or a rebuild''s. A malformed call (arrays of different lengths, or not one-dimensional and indexed from 1, since 0107; a turn twice), another transaction''s scope or another model fails as a whole.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_turn(
     scope text,

@@ -170,6 +170,14 @@ BEGIN
     FOREACH s IN ARRAY settings LOOP
         -- Each scope is handled inside its own scope, as its application would forget.
         PERFORM set_config('pgmem.scope', s.scope_id, true);
+        -- The scope row first, FOR KEY SHARE (0054): a forget_scope in flight is waited for.
+        PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s.scope_id FOR KEY SHARE;
+        -- The setting as it is now, not as it was when the run began (rt70): a setting removed
+        -- or loosened while retention worked on the scopes before this one (or the scope
+        -- forgotten, taking its setting, and written again) was applied all the same, and the
+        -- turns the scope kept from then on were removed.
+        SELECT rt.* INTO s FROM pgmem.retention rt WHERE rt.scope_id = s.scope_id;
+        CONTINUE WHEN NOT FOUND;
         scope_id := s.scope_id; turns := 0; pieces := 0; facts := 0; threads := 0; recall_logs := 0;
         done := 0; emptied := '{}';
         IF s.keep_days IS NOT NULL OR s.keep_turns IS NOT NULL THEN
@@ -179,8 +187,7 @@ BEGIN
             -- threads before it while it waited for the next thread: a forget of that thread, which
             -- deletes a log row naming both, then waited for retention (a deadlock). A writer that
             -- came first finishes first, and the expired turns are listed again under the locks.
-            -- The scope row first, FOR KEY SHARE (0054): a forget_scope in flight is waited for.
-            PERFORM 1 FROM pgmem.scope sc WHERE sc.scope_id = s.scope_id FOR KEY SHARE;
+            -- (The scope row is held FOR KEY SHARE from above.)
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
             -- A LangGraph store item without a turn (a plain key-value item, put with
             -- index=False, or one a store with its own embed indexes with field vectors) is aged
@@ -262,7 +269,11 @@ BEGIN
             GET DIAGNOSTICS n_logs = ROW_COUNT;
             recall_logs := recall_logs + n_logs;
         END IF;
-        UPDATE pgmem.retention rt SET applied_at = now() WHERE rt.scope_id = s.scope_id;
+        -- When it was applied, unless the application holds the setting's row (a set_retention in
+        -- flight, which locks it after the scope row): waiting for it here, with the scope's
+        -- threads held, deadlocked with that transaction's next write of one of them (rt70).
+        UPDATE pgmem.retention rt SET applied_at = now() WHERE rt.scope_id = (
+            SELECT k.scope_id FROM pgmem.retention k WHERE k.scope_id = s.scope_id FOR NO KEY UPDATE SKIP LOCKED);
         RAISE NOTICE 'apply_retention: scope %: % turns, % pieces, % facts, % threads, % recall-log rows removed',
             s.scope_id, turns, pieces, facts, threads, recall_logs;
         RETURN NEXT;
@@ -293,4 +304,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.apply_retention() IS
-'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. Each scope''s setting is read when its turn comes, under its scope row (since 0107: a setting removed or changed meanwhile counts; a scope without one then is passed over), and its applied_at is not written while a set_retention of the scope is in flight. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing.';
