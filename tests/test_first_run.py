@@ -297,6 +297,12 @@ def test_a_pgmem_home_with_a_space_starts_and_stops() -> None:
         r = run(home, "db", "status")
         assert r.returncode == 0 and r.stdout.startswith("running"), r.stdout + r.stderr
         assert (home / "pgdata" / "PG_VERSION").exists()
+        # `pgmem db` is "ignored with DATABASE_URL": stop leaves the embedded server running
+        # (until rt71 it stopped it, under a service reaching it by its own URL).
+        other = run(home, "db", "stop", env={"DATABASE_URL": "postgresql://u@/elsewhere?host=/nowhere"})
+        assert other.returncode == 0 and "nothing to stop" in other.stderr, other.stdout + other.stderr
+        assert "unset DATABASE_URL" in other.stderr
+        assert run(home, "db", "status").stdout.startswith("running")
         assert run(home, "db", "stop").returncode == 0
         assert run(home, "db", "status").stdout.startswith("stopped")
         again = run(home, "db", "start")

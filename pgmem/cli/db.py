@@ -53,6 +53,13 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     s = settings()
+    if s.database_url:
+        # Like start and status: the embedded server is not the one pgmem uses. Until rt71 this
+        # stopped it anyway (a service on the embedded server, reached by its own URL, went down).
+        running = server.status(s.pgdata).running
+        hint = f" (the embedded server in {s.pgdata} runs: unset DATABASE_URL to stop it)" if running else ""
+        print(f"DATABASE_URL is set: pgmem uses that server; nothing to stop{hint}", file=sys.stderr)
+        return 0
     if server.stop(s.pgdata):
         print(f"stopped the server in {s.pgdata}")
     else:
