@@ -222,6 +222,9 @@ def test_db_url_prints_the_url_without_its_password(home: Path) -> None:
             "postgresql://u:***@db.example:6432/mem?sslmode=require",
         ),
         (f"postgresql://u:a@{SECRET}@db.example/mem?x=a@b", "postgresql://u:***@db.example/mem?x=a@b"),
+        # no scheme: libpq reads it as key=value and says it whole (until rt71, password and all)
+        (f"u:{SECRET}@db.example:6432/mem", "u:***@db.example:6432/mem"),
+        ("postgresql://postgres@/pgmem?host=/tmp/x&port=5432", "postgresql://postgres@/pgmem?host=/tmp/x&port=5432"),
     ],
 )
 def test_db_url_hides_a_password_holding_a_slash_or_an_at_sign(home: Path, url: str, shown: str) -> None:
