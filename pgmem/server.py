@@ -87,8 +87,12 @@ def bin_dir() -> Path:
     return path
 
 
-def _socket_url(pgdata: Path, database: str) -> str:
-    return f"postgresql://postgres@/{database}?host={pgdata}"
+def _socket_url(socket_dir: str, port: str, database: str) -> str:
+    """The URL of the server's socket. The port names the socket (.s.PGSQL.<port>) and is always
+    written: postgres takes PGPORT from the environment of the start, and libpq from that of the
+    connection, so a server started with PGPORT set, or a command run with another PGPORT than the
+    start's, looked for a socket that is not there (until rt71)."""
+    return f"postgresql://postgres@/{database}?host={socket_dir}&port={port}"
 
 
 def start(pgdata: Path) -> str:
@@ -116,9 +120,11 @@ def start(pgdata: Path) -> str:
             # memory settings written after initdb apply from the start.
             stop(pgdata)
             server.start()
-    base = server.get_uri()
-    _ensure_database(base, DATABASE)
-    return _socket_url(Path(_socket_dir(pgdata)), DATABASE)
+    running = _running(pgdata)
+    if running is None:
+        raise ServerError(f"no running server found in {pgdata}")
+    _ensure_database(_socket_url(running[1], running[2], "postgres"), DATABASE)
+    return _socket_url(running[1], running[2], DATABASE)
 
 
 #: What pg_ctl's shell still reads inside the double quotes it puts around the data folder and
@@ -256,13 +262,6 @@ def write_memory_settings(pgdata: Path) -> bool:
     return True
 
 
-def _socket_dir(pgdata: Path) -> str:
-    running = _running(pgdata)
-    if running is None:
-        raise ServerError(f"no running server found in {pgdata}")
-    return running[1]
-
-
 def _pidfile_lines(pgdata: Path) -> list[str]:
     try:
         return (pgdata / "postmaster.pid").read_text(errors="replace").splitlines()
@@ -287,15 +286,17 @@ def _serves(pid: int, pgdata: Path) -> bool:
         return False
 
 
-def _running(pgdata: Path) -> tuple[int, str] | None:
-    """The postmaster's pid and socket folder when postmaster.pid names a running server of this
-    folder; None for no file, an empty, garbled or cut-short one, or a pid that is not this
+def _running(pgdata: Path) -> tuple[int, str, str] | None:
+    """The postmaster's pid, socket folder and port when postmaster.pid names a running server of
+    this folder; None for no file, an empty, garbled or cut-short one, or a pid that is not this
     folder's postgres."""
     lines = _pidfile_lines(pgdata)
     if len(lines) < 8 or not lines[0].strip().isdigit() or lines[7].strip() != "ready" or not lines[4].strip():
         return None
+    if not lines[3].strip().isdigit():
+        return None
     pid = int(lines[0])
-    return (pid, lines[4].strip()) if _serves(pid, pgdata) else None
+    return (pid, lines[4].strip(), lines[3].strip()) if _serves(pid, pgdata) else None
 
 
 def _forget_stale_pidfile(pgdata: Path) -> None:
@@ -371,8 +372,8 @@ def status(pgdata: Path) -> ServerStatus:
     running = _running(pgdata)
     if running is None:
         return ServerStatus(False, None, pgdata, None)
-    pid, socket_dir = running
-    return ServerStatus(True, pid, pgdata, _socket_url(Path(socket_dir), DATABASE))
+    pid, socket_dir, port = running
+    return ServerStatus(True, pid, pgdata, _socket_url(socket_dir, port, DATABASE))
 
 
 def stop(pgdata: Path, *, timeout: float = 60.0) -> bool:

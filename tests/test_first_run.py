@@ -326,3 +326,20 @@ def test_a_pgmem_home_pg_ctls_shell_would_read_is_refused(tmp_path: Path, name: 
     line = one_line_error(run(home, "db", "start"))
     assert "pg_ctl's shell" in line
     assert not (tmp_path / "MARK").exists() and not (home / "pgdata").exists()
+
+
+def test_the_embedded_servers_url_names_its_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port names the server's socket (.s.PGSQL.<port>). postgres takes PGPORT from the
+    environment it starts in, libpq from the connecting one's: without the port in `pgmem db
+    url`, a server started with PGPORT set was out of reach of a shell without it (and the
+    reverse), with "No such file or directory" for a socket that was never there."""
+    from pgmem import server
+    from tests.conftest import _test_home
+
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("the tests run on DATABASE_URL's server, not an embedded one")
+    st = server.status(_test_home() / "pgdata")
+    assert st.running and st.url is not None
+    monkeypatch.setenv("PGPORT", "1")  # another server's port, in the shell of a later command
+    with psycopg.connect(st.url, autocommit=True) as c:
+        assert c.execute("SELECT current_database()").fetchone() == ("pgmem",)
