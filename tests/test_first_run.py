@@ -343,3 +343,14 @@ def test_the_embedded_servers_url_names_its_port(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("PGPORT", "1")  # another server's port, in the shell of a later command
     with psycopg.connect(st.url, autocommit=True) as c:
         assert c.execute("SELECT current_database()").fetchone() == ("pgmem",)
+
+
+def test_db_psql_passes_the_password_in_its_environment_not_on_its_command_line(home: Path, db_url: str) -> None:
+    """`pgmem db psql` ran psql with DATABASE_URL as its first argument, password and all: any
+    user of the machine read it in `ps` or /proc/PID/cmdline while the session lasted (until
+    rt71). psql's own command line is read here from a shell it starts (its parent is psql)."""
+    assert "@" in db_url and "://" in db_url
+    url = db_url.replace("@", f":{SECRET}@", 1)  # the test server trusts its logins: any password
+    r = run(home, "db", "psql", "-c", '\\! tr "\\0" " " < /proc/$PPID/cmdline', env={"DATABASE_URL": url})
+    assert r.returncode == 0 and "psql" in r.stdout and "dbname=" in r.stdout, (r.stdout, r.stderr)
+    assert SECRET not in r.stdout + r.stderr

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgmem import server
 from pgmem.cli.common import server_url, settings
@@ -96,12 +96,18 @@ def run_psql(psql_args: list[str]) -> int:
     url = server_url(settings())
     # psql would print a connection string it cannot parse, password and all: parse it here,
     # where the error is printed without it.
-    conninfo_to_dict(url)
+    params = conninfo_to_dict(url)
     psql = server.bin_dir() / "psql"
     if not psql.exists():
         raise ServerError(f"bundled psql not found at {psql}")
     extra = [a for a in psql_args if a != "--"]
-    os.execv(str(psql), [str(psql), url, *extra])
+    # The password goes to psql in its environment (PGPASSWORD), not on its command line, which
+    # every user of the machine reads (ps, /proc/PID/cmdline): until rt71 the URL was passed whole.
+    env = dict(os.environ)
+    password = params.pop("password", None)
+    if password is not None:
+        env["PGPASSWORD"] = str(password)
+    os.execve(str(psql), [str(psql), make_conninfo("", **params), *extra], env)
     return 0  # not reached
 
 
