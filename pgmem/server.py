@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pgmem.errors import ServerError
 from pgmem.extras import require
@@ -91,8 +92,10 @@ def _socket_url(socket_dir: str, port: str, database: str) -> str:
     """The URL of the server's socket. The port names the socket (.s.PGSQL.<port>) and is always
     written: postgres takes PGPORT from the environment of the start, and libpq from that of the
     connection, so a server started with PGPORT set, or a command run with another PGPORT than the
-    start's, looked for a socket that is not there (until rt71)."""
-    return f"postgresql://postgres@/{database}?host={socket_dir}&port={port}"
+    start's, looked for a socket that is not there (until rt71). The folder is percent-encoded: a
+    PGMEM_HOME holding `%` (which the socket folder keeps) made a URL libpq refused ("invalid
+    percent-encoded token"), after the server had started (until rt71)."""
+    return f"postgresql://postgres@/{database}?host={quote(socket_dir, safe='/')}&port={port}"
 
 
 def start(pgdata: Path) -> str:

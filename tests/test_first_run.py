@@ -354,3 +354,20 @@ def test_db_psql_passes_the_password_in_its_environment_not_on_its_command_line(
     r = run(home, "db", "psql", "-c", '\\! tr "\\0" " " < /proc/$PPID/cmdline', env={"DATABASE_URL": url})
     assert r.returncode == 0 and "psql" in r.stdout and "dbname=" in r.stdout, (r.stdout, r.stderr)
     assert SECRET not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("folder", ["/tmp/a%s%n/pgdata", "/tmp/50%25/pgdata", "/tmp/a+b=c@d/pgdata", "/tmp/ü/pgdata"])
+def test_the_embedded_servers_url_holds_any_socket_folder(folder: str) -> None:
+    """The socket stays in the data folder when pg_ctl's shell may read its path as it is, and
+    `%` is such a character: PGMEM_HOME=/tmp/50%/x started the server, then every command (the
+    start's own CREATE DATABASE first) failed with 'invalid percent-encoded token' (until rt71)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pgmem.server import _socket_url
+
+    assert conninfo_to_dict(_socket_url(folder, "5432", "pgmem")) == {
+        "user": "postgres",
+        "dbname": "pgmem",
+        "host": folder,
+        "port": "5432",
+    }
