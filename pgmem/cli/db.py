@@ -101,14 +101,59 @@ def run_psql(psql_args: list[str]) -> int:
     if not psql.exists():
         raise ServerError(f"bundled psql not found at {psql}")
     extra = [a for a in psql_args if a != "--"]
-    # The password goes to psql in its environment (PGPASSWORD), not on its command line, which
-    # every user of the machine reads (ps, /proc/PID/cmdline): until rt71 the URL was passed whole.
+    # The connection goes to psql in its environment (PGHOST, PGUSER, PGPASSWORD, ...), as the
+    # defaults psql's own options override: given as psql's first argument, `-d other` made it
+    # the user name and `-U` was overridden by it. Never on psql's command line, which every
+    # user of the machine reads (ps, /proc/PID/cmdline): until rt71 the URL, password and all.
+    # A parameter libpq reads from no variable stays in a connection string (its password not).
     env = dict(os.environ)
-    password = params.pop("password", None)
-    if password is not None:
-        env["PGPASSWORD"] = str(password)
-    os.execve(str(psql), [str(psql), make_conninfo("", **params), *extra], env)
+    rest = {}
+    for key, value in params.items():
+        if key in _LIBPQ_ENV:
+            env[_LIBPQ_ENV[key]] = str(value)
+        else:
+            rest[key] = value
+    conninfo = [make_conninfo("", **rest)] if rest else []
+    os.execve(str(psql), [str(psql), *conninfo, *extra], env)
     return 0  # not reached
+
+
+#: libpq's connection parameters and the environment variables it reads them from.
+_LIBPQ_ENV = {
+    "host": "PGHOST",
+    "hostaddr": "PGHOSTADDR",
+    "port": "PGPORT",
+    "dbname": "PGDATABASE",
+    "user": "PGUSER",
+    "password": "PGPASSWORD",
+    "passfile": "PGPASSFILE",
+    "require_auth": "PGREQUIREAUTH",
+    "channel_binding": "PGCHANNELBINDING",
+    "service": "PGSERVICE",
+    "options": "PGOPTIONS",
+    "application_name": "PGAPPNAME",
+    "sslmode": "PGSSLMODE",
+    "sslnegotiation": "PGSSLNEGOTIATION",
+    "sslcompression": "PGSSLCOMPRESSION",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslcertmode": "PGSSLCERTMODE",
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcrl": "PGSSLCRL",
+    "sslcrldir": "PGSSLCRLDIR",
+    "sslsni": "PGSSLSNI",
+    "requirepeer": "PGREQUIREPEER",
+    "ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION",
+    "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
+    "gssencmode": "PGGSSENCMODE",
+    "krbsrvname": "PGKRBSRVNAME",
+    "gsslib": "PGGSSLIB",
+    "gssdelegation": "PGGSSDELEGATION",
+    "connect_timeout": "PGCONNECT_TIMEOUT",
+    "client_encoding": "PGCLIENTENCODING",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "load_balance_hosts": "PGLOADBALANCEHOSTS",
+}
 
 
 def _migrate(args: argparse.Namespace) -> int:
