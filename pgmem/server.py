@@ -317,7 +317,7 @@ def _forget_stale_pidfile(pgdata: Path) -> None:
 
 
 def _forget_stale_socket_lock(pgdata: Path) -> None:
-    """Remove the socket's lock file (.s.PGSQL.5432.lock, in the folder the start will put the
+    """Remove the socket's lock file (.s.PGSQL.<port>.lock, in the folder the start will put the
     socket in) left by a server of this folder that died (kill -9, a crash) when the process it
     names is not this folder's postgres and none runs here. postgres removes a lock whose pid is
     gone, but takes any pid it may signal for a running postmaster: the dead postmaster itself
@@ -333,7 +333,9 @@ def _forget_stale_socket_lock(pgdata: Path) -> None:
     try:
         choose = getattr(ps, "find_suitable_socket_dir")  # noqa: B009 (not a public name; _pgserver wraps it)
         folder = Path(choose(pgdata, ps.PostgresServer.runtime_path))
-        lock = folder / ".s.PGSQL.5432.lock"
+        # The port the start's postgres takes (PGPORT, else 5432) names the lock it will meet:
+        # with PGPORT set, the crashed server's lock was left, and every start failed (until rt71).
+        lock = folder / f".s.PGSQL.{os.environ.get('PGPORT', '').strip() or '5432'}.lock"
         lines = lock.read_text(errors="replace").splitlines()
     except (OSError, ServerError, AttributeError):  # AttributeError: a pgserver without that function
         return  # no lock (or no folder for one): nothing stale; the start says what is wrong

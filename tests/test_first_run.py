@@ -42,15 +42,15 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def started_with_a_row(home: Path) -> None:
-    r = run(home, "db", "start")
+def started_with_a_row(home: Path, env: dict[str, str] | None = None) -> None:
+    r = run(home, "db", "start", env=env)
     assert r.returncode == 0, r.stderr
-    r = run(home, "db", "psql", "-Atc", "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
+    r = run(home, "db", "psql", "-Atc", "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)", env=env)
     assert r.returncode == 0, r.stderr
 
 
-def still_has_the_row(home: Path) -> None:
-    r = run(home, "db", "psql", "-Atc", "SELECT x FROM kept")
+def still_has_the_row(home: Path, env: dict[str, str] | None = None) -> None:
+    r = run(home, "db", "psql", "-Atc", "SELECT x FROM kept", env=env)
     assert r.stdout.strip() == "7", r.stderr
 
 
@@ -90,15 +90,17 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
     another postmaster on the socket, so `pgmem db start` said 'FATAL: lock file
     ".s.PGSQL.5432.lock" already exists' after every crash, until the container restarted. A lock
     naming this folder and a process that is not its postgres is removed as postgres removes a
-    dead one's; the data is kept."""
-    started_with_a_row(home)
+    dead one's; the data is kept. The second case runs with PGPORT set, so the server's socket
+    and lock are .s.PGSQL.5433*: its lock was left alone until rt71 (5432's was looked for)."""
+    env = {"PGPORT": "5433"} if holder == "live-not-postgres" else {}
+    started_with_a_row(home, env)
     pgdata = home / "pgdata"
     pid, socket_dir = (line.strip() for line in (pgdata / "postmaster.pid").read_text().splitlines()[0:5:4])
     os.kill(int(pid), 9)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # reaped by the machine's init
         time.sleep(0.05)
-    lock = Path(socket_dir) / ".s.PGSQL.5432.lock"
+    lock = Path(socket_dir) / f".s.PGSQL.{env.get('PGPORT', '5432')}.lock"
     assert lock.exists()
     # The server's user (pgserver when we are root): postgres ignores a pid it may not signal.
     other = subprocess.Popen(
@@ -110,11 +112,11 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
             time.sleep(0.01)
         lines = lock.read_text().splitlines()
         lock.write_text("\n".join([str(other.pid), *lines[1:]]) + "\n")
-        st = run(home, "db", "status")
+        st = run(home, "db", "status", env=env)
         assert st.returncode == 3 and st.stdout.startswith("stopped"), (st.stdout, st.stderr)
-        r = run(home, "db", "start")
+        r = run(home, "db", "start", env=env)
         assert r.returncode == 0, r.stderr
-        still_has_the_row(home)
+        still_has_the_row(home)  # without PGPORT: the URL names the port
         assert holder == "zombie" or other.poll() is None
     finally:
         other.kill()
