@@ -25,7 +25,7 @@ test: setup
 	$(BIN)/mypy
 
 stop:
-	$(BIN)/pgmem db stop
+	DATABASE_URL= $(BIN)/pgmem db stop  # the embedded server of PGMEM_HOME, even with DATABASE_URL set
 
 clean: stop
 	rm -rf $(VENV) .pgmem

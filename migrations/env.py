@@ -7,10 +7,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from pgmem.db import sqlalchemy_url
+from pgmem.db import database_url
 from pgmem.migrate import RUN_LOCK
 from pgmem.sqlfiles import InstallParams
 
@@ -70,8 +71,13 @@ def run_offline() -> None:
 
 
 def run_online() -> None:
-    url = config.attributes.get("connection_url") or sqlalchemy_url(_server_url())
-    engine = create_engine(url, poolclass=pool.NullPool)
+    # psycopg connects, with the libpq connection string as given: SQLAlchemy's URL parser
+    # refused forms libpq takes (key=value, postgresql:///db?host=..., a host written %2F...),
+    # with a traceback or a host it could not resolve (until rt71).
+    conninfo = config.attributes.get("connection_url") or _server_url() or database_url()
+    if conninfo.startswith("postgresql+psycopg://"):  # a SQLAlchemy URL handed in by a caller
+        conninfo = "postgresql://" + conninfo.removeprefix("postgresql+psycopg://")
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(conninfo), poolclass=pool.NullPool)
     with engine.connect() as guard, engine.connect() as conn:
         # One run at a time: a second `pgmem migrate` (another host of a deploy, store.setup()
         # in several processes) waits here for the first to end (or gives up on its
@@ -114,7 +120,6 @@ def _one_line() -> Iterator[None]:
     if config.attributes.get("pgmem"):
         yield
         return
-    import psycopg
     from alembic.util import CommandError
     from sqlalchemy.exc import DBAPIError
 

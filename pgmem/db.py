@@ -28,8 +28,11 @@ def database_url(settings: Settings | None = None) -> str:
 # The password of a URI: up to the last `@` before the path, or, when a `/` comes first (a
 # password written unescaped, which libpq cannot parse: the URL is broken, the secret is still
 # one), up to the last `@` before the query. Until rt60 it ended at the first `@` or `/`:
-# `pgmem db url` printed such a URL whole, and the rest of a password holding `@`.
-_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*:)([^/]*|[^?#]*)@")
+# `pgmem db url` printed such a URL whole, and the rest of a password holding `@`. The scheme
+# is optional: `user:secret@host/db` (a URL without its `postgresql://`, which libpq reads as
+# key=value and refuses) was printed whole, password and all, by every command until rt71; a URL
+# with a scheme is never read as one without (the scheme is no user name).
+_URI_PASSWORD = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://|(?![^:]*://))[^:@/?#=\s]*:)([^/]*|[^?#]*)@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
 

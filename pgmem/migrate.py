@@ -11,7 +11,6 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from pgmem.db import sqlalchemy_url
 from pgmem.errors import ConfigError, SchemaError
 from pgmem.sqlfiles import (
     ALEMBIC_INI,
@@ -28,7 +27,10 @@ def alembic_config(url: str | None, params: InstallParams | None = None) -> Conf
     cfg = Config(str(ALEMBIC_INI))
     cfg.attributes["pgmem"] = True  # run by pgmem, which says its errors itself (migrations/env.py)
     if url is not None:
-        cfg.attributes["connection_url"] = sqlalchemy_url(url)
+        # The libpq connection string as it is: migrations/env.py connects with psycopg, never
+        # through SQLAlchemy's URL parser (it refused a key=value string, a URL without a host
+        # and a socket folder in the host written %2F: libpq forms DATABASE_URL may take).
+        cfg.attributes["connection_url"] = url
     if params is not None:
         cfg.attributes["pgmem_params_override"] = params
     return cfg

@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pgmem.errors import ServerError
 from pgmem.extras import require
@@ -87,8 +88,14 @@ def bin_dir() -> Path:
     return path
 
 
-def _socket_url(pgdata: Path, database: str) -> str:
-    return f"postgresql://postgres@/{database}?host={pgdata}"
+def _socket_url(socket_dir: str, port: str, database: str) -> str:
+    """The URL of the server's socket. The port names the socket (.s.PGSQL.<port>) and is always
+    written: postgres takes PGPORT from the environment of the start, and libpq from that of the
+    connection, so a server started with PGPORT set, or a command run with another PGPORT than the
+    start's, looked for a socket that is not there (until rt71). The folder is percent-encoded: a
+    PGMEM_HOME holding `%` (which the socket folder keeps) made a URL libpq refused ("invalid
+    percent-encoded token"), after the server had started (until rt71)."""
+    return f"postgresql://postgres@/{database}?host={quote(socket_dir, safe='/')}&port={port}"
 
 
 def start(pgdata: Path) -> str:
@@ -116,9 +123,11 @@ def start(pgdata: Path) -> str:
             # memory settings written after initdb apply from the start.
             stop(pgdata)
             server.start()
-    base = server.get_uri()
-    _ensure_database(base, DATABASE)
-    return _socket_url(Path(_socket_dir(pgdata)), DATABASE)
+    running = _running(pgdata)
+    if running is None:
+        raise ServerError(f"no running server found in {pgdata}")
+    _ensure_database(_socket_url(running[1], running[2], "postgres"), DATABASE)
+    return _socket_url(running[1], running[2], DATABASE)
 
 
 #: What pg_ctl's shell still reads inside the double quotes it puts around the data folder and
@@ -256,13 +265,6 @@ def write_memory_settings(pgdata: Path) -> bool:
     return True
 
 
-def _socket_dir(pgdata: Path) -> str:
-    running = _running(pgdata)
-    if running is None:
-        raise ServerError(f"no running server found in {pgdata}")
-    return running[1]
-
-
 def _pidfile_lines(pgdata: Path) -> list[str]:
     try:
         return (pgdata / "postmaster.pid").read_text(errors="replace").splitlines()
@@ -287,15 +289,17 @@ def _serves(pid: int, pgdata: Path) -> bool:
         return False
 
 
-def _running(pgdata: Path) -> tuple[int, str] | None:
-    """The postmaster's pid and socket folder when postmaster.pid names a running server of this
-    folder; None for no file, an empty, garbled or cut-short one, or a pid that is not this
+def _running(pgdata: Path) -> tuple[int, str, str] | None:
+    """The postmaster's pid, socket folder and port when postmaster.pid names a running server of
+    this folder; None for no file, an empty, garbled or cut-short one, or a pid that is not this
     folder's postgres."""
     lines = _pidfile_lines(pgdata)
     if len(lines) < 8 or not lines[0].strip().isdigit() or lines[7].strip() != "ready" or not lines[4].strip():
         return None
+    if not lines[3].strip().isdigit():
+        return None
     pid = int(lines[0])
-    return (pid, lines[4].strip()) if _serves(pid, pgdata) else None
+    return (pid, lines[4].strip(), lines[3].strip()) if _serves(pid, pgdata) else None
 
 
 def _forget_stale_pidfile(pgdata: Path) -> None:
@@ -313,7 +317,7 @@ def _forget_stale_pidfile(pgdata: Path) -> None:
 
 
 def _forget_stale_socket_lock(pgdata: Path) -> None:
-    """Remove the socket's lock file (.s.PGSQL.5432.lock, in the folder the start will put the
+    """Remove the socket's lock file (.s.PGSQL.<port>.lock, in the folder the start will put the
     socket in) left by a server of this folder that died (kill -9, a crash) when the process it
     names is not this folder's postgres and none runs here. postgres removes a lock whose pid is
     gone, but takes any pid it may signal for a running postmaster: the dead postmaster itself
@@ -329,7 +333,9 @@ def _forget_stale_socket_lock(pgdata: Path) -> None:
     try:
         choose = getattr(ps, "find_suitable_socket_dir")  # noqa: B009 (not a public name; _pgserver wraps it)
         folder = Path(choose(pgdata, ps.PostgresServer.runtime_path))
-        lock = folder / ".s.PGSQL.5432.lock"
+        # The port the start's postgres takes (PGPORT, else 5432) names the lock it will meet:
+        # with PGPORT set, the crashed server's lock was left, and every start failed (until rt71).
+        lock = folder / f".s.PGSQL.{os.environ.get('PGPORT', '').strip() or '5432'}.lock"
         lines = lock.read_text(errors="replace").splitlines()
     except (OSError, ServerError, AttributeError):  # AttributeError: a pgserver without that function
         return  # no lock (or no folder for one): nothing stale; the start says what is wrong
@@ -371,8 +377,8 @@ def status(pgdata: Path) -> ServerStatus:
     running = _running(pgdata)
     if running is None:
         return ServerStatus(False, None, pgdata, None)
-    pid, socket_dir = running
-    return ServerStatus(True, pid, pgdata, _socket_url(Path(socket_dir), DATABASE))
+    pid, socket_dir, port = running
+    return ServerStatus(True, pid, pgdata, _socket_url(socket_dir, port, DATABASE))
 
 
 def stop(pgdata: Path, *, timeout: float = 60.0) -> bool:

@@ -144,6 +144,21 @@ def test_compose_runs_pg18_pgvector_08_and_migrates_as_the_owner_login() -> None
     }
 
 
+def test_compose_passes_every_setting_and_env_example_names_only_what_compose_reads() -> None:
+    """The containers see only what compose passes them: PGMEM_OPENAI_MODEL, set in docker/.env,
+    reached neither the migrate job nor the app (until rt71), which embedded with the default
+    model. Every setting of pgmem/config.py but PGMEM_HOME (the embedded server's) is passed to
+    the app, and every name docker/env.example gives (set or commented out) is one compose reads."""
+    read = set(re.findall(r'env\.get\("([A-Z_]+)"', (ROOT / "pgmem" / "config.py").read_text()))
+    read |= set(re.findall(r'_int\(env, "([A-Z_]+)"', (ROOT / "pgmem" / "config.py").read_text()))
+    assert {"DATABASE_URL", "PGMEM_EMBEDDER", "PGMEM_OPENAI_MODEL", "PGMEM_PIECE_DIMS"} <= read
+    app = _compose()["services"]["app"]["environment"]
+    assert read - {"PGMEM_HOME"} <= set(app), read - {"PGMEM_HOME"} - set(app)
+    compose_reads = set(re.findall(r"\$\{([A-Z_]+)", (DOCKER / "compose.yaml").read_text()))
+    named = set(re.findall(r"^#? ?([A-Z][A-Z_]+)=", (DOCKER / "env.example").read_text(), re.M))
+    assert named and named <= compose_reads, named - compose_reads
+
+
 def test_compose_image_is_the_test_server_s_versions(admin_conn: Conn) -> None:
     if os.environ.get("DATABASE_URL"):
         pytest.skip("the tests run on DATABASE_URL's server, not the embedded one the image must match")

@@ -42,15 +42,15 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def started_with_a_row(home: Path) -> None:
-    r = run(home, "db", "start")
+def started_with_a_row(home: Path, env: dict[str, str] | None = None) -> None:
+    r = run(home, "db", "start", env=env)
     assert r.returncode == 0, r.stderr
-    r = run(home, "db", "psql", "-Atc", "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
+    r = run(home, "db", "psql", "-Atc", "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)", env=env)
     assert r.returncode == 0, r.stderr
 
 
-def still_has_the_row(home: Path) -> None:
-    r = run(home, "db", "psql", "-Atc", "SELECT x FROM kept")
+def still_has_the_row(home: Path, env: dict[str, str] | None = None) -> None:
+    r = run(home, "db", "psql", "-Atc", "SELECT x FROM kept", env=env)
     assert r.stdout.strip() == "7", r.stderr
 
 
@@ -90,15 +90,17 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
     another postmaster on the socket, so `pgmem db start` said 'FATAL: lock file
     ".s.PGSQL.5432.lock" already exists' after every crash, until the container restarted. A lock
     naming this folder and a process that is not its postgres is removed as postgres removes a
-    dead one's; the data is kept."""
-    started_with_a_row(home)
+    dead one's; the data is kept. The second case runs with PGPORT set, so the server's socket
+    and lock are .s.PGSQL.5433*: its lock was left alone until rt71 (5432's was looked for)."""
+    env = {"PGPORT": "5433"} if holder == "live-not-postgres" else {}
+    started_with_a_row(home, env)
     pgdata = home / "pgdata"
     pid, socket_dir = (line.strip() for line in (pgdata / "postmaster.pid").read_text().splitlines()[0:5:4])
     os.kill(int(pid), 9)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # reaped by the machine's init
         time.sleep(0.05)
-    lock = Path(socket_dir) / ".s.PGSQL.5432.lock"
+    lock = Path(socket_dir) / f".s.PGSQL.{env.get('PGPORT', '5432')}.lock"
     assert lock.exists()
     # The server's user (pgserver when we are root): postgres ignores a pid it may not signal.
     other = subprocess.Popen(
@@ -110,11 +112,11 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
             time.sleep(0.01)
         lines = lock.read_text().splitlines()
         lock.write_text("\n".join([str(other.pid), *lines[1:]]) + "\n")
-        st = run(home, "db", "status")
+        st = run(home, "db", "status", env=env)
         assert st.returncode == 3 and st.stdout.startswith("stopped"), (st.stdout, st.stderr)
-        r = run(home, "db", "start")
+        r = run(home, "db", "start", env=env)
         assert r.returncode == 0, r.stderr
-        still_has_the_row(home)
+        still_has_the_row(home)  # without PGPORT: the URL names the port
         assert holder == "zombie" or other.poll() is None
     finally:
         other.kill()
@@ -222,6 +224,9 @@ def test_db_url_prints_the_url_without_its_password(home: Path) -> None:
             "postgresql://u:***@db.example:6432/mem?sslmode=require",
         ),
         (f"postgresql://u:a@{SECRET}@db.example/mem?x=a@b", "postgresql://u:***@db.example/mem?x=a@b"),
+        # no scheme: libpq reads it as key=value and says it whole (until rt71, password and all)
+        (f"u:{SECRET}@db.example:6432/mem", "u:***@db.example:6432/mem"),
+        ("postgresql://postgres@/pgmem?host=/tmp/x&port=5432", "postgresql://postgres@/pgmem?host=/tmp/x&port=5432"),
     ],
 )
 def test_db_url_hides_a_password_holding_a_slash_or_an_at_sign(home: Path, url: str, shown: str) -> None:
@@ -297,6 +302,12 @@ def test_a_pgmem_home_with_a_space_starts_and_stops() -> None:
         r = run(home, "db", "status")
         assert r.returncode == 0 and r.stdout.startswith("running"), r.stdout + r.stderr
         assert (home / "pgdata" / "PG_VERSION").exists()
+        # `pgmem db` is "ignored with DATABASE_URL": stop leaves the embedded server running
+        # (until rt71 it stopped it, under a service reaching it by its own URL).
+        other = run(home, "db", "stop", env={"DATABASE_URL": "postgresql://u@/elsewhere?host=/nowhere"})
+        assert other.returncode == 0 and "nothing to stop" in other.stderr, other.stdout + other.stderr
+        assert "unset DATABASE_URL" in other.stderr
+        assert run(home, "db", "status").stdout.startswith("running")
         assert run(home, "db", "stop").returncode == 0
         assert run(home, "db", "status").stdout.startswith("stopped")
         again = run(home, "db", "start")
@@ -317,3 +328,57 @@ def test_a_pgmem_home_pg_ctls_shell_would_read_is_refused(tmp_path: Path, name: 
     line = one_line_error(run(home, "db", "start"))
     assert "pg_ctl's shell" in line
     assert not (tmp_path / "MARK").exists() and not (home / "pgdata").exists()
+
+
+def test_the_embedded_servers_url_names_its_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port names the server's socket (.s.PGSQL.<port>). postgres takes PGPORT from the
+    environment it starts in, libpq from the connecting one's: without the port in `pgmem db
+    url`, a server started with PGPORT set was out of reach of a shell without it (and the
+    reverse), with "No such file or directory" for a socket that was never there."""
+    from pgmem import server
+    from tests.conftest import _test_home
+
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("the tests run on DATABASE_URL's server, not an embedded one")
+    st = server.status(_test_home() / "pgdata")
+    assert st.running and st.url is not None
+    monkeypatch.setenv("PGPORT", "1")  # another server's port, in the shell of a later command
+    with psycopg.connect(st.url, autocommit=True) as c:
+        assert c.execute("SELECT current_database()").fetchone() == ("pgmem",)
+
+
+def test_db_psql_passes_the_password_in_its_environment_not_on_its_command_line(home: Path, db_url: str) -> None:
+    """`pgmem db psql` ran psql with DATABASE_URL as its first argument, password and all: any
+    user of the machine read it in `ps` or /proc/PID/cmdline while the session lasted (until
+    rt71). psql's own command line is read here from a shell it starts (its parent is psql)."""
+    assert "@" in db_url and "://" in db_url
+    url = db_url.replace("@", f":{SECRET}@", 1)  # the test server trusts its logins: any password
+    r = run(home, "db", "psql", "-c", '\\! tr "\\0" " " < /proc/$PPID/cmdline', env={"DATABASE_URL": url})
+    assert r.returncode == 0 and "psql" in r.stdout, (r.stdout, r.stderr)
+    assert SECRET not in r.stdout + r.stderr
+
+
+def test_db_psql_takes_psqls_own_database_and_user_options(home: Path, db_url: str) -> None:
+    """The connection was psql's first argument: `pgmem db psql -d postgres` made it the user
+    name ("connection to server on socket /tmp/.s.PGSQL.5432 failed"), and `-U` was overridden
+    by it (until rt71). psql's options now override the connection pgmem gives it."""
+    sql = "SELECT current_database() || ' ' || current_user"
+    r = run(home, "db", "psql", "-d", "postgres", "-U", "pgmem_test_app", "-Atc", sql, env={"DATABASE_URL": db_url})
+    assert r.returncode == 0 and r.stdout.split() == ["postgres", "pgmem_test_app"], (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("folder", ["/tmp/a%s%n/pgdata", "/tmp/50%25/pgdata", "/tmp/a+b=c@d/pgdata", "/tmp/ü/pgdata"])
+def test_the_embedded_servers_url_holds_any_socket_folder(folder: str) -> None:
+    """The socket stays in the data folder when pg_ctl's shell may read its path as it is, and
+    `%` is such a character: PGMEM_HOME=/tmp/50%/x started the server, then every command (the
+    start's own CREATE DATABASE first) failed with 'invalid percent-encoded token' (until rt71)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pgmem.server import _socket_url
+
+    assert conninfo_to_dict(_socket_url(folder, "5432", "pgmem")) == {
+        "user": "postgres",
+        "dbname": "pgmem",
+        "host": folder,
+        "port": "5432",
+    }

@@ -611,3 +611,30 @@ def test_alembic_run_directly_says_a_failure_in_one_line(admin_conn: Conn, db_ur
         assert ("permission denied" if url else "pgmem db start") in lines[0], lines[0]
     assert _version(db_url) == head_revision()
     assert not (home / "pgdata").exists()
+
+
+def test_migrate_takes_every_connection_string_libpq_takes(db_url: str) -> None:
+    """DATABASE_URL as key=value, as a URL without a host (the socket folder in its query) and
+    as one naming the folder as its host (%2F), all libpq's: the preflight connected, then
+    alembic's run handed the string to SQLAlchemy's URL parser, which raised ArgumentError (a
+    traceback from `pgmem migrate`) or took the folder for a host name it could not resolve
+    (until rt71). The run connects with psycopg now (alembic's `current` runs the same
+    connection code as an upgrade, in a fraction of its time)."""
+    import io
+
+    from alembic import command
+
+    from pgmem.migrate import alembic_config
+
+    parts = conninfo_to_dict(db_url)
+    kv = " ".join(f"{k}={v}" for k, v in parts.items())
+    forms = [kv]
+    if str(parts.get("host", "")).startswith("/"):
+        user, port, host = parts.get("user", "postgres"), parts.get("port", 5432), str(parts["host"])
+        forms.append(f"postgresql:///{parts['dbname']}?host={host}&port={port}&user={user}")
+        forms.append(f"postgresql://{user}@{host.replace('/', '%2F')}:{port}/{parts['dbname']}")
+    for form in forms:
+        cfg = alembic_config(form)
+        cfg.stdout = io.StringIO()
+        command.current(cfg)
+        assert head_revision() in cfg.stdout.getvalue(), form

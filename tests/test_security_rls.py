@@ -488,6 +488,31 @@ def test_roles_create_refuses_an_existing_role_that_is_no_safe_login(
         admin_conn.execute(f"DROP ROLE IF EXISTS {', '.join(names)}")
 
 
+def test_roles_create_by_a_login_that_may_not_grant_is_refused_not_ready(
+    admin_conn: Conn, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The roles are the server's, so in a second database they exist already, and the script's
+    GRANT and REVOKE were all that was left: run by a plain login, PostgreSQL only warns ("no
+    privileges were granted"), and `pgmem roles create` said "roles ready" with pgmem_owner
+    unable to migrate there (until rt71). Now one line naming the remedy; a superuser's run works."""
+    from pgmem.cli import main
+    from tests.conftest import MAINTENANCE_LOGIN, scratch_database
+    from tests.security_helpers import role_url
+
+    with scratch_database(admin_conn, "grants") as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE EXTENSION vector")  # the superuser's part, done already
+        monkeypatch.setenv("DATABASE_URL", role_url(url, MAINTENANCE_LOGIN))
+        assert main(["roles", "create"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "may not grant" in err and "owner of the database" in err, err
+        monkeypatch.setenv("DATABASE_URL", url)
+        assert main(["roles", "create"]) == 0
+        with psycopg.connect(url, autocommit=True) as c:
+            row = c.execute("SELECT has_database_privilege('pgmem_owner', current_database(), 'CREATE')").fetchone()
+            assert row == (True,)
+
+
 def _rows_or_refused(conn: Conn, query: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
     """The rows of a read naming a scope that is not the transaction's: none, or refused
     (42501). In a savepoint, so that a refusal leaves the caller's transaction usable."""

@@ -82,6 +82,19 @@ GRANT CONNECT ON DATABASE :"DBNAME" TO pgmem_owner, pgmem_app, pgmem_reader;
 GRANT CREATE ON DATABASE :"DBNAME" TO pgmem_owner;
 -- PostgreSQL 15+ default; every pgmem function searches this schema, so nobody else may create in it.
 REVOKE CREATE ON SCHEMA "public" FROM PUBLIC;
+DO $pgmem_check$
+BEGIN
+    IF NOT (pg_catalog.has_database_privilege('pgmem_owner', pg_catalog.current_database(), 'CREATE')
+            AND pg_catalog.has_database_privilege('pgmem_app', pg_catalog.current_database(), 'CONNECT')
+            AND pg_catalog.has_database_privilege('pgmem_reader', pg_catalog.current_database(), 'CONNECT'))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n,
+                  pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a
+                   WHERE n.nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE') THEN
+        RAISE EXCEPTION 'pgmem roles: % may not grant the pgmem roles CONNECT and CREATE on database % or revoke CREATE on schema % from PUBLIC', current_user, pg_catalog.current_database(), 'public'
+            USING ERRCODE = '42501', HINT = 'run it as a superuser or as the owner of the database';
+    END IF;
+END
+$pgmem_check$;
 \getenv pgmem_password_pgmem_migrator PGMEM_MIGRATOR_PASSWORD
 \if :{?pgmem_password_pgmem_migrator}
 ALTER ROLE "pgmem_migrator" PASSWORD :'pgmem_password_pgmem_migrator';

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgmem import server
 from pgmem.cli.common import server_url, settings
@@ -53,6 +53,13 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     s = settings()
+    if s.database_url:
+        # Like start and status: the embedded server is not the one pgmem uses. Until rt71 this
+        # stopped it anyway (a service on the embedded server, reached by its own URL, went down).
+        running = server.status(s.pgdata).running
+        hint = f" (the embedded server in {s.pgdata} runs: unset DATABASE_URL to stop it)" if running else ""
+        print(f"DATABASE_URL is set: pgmem uses that server; nothing to stop{hint}", file=sys.stderr)
+        return 0
     if server.stop(s.pgdata):
         print(f"stopped the server in {s.pgdata}")
     else:
@@ -89,13 +96,64 @@ def run_psql(psql_args: list[str]) -> int:
     url = server_url(settings())
     # psql would print a connection string it cannot parse, password and all: parse it here,
     # where the error is printed without it.
-    conninfo_to_dict(url)
+    params = conninfo_to_dict(url)
     psql = server.bin_dir() / "psql"
     if not psql.exists():
         raise ServerError(f"bundled psql not found at {psql}")
     extra = [a for a in psql_args if a != "--"]
-    os.execv(str(psql), [str(psql), url, *extra])
+    # The connection goes to psql in its environment (PGHOST, PGUSER, PGPASSWORD, ...), as the
+    # defaults psql's own options override: given as psql's first argument, `-d other` made it
+    # the user name and `-U` was overridden by it. Never on psql's command line, which every
+    # user of the machine reads (ps, /proc/PID/cmdline): until rt71 the URL, password and all.
+    # A parameter libpq reads from no variable stays in a connection string (its password not).
+    env = dict(os.environ)
+    rest = {}
+    for key, value in params.items():
+        if key in _LIBPQ_ENV:
+            env[_LIBPQ_ENV[key]] = str(value)
+        else:
+            rest[key] = value
+    conninfo = [make_conninfo("", **rest)] if rest else []
+    os.execve(str(psql), [str(psql), *conninfo, *extra], env)
     return 0  # not reached
+
+
+#: libpq's connection parameters and the environment variables it reads them from.
+_LIBPQ_ENV = {
+    "host": "PGHOST",
+    "hostaddr": "PGHOSTADDR",
+    "port": "PGPORT",
+    "dbname": "PGDATABASE",
+    "user": "PGUSER",
+    "password": "PGPASSWORD",
+    "passfile": "PGPASSFILE",
+    "require_auth": "PGREQUIREAUTH",
+    "channel_binding": "PGCHANNELBINDING",
+    "service": "PGSERVICE",
+    "options": "PGOPTIONS",
+    "application_name": "PGAPPNAME",
+    "sslmode": "PGSSLMODE",
+    "sslnegotiation": "PGSSLNEGOTIATION",
+    "sslcompression": "PGSSLCOMPRESSION",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslcertmode": "PGSSLCERTMODE",
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcrl": "PGSSLCRL",
+    "sslcrldir": "PGSSLCRLDIR",
+    "sslsni": "PGSSLSNI",
+    "requirepeer": "PGREQUIREPEER",
+    "ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION",
+    "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
+    "gssencmode": "PGGSSENCMODE",
+    "krbsrvname": "PGKRBSRVNAME",
+    "gsslib": "PGGSSLIB",
+    "gssdelegation": "PGGSSDELEGATION",
+    "connect_timeout": "PGCONNECT_TIMEOUT",
+    "client_encoding": "PGCLIENTENCODING",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "load_balance_hosts": "PGLOADBALANCEHOSTS",
+}
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -141,6 +141,24 @@ def setup_sql(*, database: str, vector_schema: str = "public", logins: Sequence[
             "-- PostgreSQL 15+ default; every pgmem function searches this schema, so nobody else may create in it.\n"
         ),
         sql.SQL("REVOKE CREATE ON SCHEMA {} FROM PUBLIC;\n").format(sql.Identifier(vector_schema)),
+        # A GRANT or REVOKE by a role that may not give it is a WARNING, not an error: run by a
+        # plain login (the roles there already, as roles are the server's), the script ended well
+        # and `pgmem roles create` said "roles ready" with none of them given (until rt71).
+        sql.SQL(
+            "DO $pgmem_check$\nBEGIN\n"
+            "    IF NOT (pg_catalog.has_database_privilege('pgmem_owner', pg_catalog.current_database(), 'CREATE')\n"
+            "            AND pg_catalog.has_database_privilege('pgmem_app', pg_catalog.current_database(), 'CONNECT')\n"
+            "            AND pg_catalog.has_database_privilege('pgmem_reader', pg_catalog.current_database(),"
+            " 'CONNECT'))\n"
+            "       OR EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n,\n"
+            "                  pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a\n"
+            "                   WHERE n.nspname = {lit} AND a.grantee = 0 AND a.privilege_type = 'CREATE') THEN\n"
+            "        RAISE EXCEPTION 'pgmem roles: % may not grant the pgmem roles CONNECT and CREATE on database % or "
+            "revoke CREATE on schema % from PUBLIC', current_user, pg_catalog.current_database(), {lit}\n"
+            "            USING ERRCODE = '42501', HINT = 'run it as a superuser or as the owner of the database';\n"
+            "    END IF;\n"
+            "END\n$pgmem_check$;\n"
+        ).format(lit=sql.Literal(vector_schema)),
     ]
     return sql.Composed(parts)
 
