@@ -120,6 +120,25 @@ def test_prune_from_python_keeps_a_folder_it_could_not_list_and_checks_its_argum
     assert _stored(conn, "r") == ["a.md", "b/d.md"]
 
 
+def test_prune_force_and_reembed_must_be_booleans_and_keep_is_read_once(conn: Conn, embedder: Embedder) -> None:
+    """prune="no" pruned (any truthy value was True); force=1 or reembed=1 reached put_document as
+    an integer, reported as a missing schema; keep=None was a TypeError; a generator of ids to keep
+    was used up by its check, so prune removed them all. Each is one InputError now, nothing
+    removed; a generator keeps what it names."""
+    docs = [Document("a.md", FERNS), Document("b.md", ROSES)]
+    assert add_documents(conn, "g", docs, embedder).inserted == 2
+    for arg in ({"prune": "no"}, {"force": 1}, {"reembed": 1}, {"prune": None}):
+        name = next(iter(arg))
+        with pytest.raises(InputError, match=rf"^{name} must be True or False, got "):
+            add_documents(conn, "g", [Document("a.md", ROSES)], embedder, **arg)
+    with pytest.raises(InputError, match=r"^keep must be a list of document ids"):
+        add_documents(conn, "g", [Document("a.md", FERNS)], embedder, prune=True, keep=None)  # type: ignore[arg-type]
+    assert _stored(conn, "g") == ["a.md", "b.md"]
+    report = add_documents(conn, "g", [Document("a.md", FERNS)], embedder, prune=True, keep=(k for k in ["b.md"]))  # type: ignore[arg-type]
+    assert report.unchanged == 1 and report.removed == []
+    assert _stored(conn, "g") == ["a.md", "b.md"]
+
+
 def _race(app_url: str, embedder: Embedder, folder: list[Document], gone: str) -> list[list[str]]:
     """Two `add_documents(prune=True)` of `folder` and a `remove_document` of `gone`, started at
     once on their own connections: what each reported removed."""

@@ -29,7 +29,7 @@ from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
 from pgmem.recall import blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
-from pgmem.text import check_int, check_name, check_number, check_text
+from pgmem.text import check_bool, check_int, check_name, check_number, check_text
 
 #: Bumped whenever chunking or unit derivation changes what a document's units are (2: a
 #: heading without text no longer titles the document nor labels its units).
@@ -325,7 +325,16 @@ def add_documents_call(
     max_document_bytes = check_int(max_document_bytes, "max_document_bytes", 1, 1 << 30)
     if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
         raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
-    if isinstance(keep, str) or not all(isinstance(k, str) and k for k in keep):
+    # True or False only: prune="no" pruned the scope, force=1 or reembed=1 reached put_document
+    # as an integer and was reported as a missing schema ("function ... does not exist").
+    check_bool(force, "force")
+    check_bool(reembed, "reembed")
+    check_bool(prune, "prune")
+    # Read once: a generator of ids was used up by the check, so prune kept none of them.
+    if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
+        raise InputError(f"keep must be a list of document ids (a folder's ends in /), got {type(keep).__name__}")
+    keep = tuple(keep)
+    if not all(isinstance(k, str) and k for k in keep):
         raise InputError("keep must be a list of document ids (a folder's ends in /)")
     folders = tuple(k for k in keep if k.endswith("/"))
     report = DocumentReport()
