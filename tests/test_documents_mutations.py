@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -491,6 +492,30 @@ def test_cli_docs_add_force_mode_failures_and_search_x(
     assert main(["docs", "search", "ferry pier ticket harbour", "--scope", "c", "-x", "2", "--json"]) == 0
     two = json.loads(capsys.readouterr().out)
     assert [len(g["hits"]) for g in one["groups"]] == [1] and [len(g["hits"]) for g in two["groups"]] == [2]
+
+
+def test_search_arguments_of_another_type_are_one_input_error(conn: Conn, embedder: Embedder) -> None:
+    """A mode or model_id that is no string reached document_search as an integer or bytes, and the
+    caller was told the schema was missing ("function pgmem.document_search(...) does not exist");
+    part_vectors=None was a TypeError; a string of part texts was searched as one part a character.
+    Each is one InputError now, before anything is embedded or sent."""
+    from pgmem.documents.store import search_vectors
+    from pgmem.errors import InputError
+
+    add_documents(conn, "s", [Document("d.md", "# D\n\nDogs are loyal.\n")], embedder)
+    v = embedder.embed(["dogs"])
+    refused: list[tuple[Callable[[], object], str]] = [
+        (lambda: search_documents(conn, "s", "dogs", embedder, mode=5), r"^mode must be one of \('auto', "),  # type: ignore[arg-type]
+        (lambda: search_documents(conn, "s", "dogs", embedder, mode=b"vector"), r"^mode must be one of"),  # type: ignore[arg-type]
+        (lambda: search_vectors(conn, "s", ["dogs"], v, mode="exact"), r"^mode must be one of"),
+        (lambda: search_vectors(conn, "s", ["dogs"], v, model_id=5), r"^model_id must be a string, got int"),  # type: ignore[arg-type]
+        (lambda: search_vectors(conn, "s", "dogs", v), r"^part_texts must be a list of strings, one a part, got str"),
+        (lambda: search_vectors(conn, "s", ["dogs"], None), r"^part_vectors must be one row per part"),  # type: ignore[arg-type]
+    ]
+    for call, says in refused:
+        with pytest.raises(InputError, match=says):
+            call()
+    assert search_vectors(conn, "s", ["dogs"], v, floor=-1.0, model_id=embedder.model_id).groups[0].hits
 
 
 def test_search_returns_the_matched_units_span_and_path(conn: Conn, embedder: Embedder) -> None:

@@ -27,7 +27,7 @@ from pgmem.errors import DatabaseError, InputError
 from pgmem.ingest import refused_scopes
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import blend_query, check_target, query_inputs
+from pgmem.recall import _vector_rows, blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
 from pgmem.text import check_bool, check_int, check_name, check_number, check_text
 
@@ -576,10 +576,16 @@ def search_vectors_call(
     """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's units (ModelMismatchError).
     `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
-    x, floor, candidates = _check_search(x, floor, candidates)
+    x, floor, candidates = _check_search(x, floor, candidates, mode)
     check_target(scope)
+    if isinstance(part_texts, str | bytes) or not isinstance(part_texts, Iterable):
+        raise InputError(f"part_texts must be a list of strings, one a part, got {type(part_texts).__name__}")
+    part_texts = list(part_texts)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
+    part_vectors = _vector_rows(part_vectors)
+    if model_id is not None:
+        check_text(model_id, "model_id")
     groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
     rows = yield Query(
         scope,
@@ -619,8 +625,16 @@ def search_vectors_call(
 search_vectors = sync(search_vectors_call)
 
 
-def _check_search(x: object, floor: object, candidates: object) -> tuple[int, float | None, int]:
-    """x, floor and candidates as document_search takes them (numpy's numbers too), else an InputError."""
+#: document_search's modes: auto (hybrid when the parts' texts are given), vector or hybrid.
+SEARCH_MODES = ("auto", "vector", "hybrid")
+
+
+def _check_search(x: object, floor: object, candidates: object, mode: object) -> tuple[int, float | None, int]:
+    """x, floor and candidates as document_search takes them (numpy's numbers too), and its mode,
+    else an InputError: a mode or model_id of another type reached SQL as no text and was reported
+    as a missing schema ("function pgmem.document_search(...) does not exist")."""
+    if not isinstance(mode, str) or mode not in SEARCH_MODES:
+        raise InputError(f"mode must be one of {SEARCH_MODES}, got {mode!r:.80}")
     return (
         check_int(x, "x", 1, 1000),
         None if floor is None else check_number(floor, "floor (a raw cosine)", -1, 1),
@@ -641,7 +655,7 @@ def search_documents_call(
     """Per-part document search: the message is split and blended as for memory recall;
     each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
     must be the model the scope's units were stored with (ModelMismatchError)."""
-    _check_search(x, floor, candidates)
+    _check_search(x, floor, candidates, mode)
     check_target(scope)
     parts, inputs = query_inputs(message)
     q = blend_query(parts, (yield Embed(embedder, inputs, "query")), DEFAULT_WEIGHT)
