@@ -139,6 +139,14 @@ def test_prune_force_and_reembed_must_be_booleans_and_keep_is_read_once(conn: Co
     assert _stored(conn, "g") == ["a.md", "b.md"]
 
 
+def test_a_progress_that_cannot_be_called_is_refused_before_anything_is_written(conn: Conn, embedder: Embedder) -> None:
+    """progress=5 was called after the first document was stored: a TypeError traceback, the
+    report lost, the batch half written. Now one InputError, nothing written."""
+    with pytest.raises(InputError, match=r"^progress must be a callable or None, got int$"):
+        add_documents(conn, "p", [Document("a.md", FERNS), Document("b.md", ROSES)], embedder, progress=5)  # type: ignore[arg-type]
+    assert _stored(conn, "p") == []
+
+
 def _race(app_url: str, embedder: Embedder, folder: list[Document], gone: str) -> list[list[str]]:
     """Two `add_documents(prune=True)` of `folder` and a `remove_document` of `gone`, started at
     once on their own connections: what each reported removed."""

@@ -330,6 +330,10 @@ def add_documents_call(
     check_bool(force, "force")
     check_bool(reembed, "reembed")
     check_bool(prune, "prune")
+    # Called after each document is stored: one that cannot be called failed after the first
+    # (a TypeError, the report lost), so it is checked before anything is written.
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a callable or None, got {type(progress).__name__}")
     # Read once: a generator of ids was used up by the check, so prune kept none of them.
     if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
         raise InputError(f"keep must be a list of document ids (a folder's ends in /), got {type(keep).__name__}")
