@@ -48,6 +48,11 @@ MAX_LABEL_BYTES = 300
 #: is stored, and 4 MB is about 3,500 units, a minute of the local model on two cores (the store's
 #: cap on an item's value, the same). A 50 MB file took 2.8 GB and had not finished in 24 minutes.
 DEFAULT_MAX_DOCUMENT_BYTES = 4_000_000
+#: Default cap on the units (texts to embed) of one document, checked before any is embedded. The
+#: byte cap alone did not bound them: a unit is a heading, a list or a link as well as 1,200 bytes
+#: of prose, and 4 MB of short headings ("# h1" a line) made about 450,000 units (100,000 headings:
+#: 100,000 units from 0.9 MB; 20,000 links on one 209 kB line: 20,176).
+DEFAULT_MAX_DOCUMENT_UNITS = 20_000
 #: The fewest of the model's tokens a label leaves for a unit's text: a longer label is cut to fit.
 MIN_TEXT_TOKENS = 8
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -303,6 +308,7 @@ def add_documents_call(
     prune: bool = False,
     keep: Sequence[str] = (),
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    max_document_units: int = DEFAULT_MAX_DOCUMENT_UNITS,
 ) -> Call[DocumentReport]:
     """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
     resolve against these documents and those already stored in the scope.
@@ -314,7 +320,8 @@ def add_documents_call(
     facts and recall-log rows too), and listed in `report.removed`. Prune with no documents is
     an InputError (it would remove every one), and nothing is removed when the scope's model
     refused the documents. A document whose text is over `max_document_bytes` (UTF-8) fails,
-    before anything is embedded; the others are stored."""
+    before anything is embedded; so does one of more than `max_document_units` units (the texts
+    embedded: headings, prose runs, code blocks, lists, links, each packed), before it is embedded."""
     check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
@@ -323,6 +330,7 @@ def add_documents_call(
     max_bytes = check_int(max_bytes, "max_bytes", MAX_LABEL_BYTES + 5, 1 << 20)
     group_units = check_int(group_units, "group_units", 1, 1 << 20)
     max_document_bytes = check_int(max_document_bytes, "max_document_bytes", 1, 1 << 30)
+    max_document_units = check_int(max_document_units, "max_document_units", 1, 1 << 24)
     if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
         raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
     # True or False only: prune="no" pruned the scope, force=1 or reembed=1 reached put_document
@@ -421,6 +429,11 @@ def add_documents_call(
             prep = yield from work(
                 functools.partial(prepare, d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
             )
+            if len(prep.pieces) > max_document_units:
+                raise InputError(
+                    f"document {d.id} has {len(prep.pieces):,} units to embed, over the {max_document_units:,} a "
+                    "document may have (max_document_units): split it"
+                )
         except InputError as exc:
             report.failed.append((d.id, str(exc)))
             done += 1
