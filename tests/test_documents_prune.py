@@ -147,6 +147,38 @@ def test_a_progress_that_cannot_be_called_is_refused_before_anything_is_written(
     assert _stored(conn, "p") == []
 
 
+def test_a_link_to_a_document_the_prune_removes_is_resolved_as_gone_in_the_same_run(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """a.md links [[b]]; b.md is no longer given, and the prune removes it. Its links resolved
+    against the titles stored before the prune: a.md stayed "unchanged", its link unit still naming
+    "→ Bravo guide", a document the same run had removed (until a second add). Now a.md is
+    replaced in that run, its link to no such document; a kept id's title still resolves."""
+    from pgmem.db import scoped
+
+    def links() -> list[str]:
+        with scoped(conn, "l"):
+            rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion' ORDER BY 1")
+            return [str(r[0]) for r in rows]
+
+    a = Document("a.md", "# Alpha\n\nSee [[b]] and [[c]] for the rest.\n")
+    b = Document("b.md", "# Bravo guide\n\nThe bravo steps.\n")
+    c = Document("sub/c.md", "# Charlie notes\n\nThe charlie steps.\n")
+    assert add_documents(conn, "l", [a, b, c], embedder).inserted == 3
+    assert sorted(links()) == [
+        "See [[b]] and [[c]] for the rest. → Bravo guide",
+        "See [[b]] and [[c]] for the rest. → Charlie notes",
+    ]
+    report = add_documents(conn, "l", [a], embedder, prune=True, keep=["sub/"])
+    assert report.removed == ["b.md"] and report.replaced == 1, report
+    assert sorted(links()) == [
+        "See [[b]] and [[c]] for the rest. → (no such document)",
+        "See [[b]] and [[c]] for the rest. → Charlie notes",
+    ]
+    # The next run finds nothing to change.
+    assert add_documents(conn, "l", [a], embedder, prune=True, keep=["sub/"]).unchanged == 1
+
+
 def _race(app_url: str, embedder: Embedder, folder: list[Document], gone: str) -> list[list[str]]:
     """Two `add_documents(prune=True)` of `folder` and a `remove_document` of `gone`, started at
     once on their own connections: what each reported removed."""

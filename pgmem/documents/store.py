@@ -373,7 +373,13 @@ def add_documents_call(
         all_docs.append(d)
     if prune and not given:
         raise InputError("prune with no documents would remove every document of the scope: nothing removed")
-    titles = yield from stored_titles_call(scope)
+    if prune:
+        # Links resolve against what the scope holds after the prune: against every stored title,
+        # a link to a document this prune removes kept naming it ("→ Its Title") until the next add.
+        rows = yield Query(scope, "SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,))
+        titles = {slug_of(str(i)): str(t) for i, t in rows if str(i) in given or str(i).startswith(folders)}
+    else:
+        titles = yield from stored_titles_call(scope)
     # Links resolve to what is stored: of two documents with one id, the first (the second is
     # refused below), not the last.
     titled: set[str] = set()
