@@ -384,9 +384,10 @@ def add_documents_call(
     # refused below), not the last.
     titled: set[str] = set()
     for d in all_docs:
-        if d.text.strip() and d.id not in titled:
+        if d.id not in titled:
             titled.add(d.id)
-            titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
+            if d.text.strip():  # an empty first copy stores nothing: the stored title stands
+                titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
     rows = yield Query(
         scope,
         "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)",
@@ -421,6 +422,13 @@ def add_documents_call(
         group, size = [], 0
 
     for d in all_docs:
+        # The first copy of an id decides, empty or not: an empty copy and one with text were the
+        # one stored and the other reported "kept ID: the file is empty" beside it.
+        if d.id in seen:
+            report.failed.append((d.id, f"document {d.id} is given twice"))
+            done += 1
+            continue
+        seen.add(d.id)
         if not d.text.strip():
             report.empty += 1
             if d.id in existing:
@@ -428,9 +436,6 @@ def add_documents_call(
             done += 1
             continue
         try:
-            if d.id in seen:
-                raise InputError(f"document {d.id} is given twice")
-            seen.add(d.id)
             # Chunked, packed and token-counted off the event loop (pgmem.aio), as a turn is.
             prep = yield from work(
                 functools.partial(prepare, d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
