@@ -147,7 +147,7 @@ BEGIN
         RAISE EXCEPTION 'put_document: unit_chunks, unit_kinds, unit_indexes, span_starts, span_ends, labels, bodies and vectors must have the same length (% vectors)', n
             USING ERRCODE = '22023';
     END IF;
-    -- Each array read once, in order (0107): an element of a text array subscripted in a query
+    -- Each array read once, in order (0108): an element of a text array subscripted in a query
     -- (unit_kinds[u.i]) is found by walking the array from its start, so the checks of 40,000
     -- units took 15 s, four times as long for twice the units.
     SELECT k.o INTO bad FROM unnest(unit_kinds) WITH ORDINALITY AS k(kind, o)

@@ -9,13 +9,13 @@ the same first bad unit.
 
 Only re-runnable definitions change (sql/idempotent/040_documents.sql).
 
-Revision ID: 0107
+Revision ID: 0108
 Revises: 0106
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0107"
-down_revision = "0106"
+revision = "0108"
+down_revision = "0107"
 upgrade, downgrade = functions_only(revision)
