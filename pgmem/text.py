@@ -72,6 +72,14 @@ def check_int(value: object, what: str, lo: int, hi: int) -> int:
     return v
 
 
+def check_bool(value: object, what: str) -> bool:
+    """`value` if it is True or False; else an InputError naming `what`: any truthy value (the
+    string "no" too) would be taken for True, and an int reached SQL as no boolean."""
+    if not isinstance(value, bool):
+        raise InputError(f"{what} must be True or False, got {type(value).__name__}")
+    return value
+
+
 def check_name(value: object, what: str, *, max_chars: int = 200) -> str:
     """A scope, thread or document name: a non-empty storable string of at most `max_chars`."""
     if not isinstance(value, str) or not value.strip():

@@ -135,6 +135,22 @@ def test_a_document_given_twice_in_a_batch_is_stored_once_and_resolves_as_stored
     assert link is not None and str(link[0]).endswith("→ Garden Care"), link
 
 
+def test_an_empty_copy_and_a_copy_with_text_of_one_id_the_first_decides(conn: Conn, embedder: Embedder) -> None:
+    """Of an empty copy and a copy with text of one id (two folders added at once), the text was
+    stored whichever came first, and the empty one still reported "kept": the stored version
+    replaced and said to be kept. The first copy decides, as of two copies with text: an empty
+    first keeps the stored document (and its title for links), the second is "given twice"."""
+    add_documents(conn, "e2", [Document("garden.md", GARDEN)], embedder)
+    report = add_documents(conn, "e2", [Document("garden.md", " \n"), Document("garden.md", "# Plans\n\nx")], embedder)
+    assert (report.replaced, report.empty, report.empty_kept) == (0, 1, ["garden.md"])
+    assert report.failed == [("garden.md", "document garden.md is given twice")]
+    with scoped(conn, "e2"):
+        assert conn.execute("SELECT title FROM pgmem.document").fetchall() == [("Garden Care",)]
+    report = add_documents(conn, "e2", [Document("garden.md", "# Plans\n\nx"), Document("garden.md", "")], embedder)
+    assert (report.replaced, report.empty, report.empty_kept) == (1, 0, [])
+    assert report.failed == [("garden.md", "document garden.md is given twice")]
+
+
 def test_re_adding_unchanged_writes_nothing_and_a_change_replaces_in_one_go(conn: Conn, embedder: Embedder) -> None:
     counting = CountingEmbedder(embedder)
     add_documents(conn, "s", _docs(), counting)

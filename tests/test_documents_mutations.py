@@ -7,6 +7,8 @@ model change)."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +129,31 @@ def test_put_document_refuses_each_bad_argument_and_keeps_the_stored_document(
     with scoped(conn, "s"):
         assert conn.execute("SELECT chunk_id, heading_path, body FROM pgmem.chunk ORDER BY 1").fetchall() == before
         assert conn.execute("SELECT piece_id FROM pgmem.piece ORDER BY 1").fetchall() == units
+
+
+def test_the_checks_of_many_units_read_each_array_once(conn: Conn, embedder: Embedder) -> None:
+    """put_document's checks read unit i of unit_kinds, labels and bodies by subscript in a query
+    (unit_kinds[u.i]), each found by walking the array from its start: the checks of n units took
+    time in n squared (20,000 units: 5 s; 40,000: 20 s), holding the document and the scope row.
+    Now each array is read once: the refusal of the last of 20,000 units comes at once, and names it."""
+    n = 20_000
+    many = {
+        "chunk_heading_paths": "'[[\"D\"]]'::jsonb",
+        "chunk_bodies": "ARRAY['# D']",
+        **{k: f"array_fill({v}, ARRAY[{n}])" for k, v in (("unit_chunks", 0), ("unit_indexes", 0), ("span_starts", 0))},
+        "span_ends": f"array_fill(3, ARRAY[{n}])",
+        "unit_kinds": f"array_fill('heading'::text, ARRAY[{n}])",
+        "labels": f"array_fill('D'::text, ARRAY[{n}])",
+        "bodies": f"array_fill(''::text, ARRAY[{n - 1}]) || NULL::text",
+        "vectors": f"array_fill(%(v)s::vector, ARRAY[{n}])",
+    }
+    v = embedder.embed(["x"])[0]
+    started = time.monotonic()
+    with pytest.raises(psycopg.Error) as err, scoped(conn, "s"):
+        conn.execute(_put_sql(**many), {"v": v, "m": embedder.model_id})
+    took = time.monotonic() - started
+    assert err.value.diag.message_primary == f"put_document: unit {n} has a NULL body (an empty one is '')"
+    assert took < 1.5, f"{took:.2f} s"
 
 
 @pytest.mark.parametrize("weight", ["1.5", "-0.1", "'NaN'"])
@@ -465,6 +492,30 @@ def test_cli_docs_add_force_mode_failures_and_search_x(
     assert main(["docs", "search", "ferry pier ticket harbour", "--scope", "c", "-x", "2", "--json"]) == 0
     two = json.loads(capsys.readouterr().out)
     assert [len(g["hits"]) for g in one["groups"]] == [1] and [len(g["hits"]) for g in two["groups"]] == [2]
+
+
+def test_search_arguments_of_another_type_are_one_input_error(conn: Conn, embedder: Embedder) -> None:
+    """A mode or model_id that is no string reached document_search as an integer or bytes, and the
+    caller was told the schema was missing ("function pgmem.document_search(...) does not exist");
+    part_vectors=None was a TypeError; a string of part texts was searched as one part a character.
+    Each is one InputError now, before anything is embedded or sent."""
+    from pgmem.documents.store import search_vectors
+    from pgmem.errors import InputError
+
+    add_documents(conn, "s", [Document("d.md", "# D\n\nDogs are loyal.\n")], embedder)
+    v = embedder.embed(["dogs"])
+    refused: list[tuple[Callable[[], object], str]] = [
+        (lambda: search_documents(conn, "s", "dogs", embedder, mode=5), r"^mode must be one of \('auto', "),  # type: ignore[arg-type]
+        (lambda: search_documents(conn, "s", "dogs", embedder, mode=b"vector"), r"^mode must be one of"),  # type: ignore[arg-type]
+        (lambda: search_vectors(conn, "s", ["dogs"], v, mode="exact"), r"^mode must be one of"),
+        (lambda: search_vectors(conn, "s", ["dogs"], v, model_id=5), r"^model_id must be a string, got int"),  # type: ignore[arg-type]
+        (lambda: search_vectors(conn, "s", "dogs", v), r"^part_texts must be a list of strings, one a part, got str"),
+        (lambda: search_vectors(conn, "s", ["dogs"], None), r"^part_vectors must be one row per part"),  # type: ignore[arg-type]
+    ]
+    for call, says in refused:
+        with pytest.raises(InputError, match=says):
+            call()
+    assert search_vectors(conn, "s", ["dogs"], v, floor=-1.0, model_id=embedder.model_id).groups[0].hits
 
 
 def test_search_returns_the_matched_units_span_and_path(conn: Conn, embedder: Embedder) -> None:

@@ -120,6 +120,65 @@ def test_prune_from_python_keeps_a_folder_it_could_not_list_and_checks_its_argum
     assert _stored(conn, "r") == ["a.md", "b/d.md"]
 
 
+def test_prune_force_and_reembed_must_be_booleans_and_keep_is_read_once(conn: Conn, embedder: Embedder) -> None:
+    """prune="no" pruned (any truthy value was True); force=1 or reembed=1 reached put_document as
+    an integer, reported as a missing schema; keep=None was a TypeError; a generator of ids to keep
+    was used up by its check, so prune removed them all. Each is one InputError now, nothing
+    removed; a generator keeps what it names."""
+    docs = [Document("a.md", FERNS), Document("b.md", ROSES)]
+    assert add_documents(conn, "g", docs, embedder).inserted == 2
+    for arg in ({"prune": "no"}, {"force": 1}, {"reembed": 1}, {"prune": None}):
+        name = next(iter(arg))
+        with pytest.raises(InputError, match=rf"^{name} must be True or False, got "):
+            add_documents(conn, "g", [Document("a.md", ROSES)], embedder, **arg)
+    with pytest.raises(InputError, match=r"^keep must be a list of document ids"):
+        add_documents(conn, "g", [Document("a.md", FERNS)], embedder, prune=True, keep=None)  # type: ignore[arg-type]
+    assert _stored(conn, "g") == ["a.md", "b.md"]
+    report = add_documents(conn, "g", [Document("a.md", FERNS)], embedder, prune=True, keep=(k for k in ["b.md"]))  # type: ignore[arg-type]
+    assert report.unchanged == 1 and report.removed == []
+    assert _stored(conn, "g") == ["a.md", "b.md"]
+
+
+def test_a_progress_that_cannot_be_called_is_refused_before_anything_is_written(conn: Conn, embedder: Embedder) -> None:
+    """progress=5 was called after the first document was stored: a TypeError traceback, the
+    report lost, the batch half written. Now one InputError, nothing written."""
+    with pytest.raises(InputError, match=r"^progress must be a callable or None, got int$"):
+        add_documents(conn, "p", [Document("a.md", FERNS), Document("b.md", ROSES)], embedder, progress=5)  # type: ignore[arg-type]
+    assert _stored(conn, "p") == []
+
+
+def test_a_link_to_a_document_the_prune_removes_is_resolved_as_gone_in_the_same_run(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """a.md links [[b]]; b.md is no longer given, and the prune removes it. Its links resolved
+    against the titles stored before the prune: a.md stayed "unchanged", its link unit still naming
+    "→ Bravo guide", a document the same run had removed (until a second add). Now a.md is
+    replaced in that run, its link to no such document; a kept id's title still resolves."""
+    from pgmem.db import scoped
+
+    def links() -> list[str]:
+        with scoped(conn, "l"):
+            rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion' ORDER BY 1")
+            return [str(r[0]) for r in rows]
+
+    a = Document("a.md", "# Alpha\n\nSee [[b]] and [[c]] for the rest.\n")
+    b = Document("b.md", "# Bravo guide\n\nThe bravo steps.\n")
+    c = Document("sub/c.md", "# Charlie notes\n\nThe charlie steps.\n")
+    assert add_documents(conn, "l", [a, b, c], embedder).inserted == 3
+    assert sorted(links()) == [
+        "See [[b]] and [[c]] for the rest. → Bravo guide",
+        "See [[b]] and [[c]] for the rest. → Charlie notes",
+    ]
+    report = add_documents(conn, "l", [a], embedder, prune=True, keep=["sub/"])
+    assert report.removed == ["b.md"] and report.replaced == 1, report
+    assert sorted(links()) == [
+        "See [[b]] and [[c]] for the rest. → (no such document)",
+        "See [[b]] and [[c]] for the rest. → Charlie notes",
+    ]
+    # The next run finds nothing to change.
+    assert add_documents(conn, "l", [a], embedder, prune=True, keep=["sub/"]).unchanged == 1
+
+
 def _race(app_url: str, embedder: Embedder, folder: list[Document], gone: str) -> list[list[str]]:
     """Two `add_documents(prune=True)` of `folder` and a `remove_document` of `gone`, started at
     once on their own connections: what each reported removed."""

@@ -49,3 +49,31 @@ def test_cli_docs_add_reports_a_document_over_the_cap_in_one_line(
     assert "0 inserted" in out and "1 failed" in out
     assert f"  failed {tmp_path / 'big.md'}: document {tmp_path / 'big.md'} is 5,007 bytes, over the 1,000" in err
     assert "Traceback" not in err
+
+
+def test_a_document_of_more_units_than_the_cap_fails_unembedded_and_the_others_are_stored(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """The byte cap did not bound the units: 100,000 one-line headings (0.9 MB) were 100,000
+    texts to embed, and 4 MB of them about 450,000, each embedded before the document was stored.
+    A document of more units than max_document_units fails before it is embedded; the others are
+    stored, and at the cap it is stored too."""
+    counting = CountingEmbedder(embedder)
+    small = Document("small.md", "# Small\n\nThe kettle is descaled every month with citric acid.\n")
+    headings = Document("headings.md", "".join(f"# Heading {i}\n" for i in range(12)))
+    report = add_documents(conn, "u", [headings, small], counting, max_document_units=11)
+    assert report.inserted == 1
+    assert report.failed == [
+        (
+            "headings.md",
+            "document headings.md has 12 units to embed, over the 11 a document may have "
+            "(max_document_units): split it",
+        )
+    ]
+    alone = CountingEmbedder(embedder)  # the small one's units only were embedded
+    add_documents(conn, "u0", [small], alone)
+    assert counting.inputs == alone.inputs > 0
+    assert add_documents(conn, "u", [headings], embedder, max_document_units=12).inserted == 1
+    for bad in (0, True, "4", 1.5):
+        with pytest.raises(InputError, match="max_document_units"):
+            add_documents(conn, "u", [small], embedder, max_document_units=bad)  # type: ignore[arg-type]

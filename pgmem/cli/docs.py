@@ -15,6 +15,7 @@ from pgmem.documents.store import (
     DEFAULT_DOC_FLOOR,
     DEFAULT_DOC_X,
     DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_DOCUMENT_UNITS,
     DocHit,
     DocSearch,
 )
@@ -40,6 +41,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         default=DEFAULT_MAX_DOCUMENT_BYTES,
         help="a larger document fails, before any is embedded",
+    )
+    a.add_argument(
+        "--max-document-units",
+        type=int,
+        default=DEFAULT_MAX_DOCUMENT_UNITS,
+        help="a document of more units (texts to embed) fails, before any is embedded",
     )
     a.add_argument("--force", action="store_true", help="rewrite even unchanged documents")
     a.add_argument(
@@ -87,6 +94,7 @@ def _add(args: argparse.Namespace) -> int:
             progress=Progress("docs add", "units"),
             prune=args.prune,
             max_document_bytes=args.max_document_bytes,
+            max_document_units=args.max_document_units,
             # A file or folder that could not be read keeps what is stored under its id.
             keep=[doc_id for doc_id, _ in unreadable],
         )

@@ -27,9 +27,9 @@ from pgmem.errors import DatabaseError, InputError
 from pgmem.ingest import refused_scopes
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import blend_query, check_target, query_inputs
+from pgmem.recall import _vector_rows, blend_query, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
-from pgmem.text import check_int, check_name, check_number, check_text
+from pgmem.text import check_bool, check_int, check_name, check_number, check_text
 
 #: Bumped whenever chunking or unit derivation changes what a document's units are (2: a
 #: heading without text no longer titles the document nor labels its units).
@@ -48,6 +48,11 @@ MAX_LABEL_BYTES = 300
 #: is stored, and 4 MB is about 3,500 units, a minute of the local model on two cores (the store's
 #: cap on an item's value, the same). A 50 MB file took 2.8 GB and had not finished in 24 minutes.
 DEFAULT_MAX_DOCUMENT_BYTES = 4_000_000
+#: Default cap on the units (texts to embed) of one document, checked before any is embedded. The
+#: byte cap alone did not bound them: a unit is a heading, a list or a link as well as 1,200 bytes
+#: of prose, and 4 MB of short headings ("# h1" a line) made about 450,000 units (100,000 headings:
+#: 100,000 units from 0.9 MB; 20,000 links on one 209 kB line: 20,176).
+DEFAULT_MAX_DOCUMENT_UNITS = 20_000
 #: The fewest of the model's tokens a label leaves for a unit's text: a longer label is cut to fit.
 MIN_TEXT_TOKENS = 8
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -303,6 +308,7 @@ def add_documents_call(
     prune: bool = False,
     keep: Sequence[str] = (),
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    max_document_units: int = DEFAULT_MAX_DOCUMENT_UNITS,
 ) -> Call[DocumentReport]:
     """Store `docs` in `scope` (idempotently), one transaction per document. Transclusions
     resolve against these documents and those already stored in the scope.
@@ -314,7 +320,8 @@ def add_documents_call(
     facts and recall-log rows too), and listed in `report.removed`. Prune with no documents is
     an InputError (it would remove every one), and nothing is removed when the scope's model
     refused the documents. A document whose text is over `max_document_bytes` (UTF-8) fails,
-    before anything is embedded; the others are stored."""
+    before anything is embedded; so does one of more than `max_document_units` units (the texts
+    embedded: headings, prose runs, code blocks, lists, links, each packed), before it is embedded."""
     check_name(scope, "scope")
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r:.80}")
@@ -323,9 +330,23 @@ def add_documents_call(
     max_bytes = check_int(max_bytes, "max_bytes", MAX_LABEL_BYTES + 5, 1 << 20)
     group_units = check_int(group_units, "group_units", 1, 1 << 20)
     max_document_bytes = check_int(max_document_bytes, "max_document_bytes", 1, 1 << 30)
+    max_document_units = check_int(max_document_units, "max_document_units", 1, 1 << 24)
     if isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
         raise InputError(f"docs must be a list of Document, got {type(docs).__name__}")
-    if isinstance(keep, str) or not all(isinstance(k, str) and k for k in keep):
+    # True or False only: prune="no" pruned the scope, force=1 or reembed=1 reached put_document
+    # as an integer and was reported as a missing schema ("function ... does not exist").
+    check_bool(force, "force")
+    check_bool(reembed, "reembed")
+    check_bool(prune, "prune")
+    # Called after each document is stored: one that cannot be called failed after the first
+    # (a TypeError, the report lost), so it is checked before anything is written.
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a callable or None, got {type(progress).__name__}")
+    # Read once: a generator of ids was used up by the check, so prune kept none of them.
+    if isinstance(keep, str | bytes) or not isinstance(keep, Iterable):
+        raise InputError(f"keep must be a list of document ids (a folder's ends in /), got {type(keep).__name__}")
+    keep = tuple(keep)
+    if not all(isinstance(k, str) and k for k in keep):
         raise InputError("keep must be a list of document ids (a folder's ends in /)")
     folders = tuple(k for k in keep if k.endswith("/"))
     report = DocumentReport()
@@ -352,14 +373,21 @@ def add_documents_call(
         all_docs.append(d)
     if prune and not given:
         raise InputError("prune with no documents would remove every document of the scope: nothing removed")
-    titles = yield from stored_titles_call(scope)
+    if prune:
+        # Links resolve against what the scope holds after the prune: against every stored title,
+        # a link to a document this prune removes kept naming it ("→ Its Title") until the next add.
+        rows = yield Query(scope, "SELECT document_id, title FROM pgmem.document_titles(%s)", (scope,))
+        titles = {slug_of(str(i)): str(t) for i, t in rows if str(i) in given or str(i).startswith(folders)}
+    else:
+        titles = yield from stored_titles_call(scope)
     # Links resolve to what is stored: of two documents with one id, the first (the second is
     # refused below), not the last.
     titled: set[str] = set()
     for d in all_docs:
-        if d.text.strip() and d.id not in titled:
+        if d.id not in titled:
             titled.add(d.id)
-            titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
+            if d.text.strip():  # an empty first copy stores nothing: the stored title stands
+                titles[slug_of(d.id)] = document_title(chunk_markdown(d.text), d.id)
     rows = yield Query(
         scope,
         "SELECT document_id, content_hash FROM pgmem.document_hashes(%s, %s)",
@@ -394,6 +422,13 @@ def add_documents_call(
         group, size = [], 0
 
     for d in all_docs:
+        # The first copy of an id decides, empty or not: an empty copy and one with text were the
+        # one stored and the other reported "kept ID: the file is empty" beside it.
+        if d.id in seen:
+            report.failed.append((d.id, f"document {d.id} is given twice"))
+            done += 1
+            continue
+        seen.add(d.id)
         if not d.text.strip():
             report.empty += 1
             if d.id in existing:
@@ -401,13 +436,15 @@ def add_documents_call(
             done += 1
             continue
         try:
-            if d.id in seen:
-                raise InputError(f"document {d.id} is given twice")
-            seen.add(d.id)
             # Chunked, packed and token-counted off the event loop (pgmem.aio), as a turn is.
             prep = yield from work(
                 functools.partial(prepare, d, titles, embedder, mode=mode, weight=weight, max_bytes=max_bytes)
             )
+            if len(prep.pieces) > max_document_units:
+                raise InputError(
+                    f"document {d.id} has {len(prep.pieces):,} units to embed, over the {max_document_units:,} a "
+                    "document may have (max_document_units): split it"
+                )
         except InputError as exc:
             report.failed.append((d.id, str(exc)))
             done += 1
@@ -567,10 +604,16 @@ def search_vectors_call(
     """One `pgmem.document_search` call for all parts (vectors already blended). `model_id`, the
     model that embedded the parts, must be the model of the scope's units (ModelMismatchError).
     `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
-    x, floor, candidates = _check_search(x, floor, candidates)
+    x, floor, candidates = _check_search(x, floor, candidates, mode)
     check_target(scope)
+    if isinstance(part_texts, str | bytes) or not isinstance(part_texts, Iterable):
+        raise InputError(f"part_texts must be a list of strings, one a part, got {type(part_texts).__name__}")
+    part_texts = list(part_texts)
     for i, t in enumerate(part_texts):
         check_text(t, f"part_texts[{i}]")
+    part_vectors = _vector_rows(part_vectors)
+    if model_id is not None:
+        check_text(model_id, "model_id")
     groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
     rows = yield Query(
         scope,
@@ -610,8 +653,16 @@ def search_vectors_call(
 search_vectors = sync(search_vectors_call)
 
 
-def _check_search(x: object, floor: object, candidates: object) -> tuple[int, float | None, int]:
-    """x, floor and candidates as document_search takes them (numpy's numbers too), else an InputError."""
+#: document_search's modes: auto (hybrid when the parts' texts are given), vector or hybrid.
+SEARCH_MODES = ("auto", "vector", "hybrid")
+
+
+def _check_search(x: object, floor: object, candidates: object, mode: object) -> tuple[int, float | None, int]:
+    """x, floor and candidates as document_search takes them (numpy's numbers too), and its mode,
+    else an InputError: a mode or model_id of another type reached SQL as no text and was reported
+    as a missing schema ("function pgmem.document_search(...) does not exist")."""
+    if not isinstance(mode, str) or mode not in SEARCH_MODES:
+        raise InputError(f"mode must be one of {SEARCH_MODES}, got {mode!r:.80}")
     return (
         check_int(x, "x", 1, 1000),
         None if floor is None else check_number(floor, "floor (a raw cosine)", -1, 1),
@@ -632,7 +683,7 @@ def search_documents_call(
     """Per-part document search: the message is split and blended as for memory recall;
     each part's group holds up to `x` whole chunks with the matched unit's span. The embedder
     must be the model the scope's units were stored with (ModelMismatchError)."""
-    _check_search(x, floor, candidates)
+    _check_search(x, floor, candidates, mode)
     check_target(scope)
     parts, inputs = query_inputs(message)
     q = blend_query(parts, (yield Embed(embedder, inputs, "query")), DEFAULT_WEIGHT)
