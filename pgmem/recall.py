@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -190,6 +190,20 @@ def check_target(scope: object, thread: object = None) -> None:
         check_name(thread, "thread")
 
 
+def check_parts(part_texts: object, model_id: object = None) -> list[str]:
+    """A search's part texts as a list of text (a single string was searched as one part a
+    character) and the model that embedded them as text or None (another type reached SQL as no
+    text, and the caller was told "function pgmem.memory_recall(...) does not exist")."""
+    if isinstance(part_texts, str | bytes) or not isinstance(part_texts, Iterable):
+        raise InputError(f"part_texts must be a list of strings, one a part, got {type(part_texts).__name__}")
+    texts = list(part_texts)
+    for i, t in enumerate(texts):
+        check_text(t, f"part_texts[{i}]")
+    if model_id is not None:
+        check_text(model_id, "model_id")
+    return texts
+
+
 def floor_for(embedder: Embedder) -> float:
     """The model's recall floor, for the evaluation suites: its own `default_floor` (e5:
     measured, `pgmem.embedders.e5.DEFAULT_FLOOR`), else DEFAULT_FLOOR, measured on MiniLM.
@@ -277,8 +291,7 @@ def recall_statement(
             raise InputError(f"recency must be a number, got {type(recency).__name__}")
         times["recency"] = as_float(recency)
     check_target(scope, thread)
-    for i, t in enumerate(part_texts):
-        check_text(t, f"part_texts[{i}]")
+    part_texts = check_parts(part_texts, model_id)
     check_text(message, "message")
     part_vectors = _vector_rows(part_vectors)
     filter_json = _filter_json(metadata_filter)
@@ -332,6 +345,7 @@ def recall_vectors_call(
     open) whose pieces rank higher, nothing dropped; `since` / `until`: the same bounds as a
     filter, only turns inside them. `recency`: the cosine band within which the most recent
     turn ranks first (None: SQL's default). SQL checks them (InputError, one line)."""
+    part_texts = check_parts(part_texts, model_id)  # read once: a generator is used here again
     st = recall_statement(
         scope, part_texts, part_vectors, x=x, floor=floor, thread=thread, mode=mode, message=message,
         model_id=model_id, metadata_filter=metadata_filter, time_from=time_from, time_to=time_to,

@@ -165,8 +165,8 @@ def test_the_comments_of_check_recall_args_and_reblend_say_what_they_raise(store
     )
     checks = _comment(store, args)
     assert "22004 (NULL)" not in checks
-    assert "22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts)" in checks
-    assert "22023 (NULL or out of range" in checks
+    assert "22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts or with a NULL one" in checks
+    assert "NULL or out of range" in checks and "22023 (part arrays not one-dimensional from 1" in checks
     _refused(store, "SELECT pgmem.reblend(%s, 2)", (SCOPE,), "22023", "weight must be between 0 and 1")
     with scoped(store, SCOPE):
         row = store.execute("SELECT pgmem.reblend(%s, 0.8, thread => 'nosuch')", (SCOPE,)).fetchone()
@@ -521,3 +521,31 @@ def test_log_must_be_true_or_false_and_nothing_is_logged_otherwise(store: Conn, 
     with scoped(store, SCOPE):
         assert store.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
     assert recall(store, SCOPE, "my dogs", emb, log=True, floor=-1.0).recall_id is not None
+
+
+def test_part_texts_are_a_list_of_text_and_model_id_text(store: Conn) -> None:
+    """recall_vectors searched part_texts="dogs" as one part a character, took a generator (read
+    twice: no groups came back), and sent model_id=5 to SQL, where the caller was told the schema
+    was missing ("function pgmem.memory_recall(...) does not exist"). SQL (0109) refuses part
+    arrays it would misread: part_texts '[0:0]={...}' paired no text with the vector, and a
+    hybrid search went without its word side, silently, as with a NULL part text."""
+    emb = HashEmbedder(model_id=STORED_MODEL)
+    v = emb.embed(["my dogs"])
+    for texts, model_id, line in (
+        ("my dogs", STORED_MODEL, "^part_texts must be a list of strings, one a part, got str$"),
+        (None, STORED_MODEL, "^part_texts must be a list of strings, one a part, got NoneType$"),
+        (["my dogs"], 5, "^model_id must be a string"),
+    ):
+        with pytest.raises(InputError, match=line):
+            recall_vectors(store, SCOPE, texts, v, model_id=model_id, floor=-1.0)  # type: ignore[arg-type]
+    listed = recall_vectors(store, SCOPE, ["my dogs"], v, model_id=STORED_MODEL, floor=-1.0)
+    generated = recall_vectors(store, SCOPE, (t for t in ["my dogs"]), v, model_id=STORED_MODEL, floor=-1.0)  # type: ignore[arg-type]
+    assert generated == listed and listed.groups[0].hits
+    for texts, state in (("'[0:0]={dogs}'", "22023"), ("'{{dogs}}'", "22023"), ("ARRAY[NULL]::text[]", "22004")):
+        for call in (
+            f"SELECT * FROM pgmem.memory_recall('s', ARRAY[%(v)s::vector], {texts}, mode => 'hybrid', floor => -1)",
+            f"SELECT * FROM pgmem.document_search('s', ARRAY[%(v)s::vector], {texts}, mode => 'hybrid', floor => -1)",
+        ):
+            with pytest.raises(psycopg.Error) as err, scoped(store, SCOPE):
+                store.execute(call, {"v": v[0]})
+            assert err.value.sqlstate == state, (call, err.value)

@@ -10,7 +10,7 @@ the same first bad unit.
 Only re-runnable definitions change (sql/idempotent/040_documents.sql).
 
 Revision ID: 0108
-Revises: 0106
+Revises: 0107
 Create Date: 2026-12-07
 """
 

@@ -27,7 +27,7 @@ from pgmem.errors import DatabaseError, InputError
 from pgmem.ingest import refused_scopes
 from pgmem.packing import pack_text, utf8_len
 from pgmem.pieces import DEFAULT_MAX_BYTES
-from pgmem.recall import _vector_rows, blend_query, check_target, query_inputs
+from pgmem.recall import _vector_rows, blend_query, check_parts, check_target, query_inputs
 from pgmem.splitting import cap_bytes_keep_end
 from pgmem.text import check_bool, check_int, check_name, check_number, check_text
 
@@ -606,14 +606,8 @@ def search_vectors_call(
     `mode`: auto (SQL's default for given part texts), vector or hybrid; SQL checks it."""
     x, floor, candidates = _check_search(x, floor, candidates, mode)
     check_target(scope)
-    if isinstance(part_texts, str | bytes) or not isinstance(part_texts, Iterable):
-        raise InputError(f"part_texts must be a list of strings, one a part, got {type(part_texts).__name__}")
-    part_texts = list(part_texts)
-    for i, t in enumerate(part_texts):
-        check_text(t, f"part_texts[{i}]")
+    part_texts = check_parts(part_texts, model_id)
     part_vectors = _vector_rows(part_vectors)
-    if model_id is not None:
-        check_text(model_id, "model_id")
     groups = [DocGroup(i + 1, t) for i, t in enumerate(part_texts)]
     rows = yield Query(
         scope,

@@ -82,6 +82,15 @@ BEGIN
         RAISE EXCEPTION 'part_vectors holds % vectors; at most 64 parts are searched', n USING ERRCODE = '22023',
             HINT = 'Split a message into at most 64 parts (pgmem splits into 8).';
     END IF;
+    -- Part i is entry i of each (0109): part_texts '[0:0]={dogs}' beside one vector, or an
+    -- array of arrays, paired no text with the vector, and a hybrid search went without its word
+    -- side, silently; so did a NULL part text.
+    -- (pgmem._not_a_list's test, written out: that function is the write functions' own.)
+    IF coalesce(array_ndims(part_vectors) > 1 OR array_lower(part_vectors, 1) <> 1
+                OR array_ndims(part_texts) > 1 OR array_lower(part_texts, 1) <> 1, false) THEN
+        RAISE EXCEPTION 'part_vectors and part_texts must be one-dimensional arrays indexed from 1 (entry i for part i)'
+            USING ERRCODE = '22023', HINT = 'ARRAY[...] and a client''s list are; ''[0:1]={...}'' and ''{{...}}'' are not.';
+    END IF;
     IF part_texts IS NOT NULL AND coalesce(array_length(part_texts, 1), 0) <> n THEN
         RAISE EXCEPTION 'part_texts has % entries but part_vectors has %', coalesce(array_length(part_texts, 1), 0), n
             USING ERRCODE = '22023';
@@ -99,6 +108,10 @@ BEGIN
     END IF;
     IF mode = 'hybrid' AND part_texts IS NULL THEN
         RAISE EXCEPTION 'hybrid mode needs part_texts for word search' USING ERRCODE = '22004';
+    END IF;
+    IF mode = 'hybrid' AND array_position(part_texts, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'part_texts[%] is NULL: hybrid mode searches the words of every part', array_position(part_texts, NULL)
+            USING ERRCODE = '22004', HINT = 'Give each part its text (the empty string for none), or search in vector mode.';
     END IF;
     IF candidates IS NULL OR candidates < 1 OR candidates > 1000 THEN
         RAISE EXCEPTION 'candidates must be between 1 and 1000, got %', coalesce(candidates::text, 'NULL')
@@ -148,7 +161,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.check_recall_args(text, vector[], text[], integer, double precision, text, text, text, integer, integer, integer, integer, jsonb,
                                              timestamptz, timestamptz, timestamptz, timestamptz, double precision) IS
-'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts), 22023 (NULL or out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes, a time window or since / until that is infinite or ends before it starts (pgmem.check_window), recency in [0, 1]) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
+'Validate every recall argument in one place: raises 42501 when scope is not the transaction''s pgmem.scope (pgmem.check_scope: the read would see nothing), 22004 (a NULL scope, no part_vectors, or hybrid mode without part_texts or with a NULL one, since 0109), 22023 (part arrays not one-dimensional from 1, since 0109; NULL or out of range: at most 64 parts, x, candidates, ef_search and show 1..1000, rrf_k 0..10000, floor in [-1, 1], mode vector or hybrid, metadata_filter a JSON object of at most 4,096 bytes, a time window or since / until that is infinite or ends before it starts (pgmem.check_window), recency in [0, 1]) or 22000 (wrong dimension, or model_id other than the model of the scope''s stored vectors), naming the argument.';
 
 -- Word search of a message's parts (hybrid recall), in three steps:
 --  1. pgmem.word_lexemes: the english lexemes of the part's last 8,000 UTF-8 bytes (cut on a
