@@ -60,6 +60,13 @@ class Source:
     index: int  # position among the turn's sources
 
 
+def iso_time(text: str) -> datetime:
+    """`text` as ISO 8601 / RFC 3339 (ValueError otherwise): Python's reading, with RFC 3339's
+    lower-case "z" for UTC too (refused until rt70's finding; "Z" and a lower-case "t" were read)."""
+    text = text.strip()
+    return datetime.fromisoformat(text[:-1] + "Z" if text.endswith("z") else text)
+
+
 def parse_time(value: object, where: str) -> datetime | None:
     if value is None:
         return None
@@ -72,7 +79,7 @@ def parse_time(value: object, where: str) -> datetime | None:
             raise InputError(f"{where}: time {value!r:.80} is not a valid epoch time in seconds") from None
     elif isinstance(value, str):
         try:
-            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            t = iso_time(value)
         except ValueError:
             raise InputError(f"{where}: time {value!r:.80} is not ISO 8601") from None
     else:

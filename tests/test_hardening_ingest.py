@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC
 from pathlib import Path
 
 import psycopg
@@ -376,3 +377,26 @@ def test_jsonl_lines_end_at_line_feeds_only(tmp_path: Path) -> None:
     turns = list(read_jsonl(path, failed=failed))
     assert failed == []
     assert [(t.index, t.origin) for t in turns] == [(0, f"{path}:1"), (1, f"{path}:2"), (2, f"{path}:3")]
+
+
+@pytest.mark.parametrize(
+    ("text", "utc"),
+    [
+        ("2026-01-02T03:04:05z", "2026-01-02T03:04:05+00:00"),
+        ("2026-01-02t03:04:05Z", "2026-01-02T03:04:05+00:00"),
+        ("2026-01-02T04:04:05+01:00", "2026-01-02T03:04:05+00:00"),
+        ("2026-01-02T03:04:05", "2026-01-02T03:04:05+00:00"),
+    ],
+)
+def test_a_turns_time_is_rfc_3339_with_either_case_of_z(text: str, utc: str) -> None:
+    """RFC 3339 allows a lower-case "z" for UTC; a JSONL line's, an MCP call's and a LangGraph
+    filter's time (turns.parse_time) and the CLI's --since / --until refused it as "not ISO 8601"."""
+    from pgmem.cli.memory import _time
+
+    line = {"scope": "s", "thread": "t", "turn": 0, "time": text, "messages": [{"role": "user", "content": "z"}]}
+    parsed = turn_from_dict(line).time
+    assert parsed is not None and parsed.astimezone(UTC).isoformat() == utc
+    cli_time = _time(text, "--since")
+    assert cli_time is not None and cli_time.astimezone(UTC).isoformat() == utc
+    with pytest.raises(InputError, match="is not ISO 8601"):
+        turn_from_dict({**line, "time": text + "x"})

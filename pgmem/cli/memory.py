@@ -14,6 +14,7 @@ from pgmem.cli.common import Progress, embedder_for, json_line, open_conn, setti
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 from pgmem.text import check_json_text, check_name, json_loads_once
+from pgmem.turns import iso_time
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -201,7 +202,7 @@ def _time(text: str | None, what: str) -> datetime | None:
     if text.strip().lower() == "now":
         return datetime.now().astimezone()
     try:
-        value = datetime.fromisoformat(text.strip())
+        value = iso_time(text)
     except ValueError:
         raise InputError(
             f"{what} must be an ISO 8601 time such as 2026-05-01 or 2026-05-01T09:30+02:00, got {text[:80]!r}"
