@@ -20,7 +20,7 @@ from pgmem.dates import message_window
 from pgmem.embedders.base import Embedder, embed_side
 from pgmem.errors import InputError
 from pgmem.splitting import SplitRules, cap_bytes_keep_end, split_prompt_chunks
-from pgmem.text import as_float, check_int, check_json_text, check_name, check_number, check_text
+from pgmem.text import as_float, check_bool, check_int, check_json_text, check_name, check_number, check_text
 
 #: Whole-message cap (seed 000): 8,000 bytes, keeping the end. Each part's embedding input is
 #: capped the same way, and so is its word-search text in SQL (pgmem.word_query), so a part of
@@ -247,14 +247,6 @@ class RecallStatement:
 HIT_COLUMNS = "part_no, rank, piece_id, thread_id, turn_index, label, body, cosine, score, word_rank"
 
 
-def check_log(log: object) -> bool:
-    """`log` as given when it is True or False, else an InputError: any truthy value (the string
-    "no" too) was taken for True, and the recall's message was logged."""
-    if not isinstance(log, bool):
-        raise InputError(f"log must be True or False, got {type(log).__name__}")
-    return log
-
-
 def check_logged(message: str, part_texts: Sequence[str] = ()) -> None:
     """A recall to be logged: a message of at most MAX_LOGGED_BYTES, and part texts of at most
     that together (pgmem.log_recall's rule), else an InputError before anything runs."""
@@ -352,7 +344,7 @@ def recall_vectors_call(
         recency=recency, since=since, until=until,
     )  # fmt: skip
     x, floor, filter_json, times = st.x, st.floor, st.filter_json, st.times
-    if check_log(log):
+    if check_bool(log, "log"):
         check_logged(message, part_texts)
     groups = [Group(i + 1, t) for i, t in enumerate(part_texts)]
     rows = yield Query(scope, st.sql, st.params)
@@ -486,7 +478,7 @@ def recall_call(
     check_target(scope, thread)
     _time_args(message_time=message_time)
     parts, inputs = query_inputs(message, rules=rules)
-    if check_log(log):  # before the message is embedded
+    if check_bool(log, "log"):  # before the message is embedded
         check_logged(message)
     if message_time is not None and time_from is None and time_to is None:
         # Read off the event loop under pgmem.aio: a long text dense with dates takes seconds.
