@@ -230,6 +230,55 @@ def test_overlapping_rebuilds_leave_the_scope_its_index(store: Conn, owner: Conn
         other.close()
 
 
+def test_a_build_in_progress_reads_building_and_the_plan_leaves_it(store: Conn, owner: Conn, db_url: str) -> None:
+    """A DBA's CREATE INDEX CONCURRENTLY, validating (ready, not yet valid: it waits for an older
+    snapshot): pgmem.stats read 'invalid' (a failed build, which the plan drops) and the plan
+    listed its DROP. It reads 'building' and the plan leaves it alone; a failed build stays 'invalid'."""
+    [(n,)] = store.execute("SELECT scope_no FROM pgmem.scope WHERE scope_id = %s", (LARGE[0],)).fetchall()
+    name = f"piece_ann_s{n}"
+    snap = psycopg.connect(db_url)
+    snap.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    snap.execute("SELECT 1 FROM pgmem.scope LIMIT 1")  # an older snapshot: the build waits for it
+    builder = psycopg.connect(db_url, autocommit=True)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            builder.execute(
+                f"CREATE INDEX CONCURRENTLY {name} ON pgmem.piece USING hnsw (embedding vector_ip_ops)"
+                f" WHERE scope_no = {n} AND kind = 'memory'"
+            )
+        except psycopg.Error as exc:
+            errors.append(exc)
+
+    b = threading.Thread(target=build)
+    b.start()
+    try:
+        for _ in range(200):
+            state = store.execute(
+                "SELECT indisready, indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (f"pgmem.{name}",)
+            ).fetchone()
+            if state == (True, False):
+                break
+            time.sleep(0.02)
+        assert state == (True, False)
+        row = owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone()
+        assert row == ("building",)
+        plan = _plan(owner)
+        owner.execute("SELECT pgmem._end_index_maintenance()")
+        assert not [d for d in plan if name in d]
+    finally:
+        snap.close()
+        b.join(30)
+        builder.close()
+    assert errors == []
+    assert owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone() == ("valid",)
+    # A build that failed (here: marked so) is still 'invalid', and the plan drops it.
+    store.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (f"pgmem.{name}",))
+    assert owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone() == ("invalid",)
+    assert [d for d in _plan(owner) if name in d] == [f"DROP INDEX CONCURRENTLY IF EXISTS pgmem.{name}"]
+
+
 def test_index_large_scopes_under_a_scope_keeps_the_other_scopes_indexes(store: Conn, owner: Conn) -> None:
     """The report's reproduction: index_large_scopes with SET LOCAL pgmem.scope = <one scope>."""
     owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))

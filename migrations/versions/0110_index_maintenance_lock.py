@@ -7,7 +7,9 @@ second plan dropped as invalid the index the first was building CONCURRENTLY, an
 other had just renamed into its place, leaving the scope with no index (exact scans). Now
 scope_index_plan takes an advisory lock (session level) before it reads anything and returns a
 last statement that releases it, index_large_scopes takes it for its transaction, and a run that
-finds it taken stops with 55P03 naming the session that holds it.
+finds it taken stops with 55P03 naming the session that holds it. An index another session is
+building CONCURRENTLY (ready, not yet valid) read 'invalid' in pgmem.stats and the plan dropped it:
+it reads 'building' and the plan leaves it.
 
 Only re-runnable definitions change (sql/idempotent/060_indexes.sql, 085_stats.sql).
 

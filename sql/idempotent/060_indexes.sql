@@ -235,7 +235,14 @@ BEGIN
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o WHERE o LIKE 'm=%'), 16) AS built_m,
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o
                           WHERE o LIKE 'ef\_construction=%'), 64) AS built_efc,
-               pgmem.ann_index_through(c.oid::regclass) AS through
+               pgmem.ann_index_through(c.oid::regclass) AS through,
+               -- Another session's CREATE INDEX CONCURRENTLY of it in progress (a DBA's by hand:
+               -- runs of this plan take turns, 0110); as pgmem.stats reads 'building'.
+               NOT i.indisvalid AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks t
+                                             JOIN pg_catalog.pg_stat_activity a ON a.pid = t.pid
+                                            WHERE t.locktype = 'relation' AND t.relation = i.indrelid AND t.granted
+                                              AND t.mode = 'ShareUpdateExclusiveLock' AND t.pid <> pg_catalog.pg_backend_pid()
+                                              AND a.usesysid IS NOT NULL) AS busy
           FROM pg_catalog.pg_class c
           JOIN pg_catalog.pg_am am ON am.oid = c.relam
           JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
@@ -263,7 +270,8 @@ BEGIN
          WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.name = w.name)
         UNION ALL
         -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
-        -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
+        -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly
+        -- (not an index another session is building: 0110).
         -- Indexes named and keyed the way they were before 0003 (<plane>_ann_<md5 prefix>, WHERE
         -- scope_id = '<scope>') match no scope either: dropped after the new index is built
         -- ('create' sorts first), so a large scope always has one.
@@ -271,7 +279,7 @@ BEGIN
                format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
           FROM existing e
           LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_no) = e.name
-         WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid
+         WHERE (k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid) AND NOT e.busy
         UNION ALL
         -- Valid indexes built with another method or other HNSW parameters than asked for, or
         -- with a tail when none is asked for (or the other way round): rebuilt; piece indexes
@@ -329,7 +337,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer, boolean, integer) IS
-'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s folded postings and sample (plane words, action postings: a call of pgmem.refresh_word_fold) of every scope''s memory pieces or document units when there are more than 1,000 and the fold is missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default). One run at a time (0110): a plan with statements takes the index maintenance lock (an advisory lock, session level) before it reads anything and returns last a statement that releases it (plane lock, action unlock: SELECT pgmem._end_index_maintenance()); while another session holds it (a plan not yet run to its end, or index_large_scopes) it stops with 55P03. A plan with nothing to do takes nothing.';
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid by a failed build; not an index another session is building, 0110), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s folded postings and sample (plane words, action postings: a call of pgmem.refresh_word_fold) of every scope''s memory pieces or document units when there are more than 1,000 and the fold is missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default). One run at a time (0110): a plan with statements takes the index maintenance lock (an advisory lock, session level) before it reads anything and returns last a statement that releases it (plane lock, action unlock: SELECT pgmem._end_index_maintenance()); while another session holds it (a plan not yet run to its end, or index_large_scopes) it stops with 55P03. A plan with nothing to do takes nothing.';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
