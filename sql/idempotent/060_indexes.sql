@@ -386,7 +386,9 @@ BEGIN
         RETURN NEXT;
     END LOOP;
     PERFORM set_config('pgmem.index_maintenance', '', true);
+    -- A plan this session read before (and holds the lock for, at session level) is superseded.
+    PERFORM pgmem._end_index_maintenance();
 END
 $$;
 COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer, boolean, integer) IS
-'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). Holds the index maintenance lock to the end of the transaction, taken first: 55P03 at once while another run (a plan not yet run to its end, or another index_large_scopes) holds it (0110). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
+'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). Holds the index maintenance lock to the end of the transaction, taken first: 55P03 at once while another run (a plan not yet run to its end, or another index_large_scopes) holds it (0110); gives back the hold of a plan this session read before. For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
