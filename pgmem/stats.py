@@ -22,7 +22,8 @@ _SQL = """SELECT scope_id, threads, turns, memory_pieces, document_pieces, facts
 @dataclass(frozen=True)
 class ScopeStats:
     """One scope's row of `pgmem.stats()`. An index state is none (searched exactly), valid,
-    invalid (a failed concurrent build: `pgmem.scope_index_plan` drops it) or building."""
+    invalid (a failed concurrent build: `pgmem.scope_index_plan` drops it) or building (another
+    session's concurrent build in progress)."""
 
     scope_id: str
     threads: int

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -117,9 +119,12 @@ def test_maintenance_as_documented_indexes_every_large_scope(store: Conn, owner:
     """docs/scaling.md: as the migrating login, `SELECT ddl FROM pgmem.scope_index_plan(...)
     \\gexec` (each statement on its own, CONCURRENTLY), with or without a scope set."""
     plan = owner.execute("SELECT plane, scope_id, action, ddl FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchall()
-    assert sorted((str(p[0]), str(p[1]), str(p[2])) for p in plan) == sorted(
+    assert sorted((str(p[0]), str(p[1]), str(p[2])) for p in plan[:-1]) == sorted(
         (plane, scope, "create") for plane in ("piece", "fact") for scope in LARGE
     )
+    # The last statement gives back the maintenance lock the plan took (read, not run, here).
+    assert plan[-1] == ("lock", None, "unlock", "SELECT pgmem._end_index_maintenance()")
+    owner.execute(str(plan[-1][3]))
     psql = subprocess.run(
         [str(server.bin_dir() / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", role_url(db_url, OWNER_LOGIN)],
         input=f"SELECT ddl FROM pgmem.scope_index_plan(min_pieces => {MIN}) \\gexec\n",
@@ -137,6 +142,141 @@ def test_maintenance_as_documented_indexes_every_large_scope(store: Conn, owner:
             assert owner.execute("SELECT count(*) FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchone() == (0,)
             owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
     _every_large_scope_indexed(store)
+
+
+def _plan(c: Conn) -> list[str]:
+    """The statements of a plan as the DBA's psql reads them (`SELECT ddl ... \\gexec`)."""
+    return [str(r[0]) for r in c.execute("SELECT ddl FROM pgmem.scope_index_plan(%s)", (MIN,)).fetchall()]
+
+
+def test_a_plan_beside_a_build_in_progress_drops_nothing(store: Conn, owner: Conn, db_url: str) -> None:
+    """Run A's \\gexec builds CONCURRENTLY; a build in progress is `indisvalid = false`, and run B's
+    plan (pg_cron beside a DBA's psql) listed it as a failed build to drop: B's DROP dropped the
+    index A had just built. B now stops with 55P03 (one line) and drops nothing."""
+    plan_a = _plan(owner)
+    blocker = psycopg.connect(db_url)  # a writer in flight: A's first build waits for it, invalid
+    blocker.execute("LOCK TABLE pgmem.piece IN ROW EXCLUSIVE MODE")
+    errors: list[BaseException] = []
+
+    def build_first() -> None:
+        try:
+            owner.execute(plan_a[0])
+        except psycopg.Error as exc:
+            errors.append(exc)
+
+    a = threading.Thread(target=build_first)
+    a.start()
+    other = connect_as(db_url, OWNER_LOGIN)
+    try:
+        for _ in range(100):
+            building = store.execute(
+                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE c.relname LIKE 'piece\\_ann\\_s%' AND NOT i.indisvalid"
+            ).fetchone()
+            if building != (0,):
+                break
+            time.sleep(0.02)
+        assert building == (1,)
+        try:
+            plan_b = _plan(other)
+        except psycopg.errors.LockNotAvailable as exc:
+            line = str(exc.diag.message_primary)
+            assert line.startswith("index maintenance is already running in another session (pid ") and "\n" not in line
+            plan_b = []
+    finally:
+        blocker.close()
+        a.join(30)
+    for ddl in plan_b:  # B's drops, once A's build is done
+        if ddl.startswith("DROP"):
+            other.execute(ddl)
+    for ddl in plan_a[1:]:
+        owner.execute(ddl)
+    other.close()
+    assert errors == []
+    _every_large_scope_indexed(store)
+
+
+def test_overlapping_rebuilds_leave_the_scope_its_index(store: Conn, owner: Conn, db_url: str) -> None:
+    """Two runs rebuild one scope's index (create `_rebuild`, drop, rename) side by side: B found A's
+    `_rebuild` built (IF NOT EXISTS), dropped the old index and renamed A's into its place, then
+    A's "drop the old index" dropped it. The scope was left with none (exact scans from then on).
+    B (a plan or index_large_scopes) now stops with 55P03 while A's plan is in progress."""
+    owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s, m => 16)", (MIN,))
+    other = connect_as(db_url, OWNER_LOGIN)
+    try:
+        plan_a = _plan(owner)  # m 24: every index rebuilt
+        assert sum(d.startswith("CREATE") for d in plan_a) == 4
+        try:
+            plan_b = _plan(other)
+        except psycopg.errors.LockNotAvailable:
+            plan_b = []
+        for ddl in plan_a:  # A builds the `_rebuild` twins
+            if ddl.startswith("CREATE"):
+                owner.execute(ddl)
+        for ddl in plan_b:  # B runs its plan whole
+            other.execute(ddl)
+        for ddl in plan_a:  # A drops the old indexes and renames
+            if not ddl.startswith("CREATE"):
+                owner.execute(ddl)
+        _every_large_scope_indexed(store)
+        assert _plan(other) == []  # A's last statement gave the lock back; nothing is left to do
+        # A plan read and not run holds the lock until its last statement (or the session's end).
+        assert owner.execute("SELECT count(*) FROM pgmem.scope_index_plan(%s, m => 16)", (MIN,)).fetchone() == (13,)
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            other.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+        owner.execute("SELECT pgmem._end_index_maintenance()")
+        assert other.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,)).fetchall() == []
+    finally:
+        other.close()
+
+
+def test_a_build_in_progress_reads_building_and_the_plan_leaves_it(store: Conn, owner: Conn, db_url: str) -> None:
+    """A DBA's CREATE INDEX CONCURRENTLY, validating (ready, not yet valid: it waits for an older
+    snapshot): pgmem.stats read 'invalid' (a failed build, which the plan drops) and the plan
+    listed its DROP. It reads 'building' and the plan leaves it alone; a failed build stays 'invalid'."""
+    [(n,)] = store.execute("SELECT scope_no FROM pgmem.scope WHERE scope_id = %s", (LARGE[0],)).fetchall()
+    name = f"piece_ann_s{n}"
+    snap = psycopg.connect(db_url)
+    snap.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    snap.execute("SELECT 1 FROM pgmem.scope LIMIT 1")  # an older snapshot: the build waits for it
+    builder = psycopg.connect(db_url, autocommit=True)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            builder.execute(
+                f"CREATE INDEX CONCURRENTLY {name} ON pgmem.piece USING hnsw (embedding vector_ip_ops)"
+                f" WHERE scope_no = {n} AND kind = 'memory'"
+            )
+        except psycopg.Error as exc:
+            errors.append(exc)
+
+    b = threading.Thread(target=build)
+    b.start()
+    try:
+        for _ in range(200):
+            state = store.execute(
+                "SELECT indisready, indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (f"pgmem.{name}",)
+            ).fetchone()
+            if state == (True, False):
+                break
+            time.sleep(0.02)
+        assert state == (True, False)
+        row = owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone()
+        assert row == ("building",)
+        plan = _plan(owner)
+        owner.execute("SELECT pgmem._end_index_maintenance()")
+        assert not [d for d in plan if name in d]
+    finally:
+        snap.close()
+        b.join(30)
+        builder.close()
+    assert errors == []
+    assert owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone() == ("valid",)
+    # A build that failed (here: marked so) is still 'invalid', and the plan drops it.
+    store.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (f"pgmem.{name}",))
+    assert owner.execute("SELECT piece_index_state FROM pgmem.stats(%s)", (LARGE[0],)).fetchone() == ("invalid",)
+    assert [d for d in _plan(owner) if name in d] == [f"DROP INDEX CONCURRENTLY IF EXISTS pgmem.{name}"]
 
 
 def test_index_large_scopes_under_a_scope_keeps_the_other_scopes_indexes(store: Conn, owner: Conn) -> None:
@@ -163,8 +303,8 @@ def test_maintenance_refused_to_whoever_sees_one_scope(store: Conn, app_conn: Co
                 with pytest.raises(psycopg.errors.InsufficientPrivilege) as err, c.transaction():
                     c.execute("SET LOCAL pgmem.scope = 'alice@example.com'")
                     c.execute(call, (MIN,))
-                if "index_large_scopes" in call and c is reader:
-                    continue  # the reader may not even call the volatile function
+                if c is reader:
+                    continue  # the reader may not even call them: both are volatile (the plan takes a lock, 0110)
                 assert "must see every scope" in str(err.value)
                 assert err.value.diag.message_hint and "pgmem_owner" in err.value.diag.message_hint
     finally:

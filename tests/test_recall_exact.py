@@ -248,6 +248,7 @@ def _index_plan_rebuilds_indexes_built_with_other_parameters(conn: Conn) -> None
     plan = conn.execute(
         "SELECT scope_id, action, ddl FROM pgmem.scope_index_plan(%s, ef_construction => 200)", (THRESHOLD,)
     ).fetchall()
+    assert plan.pop() == (None, "unlock", "SELECT pgmem._end_index_maintenance()")  # the maintenance lock (0110)
     assert [(p[0], p[1]) for p in plan] == [(BIG, "rebuild")] * 3
     assert [str(p[2]).split(" ")[:2] for p in plan] == [["CREATE", "INDEX"], ["DROP", "INDEX"], ["ALTER", "INDEX"]]
     assert "CONCURRENTLY" in str(plan[0][2]) and "ef_construction = 200" in str(plan[0][2])

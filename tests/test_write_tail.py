@@ -187,9 +187,13 @@ def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> 
     steps = admin_conn.execute(
         "SELECT action FROM pgmem.scope_index_plan(2000, m => 16, ef_construction => 64, tail => false)"
     ).fetchall()
-    assert steps == [("rebuild",)] * 3
+    assert steps == [("rebuild",)] * 3 + [("unlock",)]  # the last gives back the maintenance lock (0110)
     admin_conn.execute("SELECT * FROM pgmem.index_large_scopes(2000, m => 16, ef_construction => 64, tail => false)")
     assert _through(admin_conn) is None
+    # index_large_scopes gave back the lock the plans read above took (0110): nothing holds it.
+    assert admin_conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 60"
+    ).fetchone() == (0,)
     _put_turn(conn, 101, _unit(rng, 8))
     more, mvecs = _stored(admin_conn, 101)
     with scoped(conn, SCOPE):

@@ -103,6 +103,58 @@ $$;
 COMMENT ON FUNCTION pgmem.default_ef_search() IS
 'Default hnsw.ef_search of the recall functions on a scope''s HNSW index: 64 (recall >= 0.99 measured from 16,000 to 160,000 rows on graphs built with ef_construction = 400, docs/scaling.md). The pgmem.ef_search setting and the ef_search argument of the recall functions override it.';
 
+-- The index maintenance lock (0110): one maintenance run at a time per database. Two runs side
+-- by side (pg_cron's index_large_scopes beside a DBA's \gexec, or a night run still going when
+-- the next starts) each planned against the other's half-done work: the second plan dropped as
+-- invalid the index the first was building concurrently, and two rebuilds of one scope
+-- interleaved so that one's "drop the old index" dropped the index the other had just renamed
+-- into its place, leaving the scope with none. scope_index_plan takes the lock (session level)
+-- before it reads anything when it has statements to return and returns last a statement that
+-- releases it (pgmem._end_index_maintenance()); index_large_scopes takes it for its transaction.
+-- A run that finds it taken stops with 55P03, naming the session that holds it.
+CREATE OR REPLACE FUNCTION pgmem._begin_index_maintenance(session_level boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    holder text;
+    got boolean;
+BEGIN
+    IF session_level THEN
+        got := pg_catalog.pg_try_advisory_lock(1885826405, 60);
+    ELSE
+        got := pg_catalog.pg_try_advisory_xact_lock(1885826405, 60);
+    END IF;
+    IF got THEN
+        RETURN;
+    END IF;
+    SELECT string_agg(l.pid::text, ', ') INTO holder
+      FROM pg_catalog.pg_locks l
+     WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+       AND l.classid = 1885826405 AND l.objid = 60 AND l.objsubid = 2;
+    RAISE EXCEPTION 'index maintenance is already running in another session (pid %)', coalesce(holder, '?')
+        USING ERRCODE = '55P03',
+              HINT = 'Run it again once that run has finished: two runs side by side would drop each other''s indexes. A session that only read a plan holds the lock until it runs the plan''s last statement (SELECT pgmem._end_index_maintenance()) or disconnects (docs/scaling.md, "What a DBA should set").';
+END
+$$;
+COMMENT ON FUNCTION pgmem._begin_index_maintenance(boolean) IS
+'Take the index maintenance lock (an advisory lock, one per database) at session level (scope_index_plan, for \gexec) or for the transaction, without waiting: 55P03 naming the session that holds it when another run is in progress (0110).';
+
+CREATE OR REPLACE FUNCTION pgmem._end_index_maintenance()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+BEGIN
+    -- Every session-level hold of this session (a plan read twice took it twice).
+    WHILE pg_catalog.pg_advisory_unlock(1885826405, 60) LOOP
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION pgmem._end_index_maintenance() IS
+'Release this session''s index maintenance lock (every session-level hold of it): the last statement of a pgmem.scope_index_plan that has statements (0110). A transaction-level hold (index_large_scopes) ends with its transaction.';
+
 -- Before the write tail (tail, max_tail): dropped so a call cannot build indexes without it by accident.
 DROP FUNCTION IF EXISTS pgmem.scope_index_plan(integer, text, boolean, integer, integer);
 DROP FUNCTION IF EXISTS pgmem.index_large_scopes(integer, text, integer, integer);
@@ -116,13 +168,19 @@ CREATE OR REPLACE FUNCTION pgmem.scope_index_plan(
     tail boolean DEFAULT true,
     max_tail integer DEFAULT 2000
 ) RETURNS TABLE (scope_id text, plane text, row_count bigint, action text, ddl text)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pgmem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
     conc text := CASE WHEN concurrent THEN 'CONCURRENTLY ' ELSE '' END;
     prior text := current_setting('pgmem.maintenance', true);
+    -- index_large_scopes holds the maintenance lock for its transaction and applies the plan itself.
+    applied boolean := coalesce(current_setting('pgmem.index_maintenance', true), '') = 'transaction'
+        AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                     WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid() AND l.granted
+                       AND l.classid = 1885826405 AND l.objid = 60 AND l.objsubid = 2);
+    any_rows boolean;
 BEGIN
     -- The plan drops the index of every scope it does not see: it must see them all. A superuser
     -- or BYPASSRLS role does; so does a login member of pgmem_owner (the maintenance policy);
@@ -155,7 +213,13 @@ BEGIN
     -- is a member of pgmem_owner, every scope's rows are visible. Set here rather than in a SET
     -- clause (a non-superuser may not attach a custom setting to a function), and put back
     -- below: RETURN QUERY has read everything by then.
+    -- The maintenance lock before anything is read (0110; VOLATILE, so every statement below
+    -- reads what committed before the lock was granted): a run in progress stops this one, 55P03.
+    IF NOT applied THEN
+        PERFORM pgmem._begin_index_maintenance(true);
+    END IF;
     PERFORM set_config('pgmem.maintenance', 'on', true);
+    BEGIN
     RETURN QUERY
     WITH kinds AS MATERIALIZED (
         SELECT p.scope_id, p.scope_no, p.kind, count(*) AS n, max(p.piece_id) AS last_id
@@ -171,7 +235,14 @@ BEGIN
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o WHERE o LIKE 'm=%'), 16) AS built_m,
                coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(c.reloptions) o
                           WHERE o LIKE 'ef\_construction=%'), 64) AS built_efc,
-               pgmem.ann_index_through(c.oid::regclass) AS through
+               pgmem.ann_index_through(c.oid::regclass) AS through,
+               -- Another session's CREATE INDEX CONCURRENTLY of it in progress (a DBA's by hand:
+               -- runs of this plan take turns, 0110); as pgmem.stats reads 'building'.
+               NOT i.indisvalid AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks t
+                                             JOIN pg_catalog.pg_stat_activity a ON a.pid = t.pid
+                                            WHERE t.locktype = 'relation' AND t.relation = i.indrelid AND t.granted
+                                              AND t.mode = 'ShareUpdateExclusiveLock' AND t.pid <> pg_catalog.pg_backend_pid()
+                                              AND a.usesysid IS NOT NULL) AS busy
           FROM pg_catalog.pg_class c
           JOIN pg_catalog.pg_am am ON am.oid = c.relam
           JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
@@ -199,7 +270,8 @@ BEGIN
          WHERE NOT EXISTS (SELECT 1 FROM existing e WHERE e.name = w.name)
         UNION ALL
         -- Indexes of scopes that shrank below half the threshold (hysteresis), or were deleted, or
-        -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly.
+        -- are left invalid by a failed concurrent build: dropped, so the scope is searched exactly
+        -- (not an index another session is building: 0110).
         -- Indexes named and keyed the way they were before 0003 (<plane>_ann_<md5 prefix>, WHERE
         -- scope_id = '<scope>') match no scope either: dropped after the new index is built
         -- ('create' sorts first), so a large scope always has one.
@@ -207,7 +279,7 @@ BEGIN
                format('DROP INDEX %sIF EXISTS pgmem.%I', conc, e.name)
           FROM existing e
           LEFT JOIN counts k ON k.plane = e.plane AND pgmem._scope_index_name(k.plane, k.scope_no) = e.name
-         WHERE k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid
+         WHERE (k.n IS NULL OR k.n < min_pieces / 2 OR NOT e.valid) AND NOT e.busy
         UNION ALL
         -- Valid indexes built with another method or other HNSW parameters than asked for, or
         -- with a tail when none is asked for (or the other way round): rebuilt; piece indexes
@@ -244,11 +316,28 @@ BEGIN
     )
     SELECT p.scope_id, p.plane, p.n, p.action, p.ddl FROM plan p
      ORDER BY p.action, p.n DESC, p.scope_id, p.step;
+    any_rows := FOUND;
+    EXCEPTION WHEN OTHERS THEN
+        -- A session-level lock outlives a rollback: give it back before the error leaves.
+        IF NOT applied THEN
+            PERFORM pgmem._end_index_maintenance();
+        END IF;
+        RAISE;
+    END;
     PERFORM set_config('pgmem.maintenance', coalesce(prior, ''), true);
+    IF NOT applied THEN
+        IF any_rows THEN
+            -- The last statement gives the lock back, after the plan's own.
+            RETURN QUERY SELECT NULL::text, 'lock'::text, NULL::bigint, 'unlock'::text,
+                                'SELECT pgmem._end_index_maintenance()'::text;
+        ELSE
+            PERFORM pgmem._end_index_maintenance();  -- nothing to do: nothing held
+        END IF;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.scope_index_plan(integer, text, boolean, integer, integer, boolean, integer) IS
-'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s folded postings and sample (plane words, action postings: a call of pgmem.refresh_word_fold) of every scope''s memory pieces or document units when there are more than 1,000 and the fold is missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default).';
+'Index maintenance for every scope (run as a login member of pgmem_owner or a superuser; anyone who sees fewer scopes under row-level security is refused, 42501). The index changes the recall strategy needs: a partial ANN index on scope_no (hnsw with m = 24, ef_construction = 400 by default, or ivfflat; inner product) for every scope with at least min_pieces memory pieces (or facts), DROP for indexes of scopes that fell below min_pieces/2 (or were left invalid by a failed build; not an index another session is building, 0110), a rebuild (create beside, drop, rename) for indexes built with another method or other m / ef_construction, and a replacement for indexes keyed on the scope name (before 0003). tail (default true): a piece index holds the pieces up to the highest piece_id at build time (piece_id <= n); pieces written later are the scope''s write tail, never inserted into the graph and searched exactly by the recall functions; a fold (the same three statements) builds it again once the tail holds max_tail (default 2,000) pieces. tail => false builds indexes every write goes into (and rebuilds tail indexes that way). And the word side''s folded postings and sample (plane words, action postings: a call of pgmem.refresh_word_fold) of every scope''s memory pieces or document units when there are more than 1,000 and the fold is missing, stale or with a tail of half what the word side reads directly, and for a fold of a set of 1,000 or fewer. Returns the DDL in order; run it from psql with \gexec (CONCURRENTLY by default). One run at a time (0110): a plan with statements takes the index maintenance lock (an advisory lock, session level) before it reads anything and returns last a statement that releases it (plane lock, action unlock: SELECT pgmem._end_index_maintenance()); while another session holds it (a plan not yet run to its end, or index_large_scopes) it stops with 55P03. A plan with nothing to do takes nothing.';
 
 CREATE OR REPLACE FUNCTION pgmem.index_large_scopes(
     min_pieces integer DEFAULT 5000,
@@ -265,12 +354,28 @@ AS $$
 DECLARE
     r record;
 BEGIN
-    -- Lock order (0106): pgmem.piece in SHARE mode first when the plan refreshes a word fold. A
+    -- Lock order (0106): pgmem.piece in SHARE mode first (after the maintenance lock, above)
+    -- when the plan refreshes a word fold. A
     -- fold waits for the scope's writers in flight, which hold the scope row from before their
     -- first piece; once a build here held the table (a CREATE INDEX on piece, or on fact for an
     -- add_facts), such a writer waited for this transaction at its insert while the fold waited
     -- for it: a deadlock (40P01). Held from the start, the lock has waited for every writer with
     -- a piece in flight, and refresh_word_fold needs no wait (those still to insert take later ids).
+    -- The maintenance lock (0110) first: one run at a time, 55P03 when another is in progress.
+    -- The plan then neither takes it again nor returns the statement that releases it. Taken
+    -- here without pgmem._begin_index_maintenance (which only the maintenance login may run), so
+    -- that whoever may not run maintenance hears it from the plan (42501), which ends the
+    -- transaction and the lock with it.
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(1885826405, 60) THEN
+        RAISE EXCEPTION 'index maintenance is already running in another session (pid %)',
+            (SELECT string_agg(l.pid::text, ', ') FROM pg_catalog.pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+                AND l.classid = 1885826405 AND l.objid = 60 AND l.objsubid = 2
+                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()))
+            USING ERRCODE = '55P03',
+                  HINT = 'Run it again once that run has finished: two runs side by side would drop each other''s indexes (docs/scaling.md, "What a DBA should set").';
+    END IF;
+    PERFORM set_config('pgmem.index_maintenance', 'transaction', true);
     IF EXISTS (SELECT 1 FROM pgmem.scope_index_plan(min_pieces, method, false, m, ef_construction, tail, max_tail) p
                 WHERE p.action = 'postings') THEN
         LOCK TABLE pgmem.piece IN SHARE MODE;
@@ -280,7 +385,10 @@ BEGIN
         scope_id := r.scope_id; plane := r.plane; row_count := r.row_count; action := r.action; ddl := r.ddl;
         RETURN NEXT;
     END LOOP;
+    PERFORM set_config('pgmem.index_maintenance', '', true);
+    -- A plan this session read before (and holds the lock for, at session level) is superseded.
+    PERFORM pgmem._end_index_maintenance();
 END
 $$;
 COMMENT ON FUNCTION pgmem.index_large_scopes(integer, text, integer, integer, boolean, integer) IS
-'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';
+'Apply pgmem.scope_index_plan in this transaction (not concurrently: writes to the table wait for the builds; with a word fold to refresh, writes of pieces wait from the start, 0106). Holds the index maintenance lock to the end of the transaction, taken first: 55P03 at once while another run (a plan not yet run to its end, or another index_large_scopes) holds it (0110); gives back the hold of a plan this session read before. For a live system prefer SELECT ddl FROM pgmem.scope_index_plan(...) \gexec. Set maintenance_work_mem so one scope''s graph fits (docs/scaling.md).';

@@ -72,9 +72,18 @@ BEGIN
          WHERE stats.scope IS NULL OR sc.scope_id = stats.scope
     ), idx AS (
         SELECT c.relname::text AS name, c.oid,
+               -- Building: another login's session holds the table SHARE UPDATE EXCLUSIVE, as a
+               -- CREATE INDEX CONCURRENTLY does to its end (0110: ready but not yet valid, while it
+               -- validates, read 'invalid'; a build that failed before it was ready read
+               -- 'building'). A DBA's VACUUM or ANALYZE of the table reads the same while it runs;
+               -- autovacuum, which has no login, does not. Invalid: a build that failed.
                CASE WHEN i.indisvalid AND i.indisready THEN 'valid'
-                    WHEN i.indisready THEN 'invalid'
-                    ELSE 'building' END AS state
+                    WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_locks t
+                                  JOIN pg_catalog.pg_stat_activity a ON a.pid = t.pid
+                                 WHERE t.locktype = 'relation' AND t.relation = i.indrelid AND t.granted
+                                   AND t.mode = 'ShareUpdateExclusiveLock' AND t.pid <> pg_catalog.pg_backend_pid()
+                                   AND a.usesysid IS NOT NULL) THEN 'building'
+                    ELSE 'invalid' END AS state
           FROM pg_catalog.pg_class c
           JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
          WHERE c.relnamespace = 'pgmem'::regnamespace AND c.relkind = 'i'
