@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -120,6 +121,28 @@ def test_an_empty_answer_is_a_notice_in_sql(conn: Conn, admin_conn: Conn, embedd
                 "SELECT count(*) FROM pgmem.memory_recall('demo', ARRAY[%s::vector], floor => -1)", (vec,)
             ).fetchone() != (0,)
         assert notices == []  # a non-empty answer says nothing
+
+
+def test_an_empty_answer_under_since_until_says_no_turn_is_within_them(conn: Conn, embedder: Embedder) -> None:
+    """since / until keeping no turn is bounds_empty, not below_floor ("none close enough"), in
+    Python and in memory_recall's NOTICE; bounds that keep a turn still say below_floor."""
+    turn = {"scope": "demo", "thread": "t1", "turn": 0, "time": "2026-10-16T14:02:00Z"}
+    turn["messages"] = [{"role": "user", "content": "My dogs are Biscuit and Juniper."}]
+    assert ingest_turns(conn, [turn_from_dict(turn)], embedder).inserted == 1
+    late, early = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC)
+    r = recall(conn, "demo", "my dogs", embedder, since=late, floor=-1.0)
+    assert r.empty_reason == "bounds_empty" and r.nothing_searched and r.empty_message is not None
+    assert "within since 2026-11-01" in r.empty_message
+    assert recall(conn, "demo", "my dogs", embedder, until=early, thread="t1").empty_reason == "bounds_empty"
+    assert recall(conn, "demo", "my dogs", embedder, since=early, floor=0.99).empty_reason == "below_floor"
+    assert recall(conn, "demoo", "my dogs", embedder, since=late).empty_reason == "scope_empty"
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(f"{d.message_primary} | {d.message_detail}"))
+    vec = embed_query("my dogs", embedder).blended[0]
+    with conn.transaction(), scoped(conn, "demo"):
+        sql = "SELECT * FROM pgmem.memory_recall('demo', ARRAY[%s::vector], floor => -1, since => %s)"
+        assert conn.execute(sql, (vec, late)).fetchall() == []
+    assert len(notices) == 1 and "empty_recall_reason: bounds_empty" in notices[0]
 
 
 def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:

@@ -860,6 +860,53 @@ $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
 'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
 
+-- since / until are a hard filter: a recall whose bounds keep no turn returned nothing, and
+-- empty_recall_reason (which takes no bounds) said below_floor, "the scope holds turns, none close
+-- enough", sending the person debugging to the floor. This one answers for a memory recall with
+-- its bounds: empty_recall_reason's reason, unless that is below_floor and no turn of the scope
+-- (thread, filter) lies within since / until: bounds_empty (0111).
+CREATE OR REPLACE FUNCTION pgmem.empty_memory_recall_reason(scope text, thread text DEFAULT NULL, metadata_filter jsonb DEFAULT NULL,
+                                                            since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (reason text, message text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    code text;
+    msg text;
+    gone bigint[];
+BEGIN
+    SELECT e.reason, e.message INTO code, msg
+      FROM pgmem.empty_recall_reason(empty_memory_recall_reason.scope, empty_memory_recall_reason.thread, filt) e;
+    IF code = 'below_floor' AND (since IS NOT NULL OR until IS NOT NULL) THEN
+        PERFORM pgmem.check_window(since, until, 'since', 'until');
+        gone := pgmem.expired_item_pieces(empty_memory_recall_reason.scope);
+        IF NOT EXISTS (
+                SELECT 1 FROM pgmem.turn t
+                  JOIN pgmem.piece p ON p.scope_id = t.scope_id AND p.thread_id = t.thread_id
+                                    AND p.turn_index = t.turn_index AND p.kind = 'memory'
+                 WHERE t.scope_id = empty_memory_recall_reason.scope
+                   AND (empty_memory_recall_reason.thread IS NULL OR t.thread_id = empty_memory_recall_reason.thread)
+                   AND (filt IS NULL OR t.metadata @> filt)
+                   AND (since IS NULL OR t.turn_time >= since) AND (until IS NULL OR t.turn_time < until)
+                   AND (cardinality(gone) = 0 OR p.piece_id <> ALL (gone))) THEN
+            code := 'bounds_empty';
+            msg := format('no turn of scope %s%s%s has a time within since %s / until %s (a turn without a time is in none)',
+                          empty_memory_recall_reason.scope,
+                          CASE WHEN empty_memory_recall_reason.thread IS NULL THEN '' ELSE format(' (thread %s)', empty_memory_recall_reason.thread) END,
+                          CASE WHEN filt IS NULL THEN '' ELSE format(' with metadata containing %s', filt::text) END,
+                          coalesce(since::text, '(open)'), coalesce(until::text, '(open)'));
+        END IF;
+    END IF;
+    RETURN QUERY SELECT code, msg;
+END
+$$;
+COMMENT ON FUNCTION pgmem.empty_memory_recall_reason(text, text, jsonb, timestamptz, timestamptz) IS
+'Why a memory recall with since / until returned nothing: pgmem.empty_recall_reason''s reason (scope_empty, thread_empty, filter_empty, below_floor), except bounds_empty when that is below_floor and no turn of the scope (in the thread, matching the filter) has a turn_time within since / until (turn_time >= since and < until; a turn without a time is in none) (0111). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. The scope must be the transaction''s pgmem.scope.';
+
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
 DROP FUNCTION IF EXISTS pgmem.memory_recall(text, @VECTOR_SCHEMA@.vector[], text[], integer, double precision, text, text, integer, integer);
@@ -1489,7 +1536,7 @@ BEGIN
     GET DIAGNOSTICS n_rows = ROW_COUNT;
     IF n_rows = 0 THEN
         SELECT e.reason, e.message INTO why_code, why
-          FROM pgmem.empty_recall_reason(memory_recall.scope, memory_recall.thread, filt) e;
+          FROM pgmem.empty_memory_recall_reason(memory_recall.scope, memory_recall.thread, filt, since, until) e;
         RAISE NOTICE 'memory_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
     END IF;
 END

@@ -1,0 +1,18 @@
+"""An empty recall's reason knows since / until (functions only).
+
+A memory recall whose since / until bounds kept no turn returned nothing, and its reason said
+below_floor ("the scope holds turns, none close enough"): pgmem.empty_memory_recall_reason answers
+bounds_empty then, and memory_recall's NOTICE and the Python Recall use it.
+
+Only re-runnable definitions change (sql/idempotent/030_recall.sql).
+
+Revision ID: 0111
+Revises: 0109
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0111"
+down_revision = "0109"
+upgrade, downgrade = functions_only(revision)
