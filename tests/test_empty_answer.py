@@ -208,6 +208,14 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
     assert thread.returncode == 1 and "thread t9 has no turns in scope demo" in thread.stderr
     as_json = cli(env, "recall", "my dogs", "--scope", "demoo", "--json")
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["empty_reason"] == "scope_empty"
+    # --log when nothing was searched (no turn within --since): one error line, exit 1, and the
+    # id of the logged recall, which was dropped before.
+    logged = cli(env, "recall", "my dogs", "--scope", "demo", "--since", "2030-01-01", "--log")
+    assert logged.returncode == 1 and logged.stderr.strip() == (
+        "pgmem: error: no turn of scope demo has a time within since 2030-01-01 00:00:00+00 / until (open)"
+        " (a turn without a time is in none)"
+    )
+    assert logged.stdout.startswith("(logged as recall ") and "explain_logged_recall('demo', " in logged.stdout
     floor = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", "0.99")
     assert floor.returncode == 0 and "(no memory above the floor)" in floor.stdout
     found = cli(env, "recall", "my dogs", "--scope", "demo")

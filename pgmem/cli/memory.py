@@ -263,12 +263,13 @@ def recall_command(
         print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
     else:
         print_recall(result)
-        if result.recall_id is not None:
-            literal = shown(scope.replace("'", "''"))  # runs in psql as printed
-            print(
-                f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
-                f"('{literal}', {result.recall_id});)"
-            )
+    if result.recall_id is not None and not as_json:
+        # Logged even when nothing was searched: the id is what --log was asked for.
+        literal = shown(scope.replace("'", "''"))  # runs in psql as printed
+        print(
+            f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
+            f"('{literal}', {result.recall_id});)"
+        )
     return 1 if result.nothing_searched else 0
 
 
