@@ -145,6 +145,28 @@ def test_an_empty_answer_under_since_until_says_no_turn_is_within_them(conn: Con
     assert len(notices) == 1 and "empty_recall_reason: bounds_empty" in notices[0]
 
 
+def test_an_empty_answer_reason_refuses_what_the_recall_refuses(conn: Conn) -> None:
+    """empty_recall_reason answered filter_empty ("no turn ... has metadata containing [1]") for a
+    filter memory_recall refuses, and empty_memory_recall_reason scope_empty for reversed bounds:
+    a reason for a recall that could not have run. Both refuse them as the recall does (22023)."""
+    bad = [
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, '[1]')", "must be a JSON object, got a JSON array"),
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, '\"x\"')", "got a JSON string"),
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, %s::jsonb)", "at most 4,096"),
+        (
+            "SELECT * FROM pgmem.empty_memory_recall_reason('demo', since => '2026-02-01', until => '2026-01-01')",
+            "must be later than since",
+        ),
+    ]
+    for sql, named in bad:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=named), conn.transaction(), scoped(conn, "demo"):
+            conn.execute(sql, (json.dumps({"k": "v" * 5000}),) if "%s" in sql else None)
+    with conn.transaction(), scoped(conn, "demo"):
+        assert conn.execute("SELECT reason FROM pgmem.empty_recall_reason('demo', NULL, '{}')").fetchone() == (
+            "scope_empty",
+        )
+
+
 def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
     add_facts(conn, "demo", [Fact("The dogs are called Biscuit and Juniper.")], embedder)
     assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"

@@ -4,6 +4,10 @@ A memory recall whose since / until bounds kept no turn returned nothing, and it
 below_floor ("the scope holds turns, none close enough"): pgmem.empty_memory_recall_reason answers
 bounds_empty then, and memory_recall's NOTICE and the Python Recall use it.
 
+pgmem.empty_recall_reason answered filter_empty ("no turn has metadata containing [1]") for a filter
+memory_recall refuses; it refuses it as memory_recall does (22023), and empty_memory_recall_reason
+refuses reversed bounds.
+
 Only re-runnable definitions change (sql/idempotent/030_recall.sql).
 
 Revision ID: 0111

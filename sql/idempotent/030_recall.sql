@@ -808,6 +808,16 @@ BEGIN
     IF plane IS NULL OR plane NOT IN ('memory', 'fact', 'document') THEN
         RAISE EXCEPTION 'plane must be memory, fact or document, got %', plane USING ERRCODE = '22023';
     END IF;
+    -- A filter memory_recall refuses (check_recall_args) is refused here too: filter_empty, "no
+    -- turn has metadata containing [1]", answered for a recall that could not have run (0111).
+    IF metadata_filter IS NOT NULL AND jsonb_typeof(metadata_filter) <> 'object' THEN
+        RAISE EXCEPTION 'metadata_filter must be a JSON object, got a JSON %', jsonb_typeof(metadata_filter)
+            USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(metadata_filter::text) > 4096 THEN
+        RAISE EXCEPTION 'metadata_filter is % bytes as JSON text; at most 4,096', octet_length(metadata_filter::text)
+            USING ERRCODE = '22023';
+    END IF;
     IF plane = 'document' THEN
         -- document_search takes neither: a reason naming them would answer another search.
         IF empty_recall_reason.thread IS NOT NULL OR filt IS NOT NULL THEN
@@ -858,7 +868,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
-'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
+'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
 
 -- since / until are a hard filter: a recall whose bounds keep no turn returned nothing, and
 -- empty_recall_reason (which takes no bounds) said below_floor, "the scope holds turns, none close
@@ -879,10 +889,10 @@ DECLARE
     msg text;
     gone bigint[];
 BEGIN
+    PERFORM pgmem.check_window(since, until, 'since', 'until');
     SELECT e.reason, e.message INTO code, msg
-      FROM pgmem.empty_recall_reason(empty_memory_recall_reason.scope, empty_memory_recall_reason.thread, filt) e;
+      FROM pgmem.empty_recall_reason(empty_memory_recall_reason.scope, empty_memory_recall_reason.thread, metadata_filter) e;
     IF code = 'below_floor' AND (since IS NOT NULL OR until IS NOT NULL) THEN
-        PERFORM pgmem.check_window(since, until, 'since', 'until');
         gone := pgmem.expired_item_pieces(empty_memory_recall_reason.scope);
         IF NOT EXISTS (
                 SELECT 1 FROM pgmem.turn t
