@@ -238,6 +238,10 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         " (a turn without a time is in none)"
     )
     assert logged.stdout.startswith("(logged as recall ") and "explain_logged_recall('demo', " in logged.stdout
+    # The printed statements run as printed by the application login (which sets no scope itself).
+    printed = logged.stdout.strip().split(": ", 1)[1].removesuffix(")")
+    conn.execute(printed)
+    conn.execute("RESET pgmem.scope")
     floor = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", "0.99")
     assert floor.returncode == 0 and "(no memory above the floor)" in floor.stdout
     found = cli(env, "recall", "my dogs", "--scope", "demo")
