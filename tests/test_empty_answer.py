@@ -167,6 +167,30 @@ def test_an_empty_answer_reason_refuses_what_the_recall_refuses(conn: Conn) -> N
         )
 
 
+def test_an_explain_with_no_candidate_says_why(conn: Conn, embedder: Embedder) -> None:
+    """explain_recall with a misspelt thread (or bounds no turn is within) returned no rows and
+    no word, where memory_recall's NOTICE says why; it says the same now."""
+    store(conn, embedder)
+    vec = embed_query("my dogs", embedder).blended[0]
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(f"{d.message_primary} | {d.message_detail}"))
+    for args, want in [
+        (", thread => 't9'", "thread_empty"),
+        (", since => '2030-01-01'", "bounds_empty"),
+        (', metadata_filter => \'{"channel": "chat"}\'', "filter_empty"),
+    ]:
+        notices.clear()
+        with conn.transaction(), scoped(conn, "demo"):
+            sql = f"SELECT * FROM pgmem.explain_recall('demo', ARRAY[%s::vector]{args})"
+            assert conn.execute(sql, (vec,)).fetchall() == []
+        assert len(notices) == 1 and notices[0].startswith("explain_recall: ") and want in notices[0], notices
+    with conn.transaction(), scoped(conn, "demo"):  # candidates, cut or kept: no NOTICE
+        assert conn.execute(
+            "SELECT * FROM pgmem.explain_recall('demo', ARRAY[%s::vector], floor => 0.99)", (vec,)
+        ).fetchall()
+    assert len(notices) == 1
+
+
 def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
     add_facts(conn, "demo", [Fact("The dogs are called Biscuit and Juniper.")], embedder)
     assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"

@@ -8,6 +8,10 @@ pgmem.empty_recall_reason answered filter_empty ("no turn has metadata containin
 memory_recall refuses; it refuses it as memory_recall does (22023), and empty_memory_recall_reason
 refuses reversed bounds.
 
+explain_recall (and so explain_logged_recall) returned no rows and no word when there was no
+candidate at all (a misspelt thread, a filter or bounds no turn meets): it raises memory_recall's
+NOTICE saying why.
+
 Only re-runnable definitions change (sql/idempotent/030_recall.sql).
 
 Revision ID: 0111

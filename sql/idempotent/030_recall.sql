@@ -1695,6 +1695,9 @@ DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
     -- The pieces of expired store items, left out as memory_recall leaves them out (0105).
     gone bigint[];
+    n_rows bigint;
+    why text;
+    why_code text;
 BEGIN
     IF explain_recall.floor IS NULL THEN
         SELECT m.floor INTO explain_recall.floor FROM pgmem.scope_model_settings(explain_recall.scope, explain_recall.model_id) m;
@@ -1741,11 +1744,19 @@ BEGIN
              ORDER BY 3, 1
              LIMIT greatest(show, x)) c
      ORDER BY 1, 3;
+    -- No candidate at all (a cut one is a row): nothing was searched, and the NOTICE says why, as
+    -- memory_recall's does (until 0111, no rows and no word: a misspelt thread looked like this).
+    GET DIAGNOSTICS n_rows = ROW_COUNT;
+    IF n_rows = 0 THEN
+        SELECT e.reason, e.message INTO why_code, why
+          FROM pgmem.empty_memory_recall_reason(explain_recall.scope, explain_recall.thread, filt, since, until) e;
+        RAISE NOTICE 'explain_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb,
                                           timestamptz, timestamptz) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope, the pieces of expired store items left out as memory_recall leaves them (0105), among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, the pieces of expired store items left out as memory_recall leaves them (0105), among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index). No candidate at all raises a NOTICE saying why (pgmem.empty_memory_recall_reason, as memory_recall, since 0111).';
 
 -- A recall is logged in its own statement after it ran, so what it returned may have been
 -- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock
