@@ -132,7 +132,11 @@ def test_an_empty_answer_under_since_until_says_no_turn_is_within_them(conn: Con
     late, early = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC)
     r = recall(conn, "demo", "my dogs", embedder, since=late, floor=-1.0)
     assert r.empty_reason == "bounds_empty" and r.nothing_searched and r.empty_message is not None
-    assert "within since 2026-11-01" in r.empty_message
+    assert "within since 2026-11-01T00:00:00Z / until (open)" in r.empty_message
+    conn.execute("SET TimeZone = 'Asia/Tokyo'")  # the message is in UTC whatever the session's zone
+    tokyo = recall(conn, "demo", "my dogs", embedder, since=late, until=datetime(2027, 1, 1, tzinfo=UTC)).empty_message
+    conn.execute("RESET TimeZone")
+    assert tokyo is not None and "since 2026-11-01T00:00:00Z / until 2027-01-01T00:00:00Z" in tokyo
     assert recall(conn, "demo", "my dogs", embedder, until=early, thread="t1").empty_reason == "bounds_empty"
     assert recall(conn, "demo", "my dogs", embedder, since=early, floor=0.99).empty_reason == "below_floor"
     assert recall(conn, "demoo", "my dogs", embedder, since=late).empty_reason == "scope_empty"
@@ -258,7 +262,7 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
     # id of the logged recall, which was dropped before.
     logged = cli(env, "recall", "my dogs", "--scope", "demo", "--since", "2030-01-01", "--log")
     assert logged.returncode == 1 and logged.stderr.strip() == (
-        "pgmem: error: no turn of scope demo has a time within since 2030-01-01 00:00:00+00 / until (open)"
+        "pgmem: error: no turn of scope demo has a time within since 2030-01-01T00:00:00Z / until (open)"
         " (a turn without a time is in none)"
     )
     assert logged.stdout.startswith("(logged as recall ") and "explain_logged_recall('demo', " in logged.stdout

@@ -908,7 +908,9 @@ BEGIN
                           empty_memory_recall_reason.scope,
                           CASE WHEN empty_memory_recall_reason.thread IS NULL THEN '' ELSE format(' (thread %s)', empty_memory_recall_reason.thread) END,
                           CASE WHEN filt IS NULL THEN '' ELSE format(' with metadata containing %s', filt::text) END,
-                          coalesce(since::text, '(open)'), coalesce(until::text, '(open)'));
+                          -- In UTC, whatever the session's TimeZone: the message reads the same everywhere.
+                          coalesce(to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '(open)'),
+                          coalesce(to_char(until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '(open)'));
         END IF;
     END IF;
     RETURN QUERY SELECT code, msg;
