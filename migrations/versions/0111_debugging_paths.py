@@ -15,12 +15,12 @@ NOTICE saying why.
 Only re-runnable definitions change (sql/idempotent/030_recall.sql).
 
 Revision ID: 0111
-Revises: 0109
+Revises: 0110
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
 revision = "0111"
-down_revision = "0109"
+down_revision = "0110"
 upgrade, downgrade = functions_only(revision)
