@@ -73,7 +73,8 @@ class Recall:
     recall_id: int | None = None
     #: Why no group holds a hit (pgmem.empty_recall_reason), None when one does: "scope_empty"
     #: (the scope holds no memory: often a misspelt scope), "thread_empty" (no turn of the
-    #: thread), "filter_empty" (no turn's metadata contains the filter) or "below_floor".
+    #: thread), "filter_empty" (no turn's metadata contains the filter), "bounds_empty" (no
+    #: turn's time is within since / until) or "below_floor".
     empty_reason: str | None = None
     #: The reason in words, for people.
     empty_message: str | None = None
@@ -90,8 +91,8 @@ class Recall:
     @property
     def nothing_searched(self) -> bool:
         """Nothing was there to search (no memory in the scope, no turn of the thread, none
-        matching the filter): not a question of the floor."""
-        return self.empty_reason in ("scope_empty", "thread_empty", "filter_empty")
+        matching the filter, none within since / until): not a question of the floor."""
+        return self.empty_reason in ("scope_empty", "thread_empty", "filter_empty", "bounds_empty")
 
 
 @dataclass(frozen=True)
@@ -364,10 +365,16 @@ def recall_vectors_call(
         )
     result = Recall(message, groups)
     if not rows:
+        # With since / until, the reason knows them (bounds_empty: no turn within them, 0111).
+        bounds = {k: v for k, v in times.items() if k in ("since", "until")}
         why = yield Query(
             scope,
-            "SELECT reason, message FROM pgmem.empty_recall_reason(%s, %s, %s::jsonb)",
-            (scope, thread, filter_json),
+            "SELECT reason, message FROM pgmem."
+            + ("empty_memory_recall_reason" if bounds else "empty_recall_reason")
+            + "(%s, %s, %s::jsonb"
+            + "".join(f", {k} => %s" for k in bounds)
+            + ")",
+            (scope, thread, filter_json, *bounds.values()),
             one=True,
         )
         if why is not None:

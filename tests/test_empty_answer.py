@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -122,6 +123,78 @@ def test_an_empty_answer_is_a_notice_in_sql(conn: Conn, admin_conn: Conn, embedd
         assert notices == []  # a non-empty answer says nothing
 
 
+def test_an_empty_answer_under_since_until_says_no_turn_is_within_them(conn: Conn, embedder: Embedder) -> None:
+    """since / until keeping no turn is bounds_empty, not below_floor ("none close enough"), in
+    Python and in memory_recall's NOTICE; bounds that keep a turn still say below_floor."""
+    turn = {"scope": "demo", "thread": "t1", "turn": 0, "time": "2026-10-16T14:02:00Z"}
+    turn["messages"] = [{"role": "user", "content": "My dogs are Biscuit and Juniper."}]
+    assert ingest_turns(conn, [turn_from_dict(turn)], embedder).inserted == 1
+    late, early = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC)
+    r = recall(conn, "demo", "my dogs", embedder, since=late, floor=-1.0)
+    assert r.empty_reason == "bounds_empty" and r.nothing_searched and r.empty_message is not None
+    assert "within since 2026-11-01T00:00:00Z / until (open)" in r.empty_message
+    conn.execute("SET TimeZone = 'Asia/Tokyo'")  # the message is in UTC whatever the session's zone
+    tokyo = recall(conn, "demo", "my dogs", embedder, since=late, until=datetime(2027, 1, 1, tzinfo=UTC)).empty_message
+    conn.execute("RESET TimeZone")
+    assert tokyo is not None and "since 2026-11-01T00:00:00Z / until 2027-01-01T00:00:00Z" in tokyo
+    assert recall(conn, "demo", "my dogs", embedder, until=early, thread="t1").empty_reason == "bounds_empty"
+    assert recall(conn, "demo", "my dogs", embedder, since=early, floor=0.99).empty_reason == "below_floor"
+    assert recall(conn, "demoo", "my dogs", embedder, since=late).empty_reason == "scope_empty"
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(f"{d.message_primary} | {d.message_detail}"))
+    vec = embed_query("my dogs", embedder).blended[0]
+    with conn.transaction(), scoped(conn, "demo"):
+        sql = "SELECT * FROM pgmem.memory_recall('demo', ARRAY[%s::vector], floor => -1, since => %s)"
+        assert conn.execute(sql, (vec, late)).fetchall() == []
+    assert len(notices) == 1 and "empty_recall_reason: bounds_empty" in notices[0]
+
+
+def test_an_empty_answer_reason_refuses_what_the_recall_refuses(conn: Conn) -> None:
+    """empty_recall_reason answered filter_empty ("no turn ... has metadata containing [1]") for a
+    filter memory_recall refuses, and empty_memory_recall_reason scope_empty for reversed bounds:
+    a reason for a recall that could not have run. Both refuse them as the recall does (22023)."""
+    bad = [
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, '[1]')", "must be a JSON object, got a JSON array"),
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, '\"x\"')", "got a JSON string"),
+        ("SELECT * FROM pgmem.empty_recall_reason('demo', NULL, %s::jsonb)", "at most 4,096"),
+        (
+            "SELECT * FROM pgmem.empty_memory_recall_reason('demo', since => '2026-02-01', until => '2026-01-01')",
+            "must be later than since",
+        ),
+    ]
+    for sql, named in bad:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=named), conn.transaction(), scoped(conn, "demo"):
+            conn.execute(sql, (json.dumps({"k": "v" * 5000}),) if "%s" in sql else None)
+    with conn.transaction(), scoped(conn, "demo"):
+        assert conn.execute("SELECT reason FROM pgmem.empty_recall_reason('demo', NULL, '{}')").fetchone() == (
+            "scope_empty",
+        )
+
+
+def test_an_explain_with_no_candidate_says_why(conn: Conn, embedder: Embedder) -> None:
+    """explain_recall with a misspelt thread (or bounds no turn is within) returned no rows and
+    no word, where memory_recall's NOTICE says why; it says the same now."""
+    store(conn, embedder)
+    vec = embed_query("my dogs", embedder).blended[0]
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(f"{d.message_primary} | {d.message_detail}"))
+    for args, want in [
+        (", thread => 't9'", "thread_empty"),
+        (", since => '2030-01-01'", "bounds_empty"),
+        (', metadata_filter => \'{"channel": "chat"}\'', "filter_empty"),
+    ]:
+        notices.clear()
+        with conn.transaction(), scoped(conn, "demo"):
+            sql = f"SELECT * FROM pgmem.explain_recall('demo', ARRAY[%s::vector]{args})"
+            assert conn.execute(sql, (vec,)).fetchall() == []
+        assert len(notices) == 1 and notices[0].startswith("explain_recall: ") and want in notices[0], notices
+    with conn.transaction(), scoped(conn, "demo"):  # candidates, cut or kept: no NOTICE
+        assert conn.execute(
+            "SELECT * FROM pgmem.explain_recall('demo', ARRAY[%s::vector], floor => 0.99)", (vec,)
+        ).fetchall()
+    assert len(notices) == 1
+
+
 def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
     add_facts(conn, "demo", [Fact("The dogs are called Biscuit and Juniper.")], embedder)
     assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"
@@ -185,6 +258,18 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
     assert thread.returncode == 1 and "thread t9 has no turns in scope demo" in thread.stderr
     as_json = cli(env, "recall", "my dogs", "--scope", "demoo", "--json")
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["empty_reason"] == "scope_empty"
+    # --log when nothing was searched (no turn within --since): one error line, exit 1, and the
+    # id of the logged recall, which was dropped before.
+    logged = cli(env, "recall", "my dogs", "--scope", "demo", "--since", "2030-01-01", "--log")
+    assert logged.returncode == 1 and logged.stderr.strip() == (
+        "pgmem: error: no turn of scope demo has a time within since 2030-01-01T00:00:00Z / until (open)"
+        " (a turn without a time is in none)"
+    )
+    assert logged.stdout.startswith("(logged as recall ") and "explain_logged_recall('demo', " in logged.stdout
+    # The printed statements run as printed by the application login (which sets no scope itself).
+    printed = logged.stdout.strip().split(": ", 1)[1].removesuffix(")")
+    conn.execute(printed)
+    conn.execute("RESET pgmem.scope")
     floor = cli(env, "recall", "my dogs", "--scope", "demo", "--floor", "0.99")
     assert floor.returncode == 0 and "(no memory above the floor)" in floor.stdout
     found = cli(env, "recall", "my dogs", "--scope", "demo")

@@ -627,6 +627,9 @@ def test_stats_cli_unknown_scope_and_stopped_server(
     for json_flag in ([], ["--json"]):  # the same status either way (--json used to exit 0, silent)
         code, out, err = _cli(["stats", "--scope", "no-such-scope", *json_flag], monkeypatch, DATABASE_URL=app_url)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-scope" in err
+        # A misspelt or forgotten scope, as a recall says: not "this login does not see", which
+        # sent the person to check the roles.
+        assert "check the scope name" in err and "does not see" not in err, err
     code, out, err = _cli(["stats", "--scope", "a"], monkeypatch, DATABASE_URL=app_url)
     assert code == 0 and out.splitlines()[1].split()[:3] == ["a", "3", "5"]
     # No DATABASE_URL and no embedded server running: one line, and no server is started.

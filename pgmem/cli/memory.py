@@ -264,12 +264,15 @@ def recall_command(
         print(f"pgmem: error: {shown(str(result.empty_message))}", file=sys.stderr)
     else:
         print_recall(result)
-        if result.recall_id is not None:
-            literal = shown(scope.replace("'", "''"))  # runs in psql as printed
-            print(
-                f"(logged as recall {result.recall_id}: SELECT * FROM pgmem.explain_logged_recall"
-                f"('{literal}', {result.recall_id});)"
-            )
+    if result.recall_id is not None and not as_json:
+        # Logged even when nothing was searched: the id is what --log was asked for.
+        # Runs in psql as printed, as any login: without the scope set first, only a superuser's
+        # ran (42501 for the application or reader login: no scope is set).
+        literal = shown(scope.replace("'", "''"))
+        print(
+            f"(logged as recall {result.recall_id}: SET pgmem.scope = '{literal}'; "
+            f"SELECT * FROM pgmem.explain_logged_recall('{literal}', {result.recall_id});)"
+        )
     return 1 if result.nothing_searched else 0
 
 

@@ -80,8 +80,13 @@ def _stats(args: argparse.Namespace) -> int:
             what = f"no scope {args.scope!r} is stored" if args.scope else "no scope is stored in this database"
             print(f"pgmem: no rows: {shown(what)}", file=sys.stderr)
             return 1
-        where = f"the scope {args.scope!r}" if args.scope else "any scope"
-        print(f"pgmem: no rows: this login does not see {where} (docs/operations.md, Monitoring)", file=sys.stderr)
+        if args.scope:
+            # The application login reads whichever scope it names: no row is a scope not stored
+            # (misspelt, or forgotten), as a recall says, or one row-level security hides.
+            what = f"no scope {args.scope!r} is stored that this login may read (check the scope name)"
+        else:
+            what = "this login does not see any scope (docs/operations.md, Monitoring)"
+        print(f"pgmem: no rows: {shown(what)}", file=sys.stderr)
         return 1
     if args.json:
         for r in rows:

@@ -808,6 +808,16 @@ BEGIN
     IF plane IS NULL OR plane NOT IN ('memory', 'fact', 'document') THEN
         RAISE EXCEPTION 'plane must be memory, fact or document, got %', plane USING ERRCODE = '22023';
     END IF;
+    -- A filter memory_recall refuses (check_recall_args) is refused here too: filter_empty, "no
+    -- turn has metadata containing [1]", answered for a recall that could not have run (0111).
+    IF metadata_filter IS NOT NULL AND jsonb_typeof(metadata_filter) <> 'object' THEN
+        RAISE EXCEPTION 'metadata_filter must be a JSON object, got a JSON %', jsonb_typeof(metadata_filter)
+            USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(metadata_filter::text) > 4096 THEN
+        RAISE EXCEPTION 'metadata_filter is % bytes as JSON text; at most 4,096', octet_length(metadata_filter::text)
+            USING ERRCODE = '22023';
+    END IF;
     IF plane = 'document' THEN
         -- document_search takes neither: a reason naming them would answer another search.
         IF empty_recall_reason.thread IS NOT NULL OR filt IS NOT NULL THEN
@@ -858,7 +868,56 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
-'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. The scope must be the transaction''s pgmem.scope.';
+'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
+
+-- since / until are a hard filter: a recall whose bounds keep no turn returned nothing, and
+-- empty_recall_reason (which takes no bounds) said below_floor, "the scope holds turns, none close
+-- enough", sending the person debugging to the floor. This one answers for a memory recall with
+-- its bounds: empty_recall_reason's reason, unless that is below_floor and no turn of the scope
+-- (thread, filter) lies within since / until: bounds_empty (0111).
+CREATE OR REPLACE FUNCTION pgmem.empty_memory_recall_reason(scope text, thread text DEFAULT NULL, metadata_filter jsonb DEFAULT NULL,
+                                                            since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (reason text, message text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, @VECTOR_SCHEMA@, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    filt jsonb := nullif(metadata_filter, '{}'::jsonb);
+    code text;
+    msg text;
+    gone bigint[];
+BEGIN
+    PERFORM pgmem.check_window(since, until, 'since', 'until');
+    SELECT e.reason, e.message INTO code, msg
+      FROM pgmem.empty_recall_reason(empty_memory_recall_reason.scope, empty_memory_recall_reason.thread, metadata_filter) e;
+    IF code = 'below_floor' AND (since IS NOT NULL OR until IS NOT NULL) THEN
+        gone := pgmem.expired_item_pieces(empty_memory_recall_reason.scope);
+        IF NOT EXISTS (
+                SELECT 1 FROM pgmem.turn t
+                  JOIN pgmem.piece p ON p.scope_id = t.scope_id AND p.thread_id = t.thread_id
+                                    AND p.turn_index = t.turn_index AND p.kind = 'memory'
+                 WHERE t.scope_id = empty_memory_recall_reason.scope
+                   AND (empty_memory_recall_reason.thread IS NULL OR t.thread_id = empty_memory_recall_reason.thread)
+                   AND (filt IS NULL OR t.metadata @> filt)
+                   AND (since IS NULL OR t.turn_time >= since) AND (until IS NULL OR t.turn_time < until)
+                   AND (cardinality(gone) = 0 OR p.piece_id <> ALL (gone))) THEN
+            code := 'bounds_empty';
+            msg := format('no turn of scope %s%s%s has a time within since %s / until %s (a turn without a time is in none)',
+                          empty_memory_recall_reason.scope,
+                          CASE WHEN empty_memory_recall_reason.thread IS NULL THEN '' ELSE format(' (thread %s)', empty_memory_recall_reason.thread) END,
+                          CASE WHEN filt IS NULL THEN '' ELSE format(' with metadata containing %s', filt::text) END,
+                          -- In UTC, whatever the session's TimeZone: the message reads the same everywhere.
+                          coalesce(to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '(open)'),
+                          coalesce(to_char(until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '(open)'));
+        END IF;
+    END IF;
+    RETURN QUERY SELECT code, msg;
+END
+$$;
+COMMENT ON FUNCTION pgmem.empty_memory_recall_reason(text, text, jsonb, timestamptz, timestamptz) IS
+'Why a memory recall with since / until returned nothing: pgmem.empty_recall_reason''s reason (scope_empty, thread_empty, filter_empty, below_floor), except bounds_empty when that is below_floor and no turn of the scope (in the thread, matching the filter) has a turn_time within since / until (turn_time >= since and < until; a turn without a time is in none) (0111). memory_recall raises it as a NOTICE when it returns no row; the Python Recall carries it as empty_reason. The scope must be the transaction''s pgmem.scope.';
 
 -- Earlier signatures (before exact / ef_search, then model_id were added): dropped so named calls
 -- stay unambiguous and an old signature without the model check cannot be called.
@@ -1489,7 +1548,7 @@ BEGIN
     GET DIAGNOSTICS n_rows = ROW_COUNT;
     IF n_rows = 0 THEN
         SELECT e.reason, e.message INTO why_code, why
-          FROM pgmem.empty_recall_reason(memory_recall.scope, memory_recall.thread, filt) e;
+          FROM pgmem.empty_memory_recall_reason(memory_recall.scope, memory_recall.thread, filt, since, until) e;
         RAISE NOTICE 'memory_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
     END IF;
 END
@@ -1638,6 +1697,9 @@ DECLARE
     filt jsonb := nullif(metadata_filter, '{}'::jsonb);
     -- The pieces of expired store items, left out as memory_recall leaves them out (0105).
     gone bigint[];
+    n_rows bigint;
+    why text;
+    why_code text;
 BEGIN
     IF explain_recall.floor IS NULL THEN
         SELECT m.floor INTO explain_recall.floor FROM pgmem.scope_model_settings(explain_recall.scope, explain_recall.model_id) m;
@@ -1684,11 +1746,19 @@ BEGIN
              ORDER BY 3, 1
              LIMIT greatest(show, x)) c
      ORDER BY 1, 3;
+    -- No candidate at all (a cut one is a row): nothing was searched, and the NOTICE says why, as
+    -- memory_recall's does (until 0111, no rows and no word: a misspelt thread looked like this).
+    GET DIAGNOSTICS n_rows = ROW_COUNT;
+    IF n_rows = 0 THEN
+        SELECT e.reason, e.message INTO why_code, why
+          FROM pgmem.empty_memory_recall_reason(explain_recall.scope, explain_recall.thread, filt, since, until) e;
+        RAISE NOTICE 'explain_recall: %', why USING DETAIL = 'empty_recall_reason: ' || why_code;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_recall(text, vector[], text[], integer, double precision, text, integer, text, jsonb,
                                           timestamptz, timestamptz) IS
-'For debugging in psql: each part''s nearest candidates (exact search in the scope, the pieces of expired store items left out as memory_recall leaves them (0105), among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index).';
+'For debugging in psql: each part''s nearest candidates (exact search in the scope, the pieces of expired store items left out as memory_recall leaves them (0105), among turns whose metadata contains metadata_filter when one is given and whose turn_time is within since / until when they are: turn_time >= since and < until, a turn without a time in none) with cosine, the floor (default: the model''s, pgmem.model_settings), and whether each was kept or cut (below floor, beyond x, or missed by the scope''s approximate index). No candidate at all raises a NOTICE saying why (pgmem.empty_memory_recall_reason, as memory_recall, since 0111).';
 
 -- A recall is logged in its own statement after it ran, so what it returned may have been
 -- forgotten in between. log_recall locks what its hits name (documents, then threads: the lock
