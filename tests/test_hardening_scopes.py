@@ -230,6 +230,36 @@ def test_overlapping_rebuilds_leave_the_scope_its_index(store: Conn, owner: Conn
         other.close()
 
 
+def test_a_rebuild_stopped_before_its_rename_is_renamed_not_built_again(store: Conn, owner: Conn) -> None:
+    """A run stopped between a rebuild's "drop the old index" and its rename left the scope only
+    `piece_ann_s<n>_rebuild`, which recall does not use (it looks the index up by name: exact scans
+    from then on); the next plan built a new index from nothing and dropped the valid twin. It
+    renames the twin now (0112), and the plan after it has nothing left to do."""
+    owner.execute("SELECT * FROM pgmem.index_large_scopes(min_pieces => %s)", (MIN,))
+    [(n,)] = store.execute("SELECT scope_no FROM pgmem.scope WHERE scope_id = %s", (LARGE[0],)).fetchall()
+    name = f"piece_ann_s{n}"
+    rows = owner.execute("SELECT scope_id, plane, ddl FROM pgmem.scope_index_plan(%s, m => 16)", (MIN,)).fetchall()
+    rebuild = [str(r[2]) for r in rows if r[0] == LARGE[0] and r[1] == "piece"]
+    assert [d.split()[0] for d in rebuild] == ["CREATE", "DROP", "ALTER"]
+    for ddl in rebuild[:2]:  # the run stops before its rename
+        owner.execute(ddl)
+    owner.execute("SELECT pgmem._end_index_maintenance()")
+    assert store.execute("SELECT pgmem.scope_ann_index('piece', %s)", (LARGE[0],)).fetchone() == (None,)
+    twin = store.execute("SELECT to_regclass(%s)::oid", (f"pgmem.{name}_rebuild",)).fetchone()
+    rows = owner.execute("SELECT scope_id, plane, ddl FROM pgmem.scope_index_plan(%s, m => 16)", (MIN,)).fetchall()
+    mine = [str(r[2]) for r in rows if r[0] in (LARGE[0], None) and r[1] in ("piece", "lock")]
+    assert mine[0] == f"ALTER INDEX IF EXISTS pgmem.{name}_rebuild RENAME TO {name}", mine
+    assert not any(d.startswith("CREATE") and name in d for d in mine), mine
+    for row in rows:
+        owner.execute(str(row[2]))
+    assert store.execute("SELECT to_regclass(%s)::oid", (f"pgmem.{name}",)).fetchone() == twin
+    assert store.execute("SELECT pgmem.scope_ann_index('piece', %s)::text", (LARGE[0],)).fetchone() == (
+        f"pgmem.{name}",
+    )
+    assert owner.execute("SELECT count(*) FROM pgmem.scope_index_plan(%s, m => 16)", (MIN,)).fetchone() == (0,)
+    _every_large_scope_indexed(store)
+
+
 def test_a_build_in_progress_reads_building_and_the_plan_leaves_it(store: Conn, owner: Conn, db_url: str) -> None:
     """A DBA's CREATE INDEX CONCURRENTLY, validating (ready, not yet valid: it waits for an older
     snapshot): pgmem.stats read 'invalid' (a failed build, which the plan drops) and the plan
