@@ -60,7 +60,11 @@ def test_cli_since_until_and_message_time(
     assert cli_turns(capsys) == {0, 1}
     assert cli_turns(capsys, "--since", "2026-04-01") == {1}
     assert cli_turns(capsys, "--until", "2026-04-01T00:00:00+02:00") == {0}
-    assert cli_turns(capsys, "--since", "2026-04-01", "--until", "2026-04-02") == set()
+    # Bounds that keep no turn: nothing searched (exit 1), and the answer says why (0111).
+    assert main(["recall", "Where did we go hiking?", "--scope", "s", "--floor", "-1", "--json",
+                 "--since", "2026-04-01", "--until", "2026-04-02"]) == 1  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["empty_reason"] == "bounds_empty" and not any(g["hits"] for g in out["groups"])
     assert main(["recall", "Where did we go hiking in March?", "--scope", "s", "--json", "--floor", "-1",
                  "--message-time", "2026-05-25T09:00:00Z"]) == 0  # fmt: skip
     first = json.loads(capsys.readouterr().out)["groups"][0]["hits"][0]

@@ -89,7 +89,7 @@ def test_since_and_until_keep_only_the_turns_inside(store: Conn, embedder: Embed
     assert turns(recall(store, "s", q, embedder, thread="t1", floor=-1, until=at("04-01"))) == [1]
     assert turns(recall(store, "s", q, embedder, thread="t1", floor=-1, mode="vector", until=at("04-01"))) == [1]
     r = recall(store, "s", q, embedder, thread="t1", floor=-1, since=at("10-01"))
-    assert turns(r) == [] and r.empty_reason == "below_floor"
+    assert turns(r) == [] and r.empty_reason == "bounds_empty"  # no turn of t1 since (0111)
     # A window outside the bounds boosts nothing and drops nothing inside them.
     r = recall(store, "s", q, embedder, thread="t1", floor=-1, since=at("04-01"), time_to=at("04-01"))
     assert turns(r) == [2]
