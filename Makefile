@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export PGMEM_HOME ?= $(CURDIR)/.pgmem
 
-.PHONY: setup demo test lint clean stop
+.PHONY: setup demo test test-long lint clean stop
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,10 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2
 	$(BIN)/ruff check pgmem tests migrations examples
 	$(BIN)/mypy
+
+# The tests marked long (several seconds each): CI runs them after `make test`.
+test-long: setup
+	$(BIN)/python -m pytest -q -n 2 -m 'long and not slow'
 
 stop:
 	DATABASE_URL= $(BIN)/pgmem db stop  # the embedded server of PGMEM_HOME, even with DATABASE_URL set

@@ -20,6 +20,7 @@ def _left(url: str) -> int:
     return int(str(row[0]))
 
 
+@pytest.mark.long
 def test_batch_ab_times_both_sides_and_refuses_bad_inputs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("langgraph.store.base", reason="the [langgraph] extra is not installed")
     with temporary_database(db_url, InstallParams(384, 1024)) as url2:

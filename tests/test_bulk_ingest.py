@@ -81,6 +81,7 @@ def _moved(turns: list[Turn], scope: str) -> list[Turn]:
     return [dataclasses.replace(t, scope=scope) for t in turns]
 
 
+@pytest.mark.long
 def test_bulk_stores_the_rows_put_turn_stores(conn: Conn, admin_conn: Conn, embedder: Embedder) -> None:
     turns = _turns("one")
     one = ingest_turns(conn, turns, embedder)
@@ -284,6 +285,7 @@ def test_cli_bulk(
     assert report["unchanged"] == 5 and report["inserted"] == 0
 
 
+@pytest.mark.long
 def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedder: Embedder) -> None:
     """Two bulk writers and a put_turn writer over the same threads of one scope (overlapping
     turns), and a forget of one thread meanwhile: no error, and every turn stored once with its

@@ -6,12 +6,15 @@ pgmem.lab.bench.churn's, which the soak benchmark runs for minutes."""
 
 from __future__ import annotations
 
+import pytest
+
 from pgmem.lab.bench import churn
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, role_url
 
 OWNER_LOGIN = "pgmem_test_churn_owner"
 
 
+@pytest.mark.long
 def test_concurrent_writers_forgetting_and_retention_keep_every_rule(db_url: str, admin_conn: Conn) -> None:
     churn.ensure_logins(admin_conn, APP_LOGIN, OWNER_LOGIN)
     emb = HashEmbedder()

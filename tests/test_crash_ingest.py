@@ -277,6 +277,7 @@ def crash_srv() -> Iterator[CrashServer]:
         yield srv
 
 
+@pytest.mark.long
 def test_crash_ingest_5_kills(crash_srv: CrashServer, tmp_path: Path) -> None:
     run_crashes(crash_srv, 5, tmp_path, "crash-5")
 
@@ -376,6 +377,7 @@ def reingest_completes(app_url: str, path: Path, home: Path, stored: int) -> Non
     assert f"{inserted} inserted, 0 replaced, {stored} unchanged" in out, out
 
 
+@pytest.mark.long
 def test_postmaster_killed_mid_ingest(crash_srv: CrashServer, tmp_path: Path) -> None:
     """SIGKILL of the postmaster alone: its backends and auxiliary processes must end by
     themselves (the new server cannot start before), the client must stop with one clear
@@ -422,6 +424,7 @@ def test_postmaster_killed_mid_ingest(crash_srv: CrashServer, tmp_path: Path) ->
         assert verify_stored(c, turns) == {t.index for t in turns}
 
 
+@pytest.mark.long
 def test_client_killed_mid_ingest(tmp_path: Path, admin_conn: Conn, app_url: str) -> None:
     """SIGKILL of the ingesting client alone: the server stays up, the client's session ends
     (an open transaction rolled back), every turn is whole or absent, re-ingest completes."""

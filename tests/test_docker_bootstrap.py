@@ -218,6 +218,7 @@ def _psql(step: str, url: str, env: dict[str, str]) -> subprocess.CompletedProce
     return _run([str(server.bin_dir() / "psql"), "--no-password", *argv[1:]], env)
 
 
+@pytest.mark.long
 def test_bootstrap_then_migrate_ingest_recall_as_the_readme_gives(admin_conn: Conn) -> None:
     name = f"{admin_conn.info.dbname}_docker"
     admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))

@@ -36,6 +36,7 @@ def test_every_page_is_within_its_length() -> None:
     assert not too_long, too_long
 
 
+@pytest.mark.long
 def test_every_figure_matches_a_results_file() -> None:
     assert (ROOT / figures.RESULTS).is_dir()
     assert figures.check(ROOT) == []

@@ -65,6 +65,7 @@ def test_prune_removes_a_renamed_files_old_id_and_nothing_else(
     assert json.loads(capsys.readouterr().out)["removed"] == []
 
 
+@pytest.mark.long
 def test_prune_keeps_what_it_could_not_read_and_refuses_an_empty_folder(
     conn: Conn, garden: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -207,6 +207,7 @@ def store_document(conn: Conn, embedder: Embedder) -> None:
     assert add_documents(conn, "docs", [doc], embedder).inserted == 1
 
 
+@pytest.mark.long
 def test_an_empty_document_search_says_why(conn: Conn, admin_conn: Conn, embedder: Embedder, app_url: str) -> None:
     """A misspelt scope searched for documents printed "(no document above the floor)" and
     exited 0, where `pgmem recall` says the scope holds no memory: now the same answer, from
@@ -248,6 +249,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pgmem", *args], env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embedder) -> None:
     store(conn, embedder)
     env = {**os.environ, "DATABASE_URL": app_url}
@@ -288,6 +290,7 @@ def test_cli_empty_answers_and_filters(conn: Conn, app_url: str, embedder: Embed
         assert len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.long
 def test_a_negative_floor_is_taken_space_separated(conn: Conn, app_url: str, embedder: Embedder) -> None:
     """`--floor -1e-3` failed in argparse ("expected one argument": a negative number in
     scientific notation looked like an option to it; `--floor=-1e-3` worked). Every numeric

@@ -38,6 +38,7 @@ class Counting(CountingEmbedder):
         return super().embed(texts)
 
 
+@pytest.mark.long
 def test_each_distinct_text_is_embedded_once_across_methods(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     counting = Counting(embedder)
     cached = CachedEmbedder(counting, tmp_path / "cache")
@@ -127,6 +128,7 @@ def test_pooled_haystack_searches_every_questions_turns(tmp_path: Path, db_url: 
         longmemeval.run(d, server_url=db_url, embedder=cached, haystack="pooled", filler=str(tmp_path / "none"))
 
 
+@pytest.mark.long
 def test_piece_ablations_embed_what_they_say(tmp_path: Path, db_url: str, embedder: Embedder) -> None:
     d = write_lme(tmp_path / "lme")
     # label beside: the pieces are embedded without their label, each text once, and the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from pgmem.db import with_database
@@ -30,6 +31,7 @@ def _names(c: psycopg.Connection[tuple[object, ...]]) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
+@pytest.mark.long
 def test_two_runs_at_once_copy_one_template_and_other_packages_templates_go(db_url: str) -> None:
     params = InstallParams(TEST_DIMS, TEST_DIMS)
     current = TEMPLATE_PREFIX + _schema_key(params)

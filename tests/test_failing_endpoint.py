@@ -182,6 +182,7 @@ def make_embedder(ep: Endpoint, sleeps: list[float]) -> OpenAIEmbedder:
     )
 
 
+@pytest.mark.long
 def test_flaky_endpoint_over_1000_turns(app_conn: Conn, endpoint: Endpoint) -> None:
     rng = np.random.default_rng(3)
     turns = [

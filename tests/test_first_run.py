@@ -55,6 +55,7 @@ def still_has_the_row(home: Path, env: dict[str, str] | None = None) -> None:
 
 
 @pytest.mark.parametrize("content", ["live-not-postgres", "", "garbage\n", "partial"])
+@pytest.mark.long
 def test_a_stale_postmaster_pid_is_no_running_server(home: Path, content: str) -> None:
     """A postmaster.pid left by a crash: its pid reused by another process, empty, garbled or
     cut short. The server is stopped; stop signals nobody, start starts it, the data is kept."""
@@ -83,6 +84,7 @@ def test_a_stale_postmaster_pid_is_no_running_server(home: Path, content: str) -
 
 
 @pytest.mark.parametrize("holder", ["zombie", "live-not-postgres"])
+@pytest.mark.long
 def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_server(home: Path, holder: str) -> None:
     """The server killed (-9): postmaster.pid and the socket's lock file (.s.PGSQL.5432.lock)
     stay, naming its pid. In a container whose first process reaps no child (no --init), the
@@ -124,6 +126,7 @@ def test_a_crashed_servers_socket_lock_naming_another_process_is_no_running_serv
         run(home, "db", "stop")
 
 
+@pytest.mark.long
 def test_a_failed_start_names_this_starts_reason_not_an_old_fatal_of_the_log(home: Path) -> None:
     """The server's log keeps every start's lines. A start that failed without writing a FATAL
     there (pg_ctl could not open the log: a data folder copied or restored by another user) was
@@ -285,6 +288,7 @@ def test_the_pgmem_database_created_by_two_starts_at_once_is_no_error(db_url: st
     assert failures == []
 
 
+@pytest.mark.long
 def test_a_pgmem_home_with_a_space_starts_and_stops() -> None:
     """macOS's default data path has a space ("Application Support"). The library hands the
     socket folder to postgres through pg_ctl's shell unquoted: the server never started from

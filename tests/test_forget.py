@@ -477,6 +477,7 @@ def _cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long
 def test_cli_forget(conn: Conn, admin_conn: Conn, db_url: str) -> None:
     _store(conn)
     done = _cli(db_url, "turn", "--scope", "s", "t", "1", "--json")

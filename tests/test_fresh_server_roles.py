@@ -88,6 +88,7 @@ def _database(su: Conn, base_url: str, name: str, owner: str | None = None) -> s
 
 
 @pytest.mark.parametrize("command", ["migrate", "roles"])
+@pytest.mark.long
 def test_a_run_while_another_database_creates_the_roles_goes_on(su: Conn, base_url: str, command: str) -> None:
     """Two databases of one new server migrated at once (two services, a deploy's parallel
     steps), or given `pgmem roles create` at once (a provisioning script per database): both find
@@ -121,6 +122,7 @@ def test_a_run_while_another_database_creates_the_roles_goes_on(su: Conn, base_u
         assert c.execute("SELECT version_num FROM pgmem.alembic_version").fetchone() == (head_revision(),)
 
 
+@pytest.mark.long
 def test_roles_create_by_a_createrole_owner_of_the_database_then_migrate(su: Conn, base_url: str) -> None:
     """docs/security.md: run `pgmem roles create` "as a superuser (or a role with CREATEROLE)".
     A CREATEROLE login that owns the database (a managed Postgres's admin, pgvector installed by

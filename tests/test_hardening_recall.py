@@ -457,6 +457,7 @@ def _one_line_error(proc: subprocess.CompletedProcess[bytes]) -> str:
     return err
 
 
+@pytest.mark.long
 def test_cli_recall_with_another_model_fails_naming_both(
     store: Conn, db_url: str, tmp_path: Path, openai_endpoint: str
 ) -> None:
@@ -497,6 +498,7 @@ def test_unstorable_text_in_a_search_is_an_input_error(store: Conn, bad: str) ->
             call()
 
 
+@pytest.mark.long
 def test_cli_search_with_invalid_bytes_is_one_line_and_exit_2(store: Conn, db_url: str, tmp_path: Path) -> None:
     for args in (
         [b"recall", b"dog\xffs", b"--scope", SCOPE.encode()],

@@ -365,6 +365,7 @@ def test_the_maintenance_policy_widens_nothing_for_the_app(store: Conn, app_conn
 # --- item 6: the model registry -------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_model_registry_cannot_be_exhausted_by_one_tenant(store: Conn, app_conn: Conn) -> None:
     # Direct registration is not the app's to call any more.
     for call in (

@@ -58,6 +58,7 @@ def not_files(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.long
 def test_a_turns_or_facts_file_that_cannot_be_read_is_one_line(
     app_url: str, admin_conn: Conn, tmp_path: Path, not_files: dict[str, Path]
 ) -> None:
@@ -78,6 +79,7 @@ def test_a_turns_or_facts_file_that_cannot_be_read_is_one_line(
     assert admin_conn.execute("SELECT count(*) FROM pgmem.fact").fetchone() == (0,)
 
 
+@pytest.mark.long
 def test_a_rebuild_state_file_that_cannot_be_kept_or_read_is_one_line(
     app_url: str, admin_conn: Conn, tmp_path: Path
 ) -> None:
@@ -261,6 +263,7 @@ def test_a_reader_of_stdout_gone_is_no_traceback(app_url: str, tmp_path: Path, a
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
 
 
+@pytest.mark.long
 def test_ingest_of_a_file_that_is_no_jsonl_lists_a_hundred_failures(
     app_url: str, tmp_path: Path, admin_conn: psycopg.Connection[tuple[object, ...]]
 ) -> None:

@@ -218,6 +218,7 @@ def test_hybrid_recall_on_a_scope_the_planner_has_no_statistics_for_stays_fast(
     assert unknown < 10 * analyzed + 0.05, (unknown, analyzed)
 
 
+@pytest.mark.long
 def test_a_large_scopes_word_sample_does_not_follow_the_table_layout(
     app_conn: Conn, admin_conn: psycopg.Connection[tuple[object, ...]]
 ) -> None:
@@ -448,6 +449,7 @@ VOCAB = [f"w{i:03d}x" for i in range(60)]
         (1_300, None, False, "t3"),
     ],
 )
+@pytest.mark.long
 def test_word_candidates_equal_the_rule_computed_from_the_pieces(
     app_conn: Conn, admin_conn: Conn, pieces: int, cap: int | None, stored: bool, thread: str | None
 ) -> None:

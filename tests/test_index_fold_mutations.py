@@ -200,6 +200,7 @@ def test_another_scopes_later_pieces_are_never_hits_even_bypassing_row_security(
     assert got == _recall(admin_conn, [last_vec], 5, exact=True)
 
 
+@pytest.mark.long
 def test_a_broad_metadata_filter_through_the_index_keeps_the_whole_tail(
     conn: Conn, admin_conn: Conn, indexed: int
 ) -> None:

@@ -146,6 +146,7 @@ def test_put_item_refuses_a_namespace_no_store_can_read_back(conn: Conn, admin_c
     assert store.list_namespaces() == [("a", "b")]
 
 
+@pytest.mark.long
 def test_namespaces_stored_before_0006_stay_listable_by_a_store_without_a_directory(admin_conn: Conn) -> None:
     with scratch_database(admin_conn, "dir") as url:
         params = InstallParams(TEST_DIMS, TEST_DIMS)

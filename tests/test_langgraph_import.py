@@ -302,6 +302,7 @@ HOSTILE: list[tuple[str, str, str, str]] = [
 ]
 
 
+@pytest.mark.long
 def test_hostile_items_are_reported_with_their_key_and_the_rest_imported(
     source_url: str, store: PgmemStore, app_url: str, tmp_path: Path
 ) -> None:
@@ -447,6 +448,7 @@ def test_two_imports_and_a_writer_at_once_lose_nothing(source_url: str, app_url:
     assert items == {(ns, k): v for ns, k, v in ITEMS} | written
 
 
+@pytest.mark.long
 def test_bad_sources_and_options_are_one_line(source_url: str, store: PgmemStore, app_url: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no table 'nope'"):
         import_postgres_store(source_url, store, table="nope")
@@ -1284,6 +1286,7 @@ BAD_EMBED = {"dims": 8, "embed": 42}
 """
 
 
+@pytest.mark.long
 def test_the_command_imports_with_the_apps_own_index(
     source_url: str, conn: Conn, admin_conn: Conn, app_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,7 @@ from tests.test_mcp_server import DOGS, REPO, _data, _params, _session
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
+@pytest.mark.long
 def test_a_server_whose_model_is_not_the_scopes_does_not_start(db_url: str, app_url: str, tmp_path: Path) -> None:
     """Scope `s` stores vectors of another model than the server's (here the hash embedder's,
     `test:hash`; in life `PGMEM_EMBEDDER=e5` over a MiniLM scope): every call of such a server
@@ -84,6 +85,7 @@ def _terminate_app_sessions(admin_conn: Conn) -> int:
     return int(str(row[0]))
 
 
+@pytest.mark.long
 def test_a_connection_the_database_ended_between_calls_fails_no_call(
     db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
 ) -> None:
@@ -218,6 +220,7 @@ def _slow_endpoint(seconds_per_input: float) -> Iterator[tuple[str, list[int]]]:
         thread.join()
 
 
+@pytest.mark.long
 def test_a_remember_the_client_gave_up_on_stores_nothing_and_frees_the_server(
     db_url: str, app_url: str, admin_conn: Conn, tmp_path: Path
 ) -> None:

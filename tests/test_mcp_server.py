@@ -145,6 +145,7 @@ def test_tools_remember_recall_forget_over_stdio(db_url: str, app_url: str, tmp_
     assert [(t["thread"], t["turns"]) for t in out["threads_after"]["threads"]] == [("home", 1)]
 
 
+@pytest.mark.long
 def test_a_server_of_another_scope_sees_nothing_of_the_first(db_url: str, app_url: str, tmp_path: Path) -> None:
     async def write(client: Client) -> dict[str, Any]:
         return _data(await client.call_tool("remember", {"messages": DOGS, "thread": "home"}))
@@ -278,6 +279,7 @@ def test_lone_surrogate_from_the_wire_is_a_tool_error(
     assert stored == [("home", 0, [{"role": "user", "content": kept}])]
 
 
+@pytest.mark.long
 def test_document_search_tool(db_url: str, app_url: str, tmp_path: Path) -> None:
     doc = tmp_path / "kitchen.md"
     doc.write_text("# Kitchen\n\n## Oven\n\nPreheat the oven to 220 degrees for the sourdough.\n", encoding="utf-8")
@@ -610,6 +612,7 @@ NOT_A_REQUEST: list[tuple[bytes, tuple[int, int | None, str] | None]] = [
 ]
 
 
+@pytest.mark.long
 def test_lines_that_are_not_one_request_get_one_error_each_and_the_server_keeps_serving(
     db_url: str, app_url: str, tmp_path: Path
 ) -> None:

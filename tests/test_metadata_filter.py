@@ -251,6 +251,7 @@ def _matching(admin: Conn, flt: dict[str, object]) -> set[int]:
     return {int(str(r[0])) for r in rows}
 
 
+@pytest.mark.long
 def test_filtered_recall_on_an_indexed_scope_is_never_short(indexed: Conn, admin_conn: Conn) -> None:
     conn = indexed
     assert admin_conn.execute("SELECT pgmem.scope_ann_index('piece', %s) IS NOT NULL", (SCOPE,)).fetchone() == (True,)

@@ -108,6 +108,7 @@ def at_start(admin_conn: Conn) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.long
 def test_two_migrate_runs_at_once_both_end_well(admin_conn: Conn, db_url: str, at_start: str) -> None:
     """A deploy that starts `pgmem migrate` on two hosts at once. The first waits behind an
     application transaction on pgmem.turn (the re-runnable set locks every scoped table), the
@@ -133,6 +134,7 @@ def test_two_migrate_runs_at_once_both_end_well(admin_conn: Conn, db_url: str, a
     assert got == fresh, _diff(fresh, got)
 
 
+@pytest.mark.long
 def test_a_run_that_gives_up_on_its_lock_timeout_says_so_in_one_line(admin_conn: Conn, at_start: str) -> None:
     """The runbook's procedure: behind a running migration (waiting for an application
     transaction), a second run under a lock timeout gives up in one line, changing nothing; once
@@ -153,6 +155,7 @@ def test_a_run_that_gives_up_on_its_lock_timeout_says_so_in_one_line(admin_conn:
     assert (code, err) == (0, "schema pgmem is at head already: nothing to do\n")
 
 
+@pytest.mark.long
 def test_the_migrating_login_without_create_on_the_database_upgrades_an_installed_schema(
     admin_conn: Conn, db_url: str, at_start: str
 ) -> None:
@@ -262,6 +265,7 @@ def _answers(app: Conn) -> dict[str, object]:
     return out
 
 
+@pytest.mark.long
 def test_a_store_written_at_0059_upgrades_and_round_trips_a_downgrade_unchanged(
     admin_conn: Conn, tree_0059: Path
 ) -> None:
@@ -321,6 +325,7 @@ def _functions(url: str) -> list[tuple[object, ...]]:
         ).fetchall()
 
 
+@pytest.mark.long
 def test_a_run_behind_an_application_transaction_gives_up_whole_and_a_rerun_finishes(
     admin_conn: Conn, at_start: str
 ) -> None:
@@ -354,6 +359,7 @@ def test_a_run_behind_an_application_transaction_gives_up_whole_and_a_rerun_fini
 
 
 @pytest.mark.parametrize("login", [APP_LOGIN, READER_LOGIN])
+@pytest.mark.long
 def test_migrate_as_an_application_or_reader_login_is_refused_in_one_line(
     admin_conn: Conn, at_start: str, login: str
 ) -> None:
@@ -406,6 +412,7 @@ def _psql(url: str, script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long
 def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalog(db_url: str, at_start: str) -> None:
     """The runbook's review step, then the script itself applied by a DBA with psql (offline
     mode, no database read) to a database at its start revision: it runs cleanly and leaves the
@@ -421,6 +428,7 @@ def test_the_reviewed_script_from_0059_applied_with_psql_gives_the_online_catalo
     assert got == fresh, _diff(fresh, got)
 
 
+@pytest.mark.long
 def test_a_login_of_pgmem_owner_and_pgmem_app_migrates(admin_conn: Conn, at_start: str) -> None:
     """900_grants refuses a member of pgmem_app that may create in pgmem, unless it is a member
     of pgmem_owner too (trusted as the owner is; the runbook's step 4 says so): such a login
@@ -434,6 +442,7 @@ def test_a_login_of_pgmem_owner_and_pgmem_app_migrates(admin_conn: Conn, at_star
     assert _version(at_start) == head_revision()
 
 
+@pytest.mark.long
 def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_nothing(admin_conn: Conn) -> None:
     """The reviewed script (`pgmem migrate --sql --revision 0059:head`) applied with psql to a
     database that is not at 0059 (a wrong copy, or one that another migration moved). Before:
@@ -463,6 +472,7 @@ def test_a_script_applied_to_a_database_at_another_revision_stops_and_changes_no
 
 
 @pytest.mark.parametrize("argv", [["--revision", "0056"], ["--sql", "--revision", "0012:0030"]])
+@pytest.mark.long
 def test_migrate_refuses_to_stop_below_the_newest_table_change(admin_conn: Conn, argv: list[str]) -> None:
     """This pgmem ships its head's functions only. Before: `pgmem migrate --revision 0056` ran
     (exit 0) and applied them at 0056, where log_recall failed (42703: recall_log.settings comes
@@ -490,6 +500,7 @@ def test_migrate_refuses_to_stop_below_the_newest_table_change(admin_conn: Conn,
 
 
 @pytest.mark.parametrize(("installed", "configured"), [("vecx", None), ("public", "vecx")])
+@pytest.mark.long
 def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setting(
     admin_conn: Conn, installed: str, configured: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -515,6 +526,7 @@ def test_migrate_with_pgvector_in_another_schema_than_configured_names_the_setti
         assert _version(url) == head_revision()
 
 
+@pytest.mark.long
 def test_migrate_on_a_pgvector_older_than_0_8_says_so_in_one_line_and_creates_nothing(admin_conn: Conn) -> None:
     """pgvector 0.7 installed in the database (a server upgraded without ALTER EXTENSION vector
     UPDATE): the migration went ahead and created recall functions that SET hnsw.iterative_scan,

@@ -87,6 +87,7 @@ def fresh_url(admin_conn: Conn) -> Iterator[str]:
         admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@pytest.mark.long
 def test_downgrade_then_upgrade_gives_the_fresh_catalog(db_url: str, fresh_url: str) -> None:
     fresh = schema_dump(fresh_url)
     assert "CREATE TABLE pgmem.piece" in fresh and "ROW LEVEL SECURITY" in fresh
@@ -111,6 +112,7 @@ def test_upgrade_head_twice_is_a_no_op(db_url: str) -> None:
     assert after == before, _diff(before, after)
 
 
+@pytest.mark.long
 def test_reapplying_every_idempotent_file_changes_nothing(fresh_url: str) -> None:
     """The re-runnable files really are: applying them all again leaves the same catalog
     (policies recreated, grants reapplied, SECURITY DEFINER reasons not appended twice)."""
@@ -124,6 +126,7 @@ def test_reapplying_every_idempotent_file_changes_nothing(fresh_url: str) -> Non
     assert after == before, _diff(before, after)
 
 
+@pytest.mark.long
 def test_offline_sql_script_installs_the_same_catalog(fresh_url: str, admin_conn: Conn) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     proc = subprocess.run(
@@ -383,6 +386,7 @@ def _table_rows(url: str, columns: dict[str, list[str]]) -> dict[str, list[list[
     return out
 
 
+@pytest.mark.long
 def test_data_written_at_0001_survives_the_upgrade_to_head(admin_conn: Conn, monkeypatch: pytest.MonkeyPatch) -> None:
     """A DBA's upgrade: a database holding data written at an old revision is migrated to head;
     every row stays, with the same values, and is read, searched and forgotten as if head had

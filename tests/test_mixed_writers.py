@@ -602,6 +602,7 @@ def mixed_run(
     } <= kinds, kinds  # fmt: skip
 
 
+@pytest.mark.long
 def test_mixed_writers_keep_every_acknowledged_write_and_leave_no_orphan(
     db_url: str, admin_conn: Conn, owner: Conn
 ) -> None:

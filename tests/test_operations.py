@@ -175,6 +175,7 @@ def _head_revision() -> str:
     return head
 
 
+@pytest.mark.long
 def test_every_block_of_the_runbook_runs_as_its_login(
     app_conn: Conn, admin_conn: Conn, owner: Conn, db_url: str, app_url: str, tmp_path: Path
 ) -> None:
@@ -379,6 +380,7 @@ def _measured_locks(admin: Conn, db_url: str, incremental: str) -> tuple[str, se
     return words, {t for t, m in modes if m == top}
 
 
+@pytest.mark.long
 def test_the_lock_table_is_what_each_run_once_file_takes(admin_conn: Conn, db_url: str) -> None:
     """Every revision has a row in the runbook's lock table, and a revision's run-once file
     takes exactly the strongest lock the row names, on the tables it names."""

@@ -148,6 +148,7 @@ def test_embedded_memory_settings_scale_with_the_machine_within_bounds(
     assert got == {"shared_buffers": shared, "maintenance_work_mem": maintenance}
 
 
+@pytest.mark.long
 def test_db_commands_start_share_and_stop_a_server(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert run(home, "db", "status").returncode == 3

@@ -131,6 +131,7 @@ def _recall(conn: Conn, scope: str, queries: F32, x: int, floor: float, **kw: ob
     return groups
 
 
+@pytest.mark.long
 def test_memory_recall_against_brute_force(
     conn: Conn, admin_conn: Conn, store: dict[str, tuple[npt.NDArray[np.int64], F32]]
 ) -> None:
@@ -273,6 +274,7 @@ def _index_plan_drops_indexes_of_shrunk_scopes(conn: Conn) -> None:
         conn.execute("SELECT * FROM pgmem.scope_index_plan(10)")
 
 
+@pytest.mark.long
 def test_fact_recall_equals_brute_force(conn: Conn, admin_conn: Conn) -> None:
     rng = np.random.default_rng(3)
     sizes = {"fbig": 2100, **{f"f{i}": 40 + 9 * i for i in range(20)}}

@@ -405,6 +405,7 @@ def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pgmem", "reembed", *args], env=env, capture_output=True, text=True)
 
 
+@pytest.mark.long
 def test_cli(conn: Conn, db_url: str, app_url: str, embedder: Embedder) -> None:
     ingest_turns(conn, turns(n=3), embedder)
     bad = cli(app_url, "--to", "word2vec", "--scope", SCOPE)
@@ -476,6 +477,7 @@ def test_cli_all_goes_past_a_scope_forgotten_while_it_is_moved(
     assert rows == [("test:new",)]
 
 
+@pytest.mark.long
 def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
     conn: Conn, admin_conn: Conn, app_url: str, embedder: Embedder
 ) -> None:
@@ -546,6 +548,7 @@ def test_concurrent_writers_forgetters_and_readers_during_a_model_change(
     assert orphans(admin_conn) == []
 
 
+@pytest.mark.long
 def test_pieces_longer_than_the_new_models_window_are_counted_and_said(
     conn: Conn, app_url: str, embedder: Embedder, e5: Embedder
 ) -> None:

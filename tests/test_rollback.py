@@ -211,6 +211,7 @@ def _works_at_the_old_head(url: str, before: dict[str, list[tuple[object, ...]]]
         assert _delete(app, "k2") is True and TURN_TEXT in _recall(app)[0]
 
 
+@pytest.mark.long
 def test_rollback_to_an_old_package_with_the_rule(admin_conn: Conn, old_tree: Path, tmp_path: Path) -> None:
     """Its `pgmem migrate` at its head applies its own definitions: the runbook's step 3 is one
     command. Before the rule, that command said "at head already: nothing to do" and every
@@ -234,6 +235,7 @@ def test_rollback_to_an_old_package_with_the_rule(admin_conn: Conn, old_tree: Pa
         _works_at_the_old_head(url, before)
 
 
+@pytest.mark.long
 def test_rollback_to_an_old_package_without_the_rule(admin_conn: Conn, old_tree: Path, tmp_path: Path) -> None:
     """A pgmem from before the rule leaves the definitions alone at its head; the runbook's
     printed set, from its own code, in one transaction, restores them."""

@@ -159,6 +159,7 @@ def _populate(app: Conn) -> dict[str, dict[str, set[object]]]:
     return owned
 
 
+@pytest.mark.long
 def test_randomized_calls_never_cross_scopes(app_conn: Conn) -> None:
     owned = _populate(app_conn)
     rng = np.random.default_rng(20261130)
@@ -365,6 +366,7 @@ def test_own_scope_writes_work_as_app(app_conn: Conn) -> None:
         assert stored == [(SCOPES[0], "memory", "m")]
 
 
+@pytest.mark.long
 def test_dba_setup_then_migrate_as_a_non_superuser_owner_member(admin_conn: Conn) -> None:
     """The production path: a DBA runs `pgmem roles create`, a LOGIN member of pgmem_owner
     (not a superuser) migrates, and a LOGIN member of pgmem_app uses the API."""
@@ -684,6 +686,7 @@ def test_roles_show_warns_of_a_login_member_that_bypasses_row_level_security(
         admin_conn.execute('DROP ROLE IF EXISTS pgmem_test_su_member, "pgmem_test_odd\x1b[2J"')
 
 
+@pytest.mark.long
 def test_dba_setup_with_pgvector_in_a_schema_of_its_own(admin_conn: Conn) -> None:
     """PGMEM_VECTOR_SCHEMA, the remedy docs/security.md and operations.md give for an application
     login that may create in `public`, worked nowhere: `pgmem roles create --vector-schema vec`

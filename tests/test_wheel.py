@@ -98,6 +98,7 @@ def open_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.long
 def test_wheel_installs_and_runs_without_a_checkout(admin_conn: Conn, db_url: str, open_tmp: Path) -> None:
     t0 = time.monotonic()
     tmp_path = open_tmp

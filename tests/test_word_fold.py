@@ -282,6 +282,7 @@ def test_refresh_is_maintenance_and_refuses_bad_arguments_in_one_line(
     assert owner.execute("SELECT coalesce(current_setting('pgmem.scope', true), '')").fetchone() == ("",)
 
 
+@pytest.mark.long
 def test_refresh_beside_writers_and_forgets(store: Conn, owner: Conn, admin_conn: Conn, db_url: str) -> None:
     """Writers add turns (two connections), a forgetter forgets folded turns and the refresh
     runs again and again, side by side: no error, no wait in a cycle, and a fold left at the end

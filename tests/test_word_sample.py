@@ -195,6 +195,7 @@ def test_each_kind_has_its_own_sample(store: Conn, owner: Conn, admin_conn: Conn
     assert doc_words() == counted
 
 
+@pytest.mark.long
 def test_the_upgrade_stores_the_samples_of_existing_folds(admin_conn: Conn) -> None:
     """Migration 0036 moves the sample into the fold's head: the heads already folded get the
     counts index maintenance would store, so no fold is lost and no set is counted again."""

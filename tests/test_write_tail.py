@@ -115,6 +115,7 @@ def indexed(conn: Conn, admin_conn: Conn) -> int:
     return through
 
 
+@pytest.mark.long
 def test_every_reader_sees_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> None:
     rng = np.random.default_rng(2)
     _put_turn(conn, 100, _unit(rng, 40))
@@ -167,6 +168,7 @@ def test_every_reader_sees_the_tail(conn: Conn, admin_conn: Conn, indexed: int) 
     assert not set(_top1(conn, vecs[:8])) & set(ids)
 
 
+@pytest.mark.long
 def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> None:
     rng = np.random.default_rng(3)
     _put_turn(conn, 100, _unit(rng, 150))
@@ -203,6 +205,7 @@ def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> 
         admin_conn.execute("SELECT * FROM pgmem.scope_index_plan(max_tail => 0)")
 
 
+@pytest.mark.long
 def test_concurrent_writers_recall_forget_and_fold(app_url: str, db_url: str, indexed: int) -> None:
     """Two writers add tail turns, a reader recalls each written turn's pieces, a forgetter
     forgets every third written turn, while the index is folded CONCURRENTLY beside them."""
