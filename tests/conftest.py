@@ -244,3 +244,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         server.stop(home / "pgdata")
         if home.parent == SHM and not os.environ.get("PGMEM_TEST_HOME"):
             shutil.rmtree(home, ignore_errors=True)  # memory, not disk: the next run starts anew
+
+
+#: A test slower than this (its call alone, on the 2-core machine) belongs in the long tier.
+LONG_SECONDS = 5.0
+_UNMARKED_SLOW: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration > LONG_SECONDS and "long" not in report.keywords:
+        _UNMARKED_SLOW.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Names the tests of the default run that took over LONG_SECONDS: mark them `long` (or make
+    them faster), so that `make test` stays within its 15 minutes."""
+    if _UNMARKED_SLOW:
+        terminalreporter.section(f"over {LONG_SECONDS:.0f} s and not marked long")
+        for seconds, nodeid in sorted(_UNMARKED_SLOW, reverse=True):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
