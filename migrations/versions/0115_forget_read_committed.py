@@ -1,4 +1,4 @@
-"""Forgets and retention refuse REPEATABLE READ and SERIALIZABLE (functions only).
+"""Forgets and retention refuse REPEATABLE READ and SERIALIZABLE; a log makes no scope (functions only).
 
 A forget waits for the writers of what it forgets (the lock order), then deletes what they
 wrote. Under REPEATABLE READ or SERIALIZABLE (a database or login whose
@@ -9,7 +9,12 @@ forget_turn, forget_thread, forget_fact, forget_document (and remove_document th
 forget_scope and apply_retention now raise 25000 before anything changes, as reembed_flip does
 (0106): pgmem._forget_read_committed.
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql, 075_retention.sql).
+log_recall inserted the scope's row when there was none, so `pgmem recall --log` of a misspelt
+scope left that scope behind (and a log written while its scope was forgotten made it again). A
+scope with no row is not made for a log now: nothing is logged, NULL (pgmem._lock_scope).
+
+Only re-runnable definitions change (sql/idempotent/030_recall.sql, 070_forget.sql,
+075_retention.sql).
 
 Revision ID: 0115
 Revises: 0112

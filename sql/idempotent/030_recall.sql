@@ -1921,15 +1921,14 @@ BEGIN
                                     CASE WHEN plane = 'fact' THEN 'fact.embedding' ELSE 'piece.embedding' END,
                                     metadata_filter => metadata_filter, time_from => time_from, time_to => time_to,
                                     since => since, until => until, recency => coalesce(recency, 0));
-    -- The scope row first (0040), inserted, then held FOR KEY SHARE, as every writer takes it: a
-    -- log written while the scope is forgotten waits for forget_scope and lands after it, under a
-    -- scope row again (stats lists it, a forget or retention removes it); before, it stayed
-    -- behind with no scope row, holding the message.
-    LOOP
-        INSERT INTO pgmem.scope AS s (scope_id) VALUES (log_recall.scope) ON CONFLICT (scope_id) DO NOTHING;
-        PERFORM 1 FROM pgmem.scope s WHERE s.scope_id = log_recall.scope FOR KEY SHARE;
-        EXIT WHEN FOUND;
-    END LOOP;
+    -- The scope row first (0040), held FOR KEY SHARE, as every writer takes it (pgmem._lock_scope,
+    -- which waits for a writer inserting it and for a forget_scope in flight). A scope with no row
+    -- holds nothing a recall could return: nothing is logged (NULL, 0115). Until 0115 the row was
+    -- inserted, so `pgmem recall --log` of a misspelt scope left that scope behind, and a log
+    -- written while its scope was forgotten made the scope again, holding the message.
+    IF NOT pgmem._lock_scope(log_recall.scope) THEN
+        RETURN NULL;
+    END IF;
     -- Then what the results name, documents then threads (sorted: one order for every writer),
     -- then drop hits forgotten since the recall ran (pgmem._drop_gone_hits).
     PERFORM 1 FROM pgmem.document d
@@ -1964,7 +1963,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument). Returns the log row''s recall_id, or NULL when the scope has no row (never written, or forgotten meanwhile): nothing is logged and no scope is made (0115).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
