@@ -1,4 +1,4 @@
-"""Forgets and retention refuse REPEATABLE READ and SERIALIZABLE; a log makes no scope (functions only).
+"""Forgets refuse REPEATABLE READ and SERIALIZABLE; a log makes no scope and keeps its model.
 
 A forget waits for the writers of what it forgets (the lock order), then deletes what they
 wrote. Under REPEATABLE READ or SERIALIZABLE (a database or login whose
@@ -13,16 +13,35 @@ log_recall inserted the scope's row when there was none, so `pgmem recall --log`
 scope left that scope behind (and a log written while its scope was forgotten made it again). A
 scope with no row is not made for a log now: nothing is logged, NULL (pgmem._lock_scope).
 
-Only re-runnable definitions change (sql/idempotent/030_recall.sql, 070_forget.sql,
-075_retention.sql).
+A logged recall replayed after the scope's model changed (explain_logged_recall,
+replay_logged_recall) ranked the new model's pieces with the old model's query vectors: the
+recall log had no model. log_recall now records the scope's model of the plane
+(recall_log.model_key, sql/incremental/025_recall_log_model.sql: one nullable column, no rewrite;
+a short ACCESS EXCLUSIVE lock on recall_log), and a replay of a row logged with another model
+than the scope's now raises 22000 naming both. Rows logged before keep NULL (unknown) and replay
+as before.
+
+The functions are sql/idempotent/030_recall.sql, 070_forget.sql, 075_retention.sql.
 
 Revision ID: 0115
 Revises: 0112
 Create Date: 2026-12-07
 """
 
-from pgmem.sqlfiles import functions_only
+from alembic import op
+
+from pgmem.sqlfiles import apply, apply_idempotent
 
 revision = "0115"
 down_revision = "0112"
-upgrade, downgrade = functions_only(revision)
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply(op, "incremental/025_recall_log_model.sql")
+    apply_idempotent(op, revision=revision)
+
+
+def downgrade() -> None:
+    apply(op, "downgrade/025_recall_log_model.sql")
