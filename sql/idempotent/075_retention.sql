@@ -150,7 +150,6 @@ DECLARE
     aged text[];
     n_aged integer;
 BEGIN
-    PERFORM pgmem._forget_read_committed('apply_retention');  -- its forgets' rule (0115)
     -- Every scope's setting must be visible, or scopes would silently keep what they should not:
     -- a superuser or BYPASSRLS role sees them, and so does a login member of pgmem_owner (the
     -- maintenance policy above); anyone else is refused.
@@ -162,6 +161,8 @@ BEGIN
             USING ERRCODE = '42501',
                   HINT = 'Run SELECT * FROM pgmem.apply_retention() as the role that migrates pgmem (a login member of pgmem_owner, without SET ROLE) or as a superuser; no pgmem.scope is needed (docs/operations.md).';
     END IF;
+    -- Its forgets' rule (0115), after the check above (the helper is internal: the owner's).
+    PERFORM pgmem._forget_read_committed('apply_retention');
     PERFORM set_config('pgmem.maintenance', 'on', true);
     -- Scopes in bytewise order (COLLATE "C", 0077), as the store's batches and sweep_expired_items
     -- go through them, whatever the database's collation.
