@@ -402,7 +402,8 @@ def recall_vectors_call(
             ),
             one=True,
         )
-        result.recall_id = int(row[0])
+        # None: the scope has no row (a misspelt one, or forgotten meanwhile): nothing logged (0115).
+        result.recall_id = None if row is None or row[0] is None else int(row[0])
     return result
 
 

@@ -286,15 +286,13 @@ def test_a_forget_that_waited_for_a_thread_row_locks_the_item_its_writer_put_bef
     assert deadlocks_now(admin_conn) - before == 0
 
 
-def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its_snapshot_is_a_conflict(
+def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its_snapshot_is_refused(
     conn: Conn, admin_conn: Conn, app_url: str
 ) -> None:
     """In REPEATABLE READ the thread row another transaction committed after the snapshot is
-    not seen, and _lock_thread's insert of it meets the committed row: a serialization failure
-    (40001), raised as ConflictError inside the caller's transaction, never a forget that
-    returns zeros while the thread stays. Run again in a new snapshot, the forget takes it."""
-    from pgmem.errors import ConflictError
-
+    not seen: the forget is refused (25000, since 0115; a serialization failure, 40001, before),
+    never a forget that returns zeros while the thread stays. Run again at READ COMMITTED, the
+    forget takes it."""
     scope = f"lock-rr-{uuid.uuid4().hex[:8]}"
     assert ingest_turns(conn, [make_turn(scope, "other", 0, "alpha about the harbour")], EMB).inserted == 1
     with connect(app_url) as rr:
@@ -302,8 +300,9 @@ def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its
         rr.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
         rr.execute("SELECT count(*) FROM pgmem.turn").fetchone()  # the snapshot
         assert ingest_turns(conn, [make_turn(scope, "late", 0, "bravo, written after it")], EMB).inserted == 1
-        with pytest.raises(ConflictError):
+        with pytest.raises(psycopg.Error, match="READ COMMITTED") as err:
             forget_thread(rr, scope, "late")
+        assert getattr(err.value, "sqlstate", None) == "25000"
         rr.execute("ROLLBACK")
         assert forget_thread(rr, scope, "late").turns == 1
     assert turns_of(admin_conn, scope, "late") == []

@@ -418,3 +418,25 @@ def test_logged_results_nested_too_deep_are_one_clear_line_and_nothing_is_logged
         assert str(exc.value).splitlines()[0] == "results nests deeper than 64 levels"
     with scoped(conn, "s"):
         assert conn.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = 's'").fetchone() == (1,)
+
+
+def test_a_logged_recall_of_a_misspelt_scope_logs_nothing_and_makes_no_scope(
+    store: Conn,
+    admin_conn: Conn,
+    embedder: Embedder,
+    app_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`pgmem recall --log` of a misspelt scope inserted that scope's row (log_recall made it, to
+    log under it): a typo left a new empty scope behind. Since 0115 nothing is logged for a scope
+    with no row, and none is made (recall_id None; the CLI says so)."""
+    out = recall(store, "ss", Q, embedder, log=True)
+    assert out.recall_id is None and out.empty_reason == "scope_empty"
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    assert main(["recall", Q, "--scope", "sss", "--log"]) == 1
+    assert "(not logged: scope 'sss' does not exist)" in capsys.readouterr().out
+    rows = admin_conn.execute("SELECT scope_id FROM pgmem.scope ORDER BY 1").fetchall()
+    assert rows == [("s",)]
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (0,)
+    assert recall(store, "s", Q, embedder, log=True).recall_id is not None  # a scope that exists: logged

@@ -226,18 +226,20 @@ def test_a_forget_under_repeatable_read_never_misses_a_later_fold(
     store: Conn, owner: Conn, admin_conn: Conn, db_url: str
 ) -> None:
     """A fold committed after a REPEATABLE READ transaction's snapshot is invisible to it: its
-    forget of a folded piece is a serialization failure (40001, run again), never a fold left
-    holding the piece; a fold committed before the snapshot is deleted."""
+    forget of a folded piece is refused (25000, every forget under REPEATABLE READ since 0115; a
+    serialization failure, 40001, before), never a fold left holding the piece; at READ
+    COMMITTED the fold is deleted."""
     with connect_as(db_url, APP_LOGIN) as rr:
         rr.execute("SET default_transaction_isolation = 'repeatable read'")
         with scoped(rr, BIG):
             rr.execute("SELECT count(*) FROM pgmem.piece")  # the snapshot
             _run_plan(owner)
-            with pytest.raises(psycopg.errors.SerializationFailure) as e:
+            with pytest.raises(psycopg.errors.InvalidTransactionState) as e:
                 rr.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', 1)", (BIG,))
             assert "\n" not in (e.value.diag.message_primary or "")
         rr.rollback()
         assert [h[0] for h in _heads(admin_conn)] == [BIG]
+        rr.execute("SET default_transaction_isolation = 'read committed'")
         with scoped(rr, BIG):
             rr.execute("SELECT * FROM pgmem.forget_turn(%s, 't0', 1)", (BIG,))
         assert _heads(admin_conn) == []

@@ -25,6 +25,29 @@ $$;
 COMMENT ON FUNCTION pgmem._recall_log_lock(text) IS
 'The advisory lock of a scope''s recall-log deletes: every delete of the scope''s recall_log rows (pgmem._forget_logs, apply_retention''s trim, forget_scope) holds it exclusively to the end of its transaction, after its other row locks.';
 
+-- Forgets run READ COMMITTED only (0115). A forget waits for the writers of what it forgets (the
+-- lock order), then deletes what they wrote; under REPEATABLE READ or SERIALIZABLE (a database or
+-- login whose default_transaction_isolation says so) its snapshot predates that wait, so what a
+-- writer committed meanwhile was not seen: a fact it tied to the forgotten turn outlived
+-- forget_turn (also under SERIALIZABLE, when the writer ran READ COMMITTED, which SSI does not
+-- watch). Refused before anything changes, as reembed_flip is (0106).
+CREATE OR REPLACE FUNCTION pgmem._forget_read_committed(caller text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '% must run in a READ COMMITTED transaction, not %', caller,
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = '25000',
+                  HINT = 'Forget at the default isolation level (BEGIN ISOLATION LEVEL READ COMMITTED, or SET default_transaction_isolation = ''read committed'' for the login): a forget must see what the writers it waits for committed.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._forget_read_committed(text) IS
+'Internal to the forget functions and apply_retention (0115): raise 25000 naming the caller unless the transaction is READ COMMITTED (under REPEATABLE READ or SERIALIZABLE a forget''s snapshot predates its wait for the writers of what it forgets, whose rows then outlived it).';
+
 -- Recall-log rows of the scope that reference what is being forgotten: a hit (any object at
 -- any depth of `results`) naming one of the piece or fact ids, a (thread, turn) pair, a whole
 -- thread, or the document; or, for a whole thread, a recall filtered to that thread. Every
@@ -422,6 +445,7 @@ BEGIN
     IF scope IS NULL OR thread IS NULL OR turn_index IS NULL THEN
         RAISE EXCEPTION 'forget_turn: scope, thread and turn_index must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem._forget_read_committed('forget_turn');
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_turn.scope), true);
     SELECT * INTO r FROM pgmem._forget_turn_rows(forget_turn.scope, forget_turn.thread, forget_turn.turn_index);
     -- A thread that went with its last turn takes the recalls filtered to it too (a NULL turn
@@ -433,7 +457,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
-'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget.';
+'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
 
 -- A thread's rows without the recall-log step: forget_thread is this and then pgmem._forget_logs;
 -- expire_items calls it (through pgmem._delete_item_rows) for each expired item and then
@@ -479,6 +503,7 @@ BEGIN
     IF scope IS NULL OR thread IS NULL THEN
         RAISE EXCEPTION 'forget_thread: scope and thread must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem._forget_read_committed('forget_thread');
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_thread.scope), true);
     SELECT * INTO r FROM pgmem._forget_thread_rows(forget_thread.scope, forget_thread.thread);
     RETURN QUERY SELECT r.threads, r.turns, cardinality(r.piece_ids), cardinality(r.fact_ids), 0,
@@ -487,7 +512,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_thread(text, text) IS
-'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the LangGraph store items whose turn it holds, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget.';
+'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the LangGraph store items whose turn it holds, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_fact(scope text, fact_id bigint)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -503,6 +528,7 @@ BEGIN
     IF scope IS NULL OR fact_id IS NULL THEN
         RAISE EXCEPTION 'forget_fact: scope and fact_id must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem._forget_read_committed('forget_fact');
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_fact.scope), true);
     -- A fact tied to a thread: the thread first, as every forget takes it (the lock order), so a
     -- forget of its turn (apply_retention) either finishes first or waits for this one.
@@ -529,7 +555,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
-'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact.';
+'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
 
 -- A fact names the document it is about as its section: the document id, or id#anchor. A
 -- document id may hold '#' itself, so 'a#b#c' is about document 'a#b' when the scope has it,
@@ -638,6 +664,7 @@ BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
         RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem._forget_read_committed('forget_document');
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_document.scope), true);
     -- The scope row, then the document row (the lock order: pgmem._lock_document).
     PERFORM pgmem._lock_document(forget_document.scope, forget_document.document_id);
@@ -684,7 +711,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; documents is 0 when the scope has no such document, and the facts about the id are forgotten all the same (facts may name a document before it is stored); zeros when nothing was there. pgmem.remove_document calls it for a stored document only.';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; documents is 0 when the scope has no such document, and the facts about the id are forgotten all the same (facts may name a document before it is stored); zeros when nothing was there. pgmem.remove_document calls it for a stored document only. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -703,6 +730,7 @@ BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'forget_scope: scope must not be NULL' USING ERRCODE = '22004';
     END IF;
+    PERFORM pgmem._forget_read_committed('forget_scope');
     PERFORM set_config('pgmem.scope', pgmem._write_scope(forget_scope.scope), true);
     -- Lock the scope row: a concurrent write of this scope waits, then starts the scope afresh.
     -- A row another transaction is inserting (a writer recreating the scope after an earlier
@@ -758,4 +786,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_scope(text) IS
-'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it.';
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
