@@ -402,7 +402,7 @@ def recall_vectors_call(
             ),
             one=True,
         )
-        # None: the scope has no row (a misspelt one, or forgotten meanwhile): nothing logged (0115).
+        # None: the scope has no row (a misspelt one, or forgotten meanwhile): nothing logged (0113).
         result.recall_id = None if row is None or row[0] is None else int(row[0])
     return result
 

@@ -363,7 +363,7 @@ def test_a_lost_race_in_the_callers_transaction_is_a_conflict_error(app_url: str
     """A repeatable-read transaction of the caller that adds a fact another session added after
     its snapshot loses the race (40001): a ConflictError for the caller to run its transaction
     again, sync and async alike (not psycopg's SerializationFailure). (A forget under REPEATABLE
-    READ is refused since 0115, 25000: tests/test_forget_isolation.py.)"""
+    READ is refused since 0113, 25000: tests/test_forget_isolation.py.)"""
     with psycopg.connect(app_url, autocommit=True) as other:
         pgmem.add_facts(other, "race", [Fact("first")], EMB)
     with psycopg.connect(app_url) as conn:

@@ -1,4 +1,4 @@
-"""Forgets and retention run READ COMMITTED only (0115).
+"""Forgets and retention run READ COMMITTED only (0113).
 
 A forget waits for the writers of what it forgets (the lock order, docs/architecture.md), then
 deletes what they wrote. Under REPEATABLE READ or SERIALIZABLE (a database or login whose
@@ -50,7 +50,7 @@ def test_a_forget_under_a_stricter_isolation_leaves_nothing_of_a_writer_it_waite
 ) -> None:
     """A writer ties a fact to turn 1 of thread t, its transaction open (it holds the thread FOR
     KEY SHARE); forget_turn(t, 1) starts under the stricter isolation and waits for it; the writer
-    commits. Before 0115 the forget then deleted the turn with the snapshot it had before the wait,
+    commits. Before 0113 the forget then deleted the turn with the snapshot it had before the wait,
     and the writer's fact about the forgotten turn stayed. Now the forget is refused (25000) before
     it changes anything, and run again at READ COMMITTED it takes the fact too."""
     turns = [make_turn(SCOPE, "t", i, f"turn {i} about the harbour") for i in range(2)]
@@ -66,7 +66,7 @@ def test_a_forget_under_a_stricter_isolation_leaves_nothing_of_a_writer_it_waite
     result = outcome(step)
     forgetter.do(lambda c: c.execute("ROLLBACK" if isinstance(result, BaseException) else "COMMIT"))
 
-    # Never the forgotten turn's fact without its turn (before 0115: the turn gone, the fact kept).
+    # Never the forgotten turn's fact without its turn (before 0113: the turn gone, the fact kept).
     turn_left = count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s AND turn_index = 1", (SCOPE,))
     assert (turn_left, _facts_of_turn(admin_conn, "t", 1)) == (1, 1), result
     assert isinstance(result, psycopg.Error) and result.sqlstate == "25000", result

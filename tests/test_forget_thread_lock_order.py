@@ -290,7 +290,7 @@ def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its
     conn: Conn, admin_conn: Conn, app_url: str
 ) -> None:
     """In REPEATABLE READ the thread row another transaction committed after the snapshot is
-    not seen: the forget is refused (25000, since 0115; a serialization failure, 40001, before),
+    not seen: the forget is refused (25000, since 0113; a serialization failure, 40001, before),
     never a forget that returns zeros while the thread stays. Run again at READ COMMITTED, the
     forget takes it."""
     scope = f"lock-rr-{uuid.uuid4().hex[:8]}"

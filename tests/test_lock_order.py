@@ -1097,7 +1097,7 @@ def test_set_retention_and_a_logged_recall_during_forget_scope_land_after_it(
     (23503) once the forget deleted the row under it, and the log row stayed behind with no
     scope row. Both now wait; the setting lands after the forget, under a scope row again, and
     the log too when the setting's row is there first: a log of a scope with no row logs
-    nothing (NULL) and makes no scope (0115)."""
+    nothing (NULL) and makes no scope (0113)."""
     scope = f"locks-scope-{uuid.uuid4().hex[:8]}"
     assert ingest_turns(conn, [make_turn(scope, "t", 0, "about the ferry")], EMB).inserted == 1
     forgetter, setter, logger_ = sessions(), sessions(), sessions()

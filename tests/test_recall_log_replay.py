@@ -429,7 +429,7 @@ def test_a_logged_recall_of_a_misspelt_scope_logs_nothing_and_makes_no_scope(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`pgmem recall --log` of a misspelt scope inserted that scope's row (log_recall made it, to
-    log under it): a typo left a new empty scope behind. Since 0115 nothing is logged for a scope
+    log under it): a typo left a new empty scope behind. Since 0113 nothing is logged for a scope
     with no row, and none is made (recall_id None; the CLI says so)."""
     out = recall(store, "ss", Q, embedder, log=True)
     assert out.recall_id is None and out.empty_reason == "scope_empty"

@@ -95,7 +95,7 @@ def test_a_recall_logged_before_a_model_change_is_not_replayed_with_the_new_mode
 ) -> None:
     """The recall log had no model: a recall logged with the old model's query vectors, replayed
     after the flip (explain_logged_recall, replay_logged_recall), ranked the new model's pieces
-    with them. Since 0115 the log keeps the model (recall_log.model_key) and a replay across the
+    with them. Since 0113 the log keeps the model (recall_log.model_key) and a replay across the
     change is one line naming both; a recall logged after the change replays."""
     from pgmem.db import scoped
     from pgmem.recall import recall

@@ -226,7 +226,7 @@ def test_a_forget_under_repeatable_read_never_misses_a_later_fold(
     store: Conn, owner: Conn, admin_conn: Conn, db_url: str
 ) -> None:
     """A fold committed after a REPEATABLE READ transaction's snapshot is invisible to it: its
-    forget of a folded piece is refused (25000, every forget under REPEATABLE READ since 0115; a
+    forget of a folded piece is refused (25000, every forget under REPEATABLE READ since 0113; a
     serialization failure, 40001, before), never a fold left holding the piece; at READ
     COMMITTED the fold is deleted."""
     with connect_as(db_url, APP_LOGIN) as rr:

@@ -274,7 +274,7 @@ def recall_command(
             f"SELECT * FROM pgmem.explain_logged_recall('{literal}', {result.recall_id});)"
         )
     elif log and not as_json:
-        # A scope with no row (misspelt, or never written) is not made for a log: nothing logged (0115).
+        # A scope with no row (misspelt, or never written) is not made for a log: nothing logged (0113).
         print(f"(not logged: scope {shown(scope)!r} does not exist)")
     return 1 if result.nothing_searched else 0
 

@@ -1923,7 +1923,7 @@ BEGIN
                                     since => since, until => until, recency => coalesce(recency, 0));
     -- The scope row first (0040), held FOR KEY SHARE, as every writer takes it (pgmem._lock_scope,
     -- which waits for a writer inserting it and for a forget_scope in flight). A scope with no row
-    -- holds nothing a recall could return: nothing is logged (NULL, 0115). Until 0115 the row was
+    -- holds nothing a recall could return: nothing is logged (NULL, 0113). Until 0113 the row was
     -- inserted, so `pgmem recall --log` of a misspelt scope left that scope behind, and a log
     -- written while its scope was forgotten made the scope again, holding the message.
     IF NOT pgmem._lock_scope(log_recall.scope) THEN
@@ -1957,7 +1957,7 @@ BEGIN
             log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
             nullif(log_recall.metadata_filter, '{}'::jsonb), log_recall.time_from, log_recall.time_to, log_recall.recency,
             log_recall.since, log_recall.until, pgmem._recall_settings(),
-            -- The model of the query vectors (0115): the scope's, which the recall was checked against.
+            -- The model of the query vectors (0113): the scope's, which the recall was checked against.
             (SELECT CASE WHEN log_recall.plane = 'fact' THEN s.fact_model_key ELSE s.piece_model_key END
                FROM pgmem.scope s WHERE s.scope_id = log_recall.scope))
     RETURNING l.recall_id INTO id;
@@ -1966,7 +1966,7 @@ END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument). Returns the log row''s recall_id, or NULL when the scope has no row (never written, or forgotten meanwhile): nothing is logged and no scope is made (0115).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument). Returns the log row''s recall_id, or NULL when the scope has no row (never written, or forgotten meanwhile): nothing is logged and no scope is made (0113).';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
@@ -1999,9 +1999,9 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
-    -- Never the vectors of two models ranked together (0115): a recall logged before the scope's
+    -- Never the vectors of two models ranked together (0113): a recall logged before the scope's
     -- model changed (reembed_flip) has query vectors of the old model, and the pieces are of the
-    -- new one. A row logged before 0115 (model_key NULL) is not known, and runs as before.
+    -- new one. A row logged before 0113 (model_key NULL) is not known, and runs as before.
     IF l.model_key IS NOT NULL THEN
         SELECT s.piece_model_key INTO now_key FROM pgmem.scope s WHERE s.scope_id = l.scope_id;
         IF now_key IS DISTINCT FROM l.model_key AND now_key IS NOT NULL THEN
@@ -2026,7 +2026,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0115) raises 22000 naming both models.';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0113) raises 22000 naming both models.';
 
 -- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
 -- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,
@@ -2062,9 +2062,9 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be replayed', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
-    -- Never the vectors of two models ranked together (0115): a recall logged before the scope's
+    -- Never the vectors of two models ranked together (0113): a recall logged before the scope's
     -- model changed (reembed_flip) has query vectors of the old model, and the pieces are of the
-    -- new one. A row logged before 0115 (model_key NULL) is not known, and runs as before.
+    -- new one. A row logged before 0113 (model_key NULL) is not known, and runs as before.
     IF l.model_key IS NOT NULL THEN
         SELECT s.piece_model_key INTO now_key FROM pgmem.scope s WHERE s.scope_id = l.scope_id;
         IF now_key IS DISTINCT FROM l.model_key AND now_key IS NOT NULL THEN
@@ -2128,4 +2128,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.replay_logged_recall(text, bigint) IS
-'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0115) raises 22000 naming both models.';
+'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0113) raises 22000 naming both models.';

@@ -25,7 +25,7 @@ $$;
 COMMENT ON FUNCTION pgmem._recall_log_lock(text) IS
 'The advisory lock of a scope''s recall-log deletes: every delete of the scope''s recall_log rows (pgmem._forget_logs, apply_retention''s trim, forget_scope) holds it exclusively to the end of its transaction, after its other row locks.';
 
--- Forgets run READ COMMITTED only (0115). A forget waits for the writers of what it forgets (the
+-- Forgets run READ COMMITTED only (0113). A forget waits for the writers of what it forgets (the
 -- lock order), then deletes what they wrote; under REPEATABLE READ or SERIALIZABLE (a database or
 -- login whose default_transaction_isolation says so) its snapshot predates that wait, so what a
 -- writer committed meanwhile was not seen: a fact it tied to the forgotten turn outlived
@@ -46,7 +46,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_read_committed(text) IS
-'Internal to the forget functions and apply_retention (0115): raise 25000 naming the caller unless the transaction is READ COMMITTED (under REPEATABLE READ or SERIALIZABLE a forget''s snapshot predates its wait for the writers of what it forgets, whose rows then outlived it).';
+'Internal to the forget functions and apply_retention (0113): raise 25000 naming the caller unless the transaction is READ COMMITTED (under REPEATABLE READ or SERIALIZABLE a forget''s snapshot predates its wait for the writers of what it forgets, whose rows then outlived it).';
 
 -- Recall-log rows of the scope that reference what is being forgotten: a hit (any object at
 -- any depth of `results`) naming one of the piece or fact ids, a (thread, turn) pair, a whole
@@ -457,7 +457,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_turn(text, text, integer) IS
-'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
+'Forget one turn of the transaction''s scope: the turn, its pieces, the facts tied to it (thread and turn_index), the LangGraph store item whose turn it is (turn 0 of an item''s thread), the recall-log rows that returned any of them, and the thread row when no turn or fact of it remains. One row of counts (threads, turns, pieces, facts, documents, recall_logs); zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
 
 -- A thread's rows without the recall-log step: forget_thread is this and then pgmem._forget_logs;
 -- expire_items calls it (through pgmem._delete_item_rows) for each expired item and then
@@ -512,7 +512,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_thread(text, text) IS
-'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the LangGraph store items whose turn it holds, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
+'Forget a whole thread of the transaction''s scope: its turns and pieces, every fact tied to the thread, the LangGraph store items whose turn it holds, the thread row, and the recall-log rows that returned any of them or were filtered to the thread. One row of counts; zeros when there was nothing to forget. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_fact(scope text, fact_id bigint)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -555,7 +555,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_fact(text, bigint) IS
-'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
+'Forget one fact of the transaction''s scope (by fact_id, as fact_recall returns it), its thread row when no turn or fact of the thread remains, and the fact-plane recall-log rows that returned it. One row of counts; zeros when there was no such fact. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
 
 -- A fact names the document it is about as its section: the document id, or id#anchor. A
 -- document id may hold '#' itself, so 'a#b#c' is about document 'a#b' when the scope has it,
@@ -711,7 +711,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_document(text, text) IS
-'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; documents is 0 when the scope has no such document, and the facts about the id are forgotten all the same (facts may name a document before it is stored); zeros when nothing was there. pgmem.remove_document calls it for a stored document only. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
+'Forget one document of the transaction''s scope: the document, its chunks and unit pieces, the facts whose section is the document id (or id#anchor, unless another document of the scope that the section names takes them: a longer id holding ''#'', or, when the scope holds no such document, a shorter one: pgmem._document_fact), the thread rows of those facts where no turn or fact of the thread remains, and the recall-log rows that returned any of them. One row of counts; documents is 0 when the scope has no such document, and the facts about the id are forgotten all the same (facts may name a document before it is stored); zeros when nothing was there. pgmem.remove_document calls it for a stored document only. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
 
 CREATE OR REPLACE FUNCTION pgmem.forget_scope(scope text)
 RETURNS TABLE (threads integer, turns integer, pieces integer, facts integer, documents integer, recall_logs integer)
@@ -786,4 +786,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.forget_scope(text) IS
-'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0115).';
+'Forget everything of the transaction''s scope: pieces, facts, turns, threads, documents and their chunks, the recall log, the scope row itself (its model binding) with the rows keyed on it (LangGraph store items), and its entry in the store''s namespace directory; the scope is remembered as forgotten 30 days (pgmem.forgotten_scope, its sha256), so an import''s conditional put_item of an older item does not write its namespace again. One row of counts; zeros when the scope holds nothing. Its per-scope ANN index, if any, is left empty until index maintenance drops it. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';

@@ -23,7 +23,7 @@ as before.
 
 The functions are sql/idempotent/030_recall.sql, 070_forget.sql, 075_retention.sql.
 
-Revision ID: 0115
+Revision ID: 0113
 Revises: 0112
 Create Date: 2026-12-07
 """
@@ -32,7 +32,7 @@ from alembic import op
 
 from pgmem.sqlfiles import apply, apply_idempotent
 
-revision = "0115"
+revision = "0113"
 down_revision = "0112"
 branch_labels = None
 depends_on = None
