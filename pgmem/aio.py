@@ -20,6 +20,7 @@ import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
@@ -27,6 +28,7 @@ from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
 from pgmem.calls import (
+    READ_COMMITTED,
     RETRY_ATTEMPTS,
     SCOPE_LOCAL,
     SET_SCOPE,
@@ -158,6 +160,11 @@ async def _execute(conn: psycopg.AsyncConnection[Any], q: Query, own: bool) -> o
 
 
 async def _execute_once(conn: psycopg.AsyncConnection[Any], q: Query) -> object:
+    if q.read_committed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        # pgmem.calls._execute_once: a forget runs at READ COMMITTED in its own transaction.
+        async with conn.transaction():
+            await conn.execute(READ_COMMITTED)
+            return await _execute_once(conn, replace(q, read_committed=False))
     if q.scope is not None and one_round_trip(conn):
         # pgmem.calls._execute_once: the scope's setting and the statement in one round trip.
         check_name(q.scope, "scope")

@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
@@ -79,13 +79,23 @@ class Query:
 
     `wait=False`: the call reads no reply (it is sent None). A driver that runs a whole call in
     one transaction (the LangGraph store's) then sends the statement without waiting for it; an
-    error of the statement ends the transaction at the next statement waited for, or at COMMIT."""
+    error of the statement ends the transaction at the next statement waited for, or at COMMIT.
+
+    `read_committed=True` (the forgets): run in its own transaction, it runs at READ COMMITTED
+    whatever the login's default_transaction_isolation, because a forget must see the rows a
+    writer committed while it waited for its locks, and SQL refuses it under REPEATABLE READ or
+    SERIALIZABLE (25000). Inside the caller's transaction it runs at the caller's level."""
 
     scope: str | None
     sql: str | Composed
     params: Sequence[object] = ()
     one: bool = False
     wait: bool = True
+    read_committed: bool = False
+
+
+#: The first statement of a `read_committed` query's own transaction.
+READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 
 
 @dataclass(frozen=True)
@@ -295,6 +305,10 @@ def one_round_trip(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any])
 
 
 def _execute_once(conn: psycopg.Connection[Any], q: Query) -> object:
+    if q.read_committed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        with conn.transaction():
+            conn.execute(READ_COMMITTED)
+            return _execute_once(conn, replace(q, read_committed=False))
     if q.scope is not None and one_round_trip(conn):
         check_name(q.scope, "scope")
         # The types first: fetching them is a statement of its own, in its own transaction.

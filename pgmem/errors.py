@@ -128,8 +128,10 @@ class NotFoundError(DatabaseError):
 
 
 #: SQLSTATE classes of a refusal of the caller's request, as opposed to a failure of the
-#: connection or the server (08, 40, 53, 57, XX), which stay the driver's exceptions.
-REFUSAL_CLASSES = frozenset({"22", "23", "3F", "42", "54", "P0"})
+#: connection or the server (08, 40, 53, 57, XX), which stay the driver's exceptions. Class 25
+#: is a request its transaction cannot run: a forget or a flip in the caller's REPEATABLE READ
+#: transaction (25000), a write in a read-only one (25006).
+REFUSAL_CLASSES = frozenset({"22", "23", "25", "3F", "42", "54", "P0"})
 #: A statement the server canceled on a connection that stays usable (CanceledError): a timeout
 #: or pg_cancel_backend is not a failure of the connection, unlike the rest of class 57
 #: (pg_terminate_backend, a shutdown: 57P01-57P03, the connection gone).

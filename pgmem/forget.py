@@ -62,7 +62,7 @@ def _forget(function: str, args: tuple[object, ...]) -> Call[Forgotten]:
     )
     if function == "forget_scope":
         args = (scope, *args)
-    row = yield Query(scope, query, args, one=True)
+    row = yield Query(scope, query, args, one=True, read_committed=True)
     return Forgotten(*(int(v) for v in row))
 
 

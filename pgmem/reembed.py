@@ -157,6 +157,7 @@ def reembed_call(
             "SELECT flipped, pending, pieces, turns FROM pgmem.reembed_flip(%s, %s, %s, %s)",
             (scope, embedder.model_id, dims, float(document_weight)),
             one=True,
+            read_committed=True,  # the flip must see the writers it waits for, as a forget must
         )
         if bool(row[0]):
             flipped, turns = True, int(row[3])

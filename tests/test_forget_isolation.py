@@ -107,3 +107,36 @@ def test_every_forget_and_retention_refuse_repeatable_read_in_one_line_changing_
     assert primary == "apply_retention must run in a READ COMMITTED transaction, not SERIALIZABLE"
     assert count(admin_conn, "SELECT count(*) FROM pgmem.turn WHERE scope_id = %s", (SCOPE,)) == 1
     assert _facts_of_turn(admin_conn, "t", 0) == 1
+
+
+def test_pythons_forgets_run_read_committed_on_a_repeatable_read_login(conn: Conn, app_url: str) -> None:
+    """A login whose default is REPEATABLE READ still forgets through the Python API, sync and
+    async: a forget run in its own transaction is sent at READ COMMITTED (Query.read_committed).
+    Inside the caller's own REPEATABLE READ transaction the refusal is one line (PgmemError)."""
+    import asyncio
+
+    from pgmem import aio, forget_scope, forget_thread
+    from pgmem.errors import PgmemError
+
+    turns = [make_turn(SCOPE, t, 0, f"turn of {t} about the harbour") for t in ("a", "b", "c")]
+    assert ingest_turns(conn, turns, EMB).inserted == 3
+    with connect(app_url) as rr:
+        rr.execute("ALTER ROLE CURRENT_USER SET default_transaction_isolation = 'repeatable read'")
+    try:
+        with connect(app_url) as rr:
+            assert rr.execute("SHOW default_transaction_isolation").fetchone() == ("repeatable read",)
+            assert forget_turn(rr, SCOPE, "a", 0).turns == 1
+            with pytest.raises(PgmemError) as err, rr.transaction():
+                forget_thread(rr, SCOPE, "b")
+            assert "\n" not in str(err.value) and "READ COMMITTED transaction, not REPEATABLE READ" in str(err.value)
+            assert forget_thread(rr, SCOPE, "b").turns == 1
+
+        async def go() -> int:
+            async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as arr:
+                return (await aio.forget_scope(arr, SCOPE)).turns
+
+        assert asyncio.run(go()) == 1
+        assert forget_scope(conn, SCOPE).turns == 0
+    finally:
+        with connect(app_url) as rr:
+            rr.execute("ALTER ROLE CURRENT_USER RESET default_transaction_isolation")

@@ -27,6 +27,7 @@ import pytest
 
 from pgmem import forget_thread, forget_turn
 from pgmem.db import connect
+from pgmem.errors import PgmemError
 from pgmem.forget import Forgotten
 from pgmem.ingest import IngestReport, ingest_turns
 from pgmem.lab.bench.churn import deadlocks
@@ -300,7 +301,7 @@ def test_a_forget_in_a_repeatable_read_transaction_of_a_thread_created_after_its
         rr.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
         rr.execute("SELECT count(*) FROM pgmem.turn").fetchone()  # the snapshot
         assert ingest_turns(conn, [make_turn(scope, "late", 0, "bravo, written after it")], EMB).inserted == 1
-        with pytest.raises(psycopg.Error, match="READ COMMITTED") as err:
+        with pytest.raises(PgmemError, match="READ COMMITTED") as err:
             forget_thread(rr, scope, "late")
         assert getattr(err.value, "sqlstate", None) == "25000"
         rr.execute("ROLLBACK")

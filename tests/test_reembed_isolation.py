@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from pgmem.db import connect
+from pgmem.errors import PgmemError
 from pgmem.ingest import ingest_turns
 from pgmem.reembed import reembed
 from tests.security_helpers import Conn, HashEmbedder, make_turn
@@ -79,13 +80,16 @@ def test_a_flip_under_a_stricter_isolation_leaves_no_piece_of_the_old_model(
 
 
 def test_the_model_change_says_so_in_one_line_on_a_repeatable_read_login(app_url: str, admin_conn: Conn) -> None:
+    """reembed's flip is sent at READ COMMITTED in its own transaction whatever the login's
+    default (Query.read_committed); inside the caller's REPEATABLE READ transaction it is refused
+    in one line (a PgmemError, 25000)."""
     with connect(app_url) as c:
         ingest_turns(c, [make_turn(SCOPE, "t", 0, "note about the ferry")], OLD)
         c.execute("SET default_transaction_isolation = 'repeatable read'")
-        with pytest.raises(psycopg.Error, match="must run in a READ COMMITTED transaction, not REPEATABLE READ") as err:
+        refused = "must run in a READ COMMITTED transaction, not REPEATABLE READ"
+        with pytest.raises(PgmemError, match=refused) as err, c.transaction():
             reembed(c, SCOPE, NEW)
         assert "\n" not in str(err.value)
-        c.execute("SET default_transaction_isolation = 'read committed'")
         assert reembed(c, SCOPE, NEW).flipped  # what it staged stays staged: nothing embedded twice
     assert piece_models(admin_conn) == {NEW.model_id} == {scope_model(admin_conn)}
 

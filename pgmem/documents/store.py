@@ -531,7 +531,9 @@ def remove_document_call(scope: str, document_id: str) -> Call[bool]:
     when the scope holds no such document: `pgmem.forget_document` also forgets the facts that
     name an id no document has, and says how many."""
     check_name(document_id, "document_id", max_chars=1000)
-    row = yield Query(scope, "SELECT pgmem.remove_document(%s, %s)", (scope, document_id), one=True)
+    row = yield Query(
+        scope, "SELECT pgmem.remove_document(%s, %s)", (scope, document_id), one=True, read_committed=True
+    )
     return bool(row and row[0])
 
 
