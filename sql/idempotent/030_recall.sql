@@ -1785,10 +1785,12 @@ BEGIN
                                                      WHERE d.scope_id = _drop_gone_hits.scope
                                                        AND d.document_id = a.e ->> 'document_id'))
                                 -- 0040: a forgotten fact's hit (its body) was kept.
-                                OR (plane = 'fact' AND a.e ? 'fact_id' AND jsonb_typeof(a.e -> 'fact_id') = 'number'
+                                -- 0113: or its piece_id, as Python's fact_recall names a fact.
+                                OR (plane = 'fact'
+                                    AND jsonb_typeof(coalesce(a.e -> 'fact_id', a.e -> 'piece_id')) IS NOT DISTINCT FROM 'number'
                                     AND NOT EXISTS (SELECT 1 FROM pgmem.fact f
                                                      WHERE f.scope_id = _drop_gone_hits.scope
-                                                       AND f.fact_id = (a.e ->> 'fact_id')::numeric))))),
+                                                       AND f.fact_id = (coalesce(a.e -> 'fact_id', a.e -> 'piece_id') #>> '{}')::numeric))))),
                         '[]'::jsonb);
     ELSIF jsonb_typeof(v) = 'object' THEN
         RETURN coalesce((SELECT jsonb_object_agg(o.k, pgmem._drop_gone_hits(scope, plane, o.e)) FROM jsonb_each(v) AS o(k, e)),
@@ -1798,7 +1800,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
-'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane) is no longer stored in the scope.';
+'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane: its fact_id, or its piece_id when it has none, as Python''s fact_recall names a fact, 0113) is no longer stored in the scope.';
 
 -- The session settings that change what a memory recall returns (read by memory_recall and the
 -- functions it calls): log_recall records those the caller's session set (0057), and the replays
@@ -1947,8 +1949,10 @@ BEGIN
     -- flight is waited for, and its fact's hit dropped below.
     PERFORM 1 FROM pgmem.fact f
      WHERE plane = 'fact' AND f.scope_id = log_recall.scope
-       AND f.fact_id IN (SELECT (o.v ->> 'fact_id')::numeric FROM jsonb_path_query(results, 'strict $.**') AS o(v)
-                          WHERE jsonb_typeof(o.v) = 'object' AND jsonb_typeof(o.v -> 'fact_id') = 'number')
+       AND f.fact_id IN (SELECT (coalesce(o.v -> 'fact_id', o.v -> 'piece_id') #>> '{}')::numeric
+                           FROM jsonb_path_query(results, 'strict $.**') AS o(v)
+                          WHERE jsonb_typeof(o.v) = 'object'
+                            AND jsonb_typeof(coalesce(o.v -> 'fact_id', o.v -> 'piece_id')) = 'number')
      ORDER BY f.fact_id FOR KEY SHARE;
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
     -- With the recall settings this session set (0057): a replay runs under them.

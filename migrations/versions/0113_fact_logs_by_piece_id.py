@@ -1,0 +1,22 @@
+"""A fact-plane recall log names its facts as Python's fact_recall does (functions only).
+
+Python's fact_recall returns a fact as a hit's piece_id (Hit.piece_id; `pgmem facts search
+--json` prints it so), and the forget functions looked for a fact-plane log's facts under
+fact_id only: a fact recall logged with pgmem.log_recall as Python returned it kept the body of a
+fact forget_fact (or forget_document, or a forget of its thread's turn by id) had forgotten, and
+log_recall kept the hit of a fact forgotten between the recall and its log. A fact-plane hit's
+fact is its fact_id now, or its piece_id when it has none (pgmem._forget_logs,
+pgmem._drop_gone_hits, pgmem.log_recall).
+
+Only re-runnable definitions change (sql/idempotent/030_recall.sql, 070_forget.sql).
+
+Revision ID: 0113
+Revises: 0112
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0113"
+down_revision = "0112"
+upgrade, downgrade = functions_only(revision)
