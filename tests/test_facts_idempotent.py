@@ -331,3 +331,21 @@ def test_two_calls_adding_the_same_facts_in_other_orders_do_not_deadlock(app_url
     assert sum(len(ids) for _, ids in returned) == rounds * n
     for bodies, ids in returned:
         assert ids == sorted(ids) and [body[i] for i in ids] == [b for b in bodies if b in {body[i] for i in ids}]
+
+
+def test_another_models_facts_are_refused_without_sending_the_caller_to_reembed(app_conn: Conn) -> None:
+    # pgmem reembed moves a scope's pieces, not its facts: after it, a fact write or recall with
+    # the new model was refused with a hint to run pgmem reembed, which changes nothing (rt74).
+    from pgmem.errors import ModelRefusedError
+
+    add_facts(app_conn, "fm", [Fact("The user's dog is called Rex.")], HashEmbedder())
+    other = HashEmbedder(model_id="test:other")
+    for call in (
+        lambda: add_facts(app_conn, "fm", [Fact("The user moved to Lisbon.")], other),
+        lambda: fact_recall(app_conn, "fm", "dog", other),
+    ):
+        with pytest.raises(ModelRefusedError, match="stores fact vectors from model test:hash") as err:
+            call()
+        assert err.value.hint and "reembed --to" not in err.value.hint
+        assert "not its facts, which keep the model they were stored with" in err.value.hint
+    assert _count(app_conn, "fm") == 1

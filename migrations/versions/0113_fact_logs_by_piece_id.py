@@ -1,4 +1,4 @@
-"""A fact-plane recall log names its facts as Python's fact_recall does (functions only).
+"""Fact-plane recall logs name facts as Python does; the fact plane's model hint (functions only).
 
 Python's fact_recall returns a fact as a hit's piece_id (Hit.piece_id; `pgmem facts search
 --json` prints it so), and the forget functions looked for a fact-plane log's facts under
@@ -8,7 +8,11 @@ log_recall kept the hit of a fact forgotten between the recall and its log. A fa
 fact is its fact_id now, or its piece_id when it has none (pgmem._forget_logs,
 pgmem._drop_gone_hits, pgmem.log_recall).
 
-Only re-runnable definitions change (sql/idempotent/030_recall.sql, 070_forget.sql).
+pgmem reembed moves a scope's pieces, not its facts, which keep the model they were stored with;
+a fact write or recall with another model (bind_scope_model, check_recall_args) was refused with a
+hint to run pgmem reembed, which changed nothing for them. The fact plane's hint says so now.
+
+Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 030_recall.sql, 070_forget.sql).
 
 Revision ID: 0113
 Revises: 0112

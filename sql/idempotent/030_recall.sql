@@ -154,7 +154,11 @@ BEGIN
             RAISE EXCEPTION 'scope % stores % vectors from model %; this query was embedded with model %',
                 scope, plane, bound_id, model_id
                 USING ERRCODE = '22000',
-                      HINT = format('Recall with the scope''s model (%s), or move the scope to this model (pgmem reembed --to MODEL --scope SCOPE).', bound_id);
+                      -- A scope's facts keep the model they were stored with: pgmem reembed moves its
+                      -- pieces only, and sent a fact recall's caller to it in vain (0113).
+                      HINT = CASE WHEN plane = 'fact'
+                                  THEN format('Recall the scope''s facts with their model (%s): pgmem reembed moves a scope''s pieces, not its facts, which keep the model they were stored with.', bound_id)
+                                  ELSE format('Recall with the scope''s model (%s), or move the scope to this model (pgmem reembed --to MODEL --scope SCOPE).', bound_id) END;
         END IF;
     END IF;
 END
