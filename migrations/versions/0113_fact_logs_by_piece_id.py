@@ -12,6 +12,9 @@ pgmem reembed moves a scope's pieces, not its facts, which keep the model they w
 a fact write or recall with another model (bind_scope_model, check_recall_args) was refused with a
 hint to run pgmem reembed, which changed nothing for them. The fact plane's hint says so now.
 
+empty_recall_reason(scope, thread, metadata_filter, 'fact') ignored the filter, which fact_recall
+does not take, and answered for an unfiltered recall; it raises 22023 now, as the document plane.
+
 Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 030_recall.sql, 070_forget.sql).
 
 Revision ID: 0113

@@ -835,6 +835,11 @@ BEGIN
         RETURN;
     END IF;
     IF plane = 'fact' THEN
+        -- fact_recall takes no metadata filter (a fact has no metadata): a reason for a filtered
+        -- fact recall answered for another one, the filter ignored (0113).
+        IF filt IS NOT NULL THEN
+            RAISE EXCEPTION 'a fact recall has no metadata filter' USING ERRCODE = '22023';
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM pgmem.fact f WHERE f.scope_id = empty_recall_reason.scope) THEN
             RETURN QUERY SELECT 'scope_empty'::text, format('scope %s holds no facts (check the scope name)', empty_recall_reason.scope);
         ELSIF empty_recall_reason.thread IS NOT NULL AND NOT EXISTS (
@@ -872,7 +877,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
-'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane. A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
+'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane (which takes no metadata filter: 22023, since 0113). A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
 
 -- since / until are a hard filter: a recall whose bounds keep no turn returned nothing, and
 -- empty_recall_reason (which takes no bounds) said below_floor, "the scope holds turns, none close
