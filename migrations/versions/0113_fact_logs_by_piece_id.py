@@ -15,7 +15,13 @@ hint to run pgmem reembed, which changed nothing for them. The fact plane's hint
 empty_recall_reason(scope, thread, metadata_filter, 'fact') ignored the filter, which fact_recall
 does not take, and answered for an unfiltered recall; it raises 22023 now, as the document plane.
 
-Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 030_recall.sql, 070_forget.sql).
+add_facts inserted its threads as a set, then locked them, and did both again when a thread had
+been forgotten in between: it then inserted that thread anew while holding a later thread it had
+created, and another add_facts that had created the forgotten thread meanwhile and waited for the
+later one deadlocked with it (40P01). It creates and locks one thread at a time, in key order.
+
+Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 020_ingest.sql, 030_recall.sql,
+070_forget.sql).
 
 Revision ID: 0113
 Revises: 0112
