@@ -200,6 +200,16 @@ def test_an_empty_fact_search_says_why(conn: Conn, embedder: Embedder) -> None:
     assert fact_recall(conn, "demoo", "dogs", embedder).empty_reason == "scope_empty"
     assert fact_recall(conn, "demo", "dogs", embedder, thread="t9").empty_reason == "thread_empty"
     assert fact_recall(conn, "demo", "dogs", embedder, floor=0.99).empty_reason == "below_floor"
+    # fact_recall takes no metadata filter: a reason for a filtered one was the unfiltered one's (rt74).
+    with conn.transaction(), scoped(conn, "demo"):
+        for thread in ("NULL", "'t9'"):
+            with (
+                pytest.raises(psycopg.errors.InvalidParameterValue, match="a fact recall has no metadata filter"),
+                conn.transaction(),
+            ):
+                conn.execute(f"SELECT * FROM pgmem.empty_recall_reason('demo', {thread}, '{{\"a\": 1}}', 'fact')")
+        row = conn.execute("SELECT reason FROM pgmem.empty_recall_reason('demo', NULL, '{}', 'fact')").fetchone()
+        assert row == ("below_floor",)
 
 
 def store_document(conn: Conn, embedder: Embedder) -> None:

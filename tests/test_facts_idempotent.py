@@ -331,3 +331,87 @@ def test_two_calls_adding_the_same_facts_in_other_orders_do_not_deadlock(app_url
     assert sum(len(ids) for _, ids in returned) == rounds * n
     for bodies, ids in returned:
         assert ids == sorted(ids) and [body[i] for i in ids] == [b for b in bodies if b in {body[i] for i in ids}]
+
+
+def test_another_models_facts_are_refused_without_sending_the_caller_to_reembed(app_conn: Conn) -> None:
+    # pgmem reembed moves a scope's pieces, not its facts: after it, a fact write or recall with
+    # the new model was refused with a hint to run pgmem reembed, which changes nothing (rt74).
+    from pgmem.errors import ModelRefusedError
+
+    add_facts(app_conn, "fm", [Fact("The user's dog is called Rex.")], HashEmbedder())
+    other = HashEmbedder(model_id="test:other")
+    for call in (
+        lambda: add_facts(app_conn, "fm", [Fact("The user moved to Lisbon.")], other),
+        lambda: fact_recall(app_conn, "fm", "dog", other),
+    ):
+        with pytest.raises(ModelRefusedError, match="stores fact vectors from model test:hash") as err:
+            call()
+        assert err.value.hint and "reembed --to" not in err.value.hint
+        assert "not its facts, which keep the model they were stored with" in err.value.hint
+    assert _count(app_conn, "fm") == 1
+
+
+def test_a_thread_gone_while_add_facts_locked_its_threads_is_no_deadlock(app_url: str, admin_conn: Conn) -> None:
+    """add_facts inserted its threads as a set, then locked them; a thread forgotten in between
+    was inserted again while the call held a later thread it had created, which another
+    add_facts, having created the forgotten thread meanwhile, waited for: a deadlock (40P01,
+    rt74). One thread at a time now, inserted then locked, in key order."""
+    import threading
+    import time
+
+    from pgvector.psycopg import register_vector
+
+    from tests.security_helpers import hash_vector
+
+    scope, vec = "fact-gone-thread", hash_vector("a fact")
+    add_sql = "SELECT pgmem.add_facts(%s, 'test:hash', %s, %s::vector[], %s)"
+
+    def app() -> Conn:
+        c = psycopg.connect(app_url, autocommit=True)
+        register_vector(c)
+        return c
+
+    def add(c: Conn, threads: list[str], errors: list[str]) -> None:
+        try:
+            with c.transaction(), scoped(c, scope):
+                c.execute(add_sql, (scope, [f"fact on {t}" for t in threads], [vec] * len(threads), threads)).fetchall()
+        except psycopg.Error as exc:
+            errors.append(f"{exc.sqlstate}: {exc}")
+
+    def blocked(c: Conn) -> None:
+        for _ in range(200):
+            row = admin_conn.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (c.info.backend_pid,)
+            ).fetchone()
+            if row == ("Lock",):
+                return
+            time.sleep(0.01)
+        raise AssertionError("the call never waited")
+
+    setup, a, b = app(), app(), app()
+    holder = psycopg.connect(admin_conn.info.dsn, password=admin_conn.info.password)
+    errors: list[str] = []
+    try:
+        add(setup, ["tb", "td"], errors)
+        # The first thread held: call A inserts its new thread tf, then waits to lock tb.
+        holder.execute("SELECT 1 FROM pgmem.thread WHERE scope_id = %s AND thread_id = 'tb' FOR UPDATE", (scope,))
+        first = threading.Thread(target=add, args=(a, ["tb", "td", "tf"], errors))
+        first.start()
+        blocked(a)
+        # td forgotten before A locks it; call B creates it again, then waits for A's tf.
+        with setup.transaction(), scoped(setup, scope):
+            setup.execute("SELECT * FROM pgmem.forget_thread(%s, 'td')", (scope,))
+        second = threading.Thread(target=add, args=(b, ["td", "tf"], errors))
+        second.start()
+        time.sleep(0.2)
+        holder.rollback()  # A goes on: td is gone for it, so it inserts it again
+        first.join(10)
+        second.join(10)
+    finally:
+        holder.close()
+        for c in (setup, a, b):
+            c.close()
+    assert errors == []
+    with scoped(admin_conn, scope):
+        rows = admin_conn.execute("SELECT thread_id, body FROM pgmem.fact WHERE scope_id = %s ORDER BY 1, 2", (scope,))
+        assert {r[0] for r in rows.fetchall()} == {"tb", "td", "tf"}

@@ -272,6 +272,27 @@ def test_forget_fact(conn: Conn, admin_conn: Conn) -> None:
     assert forget_turn(conn, "s", "t", np.int32(1)).turns == 1  # type: ignore[arg-type]
 
 
+def test_a_fact_recall_logged_as_python_returns_it_goes_with_its_fact(conn: Conn, admin_conn: Conn) -> None:
+    # Python's fact_recall names a fact as a Hit's piece_id (as `pgmem facts search --json`
+    # does): a fact-plane log of its groups kept a forgotten fact's body (rt74).
+    add_facts(conn, "s", [Fact("the locker code is ZEBRA"), Fact("the ferry leaves at nine")], EMB)
+    found = fact_recall(conn, "s", "locker code", EMB, floor=-1)
+    hits = [h for g in found.groups for h in g.hits]
+    zebra = next(h.piece_id for h in hits if "ZEBRA" in h.body)
+    q = embed_query("locker code", EMB)
+    log = "SELECT pgmem.log_recall('s', 'fact', 'locker code', %s, %s::vector[], 5, -1, NULL, 'vector', %s::jsonb)"
+    with scoped(conn, "s"):
+        conn.execute(log, (q.texts, list(q.blended), json.dumps(found.as_dict()["groups"])))
+    done = forget_fact(conn, "s", zebra)
+    assert (done.facts, done.recall_logs) == (1, 1)
+    assert _secret_anywhere(admin_conn) == []
+    # Logged after the forget (the recall ran before it): the forgotten fact's hit is dropped.
+    with scoped(conn, "s"):
+        conn.execute(log, (q.texts, list(q.blended), json.dumps(found.as_dict()["groups"])))
+    assert _secret_anywhere(admin_conn) == []
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.recall_log").fetchone() == (1,)
+
+
 def test_a_thread_only_facts_named_goes_with_its_last_fact(conn: Conn, admin_conn: Conn) -> None:
     """add_facts creates the row of a thread its facts name; forget_fact and forget_document took
     the facts and left the row, whose name is the caller's data. A thread left with no turn and no

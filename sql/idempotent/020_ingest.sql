@@ -675,7 +675,7 @@ DECLARE
     n integer := coalesce(array_length(vectors, 1), 0);
     key integer;
     thr text[];
-    got integer;
+    one_thread text;
     bad_arg text;
     -- A fact naming a store item's thread (0094): its entry, its thread and the item.
     held_no bigint;
@@ -752,15 +752,18 @@ BEGIN
     -- thread (FOR UPDATE) then either finishes first and the facts land after it, under the
     -- thread again, or waits and deletes them with the thread; before, a fact added while the
     -- forget ran outlived it.
-    LOOP
-        INSERT INTO pgmem.thread AS th (scope_id, thread_id)
-        SELECT add_facts.scope, t.id FROM unnest(thr) AS t(id) ORDER BY t.id
-        ON CONFLICT (scope_id, thread_id) DO NOTHING;
-        SELECT count(*) INTO got FROM (
-            SELECT 1 FROM pgmem.thread th
-             WHERE th.scope_id = add_facts.scope AND th.thread_id = ANY (thr)
-             ORDER BY th.thread_id FOR KEY SHARE) l;
-        EXIT WHEN got = cardinality(thr);
+    -- One thread at a time, in key order (0113): inserted then locked, again while it is gone.
+    -- The set at once, tried again when a thread had gone between its insert and its lock, inserted
+    -- that thread anew while this call held a later one it had created: another add_facts that
+    -- had created the thread meanwhile and waited for the later one deadlocked with it (40P01).
+    FOREACH one_thread IN ARRAY thr LOOP
+        LOOP
+            INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (add_facts.scope, one_thread)
+            ON CONFLICT (scope_id, thread_id) DO NOTHING;
+            PERFORM 1 FROM pgmem.thread th
+             WHERE th.scope_id = add_facts.scope AND th.thread_id = one_thread FOR KEY SHARE;
+            EXIT WHEN FOUND;
+        END LOOP;
     END LOOP;
     -- A thread a store item holds is the item's (0094): a fact tied to it was forgotten with the
     -- item. Read with the threads locked, as put_turns does.
