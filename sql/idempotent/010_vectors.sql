@@ -283,7 +283,7 @@ BEGIN
     IF bound <> key AND NOT reembed THEN
         RAISE EXCEPTION '%', pgmem.model_refusal(bind_scope_model.scope, model_id, dims, plane)
             USING ERRCODE = '22000',
-                  -- The fact plane keeps its model: pgmem reembed moves pieces only (0113).
+                  -- The fact plane keeps its model: pgmem reembed moves pieces only (0114).
                   HINT = CASE WHEN plane = 'fact'
                               THEN 'Add the scope''s facts with their model: pgmem reembed moves a scope''s pieces, not its facts, which keep the model they were stored with.'
                               ELSE 'Use the scope''s model, or change the scope''s model without downtime: pgmem reembed --to MODEL --scope SCOPE.' END;

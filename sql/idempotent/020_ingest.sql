@@ -752,7 +752,7 @@ BEGIN
     -- thread (FOR UPDATE) then either finishes first and the facts land after it, under the
     -- thread again, or waits and deletes them with the thread; before, a fact added while the
     -- forget ran outlived it.
-    -- One thread at a time, in key order (0113): inserted then locked, again while it is gone.
+    -- One thread at a time, in key order (0114): inserted then locked, again while it is gone.
     -- The set at once, tried again when a thread had gone between its insert and its lock, inserted
     -- that thread anew while this call held a later one it had created: another add_facts that
     -- had created the thread meanwhile and waited for the later one deadlocked with it (40P01).

@@ -155,7 +155,7 @@ BEGIN
                 scope, plane, bound_id, model_id
                 USING ERRCODE = '22000',
                       -- A scope's facts keep the model they were stored with: pgmem reembed moves its
-                      -- pieces only, and sent a fact recall's caller to it in vain (0113).
+                      -- pieces only, and sent a fact recall's caller to it in vain (0114).
                       HINT = CASE WHEN plane = 'fact'
                                   THEN format('Recall the scope''s facts with their model (%s): pgmem reembed moves a scope''s pieces, not its facts, which keep the model they were stored with.', bound_id)
                                   ELSE format('Recall with the scope''s model (%s), or move the scope to this model (pgmem reembed --to MODEL --scope SCOPE).', bound_id) END;
@@ -836,7 +836,7 @@ BEGIN
     END IF;
     IF plane = 'fact' THEN
         -- fact_recall takes no metadata filter (a fact has no metadata): a reason for a filtered
-        -- fact recall answered for another one, the filter ignored (0113).
+        -- fact recall answered for another one, the filter ignored (0114).
         IF filt IS NOT NULL THEN
             RAISE EXCEPTION 'a fact recall has no metadata filter' USING ERRCODE = '22023';
         END IF;
@@ -877,7 +877,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.empty_recall_reason(text, text, jsonb, text) IS
-'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane (which takes no metadata filter: 22023, since 0113). A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
+'Why a memory (or, with plane => ''fact'', a fact) recall, or (plane => ''document'', without thread or filter) a document search, returned nothing: scope_empty (the scope holds no memory, facts or documents, or is not visible to this login), thread_empty (the thread filter names no stored turn), filter_empty (no turn''s metadata contains the filter), or below_floor (there were turns, none scored above the floor). memory_recall raises it as a NOTICE when it returns no row (through pgmem.empty_memory_recall_reason, which knows since / until); the Python Recall carries it as empty_reason. fact_recall does the same for the fact plane (which takes no metadata filter: 22023, since 0114). A metadata_filter memory_recall refuses (not a JSON object, over 4,096 bytes) raises 22023 here too (0111). The scope must be the transaction''s pgmem.scope.';
 
 -- since / until are a hard filter: a recall whose bounds keep no turn returned nothing, and
 -- empty_recall_reason (which takes no bounds) said below_floor, "the scope holds turns, none close
@@ -1794,7 +1794,7 @@ BEGIN
                                                      WHERE d.scope_id = _drop_gone_hits.scope
                                                        AND d.document_id = a.e ->> 'document_id'))
                                 -- 0040: a forgotten fact's hit (its body) was kept.
-                                -- 0113: or its piece_id, as Python's fact_recall names a fact.
+                                -- 0114: or its piece_id, as Python's fact_recall names a fact.
                                 OR (plane = 'fact'
                                     AND jsonb_typeof(coalesce(a.e -> 'fact_id', a.e -> 'piece_id')) IS NOT DISTINCT FROM 'number'
                                     AND NOT EXISTS (SELECT 1 FROM pgmem.fact f
@@ -1809,7 +1809,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._drop_gone_hits(text, text, jsonb) IS
-'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane: its fact_id, or its piece_id when it has none, as Python''s fact_recall names a fact, 0113) is no longer stored in the scope.';
+'Internal to log_recall: the results with every hit object (at any depth of an array) removed whose turn (memory plane), document (document plane) or fact (fact plane: its fact_id, or its piece_id when it has none, as Python''s fact_recall names a fact, 0114) is no longer stored in the scope.';
 
 -- The session settings that change what a memory recall returns (read by memory_recall and the
 -- functions it calls): log_recall records those the caller's session set (0057), and the replays

@@ -84,7 +84,7 @@ BEGIN
                  WHERE jsonb_typeof(o.v) = 'object'
                    AND ((o.v -> 'piece_id') IN (SELECT to_jsonb(u.i) FROM unnest(_forget_logs.piece_ids) AS u(i))
                         -- A fact-plane hit names its fact as fact_id, or as piece_id when it is
-                        -- logged as Python's fact_recall returns it (Hit.piece_id, 0113): that
+                        -- logged as Python's fact_recall returns it (Hit.piece_id, 0114): that
                         -- log row kept a forgotten fact's body.
                         OR (l.plane = 'fact'
                             AND coalesce(o.v -> 'fact_id', o.v -> 'piece_id')
@@ -101,7 +101,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._forget_logs(text, text[], integer[], bigint[], bigint[], text) IS
-'Internal to the forget functions and apply_retention: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane: a hit''s fact_id, or its piece_id when it has none, as Python''s fact_recall names a fact, 0113), a (thread, turn_index) pair of threads and turn_indexes, a whole thread (a thread whose turn index is NULL: and the recalls filtered to it) or the document_id, in one read of the log, under the scope''s recall-log lock (pgmem._recall_log_lock). Returns the rows deleted.';
+'Internal to the forget functions and apply_retention: delete the scope''s recall_log rows whose results (any object at any depth) name one of piece_ids, fact_ids (fact plane: a hit''s fact_id, or its piece_id when it has none, as Python''s fact_recall names a fact, 0114), a (thread, turn_index) pair of threads and turn_indexes, a whole thread (a thread whose turn index is NULL: and the recalls filtered to it) or the document_id, in one read of the log, under the scope''s recall-log lock (pgmem._recall_log_lock). Returns the rows deleted.';
 
 -- The advisory lock of a scope's store directory entries (0039): every put_item holds it shared
 -- to its commit; a delete of the scope's last item takes it exclusively, without waiting.

@@ -23,13 +23,13 @@ later one deadlocked with it (40P01). It creates and locks one thread at a time,
 Only re-runnable definitions change (sql/idempotent/010_vectors.sql, 020_ingest.sql, 030_recall.sql,
 070_forget.sql).
 
-Revision ID: 0113
-Revises: 0112
+Revision ID: 0114
+Revises: 0113
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0113"
-down_revision = "0112"
+revision = "0114"
+down_revision = "0113"
 upgrade, downgrade = functions_only(revision)
