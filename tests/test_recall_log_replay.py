@@ -401,23 +401,24 @@ def test_a_replay_reads_hostile_logged_results_without_an_error(diary: Conn, emb
         replay(diary, int(str(fact_rid[0])))
 
 
-def test_logged_results_nested_too_deep_are_one_clear_line_and_nothing_is_logged(conn: Conn) -> None:
+def test_logged_results_nested_too_deep_are_one_clear_line_and_nothing_is_logged(store: Conn) -> None:
     """log_recall stores what its caller sends as results and reads it recursively: an array
     nested 1,000 deep failed with 54001 "stack depth limit exceeded", whose hint says to raise
     max_stack_depth. Results nested deeper than 64 levels are refused in one line (22023), as
-    put_item bounds a value; 64 levels are logged."""
+    put_item bounds a value; 64 levels are logged (in scope s, which has a row: since 0113 nothing is
+    logged for a scope without one)."""
     log = (
         "SELECT pgmem.log_recall('s', 'memory', 'm', ARRAY['m'], ARRAY[array_fill(0.1::real, ARRAY[384])::vector],"
         " 5, 0.2, NULL, 'vector', %s::jsonb)"
     )
-    with scoped(conn, "s"):
-        assert conn.execute(log, ("[" * 64 + "]" * 64,)).fetchone() is not None
+    with scoped(store, "s"):
+        assert store.execute(log, ("[" * 64 + "]" * 64,)).fetchone() is not None
     for depth in (65, 1000):
-        with pytest.raises(psycopg.errors.InvalidParameterValue) as exc, scoped(conn, "s"):
-            conn.execute(log, ("[" * depth + "]" * depth,))
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as exc, scoped(store, "s"):
+            store.execute(log, ("[" * depth + "]" * depth,))
         assert str(exc.value).splitlines()[0] == "results nests deeper than 64 levels"
-    with scoped(conn, "s"):
-        assert conn.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = 's'").fetchone() == (1,)
+    with scoped(store, "s"):
+        assert store.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = 's'").fetchone() == (1,)
 
 
 def test_a_logged_recall_of_a_misspelt_scope_logs_nothing_and_makes_no_scope(
