@@ -866,3 +866,35 @@ def test_memory_pieces_near_the_query_take_no_place_among_the_document_hits(conn
     for mode in ("vector", "hybrid"):
         hits = search_documents(conn, "s", question, embedder, x=1, floor=-1.0, mode=mode).groups[0].hits
         assert [(h.document_id, h.rank) for h in hits] == [("guide.md", 1)], (mode, hits)
+
+
+def test_a_link_resolves_as_gone_after_its_target_is_removed_and_to_its_new_title_after_a_retitle(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """trip.md links [[harbour]] and [[Docs/Harbour.md|the guide]]. After remove_document of
+    harbour.md (`pgmem docs rm`) its link units still said "→ Harbour Guide", and after harbour.md
+    was added again alone under another title, "→ (no such document)" stayed or the old title
+    did. Now SQL rewrites the linking units' text as the target goes or is retitled; a link to
+    another document is left alone, and the next add of trip.md embeds it again (its hash
+    covers what its links resolve to), then finds it unchanged."""
+    from pgmem.documents.store import remove_document
+
+    def links() -> list[str]:
+        with scoped(conn, "s"):
+            rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion' ORDER BY span_start")
+            return [str(r[0]).rsplit(" → ", 1)[1] for r in rows]
+
+    trip = Document("trip.md", "# Trip\n\nRead [[harbour]] first. Then [[Docs/Harbour.md|the guide]]. And [[other]].\n")
+    docs = [
+        Document("harbour.md", "# Harbour Guide\n\nFerries at nine.\n"),
+        Document("other.md", "# Other\n\nx\n"),
+        trip,
+    ]
+    assert add_documents(conn, "s", docs, embedder).inserted == 3
+    assert links() == ["Harbour Guide", "Harbour Guide", "Other"]
+    add_documents(conn, "s", [Document("harbour.md", "# Harbour Handbook\n\nFerries at ten.\n")], embedder)
+    assert links() == ["Harbour Handbook", "Harbour Handbook", "Other"]
+    assert remove_document(conn, "s", "harbour.md")
+    assert links() == ["(no such document)", "(no such document)", "Other"]
+    assert add_documents(conn, "s", [trip], embedder).replaced == 1
+    assert add_documents(conn, "s", [trip], embedder).unchanged == 1
