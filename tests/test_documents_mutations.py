@@ -898,3 +898,23 @@ def test_a_link_resolves_as_gone_after_its_target_is_removed_and_to_its_new_titl
     assert links() == ["(no such document)", "(no such document)", "Other"]
     assert add_documents(conn, "s", [trip], embedder).replaced == 1
     assert add_documents(conn, "s", [trip], embedder).unchanged == 1
+
+
+def test_relinking_skips_the_units_a_writer_of_their_document_holds(
+    conn: Conn, app_url: str, embedder: Embedder
+) -> None:
+    """remove_document of a target rewrites its linking units (0116), which another transaction may
+    be replacing at that moment: it must not wait for that writer (a writer relinking the other's
+    units in turn would wait in a cycle). The held units are skipped; the writer's own text wins."""
+    from pgmem.documents.store import remove_document
+
+    trip = Document("trip.md", "# Trip\n\nRead [[harbour]] first.\n")
+    docs = [Document("harbour.md", "# Harbour Guide\n\nFerries at nine.\n"), trip]
+    assert add_documents(conn, "s", docs, embedder).inserted == 2
+    with psycopg.connect(app_url) as writer, writer.transaction():
+        assert add_documents(writer, "s", [trip], embedder, force=True).replaced == 1
+        conn.execute("SET statement_timeout = '3s'")
+        assert remove_document(conn, "s", "harbour.md")
+    with scoped(conn, "s"):
+        rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion'").fetchall()
+    assert [str(r[0]) for r in rows] == ["Read [[harbour]] first. → Harbour Guide"]
