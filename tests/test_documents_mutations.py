@@ -866,3 +866,55 @@ def test_memory_pieces_near_the_query_take_no_place_among_the_document_hits(conn
     for mode in ("vector", "hybrid"):
         hits = search_documents(conn, "s", question, embedder, x=1, floor=-1.0, mode=mode).groups[0].hits
         assert [(h.document_id, h.rank) for h in hits] == [("guide.md", 1)], (mode, hits)
+
+
+def test_a_link_resolves_as_gone_after_its_target_is_removed_and_to_its_new_title_after_a_retitle(
+    conn: Conn, embedder: Embedder
+) -> None:
+    """trip.md links [[harbour]] and [[Docs/Harbour.md|the guide]]. After remove_document of
+    harbour.md (`pgmem docs rm`) its link units still said "→ Harbour Guide", and after harbour.md
+    was added again alone under another title, "→ (no such document)" stayed or the old title
+    did. Now SQL rewrites the linking units' text as the target goes or is retitled; a link to
+    another document is left alone, and the next add of trip.md embeds it again (its hash
+    covers what its links resolve to), then finds it unchanged."""
+    from pgmem.documents.store import remove_document
+
+    def links() -> list[str]:
+        with scoped(conn, "s"):
+            rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion' ORDER BY span_start")
+            return [str(r[0]).rsplit(" → ", 1)[1] for r in rows]
+
+    trip = Document("trip.md", "# Trip\n\nRead [[harbour]] first. Then [[Docs/Harbour.md|the guide]]. And [[other]].\n")
+    docs = [
+        Document("harbour.md", "# Harbour Guide\n\nFerries at nine.\n"),
+        Document("other.md", "# Other\n\nx\n"),
+        trip,
+    ]
+    assert add_documents(conn, "s", docs, embedder).inserted == 3
+    assert links() == ["Harbour Guide", "Harbour Guide", "Other"]
+    add_documents(conn, "s", [Document("harbour.md", "# Harbour Handbook\n\nFerries at ten.\n")], embedder)
+    assert links() == ["Harbour Handbook", "Harbour Handbook", "Other"]
+    assert remove_document(conn, "s", "harbour.md")
+    assert links() == ["(no such document)", "(no such document)", "Other"]
+    assert add_documents(conn, "s", [trip], embedder).replaced == 1
+    assert add_documents(conn, "s", [trip], embedder).unchanged == 1
+
+
+def test_relinking_skips_the_units_a_writer_of_their_document_holds(
+    conn: Conn, app_url: str, embedder: Embedder
+) -> None:
+    """remove_document of a target rewrites its linking units (0116), which another transaction may
+    be replacing at that moment: it must not wait for that writer (a writer relinking the other's
+    units in turn would wait in a cycle). The held units are skipped; the writer's own text wins."""
+    from pgmem.documents.store import remove_document
+
+    trip = Document("trip.md", "# Trip\n\nRead [[harbour]] first.\n")
+    docs = [Document("harbour.md", "# Harbour Guide\n\nFerries at nine.\n"), trip]
+    assert add_documents(conn, "s", docs, embedder).inserted == 2
+    with psycopg.connect(app_url) as writer, writer.transaction():
+        assert add_documents(writer, "s", [trip], embedder, force=True).replaced == 1
+        conn.execute("SET statement_timeout = '3s'")
+        assert remove_document(conn, "s", "harbour.md")
+    with scoped(conn, "s"):
+        rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion'").fetchall()
+    assert [str(r[0]) for r in rows] == ["Read [[harbour]] first. → Harbour Guide"]

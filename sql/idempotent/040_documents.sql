@@ -33,6 +33,75 @@ $$;
 COMMENT ON FUNCTION pgmem.document_titles(text) IS
 'Id and title of every document of a scope: what transclusions ([[target]]) are resolved against.';
 
+CREATE OR REPLACE FUNCTION pgmem._link_slug(name text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    n text := regexp_replace(name, '^.*/', '');
+BEGIN
+    -- As pgmem.documents.units.slug_of: the file name without its folders and without .markdown,
+    -- then .md (case-insensitive), stripped and lowercased.
+    IF lower(n) LIKE '%.markdown' THEN
+        n := left(n, -9);
+    END IF;
+    IF lower(n) LIKE '%.md' THEN
+        n := left(n, -3);
+    END IF;
+    RETURN lower(regexp_replace(n, '^\s+|\s+$', '', 'g'));
+END
+$$;
+COMMENT ON FUNCTION pgmem._link_slug(text) IS
+'Internal (0116): what a [[target]] names and what a document id answers to, as pgmem.documents.units.slug_of: the file name without folders and .markdown / .md, stripped, lowercased.';
+
+CREATE OR REPLACE FUNCTION pgmem._relink_documents(scope text, slug text, old_title text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    new_title text;
+    old_end text := ' → ' || left(old_title, 200);
+    new_end text;
+    n integer;
+BEGIN
+    IF coalesce(old_title, '') = '' THEN
+        RETURN 0;
+    END IF;
+    -- A slug resolves to the title of the last of its documents by id, as the client's map of
+    -- pgmem.document_titles (pgmem.documents.store) does; none left: no such document.
+    SELECT d.title INTO new_title FROM pgmem.document d
+     WHERE d.scope_id = _relink_documents.scope AND pgmem._link_slug(d.document_id) = _relink_documents.slug
+     ORDER BY d.document_id DESC LIMIT 1;
+    new_end := ' → ' || coalesce(left(nullif(new_title, ''), 200), '(no such document)');
+    IF new_end = old_end THEN
+        RETURN 0;
+    END IF;
+    -- The units that resolved this slug to the old title (a unit's text ends "→ <title>", its
+    -- span in its chunk is the [[link]]). Units a writer of their document holds are skipped:
+    -- that writer replaces them (waiting for it here would wait in a cycle with a writer that
+    -- relinks this document's units in turn).
+    WITH t AS (
+        SELECT p.piece_id FROM pgmem.piece p
+          JOIN pgmem.chunk ch ON ch.scope_id = p.scope_id AND ch.chunk_id = p.chunk_id
+         WHERE p.scope_id = _relink_documents.scope AND p.kind = 'document' AND p.unit_kind = 'transclusion'
+           AND right(p.body, char_length(old_end)) = old_end
+           AND pgmem._link_slug(regexp_replace(
+                   substring(substr(ch.body, p.span_start + 1, p.span_end - p.span_start) FROM '^!?\[\[([^][|#\n]+)'),
+                   '^\s+|\s+$', '', 'g')) = _relink_documents.slug
+           FOR UPDATE OF p SKIP LOCKED
+    )
+    UPDATE pgmem.piece p SET body = left(p.body, char_length(p.body) - char_length(old_end)) || new_end
+      FROM t WHERE p.scope_id = _relink_documents.scope AND p.piece_id = t.piece_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION pgmem._relink_documents(text, text, text) IS
+'Internal to put_document and forget_document (0116): after a document of this slug was retitled or removed, rewrite the text of the scope''s transclusion units that resolved the slug to its old title ("… → Old Title") to what the slug resolves to now (the title of its last document by id, or "(no such document)"); units a concurrent writer holds are skipped. The units keep their vectors and words until their document is added again (its content hash covers what its links resolve to, so that add embeds them again). Returns the units rewritten.';
+
 CREATE OR REPLACE FUNCTION pgmem.put_document(
     scope text,
     document_id text,
@@ -63,6 +132,7 @@ DECLARE
     nchunks integer := coalesce(array_length(chunk_bodies, 1), 0);
     key smallint;
     old_hash bytea;
+    old_title text;
     status text := 'inserted';
     bad integer;
     bad_arg text;
@@ -202,7 +272,7 @@ BEGIN
         VALUES (scope, document_id, title, body, content_hash)
         ON CONFLICT (scope_id, document_id) DO NOTHING;
         EXIT WHEN FOUND;
-        SELECT d.content_hash INTO old_hash FROM pgmem.document d
+        SELECT d.content_hash, d.title INTO old_hash, old_title FROM pgmem.document d
          WHERE d.scope_id = put_document.scope AND d.document_id = put_document.document_id
            FOR UPDATE;
         CONTINUE WHEN NOT FOUND;
@@ -241,6 +311,11 @@ BEGIN
            CASE WHEN weight = 1 THEN l2_normalize(u.v) ELSE pgmem.blend(u.v, ctx.c, weight) END, key
       FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
      ORDER BY u.ord;
+    -- A retitled document: the links of the scope that named its old title name the new one
+    -- (0116; they kept the old title until the linking document was added again).
+    IF old_title IS DISTINCT FROM put_document.title THEN
+        PERFORM pgmem._relink_documents(put_document.scope, pgmem._link_slug(put_document.document_id), old_title);
+    END IF;
     RETURN ROW(status, n)::pgmem.put_result;
 END
 $$;

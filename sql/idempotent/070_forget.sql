@@ -664,6 +664,7 @@ DECLARE
     fact_threads text[];
     n_threads integer;
     n_docs integer;
+    old_title text;
 BEGIN
     IF scope IS NULL OR document_id IS NULL THEN
         RAISE EXCEPTION 'forget_document: scope and document_id must not be NULL' USING ERRCODE = '22004';
@@ -707,8 +708,14 @@ BEGIN
         RETURNING f.fact_id)
     SELECT coalesce(array_agg(d.fact_id), '{}') INTO fact_ids FROM d;
     n_threads := pgmem._drop_empty_threads(forget_document.scope, fact_threads);
-    DELETE FROM pgmem.document d WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id;
+    DELETE FROM pgmem.document d WHERE d.scope_id = forget_document.scope AND d.document_id = forget_document.document_id
+    RETURNING d.title INTO old_title;
     GET DIAGNOSTICS n_docs = ROW_COUNT;
+    -- The links of the scope that named it resolve as gone, or to another document of its slug
+    -- (0116; they kept naming it until the linking document was added again).
+    IF n_docs > 0 THEN
+        PERFORM pgmem._relink_documents(forget_document.scope, pgmem._link_slug(forget_document.document_id), old_title);
+    END IF;
     RETURN QUERY SELECT n_threads, 0, cardinality(piece_ids), cardinality(fact_ids), n_docs,
                         pgmem._forget_logs(forget_document.scope, piece_ids => piece_ids, fact_ids => fact_ids,
                                            document_id => forget_document.document_id);
