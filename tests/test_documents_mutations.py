@@ -903,7 +903,7 @@ def test_a_link_resolves_as_gone_after_its_target_is_removed_and_to_its_new_titl
 def test_relinking_skips_the_units_a_writer_of_their_document_holds(
     conn: Conn, app_url: str, embedder: Embedder
 ) -> None:
-    """remove_document of a target rewrites its linking units (0116), which another transaction may
+    """remove_document of a target rewrites its linking units (0115), which another transaction may
     be replacing at that moment: it must not wait for that writer (a writer relinking the other's
     units in turn would wait in a cycle). The held units are skipped; the writer's own text wins."""
     from pgmem.documents.store import remove_document

@@ -53,7 +53,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._link_slug(text) IS
-'Internal (0116): what a [[target]] names and what a document id answers to, as pgmem.documents.units.slug_of: the file name without folders and .markdown / .md, stripped, lowercased.';
+'Internal (0115): what a [[target]] names and what a document id answers to, as pgmem.documents.units.slug_of: the file name without folders and .markdown / .md, stripped, lowercased.';
 
 CREATE OR REPLACE FUNCTION pgmem._relink_documents(scope text, slug text, old_title text)
 RETURNS integer
@@ -100,7 +100,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._relink_documents(text, text, text) IS
-'Internal to put_document and forget_document (0116): after a document of this slug was retitled or removed, rewrite the text of the scope''s transclusion units that resolved the slug to its old title ("… → Old Title") to what the slug resolves to now (the title of its last document by id, or "(no such document)"); units a concurrent writer holds are skipped. The units keep their vectors and words until their document is added again (its content hash covers what its links resolve to, so that add embeds them again). Returns the units rewritten.';
+'Internal to put_document and forget_document (0115): after a document of this slug was retitled or removed, rewrite the text of the scope''s transclusion units that resolved the slug to its old title ("… → Old Title") to what the slug resolves to now (the title of its last document by id, or "(no such document)"); units a concurrent writer holds are skipped. The units keep their vectors and words until their document is added again (its content hash covers what its links resolve to, so that add embeds them again). Returns the units rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_document(
     scope text,
@@ -312,7 +312,7 @@ BEGIN
       FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
      ORDER BY u.ord;
     -- A retitled document: the links of the scope that named its old title name the new one
-    -- (0116; they kept the old title until the linking document was added again).
+    -- (0115; they kept the old title until the linking document was added again).
     IF old_title IS DISTINCT FROM put_document.title THEN
         PERFORM pgmem._relink_documents(put_document.scope, pgmem._link_slug(put_document.document_id), old_title);
     END IF;

@@ -712,7 +712,7 @@ BEGIN
     RETURNING d.title INTO old_title;
     GET DIAGNOSTICS n_docs = ROW_COUNT;
     -- The links of the scope that named it resolve as gone, or to another document of its slug
-    -- (0116; they kept naming it until the linking document was added again).
+    -- (0115; they kept naming it until the linking document was added again).
     IF n_docs > 0 THEN
         PERFORM pgmem._relink_documents(forget_document.scope, pgmem._link_slug(forget_document.document_id), old_title);
     END IF;

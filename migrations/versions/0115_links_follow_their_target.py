@@ -11,13 +11,13 @@ links resolve to.
 
 Only re-runnable definitions change (sql/idempotent/040_documents.sql, 070_forget.sql).
 
-Revision ID: 0116
-Revises: 0112
+Revision ID: 0115
+Revises: 0114
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0116"
-down_revision = "0112"
+revision = "0115"
+down_revision = "0114"
 upgrade, downgrade = functions_only(revision)
