@@ -1993,9 +1993,18 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         for name, n in (("limit", op.limit), ("offset", op.offset)):
             if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_INT4:
                 raise InputError(f"{where}: {name} must be an integer from 0 to {MAX_INT4:,}, got {n!r:.40}")
-        for cond in op.match_conditions or ():
+        conds = op.match_conditions or ()
+        if not isinstance(conds, tuple | list):
+            raise InputError(f"{where}: match_conditions must be a tuple of MatchCondition, got {type(conds).__name__}")
+        for cond in conds:
             if getattr(cond, "match_type", None) not in ("prefix", "suffix"):
                 raise InputError(f"{where}: match_type must be 'prefix' or 'suffix'")
+            # A path that is no sequence of labels (None, a number) was a TypeError from deep in
+            # the read ("'NoneType' object is not iterable"); its labels are checked here too.
+            path = getattr(cond, "path", None)
+            if not isinstance(path, tuple | list | str):
+                raise InputError(f"{where}: match condition path must be a tuple of strings, got {type(path).__name__}")
+            check_namespace(tuple(path), what=f"{where}: match condition path", allow_empty=True)
     else:
         raise InputError(f"{where}: not a store operation: {type(op).__name__}")
 
