@@ -16,6 +16,7 @@ its own work."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -240,6 +241,32 @@ def test_a_cancelled_aput_of_the_sync_store_stops_its_thread(app_url: str, gate:
             assert whole(gate) == (0, 0)
             await store.aput(NS, "k2", {"text": "the bird sings"})
             assert whole(gate) == (1, 1)
+
+    asyncio.run(main())
+
+
+def test_cancelled_aputs_of_the_sync_store_stop_with_the_loop_s_executor_full(app_url: str, gate: Conn) -> None:
+    """Two aputs of PgmemStore blocked in the server fill a loop executor of two threads, and both
+    are cancelled: each one's cancel reaches the server from a thread of its own. Sent through
+    the loop's executor (asyncio.to_thread), it queued behind the blocked batches themselves
+    and no cancellation came out until the lock went."""
+    waiting = f"SELECT count(*) FROM pg_stat_activity WHERE {OURS} AND wait_event_type = 'Lock'"
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+        with ConnectionPool(app_url, min_size=2, max_size=2, kwargs={"autocommit": True}) as p:
+            store = PgmemStore(p, embedder=EMB)
+            try:
+                puts = [asyncio.ensure_future(store.aput(NS, "k2", {"text": f"bird {i}"})) for i in range(2)]
+                while count(gate, waiting, (APP_LOGIN,)) < 2:
+                    await asyncio.sleep(0.005)
+                for put in puts:
+                    put.cancel()
+                done, _ = await asyncio.wait(puts, timeout=3)
+            finally:  # released whatever happened: asyncio.run waits for the worker threads
+                gate.execute("SELECT pg_advisory_unlock_all()")
+            assert len(done) == 2 and all(put.cancelled() for put in puts)
+            assert await store.aget(NS, "k2") is None
 
     asyncio.run(main())
 

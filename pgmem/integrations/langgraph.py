@@ -1368,8 +1368,13 @@ class _Stop:
         return self._set.is_set()
 
     def set(self) -> None:
+        """Set the stop; the server's cancel (a round trip of its own) in a thread of its own, not
+        the loop's executor, which the batches being stopped may fill."""
+        self._set.set()
+        threading.Thread(target=self._cancel, name="pgmem-store-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
         with self._lock:  # the connection is the call's until _stoppable lets it go
-            self._set.set()
             if self.conn is not None:
                 with contextlib.suppress(psycopg.Error):
                     self.conn.cancel_safe(timeout=5)
@@ -1572,7 +1577,7 @@ class PgmemStore(_StoreLogic, BaseStore):
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
-            await asyncio.to_thread(stop.set)  # the cancel request is a round trip of its own
+            stop.set()
             # Cancelled again meanwhile: no more waiting (the batch still stops at its next step).
             with contextlib.suppress(Exception):
                 await asyncio.shield(running)
