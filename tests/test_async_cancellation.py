@@ -16,6 +16,9 @@ its own work."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -23,11 +26,11 @@ import psycopg
 import pytest
 from langgraph.store.base import PutOp
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 import pgmem.aio
 from pgmem.errors import CanceledError
-from pgmem.integrations.langgraph import AsyncPgmemStore
+from pgmem.integrations.langgraph import AsyncPgmemStore, PgmemStore
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, make_turn
 from tests.test_interruptions import LOCK, OURS, cancel_until_done, count, until_blocked
 
@@ -211,6 +214,90 @@ def test_cancelled_store_batch(app_url: str, gate: Conn, pool: bool) -> None:
             return
         async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as aconn:
             await on(aconn, aconn)
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_aput_of_the_sync_store_stops_its_thread(app_url: str, gate: Conn) -> None:
+    """PgmemStore.aput runs its batch in a worker thread (as PostgresStore's does). Cancelled while
+    its insert of k2 waits in the server, the cancellation came out at once, and the thread went
+    on: once the lock was released it stored k2 (the pool's one connection, the next aget's,
+    came back only after that commit). Now the statement is cancelled in the server and the
+    thread has stopped before the CancelledError comes out: k2 is never stored."""
+
+    async def main() -> None:
+        with ConnectionPool(app_url, min_size=1, max_size=1, kwargs={"autocommit": True}) as p:
+            store = PgmemStore(p, embedder=EMB)
+            try:
+                put = store.aput(NS, "k2", {"text": "the bird sings"})
+                await cancelled(lambda: put, wait=lambda: until_blocked(gate))
+                busy = count(
+                    gate, f"SELECT count(*) FROM pg_stat_activity WHERE {OURS} AND state <> 'idle'", (APP_LOGIN,)
+                )
+            finally:  # released whatever happened: asyncio.run waits for the worker thread
+                gate.execute("SELECT pg_advisory_unlock_all()")
+            assert not busy, "the cancelled put's statement still runs"
+            assert await store.aget(NS, "k2") is None
+            assert whole(gate) == (0, 0)
+            await store.aput(NS, "k2", {"text": "the bird sings"})
+            assert whole(gate) == (1, 1)
+
+    asyncio.run(main())
+
+
+def test_cancelled_aputs_of_the_sync_store_stop_with_the_loop_s_executor_full(app_url: str, gate: Conn) -> None:
+    """Two aputs of PgmemStore blocked in the server fill a loop executor of two threads, and both
+    are cancelled: each one's cancel reaches the server from a thread of its own. Sent through
+    the loop's executor (asyncio.to_thread), it queued behind the blocked batches themselves
+    and no cancellation came out until the lock went."""
+    waiting = f"SELECT count(*) FROM pg_stat_activity WHERE {OURS} AND wait_event_type = 'Lock'"
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+        with ConnectionPool(app_url, min_size=2, max_size=2, kwargs={"autocommit": True}) as p:
+            store = PgmemStore(p, embedder=EMB)
+            try:
+                puts = [asyncio.ensure_future(store.aput(NS, "k2", {"text": f"bird {i}"})) for i in range(2)]
+                while count(gate, waiting, (APP_LOGIN,)) < 2:
+                    await asyncio.sleep(0.005)
+                for put in puts:
+                    put.cancel()
+                done, _ = await asyncio.wait(puts, timeout=3)
+            finally:  # released whatever happened: asyncio.run waits for the worker threads
+                gate.execute("SELECT pg_advisory_unlock_all()")
+            assert len(done) == 2 and all(put.cancelled() for put in puts)
+            assert await store.aget(NS, "k2") is None
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_aput_of_the_sync_store_never_writes_over_a_later_put(app_url: str) -> None:
+    """Field vectors are embedded before any row is locked: an aput of PgmemStore cancelled while
+    its text was embedded went on in its thread and, on a pool, committed its value after a put
+    of the same key made since (the later value lost for good). Now the cancellation waits for
+    the thread, which stops before its next statement: the later put stands."""
+    started = threading.Event()
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        if any("stale" in t for t in texts):
+            started.set()
+            time.sleep(0.3)
+        return [[1.0, float(len(t))] for t in texts]
+
+    async def main() -> None:
+        with ConnectionPool(app_url, min_size=2, max_size=2, kwargs={"autocommit": True}) as p:
+            store = PgmemStore(p, index={"embed": embed, "dims": 2})
+
+            async def embedding() -> None:
+                while not started.is_set():
+                    await asyncio.sleep(0.005)
+
+            await cancelled(lambda: store.aput(NS, "k", {"text": "stale value"}), wait=embedding)
+            assert await store.aget(NS, "k") is None
+            await store.aput(NS, "k", {"text": "fresh value"})
+            await asyncio.sleep(0.4)  # past the cancelled put's embedding
+            item = await store.aget(NS, "k")
+            assert item is not None and item.value == {"text": "fresh value"}
 
     asyncio.run(main())
 

@@ -813,6 +813,28 @@ def test_ttl_config_omit_expired_and_an_empty_match_condition(conn: Conn) -> Non
     assert isinstance(listed, list) and ("ttl", "a") in listed
 
 
+def test_a_match_condition_that_is_no_path_is_one_line_before_anything_runs(conn: Conn) -> None:
+    """A list_namespaces op whose match condition's path is None or a number, or whose
+    match_conditions is no tuple, is one InputError naming the op, checked before any op of the
+    batch runs (it was a TypeError from deep in the read: 'NoneType' object is not iterable);
+    the batch's put is not stored. A string path is its characters, as in PostgresStore."""
+    from langgraph.store.base import ListNamespacesOp, MatchCondition
+
+    store = PgmemStore(conn, embedder=HashEmbedder())
+    store.put(("a", "b"), "k", {"text": "x"})
+    for op in (
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", None),)),  # type: ignore[arg-type]
+        ListNamespacesOp(match_conditions=(MatchCondition("suffix", 5),)),  # type: ignore[arg-type]
+        ListNamespacesOp(match_conditions=5),  # type: ignore[arg-type]
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a", "b\x00")),)),
+    ):
+        with pytest.raises(InputError, match="op 1: match") as err:
+            store.batch([PutOp(("a", "c"), "k", {"text": "y"}), op])
+        assert "\n" not in str(err.value)
+    assert store.get(("a", "c"), "k") is None
+    assert store.list_namespaces(prefix="ab") == [("a", "b")]  # type: ignore[arg-type]
+
+
 def test_a_put_into_a_namespace_moved_to_another_model_is_a_model_refusal(conn: Conn) -> None:
     """A namespace's scope moved to another model (`pgmem.reembed`) refuses a store still on the
     old one as every other write does: ModelRefusedError (a ModelMismatchError, 22000), so a

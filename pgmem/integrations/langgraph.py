@@ -1280,13 +1280,14 @@ async def _apipelined(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
                 await conn.rollback()
 
 
-def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeInfo]) -> T:
+def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeInfo], stop: _Stop | None = None) -> T:
     """Drive a store call inside the transaction its caller opened (so all of it commits or
     none): one tuple-row cursor for the statements whose replies the call reads, another for
     those it does not (`Query.wait` false: the settings, writes), never waited for; pgvector's
     types registered on both once; `pgmem.scope` set only when a step's scope differs from the
     last one's. No savepoint per statement: the batch is one transaction anyway, and this
-    saves three round trips per step."""
+    saves three round trips per step. With `stop` (PgmemStore.abatch's, set when its caller was
+    cancelled), the call ends before its next step and before its commit: CanceledError."""
     scope: str | None = None
     reply: object = None
     with conn.cursor(row_factory=tuple_row) as cur, conn.cursor() as unwaited:
@@ -1294,6 +1295,9 @@ def _drive_sync(conn: psycopg.Connection[Any], call: Call[T], infos: list[TypeIn
         register_types(unwaited, infos)
         while True:
             step = advance(call, reply, None)
+            if stop is not None and stop.is_set():
+                call.close()
+                raise CanceledError("the store call was canceled by its caller; nothing of it was committed")
             if isinstance(step, Finished):
                 return step.value
             if isinstance(step, Local):
@@ -1348,6 +1352,49 @@ def _driver_error(exc: psycopg.Error) -> PgmemError:
     if isinstance(exc, psycopg.DataError):
         return InputError(" ".join(str(exc).split()))
     return DatabaseError.from_driver(exc)
+
+
+class _Stop:
+    """The stop of a PgmemStore.abatch whose caller was cancelled: set, the batch's calls end
+    before their next step (`_drive_sync`), and the statement the thread runs now is cancelled
+    in the server (psycopg's cancel_safe on its connection, while the call holds it)."""
+
+    def __init__(self) -> None:
+        self._set = threading.Event()
+        self._lock = threading.Lock()
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
+    def set(self) -> None:
+        """Set the stop; the server's cancel (a round trip of its own) in a thread of its own, not
+        the loop's executor, which the batches being stopped may fill."""
+        self._set.set()
+        threading.Thread(target=self._cancel, name="pgmem-store-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        with self._lock:  # the connection is the call's until _stoppable lets it go
+            if self.conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self.conn.cancel_safe(timeout=5)
+
+
+@contextmanager
+def _stoppable(stop: _Stop | None, conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """`conn` is the one `stop` cancels in the server while the block runs."""
+    if stop is None:
+        yield
+        return
+    if stop.is_set():
+        raise CanceledError("the store call was canceled by its caller; nothing of it was committed")
+    with stop._lock:
+        stop.conn = conn
+    try:
+        yield
+    finally:
+        with stop._lock:
+            stop.conn = None
 
 
 class PgmemStore(_StoreLogic, BaseStore):
@@ -1447,22 +1494,23 @@ class PgmemStore(_StoreLogic, BaseStore):
             with connection_lock(self._conn):  # shared with pgmem's calls on it
                 yield self._conn
 
-    def _run(self, make: Callable[[], Call[T]]) -> T:
+    def _run(self, make: Callable[[], Call[T]], stop: _Stop | None = None) -> T:
         """Drive a call in one transaction of one connection, run again whole (a new call) when
-        it loses a race with a concurrent writer (a deadlock rolls it back whole)."""
+        it loses a race with a concurrent writer (a deadlock rolls it back whole). `stop`: see
+        `abatch`."""
         attempt = 1
         while True:
             try:
-                with self._connection() as conn:
+                with self._connection() as conn, _stoppable(stop, conn):
                     check_usable(conn)
                     if _in_pipeline(conn):
                         infos = type_infos(conn)  # before the pipeline: fetching them waits
                         with _pipelined(conn):
-                            return _drive_sync(conn, make(), infos)
+                            return _drive_sync(conn, make(), infos, stop)
                     nested = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
                     with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
                         prior = cur.execute(_CALL_SETTINGS).fetchone() if nested else None
-                        result = _drive_sync(conn, make(), type_infos(conn))
+                        result = _drive_sync(conn, make(), type_infos(conn), stop)
                         if prior is not None:
                             cur.execute(_PUT_BACK_SETTINGS, (prior[0] or "", prior[1] or ""))
                         return result
@@ -1479,11 +1527,14 @@ class PgmemStore(_StoreLogic, BaseStore):
         """Run `ops`: reads first (get, search, list_namespaces, in one transaction), then every
         put and delete in one transaction (all stored, or none when one fails). Every op is
         checked before anything runs."""
+        return self._batch(ops)
+
+    def _batch(self, ops: Iterable[Op], stop: _Stop | None = None) -> list[Result]:
         ops, reads, writes = self._plan(ops)
         # A batch of puts and deletes only opens no read transaction (two round trips a put).
-        results: list[Result] = self._run(lambda: self._reads_call(ops)) if reads else [None] * len(ops)
+        results: list[Result] = self._run(lambda: self._reads_call(ops), stop) if reads else [None] * len(ops)
         if writes:
-            self._run(self._writes_calls(writes))
+            self._run(self._writes_calls(writes), stop)
         return results
 
     def _put_unless_newer(self, puts: Sequence[tuple[PutOp, datetime | None]]) -> list[str]:
@@ -1515,9 +1566,22 @@ class PgmemStore(_StoreLogic, BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
-        runs the same calls on an async one)."""
+        runs the same calls on an async one). Cancelled, it stops the batch (before its next step
+        or its commit; a statement in progress is cancelled in the server) and waits for the
+        thread before the cancellation goes on, so the batch wrote all or nothing by then. Until
+        rt75 the thread went on (as PostgresStore's does): an `aput` cancelled while its text
+        was embedded wrote its value afterwards, over a put made since."""
         ops = self._plan(ops)[0]  # a bad op (or no list of ops) is one line here, as in `batch`
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+        stop = _Stop()
+        running = asyncio.get_running_loop().run_in_executor(None, self._batch, ops, stop)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            stop.set()
+            # Cancelled again meanwhile: no more waiting (the batch still stops at its next step).
+            with contextlib.suppress(Exception):
+                await asyncio.shield(running)
+            raise
 
     def sweep_ttl(self) -> int:
         """Remove the expired items of every namespace of the store's directory now; how many went."""
@@ -1934,9 +1998,18 @@ def _check_op(op: object, i: int, max_value_bytes: int) -> None:
         for name, n in (("limit", op.limit), ("offset", op.offset)):
             if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_INT4:
                 raise InputError(f"{where}: {name} must be an integer from 0 to {MAX_INT4:,}, got {n!r:.40}")
-        for cond in op.match_conditions or ():
+        conds = op.match_conditions or ()
+        if not isinstance(conds, tuple | list):
+            raise InputError(f"{where}: match_conditions must be a tuple of MatchCondition, got {type(conds).__name__}")
+        for cond in conds:
             if getattr(cond, "match_type", None) not in ("prefix", "suffix"):
                 raise InputError(f"{where}: match_type must be 'prefix' or 'suffix'")
+            # A path that is no sequence of labels (None, a number) was a TypeError from deep in
+            # the read ("'NoneType' object is not iterable"); its labels are checked here too.
+            path = getattr(cond, "path", None)
+            if not isinstance(path, tuple | list | str):
+                raise InputError(f"{where}: match condition path must be a tuple of strings, got {type(path).__name__}")
+            check_namespace(tuple(path), what=f"{where}: match condition path", allow_empty=True)
     else:
         raise InputError(f"{where}: not a store operation: {type(op).__name__}")
 
