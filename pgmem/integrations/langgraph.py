@@ -1568,9 +1568,9 @@ class PgmemStore(_StoreLogic, BaseStore):
         """`batch` in a worker thread (for the async API on a sync connection: AsyncPgmemStore
         runs the same calls on an async one). Cancelled, it stops the batch (before its next step
         or its commit; a statement in progress is cancelled in the server) and waits for the
-        thread before the cancellation goes on, so the batch wrote all or nothing by then. Until
-        rt75 the thread went on (as PostgresStore's does): an `aput` cancelled while its text
-        was embedded wrote its value afterwards, over a put made since."""
+        thread before the cancellation goes on, so the batch wrote all or nothing by then. (A
+        thread left running, as PostgresStore's is, wrote the value of an `aput` cancelled while
+        its text was embedded afterwards, over a put made since.)"""
         ops = self._plan(ops)[0]  # a bad op (or no list of ops) is one line here, as in `batch`
         stop = _Stop()
         running = asyncio.get_running_loop().run_in_executor(None, self._batch, ops, stop)
