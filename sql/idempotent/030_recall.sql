@@ -2022,7 +2022,7 @@ BEGIN
                 recall_id, (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = l.model_key), scope,
                 (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = now_key)
                 USING ERRCODE = '22000',
-                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (the message column of the recall log) again with the scope''s model.';
+                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (pgmem.recall_log.message) again with the scope''s model.';
         END IF;
     END IF;
     -- Under the caller's recall settings (logged since 0057; the search width among them), then
@@ -2085,7 +2085,7 @@ BEGIN
                 recall_id, (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = l.model_key), scope,
                 (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = now_key)
                 USING ERRCODE = '22000',
-                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (the message column of the recall log) again with the scope''s model.';
+                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (pgmem.recall_log.message) again with the scope''s model.';
         END IF;
     END IF;
     -- Under the recall settings the caller's session had set (logged since 0057; a row logged
