@@ -92,29 +92,3 @@ def test_the_model_change_says_so_in_one_line_on_a_repeatable_read_login(app_url
         assert "\n" not in str(err.value)
         assert reembed(c, SCOPE, NEW).flipped  # what it staged stays staged: nothing embedded twice
     assert piece_models(admin_conn) == {NEW.model_id} == {scope_model(admin_conn)}
-
-
-def test_a_recall_logged_before_a_model_change_is_not_replayed_with_the_new_models_pieces(
-    conn: Conn, admin_conn: Conn
-) -> None:
-    """The recall log had no model: a recall logged with the old model's query vectors, replayed
-    after the flip (explain_logged_recall, replay_logged_recall), ranked the new model's pieces
-    with them. Since 0113 the log keeps the model (recall_log.model_key) and a replay across the
-    change is one line naming both; a recall logged after the change replays."""
-    from pgmem.db import scoped
-    from pgmem.recall import recall
-
-    ingest_turns(conn, [make_turn(SCOPE, "t", i, f"note {i} about the ferry") for i in range(2)], OLD)
-    before = recall(conn, SCOPE, "the ferry", OLD, floor=-1.0, log=True).recall_id
-    assert reembed(conn, SCOPE, NEW).flipped
-    after = recall(conn, SCOPE, "the ferry", NEW, floor=-1.0, log=True).recall_id
-    for function in ("explain_logged_recall", "replay_logged_recall"):
-        with scoped(conn, SCOPE), pytest.raises(psycopg.errors.DataException) as err:
-            conn.execute(f"SELECT * FROM pgmem.{function}(%s, %s)", (SCOPE, before))
-        assert err.value.sqlstate == "22000"
-        assert err.value.diag.message_primary == (
-            f"recall {before} was logged with query vectors from model test:old; scope {SCOPE} now stores pieces"
-            " from model test:new: they cannot be ranked together"
-        )
-        with scoped(conn, SCOPE):
-            assert conn.execute(f"SELECT count(*) FROM pgmem.{function}(%s, %s)", (SCOPE, after)).fetchone() == (2,)

@@ -1965,14 +1965,11 @@ BEGIN
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
     -- With the recall settings this session set (0057): a replay runs under them.
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
-                                       metadata_filter, time_from, time_to, recency, since, until, settings, model_key)
+                                       metadata_filter, time_from, time_to, recency, since, until, settings)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
             log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
             nullif(log_recall.metadata_filter, '{}'::jsonb), log_recall.time_from, log_recall.time_to, log_recall.recency,
-            log_recall.since, log_recall.until, pgmem._recall_settings(),
-            -- The model of the query vectors (0113): the scope's, which the recall was checked against.
-            (SELECT CASE WHEN log_recall.plane = 'fact' THEN s.fact_model_key ELSE s.piece_model_key END
-               FROM pgmem.scope s WHERE s.scope_id = log_recall.scope))
+            log_recall.since, log_recall.until, pgmem._recall_settings())
     RETURNING l.recall_id INTO id;
     RETURN id;
 END
@@ -1991,7 +1988,6 @@ AS $$
 DECLARE
     l record;
     session_settings jsonb;
-    now_key smallint;
 BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
@@ -2012,19 +2008,6 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
-    -- Never the vectors of two models ranked together (0113): a recall logged before the scope's
-    -- model changed (reembed_flip) has query vectors of the old model, and the pieces are of the
-    -- new one. A row logged before 0113 (model_key NULL) is not known, and runs as before.
-    IF l.model_key IS NOT NULL THEN
-        SELECT s.piece_model_key INTO now_key FROM pgmem.scope s WHERE s.scope_id = l.scope_id;
-        IF now_key IS DISTINCT FROM l.model_key AND now_key IS NOT NULL THEN
-            RAISE EXCEPTION 'recall % was logged with query vectors from model %; scope % now stores pieces from model %: they cannot be ranked together',
-                recall_id, (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = l.model_key), scope,
-                (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = now_key)
-                USING ERRCODE = '22000',
-                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (pgmem.recall_log.message) again with the scope''s model.';
-        END IF;
-    END IF;
     -- Under the caller's recall settings (logged since 0057; the search width among them), then
     -- this session's again.
     IF l.settings IS NOT NULL THEN
@@ -2039,7 +2022,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0113) raises 22000 naming both models.';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
 
 -- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
 -- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,
@@ -2055,7 +2038,6 @@ DECLARE
     l pgmem.recall_log;
     now_hits pgmem.recall_hit[];
     session_settings jsonb;
-    now_key smallint;
 BEGIN
     IF scope IS NULL OR recall_id IS NULL THEN
         RAISE EXCEPTION 'scope and recall_id must not be NULL' USING ERRCODE = '22004';
@@ -2074,19 +2056,6 @@ BEGIN
     IF l.plane <> 'memory' THEN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be replayed', recall_id, l.plane
             USING ERRCODE = '22023';
-    END IF;
-    -- Never the vectors of two models ranked together (0113): a recall logged before the scope's
-    -- model changed (reembed_flip) has query vectors of the old model, and the pieces are of the
-    -- new one. A row logged before 0113 (model_key NULL) is not known, and runs as before.
-    IF l.model_key IS NOT NULL THEN
-        SELECT s.piece_model_key INTO now_key FROM pgmem.scope s WHERE s.scope_id = l.scope_id;
-        IF now_key IS DISTINCT FROM l.model_key AND now_key IS NOT NULL THEN
-            RAISE EXCEPTION 'recall % was logged with query vectors from model %; scope % now stores pieces from model %: they cannot be ranked together',
-                recall_id, (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = l.model_key), scope,
-                (SELECT m.model_id FROM pgmem.embedding_model m WHERE m.model_key = now_key)
-                USING ERRCODE = '22000',
-                      HINT = 'The scope''s model changed since (a model change, pgmem reembed): recall the logged message (pgmem.recall_log.message) again with the scope''s model.';
-        END IF;
     END IF;
     -- Under the recall settings the caller's session had set (logged since 0057; a row logged
     -- before has none, and runs under this session's), then this session's again.
@@ -2141,4 +2110,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.replay_logged_recall(text, bigint) IS
-'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged with query vectors of another model than the scope stores now (a model change since; recall_log.model_key, 0113) raises 22000 naming both models.';
+'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
