@@ -81,10 +81,12 @@ class Query:
     one transaction (the LangGraph store's) then sends the statement without waiting for it; an
     error of the statement ends the transaction at the next statement waited for, or at COMMIT.
 
-    `read_committed=True` (the forgets): run in its own transaction, it runs at READ COMMITTED
-    whatever the login's default_transaction_isolation, because a forget must see the rows a
-    writer committed while it waited for its locks, and SQL refuses it under REPEATABLE READ or
-    SERIALIZABLE (25000). Inside the caller's transaction it runs at the caller's level."""
+    `read_committed=True` (the forgets and reembed's flip): run in its own transaction, it runs at
+    READ COMMITTED whatever the login's default_transaction_isolation, because it must see the rows
+    a writer committed while it waited for its locks, and SQL refuses it under REPEATABLE READ or
+    SERIALIZABLE (25000). It is then an explicit transaction (BEGIN, the setting, the scope, the
+    statement, COMMIT), not one pipelined round trip. Inside the caller's transaction it runs at
+    the caller's level."""
 
     scope: str | None
     sql: str | Composed
