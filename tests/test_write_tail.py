@@ -195,6 +195,7 @@ def test_the_plan_folds_the_tail(conn: Conn, admin_conn: Conn, indexed: int) -> 
     # index_large_scopes gave back the lock the plans read above took (0110): nothing holds it.
     assert admin_conn.execute(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 60"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"  # not the other worker's
     ).fetchone() == (0,)
     _put_turn(conn, 101, _unit(rng, 8))
     more, mvecs = _stored(admin_conn, 101)
