@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from pgmem.lab.bench import round_trips
+from pgmem.lab.evaluation import common
 
 
 def _gone(url: str, names: list[str]) -> bool:
@@ -31,7 +32,7 @@ def test_round_trips_counts_each_calls_trips_through_the_delay(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[str] = []
-    real = round_trips.temporary_database
+    real = common.temporary_database
 
     @contextlib.contextmanager
     def recorded(*args: Any, **kwargs: Any) -> Iterator[str]:
