@@ -449,6 +449,68 @@ def test_keep_days_removes_store_items_without_a_turn_not_put_again(conn: Conn, 
     assert store.list_namespaces() == [plain]
 
 
+def test_keep_days_removes_the_facts_whose_turn_is_not_stored_but_not_a_stored_document_s(
+    conn: Conn, admin_conn: Conn
+) -> None:
+    """keep_days removed a turn's facts with the turn, and nothing else of the fact plane: a fact
+    tied to a thread only, to no thread, or to a turn that never came outlived every keep_days
+    (0119). They go by when they were stored, as forget_fact removes them (the recall-log rows
+    that returned them, and a thread left with nothing); a fact about a stored document stays
+    with it, and a fact stored within keep_days stays."""
+    bodies = ["thread only", "no thread", "turn never came", "about the handbook", "about a gone doc", "recent"]
+    with conn.transaction():
+        in_scope(conn, "rf")
+        put_turn(conn, "rf", "kept", 0, ["a recent turn"], turn_time=_ago(1))
+        conn.execute(
+            """SELECT pgmem.put_document('rf', 'handbook', 'Handbook', 'b', '\\x00', 'test:hash', '[["H"]]'::jsonb,
+                   ARRAY['# H'], ARRAY[0], ARRAY['heading'], ARRAY[0], ARRAY[0], ARRAY[3],
+                   ARRAY['H'], ARRAY['H'], ARRAY[%s]::vector[])""",
+            (vec("h"),),
+        )
+        conn.execute(
+            "SELECT pgmem.add_facts('rf', 'test:hash', %s, %s::vector[], %s, %s, %s)",
+            (
+                bodies,
+                [vec(b) for b in bodies],
+                ["lonely", None, "kept", None, None, "lonely"],
+                [None, None, 7, None, None, None],
+                [None, None, None, "handbook#intro", "gone#x", None],
+            ),
+        )
+        conn.execute("SELECT pgmem.set_retention('rf', keep_days => 30)")
+    ids = {
+        str(b): int(str(i)) for b, i in admin_conn.execute("SELECT body, fact_id FROM pgmem.fact WHERE scope_id = 'rf'")
+    }
+    with conn.transaction():
+        in_scope(conn, "rf")
+        conn.execute(
+            "SELECT pgmem.log_recall('rf', 'fact', 'q', ARRAY['q'], ARRAY[%s::vector], 5, 0.2, NULL, 'vector',"
+            " %s::jsonb)",
+            (vec("q"), f'[{{"fact_id": {ids["no thread"]}}}]'),
+        )
+    admin_conn.execute(
+        "UPDATE pgmem.fact SET created_at = now() - interval '40 days' WHERE scope_id = 'rf' AND body <> 'recent'"
+    )
+    rows = admin_conn.execute(
+        "SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()"
+    )
+    # Three facts without a stored turn and one about a document the scope does not hold; thread
+    # "lonely" keeps its recent fact, so no thread goes; the log row that returned one goes.
+    assert rows.fetchall() == [("rf", 0, 0, 4, 0, 1)]
+    left = {str(r[0]) for r in admin_conn.execute("SELECT body FROM pgmem.fact WHERE scope_id = 'rf'")}
+    assert left == {"recent", "about the handbook"}
+    assert admin_conn.execute("SELECT count(*) FROM pgmem.recall_log WHERE scope_id = 'rf'").fetchone() == (0,)
+    # Its last fact gone as well, thread "lonely" goes with it; the turn's thread stays.
+    admin_conn.execute("UPDATE pgmem.fact SET created_at = now() - interval '40 days' WHERE scope_id = 'rf'")
+    rows = admin_conn.execute(
+        "SELECT scope_id, turns, pieces, facts, threads, recall_logs FROM pgmem.apply_retention()"
+    )
+    assert rows.fetchall() == [("rf", 0, 0, 1, 1, 0)]
+    threads = admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = 'rf' ORDER BY 1").fetchall()
+    assert threads == [("kept",)]
+    assert _count(admin_conn, "fact", "rf") == 1  # the stored document's
+
+
 def test_apply_retention_removes_the_store_s_delete_records_after_their_30_days(
     conn: Conn, owner: Conn, admin_conn: Conn
 ) -> None:

@@ -119,3 +119,37 @@ def test_a_setting_then_a_turn_of_an_expiring_thread_do_not_deadlock_with_retent
         count(admin_conn, "SELECT count(*) FROM pgmem.retention WHERE scope_id = %s AND applied_at IS NULL", (scope,))
         == 1
     )
+
+
+def test_a_turn_stored_while_retention_waits_keeps_its_fact_and_a_threads_old_fact_goes(
+    conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
+) -> None:
+    """Thread x holds two facts stored 40 days ago (keep 30 days), one about turn 3, which is not
+    stored, and one about the thread only (0119: such facts outlived every keep_days). A writer
+    stores turn 3 and holds thread x while retention starts: retention waits for the thread, then
+    reads the facts again, so the fact of the turn just stored stays and the thread's goes."""
+    churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)
+    scope = f"rt-fa-{uuid.uuid4().hex[:8]}"
+    with conn.transaction():
+        conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+        conn.execute(
+            "SELECT pgmem.add_facts(%s, %s, ARRAY['about turn 3', 'about thread x'],"
+            " ARRAY[%s::vector, %s::vector], ARRAY['x', 'x'], ARRAY[3, NULL])",
+            (scope, EMB.model_id, *(str(v.tolist()) for v in EMB.embed(["turn 3", "thread x"]))),
+        )
+        _set_retention(scope, keep_days=30)(conn)
+    admin_conn.execute("UPDATE pgmem.fact SET created_at = now() - interval '40 days' WHERE scope_id = %s", (scope,))
+    writer, keeper = sessions(), Session(role_url(db_url, RETENTION_LOGIN))
+    try:
+        writer.begin(scope)
+        writer.do(ingest([Turn(scope, "x", 3, None, ({"role": "user", "content": "x turn 3"},))]))
+        expire = keeper.start(lambda c: c.execute("SELECT scope_id, facts FROM pgmem.apply_retention()").fetchall())
+        waited = waits_for_lock(admin_conn, expire, keeper.pid)
+        writer.commit()
+        expired = outcome(expire)
+    finally:
+        keeper.close()
+    assert not isinstance(expired, BaseException), f"retention: {expired!r}"
+    assert waited and expired == [(scope, 1)]
+    left = admin_conn.execute("SELECT body FROM pgmem.fact WHERE scope_id = %s", (scope,)).fetchall()
+    assert left == [("about turn 3",)] and turns_of(admin_conn, scope, "x") == [3]

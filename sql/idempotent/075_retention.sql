@@ -122,6 +122,27 @@ $$;
 COMMENT ON FUNCTION pgmem._expired_turns(text, integer, integer) IS
 'Internal to pgmem.apply_retention: the turns of a scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one, or for a LangGraph store item''s turn, its thread''s turn 0, by the item''s last put, updated_at: 0089; or past the last keep_turns of their thread).';
 
+-- The facts keep_days removes beside the turns (0119): those whose turn is not stored, stored
+-- more than keep_days ago, and not about a stored document.
+CREATE OR REPLACE FUNCTION pgmem._unturned_facts(scope text, keep_days integer)
+RETURNS TABLE (fact_id bigint, thread_id text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+    SELECT f.fact_id, f.thread_id FROM pgmem.fact f
+     WHERE f.scope_id = _unturned_facts.scope
+       AND f.created_at < now() - make_interval(days => _unturned_facts.keep_days)
+       AND NOT EXISTS (SELECT 1 FROM pgmem.turn t
+                        WHERE t.scope_id = f.scope_id AND t.thread_id = f.thread_id AND t.turn_index = f.turn_index)
+       -- A document's facts name it as their section: its id, or id#anchor.
+       AND NOT EXISTS (SELECT 1 FROM generate_series(1, cardinality(string_to_array(f.section, '#'))) AS g(i)
+                         JOIN pgmem.document d
+                           ON d.scope_id = f.scope_id
+                          AND d.document_id = array_to_string((string_to_array(f.section, '#'))[1:g.i], '#'))
+$$;
+COMMENT ON FUNCTION pgmem._unturned_facts(text, integer) IS
+'Internal to apply_retention: the scope''s facts whose turn is not stored (tied to a thread only, to no thread, or to a turn index the thread does not hold) that were stored more than keep_days days ago, except the facts about a document of the scope (a section that is a stored document''s id, or id#anchor): what keep_days removes beside the turns (0119).';
+
 CREATE OR REPLACE FUNCTION pgmem.apply_retention()
 RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
 LANGUAGE plpgsql VOLATILE
@@ -148,6 +169,10 @@ DECLARE
     item text;
     -- The scopes holding records of deleted store keys older than 30 days (0101).
     aged text[];
+    -- The scope's facts whose turn is not stored, older than keep_days (0119), and the threads
+    -- their delete left with nothing.
+    old_facts bigint[] := '{}';
+    fact_threads text[];
     n_aged integer;
 BEGIN
     -- Every scope's setting must be visible, or scopes would silently keep what they should not:
@@ -191,6 +216,16 @@ BEGIN
             -- came first finishes first, and the expired turns are listed again under the locks.
             -- (The scope row is held FOR KEY SHARE from above.)
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
+            -- A fact whose turn is not stored (tied to a thread only, to no thread, or to a turn
+            -- that never came) is aged by when it was stored (0119): until then only a turn's
+            -- facts went, and these outlived every keep_days. Their threads are locked with the
+            -- turns' (thread, then its facts). A fact about a stored document stays with it, as
+            -- documents are not aged.
+            IF s.keep_days IS NOT NULL THEN
+                doomed := ARRAY(SELECT DISTINCT u.t FROM unnest(doomed || ARRAY(
+                                    SELECT fa.thread_id FROM pgmem._unturned_facts(s.scope_id, s.keep_days) fa
+                                     WHERE fa.thread_id IS NOT NULL)) AS u(t) ORDER BY 1);
+            END IF;
             -- A LangGraph store item without a turn (a plain key-value item, put with
             -- index=False, or one a store with its own embed indexes with field vectors) is aged
             -- by its last put as an indexed item is (rt60): keep_days removed the indexed items
@@ -239,6 +274,28 @@ BEGIN
                     RAISE NOTICE 'apply_retention: scope %: % turns removed so far', s.scope_id, done;
                 END IF;
             END LOOP;
+            -- The facts whose turn is not stored, read again under the thread locks (a turn stored
+            -- meanwhile keeps its facts), as forget_fact removes them: a thread left with nothing
+            -- goes, and takes the recalls filtered to it.
+            IF s.keep_days IS NOT NULL THEN
+                WITH d AS (
+                    DELETE FROM pgmem.fact fa
+                     WHERE fa.scope_id = s.scope_id
+                       AND fa.fact_id IN (SELECT o.fact_id FROM pgmem._unturned_facts(s.scope_id, s.keep_days) o
+                                           WHERE o.thread_id IS NULL OR o.thread_id = ANY (doomed))
+                    RETURNING fa.fact_id, fa.thread_id)
+                SELECT coalesce(array_agg(d.fact_id), '{}'),
+                       coalesce(array_agg(DISTINCT d.thread_id) FILTER (WHERE d.thread_id IS NOT NULL), '{}')
+                  INTO old_facts, fact_threads FROM d;
+                IF cardinality(fact_threads) > 0 THEN
+                    threads := threads + pgmem._drop_empty_threads(s.scope_id, fact_threads);
+                    emptied := emptied || ARRAY(SELECT u.t FROM unnest(fact_threads) AS u(t)
+                                                 WHERE NOT EXISTS (SELECT 1 FROM pgmem.thread th
+                                                                    WHERE th.scope_id = s.scope_id AND th.thread_id = u.t));
+                END IF;
+                facts := facts + cardinality(old_facts);
+                gone_facts := gone_facts || old_facts;
+            END IF;
             -- The items without a turn, as expire_items removes an item (their field vectors go
             -- with them), remembered as deleted (pgmem.store_tombstone: an import of an older
             -- copy does not bring them back); a namespace left without items leaves the
@@ -251,7 +308,7 @@ BEGIN
                 PERFORM pgmem._drop_empty_namespace(s.scope_id, stale[cardinality(stale)]);
                 RAISE NOTICE 'apply_retention: scope %: % store items without a turn removed', s.scope_id, cardinality(stale);
             END IF;
-            IF cardinality(gone_threads) > 0 THEN
+            IF cardinality(gone_threads) > 0 OR cardinality(old_facts) > 0 THEN
                 -- A thread that went with its last turn takes the recalls filtered to it too (a
                 -- NULL turn index is the whole thread), as forget_thread does.
                 recall_logs := recall_logs
@@ -306,4 +363,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.apply_retention() IS
-'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. Each scope''s setting is read when its turn comes, under its scope row (since 0107: a setting removed or changed meanwhile counts; a scope without one then is passed over), and its applied_at is not written while a set_retention of the scope is in flight. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), the facts whose turn is not stored (tied to a thread only or to no turn; not those about a stored document) stored more than keep_days ago (since 0119, as forget_fact removes them), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. Each scope''s setting is read when its turn comes, under its scope row (since 0107: a setting removed or changed meanwhile counts; a scope without one then is passed over), and its applied_at is not written while a set_retention of the scope is in flight. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
