@@ -900,32 +900,6 @@ def test_a_link_resolves_as_gone_after_its_target_is_removed_and_to_its_new_titl
     assert add_documents(conn, "s", [trip], embedder).unchanged == 1
 
 
-def test_a_link_added_before_its_target_resolves_when_the_target_is_added(conn: Conn, embedder: Embedder) -> None:
-    """trip.md, added alone, links [[harbour]]: "→ (no such document)". Adding harbour.md after it
-    left that until trip.md was added again (0115 relinked on a retitle or removal only). Now the
-    add rewrites the link to the new title, and a later document of the same slug (the last by id
-    wins, as the client resolves) takes it over; a document of another slug leaves it alone."""
-
-    def links() -> list[str]:
-        with scoped(conn, "s"):
-            rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion' ORDER BY span_start")
-            return [str(r[0]).rsplit(" → ", 1)[1] for r in rows]
-
-    trip = Document("trip.md", "# Trip\n\nRead [[harbour]] first. And [[other]].\n")
-    assert add_documents(conn, "s", [trip], embedder).inserted == 1
-    assert links() == ["(no such document)", "(no such document)"]
-    add_documents(conn, "s", [Document("harbour.md", "# Harbour Guide\n\nFerries at nine.\n")], embedder)
-    assert links() == ["Harbour Guide", "(no such document)"]
-    add_documents(conn, "s", [Document("unrelated.md", "# Unrelated\n\nx\n")], embedder)
-    add_documents(conn, "s", [Document("a/harbour.md", "# Early Harbour\n\nx\n")], embedder)  # before by id
-    assert links() == ["Harbour Guide", "(no such document)"]
-    add_documents(conn, "s", [Document("z/harbour.md", "# Later Harbour\n\nx\n")], embedder)
-    assert links() == ["Later Harbour", "(no such document)"]
-    # What the client resolves on the next add of trip.md is what SQL wrote.
-    assert add_documents(conn, "s", [trip], embedder).replaced == 1
-    assert links() == ["Later Harbour", "(no such document)"]
-
-
 def test_relinking_skips_the_units_a_writer_of_their_document_holds(
     conn: Conn, app_url: str, embedder: Embedder
 ) -> None:
@@ -941,9 +915,6 @@ def test_relinking_skips_the_units_a_writer_of_their_document_holds(
         assert add_documents(writer, "s", [trip], embedder, force=True).replaced == 1
         conn.execute("SET statement_timeout = '3s'")
         assert remove_document(conn, "s", "harbour.md")
-        # Adding it again relinks too (0119), and skips the held units the same way.
-        again = Document("harbour.md", "# Harbour Handbook\n\nFerries at ten.\n")
-        assert add_documents(conn, "s", [again], embedder).inserted == 1
     with scoped(conn, "s"):
         rows = conn.execute("SELECT body FROM pgmem.piece WHERE unit_kind = 'transclusion'").fetchall()
     assert [str(r[0]) for r in rows] == ["Read [[harbour]] first. → Harbour Guide"]

@@ -36,11 +36,12 @@ def test_write_ab_compares_two_databases_and_refuses_bad_inputs(
 ) -> None:
     args = ["--turns", "3", "--single", "2", "--rounds", "2"]
     with temporary_database(db_url, InstallParams(384, 1024)) as url2:
-        assert write_ab.main([db_url, url2, *args]) == 0
+        assert write_ab.main([db_url, url2, *args, "--documents", "3"]) == 0
         out = capsys.readouterr().out.splitlines()
         assert "median of 2 rounds" in out[0]
         assert out[1].startswith("put_turns (one call of 3 turns): database ") and ", ratio " in out[1]
         assert out[2].startswith("put_turn (2 calls, one turn each): database ") and ", ratio " in out[2]
+        assert out[3].startswith("put_document (3 documents of 3 units, one call each): database ") and len(out) == 4
         assert _left(db_url) == 0 and _left(url2) == 0
 
         # A second database whose words differ (another rule for a piece's lexemes): refused on the
@@ -63,7 +64,7 @@ def test_write_ab_compares_two_databases_and_refuses_bad_inputs(
             assert write_ab.main(argv) == 1, what
             _one_line(capsys)
             assert _left(db_url) == 0, what
-    for argv in (["--rounds", "0"], ["--turns", "5001"], ["--single", "x"]):
+    for argv in (["--rounds", "0"], ["--turns", "5001"], ["--single", "x"], ["--documents", "-1"]):
         with pytest.raises(SystemExit) as exc:
             write_ab.main([db_url, db_url, *argv])
         assert exc.value.code == 2

@@ -100,7 +100,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem._relink_documents(text, text, text) IS
-'Internal to put_document and forget_document (0115): after a document of this slug was retitled, removed or added (0119: old_title is then what the slug resolved to before, or "(no such document)"), rewrite the text of the scope''s transclusion units that resolved the slug to its old title ("… → Old Title") to what the slug resolves to now (the title of its last document by id, or "(no such document)"); units a concurrent writer holds are skipped. The units keep their vectors and words until their document is added again (its content hash covers what its links resolve to, so that add embeds them again). Returns the units rewritten.';
+'Internal to put_document and forget_document (0115): after a document of this slug was retitled or removed, rewrite the text of the scope''s transclusion units that resolved the slug to its old title ("… → Old Title") to what the slug resolves to now (the title of its last document by id, or "(no such document)"); units a concurrent writer holds are skipped. The units keep their vectors and words until their document is added again (its content hash covers what its links resolve to, so that add embeds them again). Returns the units rewritten.';
 
 CREATE OR REPLACE FUNCTION pgmem.put_document(
     scope text,
@@ -312,17 +312,7 @@ BEGIN
       FROM u JOIN new_chunks nc ON nc.ordinal = u.ch JOIN ctx ON ctx.ch = u.ch
      ORDER BY u.ord;
     -- A retitled document: the links of the scope that named its old title name the new one
-    -- (0115; they kept the old title until the linking document was added again). A new
-    -- document: the links that named what its slug resolved to before it (another document of
-    -- the slug, or none: "(no such document)") resolve again (0119: a target added after its
-    -- linker stayed "(no such document)" until the linker was added again).
-    IF status = 'inserted' THEN
-        SELECT d.title INTO old_title FROM pgmem.document d
-         WHERE d.scope_id = put_document.scope AND d.document_id <> put_document.document_id
-           AND pgmem._link_slug(d.document_id) = pgmem._link_slug(put_document.document_id)
-         ORDER BY d.document_id DESC LIMIT 1;
-        old_title := coalesce(nullif(old_title, ''), '(no such document)');
-    END IF;
+    -- (0115; they kept the old title until the linking document was added again).
     IF old_title IS DISTINCT FROM put_document.title THEN
         PERFORM pgmem._relink_documents(put_document.scope, pgmem._link_slug(put_document.document_id), old_title);
     END IF;
@@ -330,7 +320,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.put_document(text, text, text, text, bytea, text, jsonb, text[], integer[], text[], integer[], integer[], integer[], text[], text[], vector[], double precision, boolean, boolean) IS
-'Store one Markdown document atomically (document_id 1 to 1,000 characters, not only whitespace: 22023, 0091): its chunks (heading path, a JSON array of strings, + body) and their search units (kind, position in its chunk, span in the chunk body, label, body, vector) as kind = document pieces; every array is one-dimensional from 1 and holds no NULL (22023 naming the argument or the unit). Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors). A retitled document (0115) or a new one (0119) rewrites the text of the scope''s link units that resolve its slug (pgmem._relink_documents).';
+'Store one Markdown document atomically (document_id 1 to 1,000 characters, not only whitespace: 22023, 0091): its chunks (heading path, a JSON array of strings, + body) and their search units (kind, position in its chunk, span in the chunk body, label, body, vector) as kind = document pieces; every array is one-dimensional from 1 and holds no NULL (22023 naming the argument or the unit). Unchanged hash = no write (unless force); changed = chunks and units replaced in this one transaction. Refuses a chunk without a unit. weight < 1 blends each unit with its chunk context unit(mean of the chunk''s unit vectors).';
 
 CREATE OR REPLACE FUNCTION pgmem.remove_document(scope text, document_id text)
 RETURNS boolean

@@ -1,6 +1,6 @@
 """Two databases' write paths side by side (a benchmark, not a test).
 
-    python -m pgmem.lab.bench.write_ab URL URL2 [--turns 400] [--single 20] [--rounds 5]
+    python -m pgmem.lab.bench.write_ab URL URL2 [--turns 400] [--single 20] [--rounds 5] [--documents 0]
 
 URL and URL2 name two migrated databases as a superuser: a copy of a store migrated to a later
 revision, say (`CREATE DATABASE b TEMPLATE a`, then `DATABASE_URL=... pgmem migrate`), so that
@@ -11,23 +11,31 @@ alternating which goes first: one `pgmem.put_turns` call of `turns` turns (the b
 statement's own time, as `pgmem bench`'s write rows measure it. Both databases must store the
 same rows (each piece's label, body, vectors and words, compared after every round); the scopes
 are forgotten at the end, on error too. Medians of pieces a second per path and database, and
-their ratio."""
+their ratio. With `--documents N`, each round also adds N small documents into the scope, one
+`pgmem.put_document` call each (a heading unit and two `[[link]]` units: to the document before,
+stored, and to the one after, not yet stored), database side as above: documents a second. Their
+link units' text may differ between revisions (what a link resolves to), so only their unit
+counts are compared."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import statistics
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from pgmem.db import connect
 from pgmem.errors import PgmemError
+from pgmem.lab.bench.load import MODEL_ID
 from pgmem.lab.bench.synth import PIECES_PER_TURN, Turn
 from pgmem.lab.bench.write_cost import _turns
 from pgmem.lab.bench.writes import put_turn_each, put_turns
@@ -43,6 +51,42 @@ ROWS = """SELECT p.thread_id, p.turn_index, p.source_index, p.seq, p.unit_kind, 
             LEFT JOIN pgmem.piece_word w ON w.scope_id = p.scope_id AND w.piece_id = p.piece_id
            WHERE p.scope_id = %s
            ORDER BY p.thread_id, p.turn_index, p.source_index, p.seq"""
+
+
+PUT_DOCUMENT = """SELECT clock_timestamp() - statement_timestamp() FROM pgmem.put_document(
+    %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector[])"""
+
+
+def put_documents(conn: Conn, scope: str, n: int) -> tuple[int, float]:
+    """n documents d00000.md ... into scope, one put_document call each (random unit vectors,
+    the turns' model): units stored and the calls' database-side seconds summed."""
+    row = conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'pgmem.piece'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    dims = int(str(row[0])) if row else 0
+    v = np.random.default_rng(11).standard_normal((3 * n, dims)).astype(np.float32)
+    vectors = list(v / np.linalg.norm(v, axis=1, keepdims=True))
+    secs = 0.0
+    for i in range(n):
+        heading, before, after = f"# Doc {i}", f"[[d{i - 1:05}]]", f"[[d{i + 1:05}]]"
+        chunk = f"{heading}\n\nRead {before} first. Then {after} later."
+        spans = [(0, len(heading))] + [(chunk.index(x), chunk.index(x) + len(x)) for x in (before, after)]
+        bodies = [heading, f"Read {before} first. → Doc {i - 1}", f"Then {after} later. → (no such document)"]
+        starts, ends = [a for a, _ in spans], [b for _, b in spans]
+        kinds = ["heading", "transclusion", "transclusion"]
+        doc = (f"d{i:05}.md", f"Doc {i}", chunk, i.to_bytes(8, "big"), MODEL_ID, json.dumps([[f"Doc {i}"]]), [chunk])
+        units = ([0, 0, 0], kinds, [0, 0, 1], starts, ends, [f"Doc {i}"] * 3, bodies, vectors[3 * i : 3 * i + 3])
+        args = (scope, *doc, *units)
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+            took = conn.execute(PUT_DOCUMENT, args, binary=True).fetchone()
+        if took is None or not isinstance(took[0], timedelta):
+            raise RuntimeError(f"put_document returned {took}")
+        secs += took[0].total_seconds()
+    row = conn.execute(
+        "SELECT count(*) FROM pgmem.piece WHERE scope_id = %s AND kind = 'document'", (scope,)
+    ).fetchone()
+    return int(str(row[0])) if row else 0, secs
 
 
 def _in_scope(turns: list[Turn], scope: str) -> list[Turn]:
@@ -67,12 +111,14 @@ def _scopes(conns: list[Conn]) -> Iterator[list[str]]:
                 _forget(conn, scope)
 
 
-def run(url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int = 5) -> dict[str, Any]:
+def run(
+    url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int = 5, documents: int = 0
+) -> dict[str, Any]:
     """The module docstring's rounds: per side and path, each round's pieces a second."""
     by = _turns(turns + single, 0)["cost-source"]
     bulk, each = by[:turns], by[turns : turns + single]
     rates: dict[str, dict[str, list[float]]] = {
-        side: {"put_turns": [], "put_turn": []} for side in ("database", "against")
+        side: {"put_turns": [], "put_turn": [], "put_document": []} for side in ("database", "against")
     }
     with connect(url) as c1, connect(url2) as c2:
         for c in (c1, c2):
@@ -99,15 +145,21 @@ def run(url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int 
                         if n != PIECES_PER_TURN * (turns if path == "put_turns" else single) or secs <= 0:
                             raise RuntimeError(f"{side}: {path} stored {n} pieces in {secs} s")
                         rates[side][path].append(n / secs)
+                    if documents:
+                        units, secs = put_documents(conn, scope, documents)
+                        if units != 3 * documents or secs <= 0:
+                            raise RuntimeError(f"{side}: put_document stored {units} units in {secs} s")
+                        rates[side]["put_document"].append(documents / secs)
                 rows = [c.execute(ROWS, (scope,)).fetchall() for c in (c1, c2)]
+                rows = [[r for r in side_rows if r[0] is not None] for side_rows in rows]  # memory pieces
                 if rows[0] != rows[1]:
                     raise RuntimeError(f"round {r + 1}: the two databases stored different rows")
-    out: dict[str, Any] = {"turns": turns, "single": single, "rounds": rounds, "paths": {}}
-    for path in ("put_turns", "put_turn"):
+    out: dict[str, Any] = {"turns": turns, "single": single, "rounds": rounds, "documents": documents, "paths": {}}
+    for path in ("put_turns", "put_turn") + (("put_document",) if documents else ()):
         a, b = (statistics.median(rates[s][path]) for s in ("database", "against"))
         out["paths"][path] = {
-            "database_pieces_per_s": round(a),
-            "against_pieces_per_s": round(b),
+            "database_per_s": round(a),
+            "against_per_s": round(b),
             "against_vs_database": round(b / a, 3),
             "runs": {s: [round(x) for x in rates[s][path]] for s in rates},
         }
@@ -122,24 +174,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=400, help="turns of the put_turns call (six pieces a turn)")
     p.add_argument("--single", type=int, default=20, help="put_turn calls a round")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--documents", type=int, default=0, help="put_document calls a round (0: none)")
     a = p.parse_args(argv)
-    if not (1 <= a.turns <= 5000 and 1 <= a.single <= 1000 and 1 <= a.rounds <= 50):
-        p.error("--turns must be 1..5000, --single 1..1000 and --rounds 1..50")
+    if not (1 <= a.turns <= 5000 and 1 <= a.single <= 1000 and 1 <= a.rounds <= 50 and 0 <= a.documents <= 20000):
+        p.error("--turns must be 1..5000, --single 1..1000, --rounds 1..50 and --documents 0..20000")
     try:
-        r = run(a.url, a.url2, turns=a.turns, single=a.single, rounds=a.rounds)
+        r = run(a.url, a.url2, turns=a.turns, single=a.single, rounds=a.rounds, documents=a.documents)
     except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
         print(
             f"write_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr
         )
         return 1
     print(
-        f"database side, pieces/s, median of {a.rounds} rounds (the same turns into a new scope of each, "
+        f"database side, pieces (documents) a second, median of {a.rounds} rounds "
+        "(the same turns into a new scope of each, "
         f"alternating which goes first), URL's (database) and URL2's (against)"
     )
     for path, v in r["paths"].items():
-        what = f"one call of {a.turns} turns" if path == "put_turns" else f"{a.single} calls, one turn each"
+        what = {
+            "put_turns": f"one call of {a.turns} turns",
+            "put_turn": f"{a.single} calls, one turn each",
+            "put_document": f"{a.documents} documents of 3 units, one call each",
+        }[path]
         print(
-            f"{path} ({what}): database {v['database_pieces_per_s']:,}, against {v['against_pieces_per_s']:,}, "
+            f"{path} ({what}): database {v['database_per_s']:,}, against {v['against_per_s']:,}, "
             f"ratio {v['against_vs_database']} (load average {r['load_average'][0]})"
         )
     return 0
