@@ -1966,9 +1966,11 @@ BEGIN
     -- With the recall settings this session set (0057): a replay runs under them. And (0117)
     -- the model of the query vectors under the key 'model', which is no setting's name (they
     -- are all pgmem.*, so _apply_recall_settings never reads it): the scope's model of the
-    -- plane, which the vectors were checked against. A replay after a model change (pgmem
-    -- reembed) is refused by it, not run with the old model's vectors against the new one's
-    -- pieces. A scope with no model yet logs none.
+    -- plane, which the recall was checked against when given its model_id (the Python API
+    -- does). log_recall has no model argument, so that is the scope's model now: a flip that
+    -- committed between the recall and its log is not seen. A replay after a model change
+    -- (pgmem reembed) is refused by it, not run with the old model's vectors against the new
+    -- one's pieces. A scope with no model yet logs none.
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
                                        metadata_filter, time_from, time_to, recency, since, until, settings)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
