@@ -66,6 +66,18 @@ def test_a_recall_logged_before_a_model_change_is_refused_in_one_line(conn: Conn
         assert "\n" not in str(refused.value)
         # A recall logged under the scope's model now is replayed.
         assert len(replayed(conn, function, after)) == 2
+    # The read-only role (psql for debugging) is refused alike, and replays the recall logged after.
+    with admin_conn.transaction():
+        admin_conn.execute("SET LOCAL ROLE pgmem_reader")
+        admin_conn.execute("SELECT set_config('pgmem.scope', %s, true)", (SCOPE,))
+        with (
+            pytest.raises(psycopg.errors.DataException, match="was logged under model test:old"),
+            admin_conn.transaction(),
+        ):
+            admin_conn.execute("SELECT * FROM pgmem.replay_logged_recall(%s, %s)", (SCOPE, before))
+        assert (
+            len(admin_conn.execute("SELECT * FROM pgmem.replay_logged_recall(%s, %s)", (SCOPE, after)).fetchall()) == 2
+        )
     # Where the model is kept: the settings, under a key no replay applies as a setting.
     models = admin_conn.execute(
         "SELECT settings -> 'model' FROM pgmem.recall_log WHERE recall_id IN (%s, %s) ORDER BY recall_id",
