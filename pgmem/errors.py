@@ -146,10 +146,12 @@ def is_refusal(exc: Exception) -> bool:
 
 
 #: What the 22000 refusals of another model say: recall's and bind_scope_model's (" from model "),
-#: and the LangGraph store's, whose namespace holds one model's field vectors or pgmem's pieces
-#: (pgmem.store_search, put_item_vectors, put_item). Each is a ModelRefusedError, so also a
-#: ModelMismatchError, as docs/langgraph.md says a store with another model gets.
-_MODEL_REFUSALS = (" from model ", "items are embedded with ", " is indexed with ")
+#: the LangGraph store's, whose namespace holds one model's field vectors or pgmem's pieces
+#: (pgmem.store_search, put_item_vectors, put_item), and a replay of a recall logged before a
+#: model change (replay_logged_recall, explain_logged_recall: " was logged under model ", 0116).
+#: Each is a ModelRefusedError, so also a ModelMismatchError, as docs/langgraph.md says a store
+#: with another model gets.
+_MODEL_REFUSALS = (" from model ", "items are embedded with ", " is indexed with ", " was logged under model ")
 
 
 def database_error(exc: Exception) -> DatabaseError:

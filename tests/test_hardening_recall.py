@@ -346,6 +346,7 @@ def test_internal_functions_are_not_granted_to_app_or_reader(store: Conn, admin_
         "_recall_setting_names",
         "_recall_settings",
         "_apply_recall_settings",
+        "_check_logged_model",  # the replays' model check (0116): reads the scope's model, raises
     }
     rows = admin_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text,

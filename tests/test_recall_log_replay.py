@@ -329,7 +329,9 @@ def test_a_recall_under_the_callers_settings_replays_under_them(
             "SELECT recall_id, settings FROM pgmem.recall_log WHERE recall_id = ANY(%s) ORDER BY 1",
             ([plain.recall_id, tuned.recall_id],),
         ).fetchall()
-    assert [row[1] for row in logged] == [{}, {setting: value}]
+    # Beside the settings, the model of the query vectors (0116), which no replay applies as one.
+    model = {"model": {"model_id": embedder.model_id, "dims": embedder.dims}}
+    assert [row[1] for row in logged] == [model, {setting: value, **model}]
     for r in (plain, tuned):
         assert r.recall_id is not None
         assert [(p, k, i) for p, k, i, *_ in replay(diary, r.recall_id)] == ranked(r)

@@ -454,7 +454,7 @@ def test_keep_days_removes_the_facts_whose_turn_is_not_stored_but_not_a_stored_d
 ) -> None:
     """keep_days removed a turn's facts with the turn, and nothing else of the fact plane: a fact
     tied to a thread only, to no thread, or to a turn that never came outlived every keep_days
-    (0119). They go by when they were stored, as forget_fact removes them (the recall-log rows
+    (0117). They go by when they were stored, as forget_fact removes them (the recall-log rows
     that returned them, and a thread left with nothing); a fact about a stored document stays
     with it, and a fact stored within keep_days stays."""
     bodies = ["thread only", "no thread", "turn never came", "about the handbook", "about a gone doc", "recent"]

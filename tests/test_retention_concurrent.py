@@ -125,7 +125,7 @@ def test_a_turn_stored_while_retention_waits_keeps_its_fact_and_a_threads_old_fa
     conn: Conn, admin_conn: Conn, db_url: str, sessions: Callable[[], Session]
 ) -> None:
     """Thread x holds two facts stored 40 days ago (keep 30 days), one about turn 3, which is not
-    stored, and one about the thread only (0119: such facts outlived every keep_days). A writer
+    stored, and one about the thread only (0117: such facts outlived every keep_days). A writer
     stores turn 3 and holds thread x while retention starts: retention waits for the thread, then
     reads the facts again, so the fact of the turn just stored stays and the thread's goes."""
     churn.ensure_logins(admin_conn, APP_LOGIN, RETENTION_LOGIN)

@@ -1963,20 +1963,65 @@ BEGIN
                             AND jsonb_typeof(coalesce(o.v -> 'fact_id', o.v -> 'piece_id')) = 'number')
      ORDER BY f.fact_id FOR KEY SHARE;
     results := pgmem._drop_gone_hits(log_recall.scope, plane, results);
-    -- With the recall settings this session set (0057): a replay runs under them.
+    -- With the recall settings this session set (0057): a replay runs under them. And (0116)
+    -- the model of the query vectors under the key 'model', which is no setting's name (they
+    -- are all pgmem.*, so _apply_recall_settings never reads it): the scope's model of the
+    -- plane, which the recall was checked against when given its model_id (the Python API
+    -- does). log_recall has no model argument, so that is the scope's model now: a flip that
+    -- committed between the recall and its log is not seen. A replay after a model change
+    -- (pgmem reembed) is refused by it, not run with the old model's vectors against the new
+    -- one's pieces. A scope with no model yet logs none.
     INSERT INTO pgmem.recall_log AS l (scope_id, plane, message, part_texts, part_vectors, x, floor, thread_id, mode, results,
                                        metadata_filter, time_from, time_to, recency, since, until, settings)
     VALUES (log_recall.scope, log_recall.plane, log_recall.message, log_recall.part_texts, log_recall.part_vectors,
             log_recall.x, log_recall.floor, log_recall.thread, log_recall.mode, log_recall.results,
             nullif(log_recall.metadata_filter, '{}'::jsonb), log_recall.time_from, log_recall.time_to, log_recall.recency,
-            log_recall.since, log_recall.until, pgmem._recall_settings())
+            log_recall.since, log_recall.until,
+            pgmem._recall_settings()
+            || coalesce((SELECT jsonb_build_object('model', jsonb_build_object('model_id', m.model_id, 'dims', m.dims))
+                           FROM pgmem.scope s
+                           JOIN pgmem.embedding_model m
+                             ON m.model_key = CASE WHEN log_recall.plane = 'fact' THEN s.fact_model_key ELSE s.piece_model_key END
+                          WHERE s.scope_id = log_recall.scope), '{}'))
     RETURNING l.recall_id INTO id;
     RETURN id;
 END
 $$;
 COMMENT ON FUNCTION pgmem.log_recall(text, text, text, text[], vector[], integer, double precision, text, text, jsonb, jsonb,
                                       timestamptz, timestamptz, double precision, timestamptz, timestamptz) IS
-'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument). Returns the log row''s recall_id, or NULL when the scope has no row (never written, or forgotten meanwhile): nothing is logged and no scope is made (0113).';
+'Record a recall request (its metadata filter and time arguments included) and its results, so it can be explained or replayed from psql. Arguments are checked as the recall functions check them (pgmem.check_recall_args); results must be a JSON array or object of at most 16,000,000 bytes as JSON text nested at most 64 levels (since 0103), message at most 100,000 bytes and part_texts at most 100,000 bytes together, thread 1 to 200 characters (22023 naming the argument). Returns the log row''s recall_id, or NULL when the scope has no row (never written, or forgotten meanwhile): nothing is logged and no scope is made (0113). The row''s settings hold the recall settings the session set and (0116), under the key model, the scope''s model of the plane ({model_id, dims}; none while the scope has no model), which the replays check.';
+
+-- A logged recall's query vectors are of the model its log names (settings -> 'model', since
+-- 0116): a model change since (pgmem reembed's flip, or a write with reembed => true, rebinds the
+-- scope) refuses its replay in one line, instead of ranking the new model's pieces with the old
+-- model's vectors. A row logged before 0116 names no model, and runs as before.
+CREATE OR REPLACE FUNCTION pgmem._check_logged_model(scope text, recall_id bigint, settings jsonb, verb text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pgmem, pg_temp
+AS $$
+DECLARE
+    now_model record;
+BEGIN
+    IF jsonb_typeof(settings -> 'model') IS DISTINCT FROM 'object' THEN
+        RETURN;
+    END IF;
+    SELECT m.model_id, m.dims INTO now_model
+      FROM pgmem.scope s JOIN pgmem.embedding_model m ON m.model_key = s.piece_model_key
+     WHERE s.scope_id = _check_logged_model.scope;
+    IF now_model.model_id IS NOT NULL
+       AND (now_model.model_id, now_model.dims::text)
+           IS DISTINCT FROM (settings -> 'model' ->> 'model_id', settings -> 'model' ->> 'dims') THEN
+        RAISE EXCEPTION 'recall % was logged under model % (% dimensions); scope % now uses model % (% dimensions): its logged query vectors cannot search the new model''s pieces',
+            recall_id, settings -> 'model' ->> 'model_id', settings -> 'model' ->> 'dims', scope,
+            now_model.model_id, now_model.dims
+            USING ERRCODE = '22000',
+                  HINT = format('The scope''s embedding model changed since the recall was logged (pgmem reembed). Record it again under the scope''s model (its message, with log=True or pgmem recall --log) and %s that recall_id.', verb);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION pgmem._check_logged_model(text, bigint, jsonb, text) IS
+'Internal to explain_logged_recall and replay_logged_recall (0116): raise 22000 naming both models when a logged recall''s model (settings -> model, {model_id, dims}) is not the scope''s piece model now; a row without one (logged before 0116) passes. verb names the call in the hint.';
 
 CREATE OR REPLACE FUNCTION pgmem.explain_logged_recall(scope text, recall_id bigint, show integer DEFAULT 10)
 RETURNS TABLE (part_no integer, part_text text, candidate integer, piece_id bigint, label text,
@@ -2008,6 +2053,8 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be explained', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
+    -- Never the query vectors of one model ranked against the pieces of another (0116).
+    PERFORM pgmem._check_logged_model(l.scope_id, recall_id, l.settings, 'explain');
     -- Under the caller's recall settings (logged since 0057; the search width among them), then
     -- this session's again.
     IF l.settings IS NOT NULL THEN
@@ -2022,7 +2069,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.explain_logged_recall(text, bigint, integer) IS
-'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
+'Replay a logged recall (pgmem.recall_log) through explain_recall, with its x, floor, thread, metadata filter and since / until bounds (what decides which turns it searched), under the recall settings the caller''s session had set (as replay_logged_recall): what each part found now, and why hits were cut. explain_recall ranks by cosine: the logged mode, time window and recency, which reorder hits, are in the row but not applied. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged under another model than the scope''s now (settings -> model, since 0116: a model change, pgmem reembed, came between) raises 22000 naming both models, with a hint to record it again; a row logged before 0116 (no model) runs as before.';
 
 -- explain_logged_recall ranks by cosine; this is the recall itself, run again with what the log
 -- holds, so a person in psql sees what the caller would get now, ranked as the caller got it,
@@ -2057,6 +2104,8 @@ BEGIN
         RAISE EXCEPTION 'recall % searched the % plane; only memory recalls can be replayed', recall_id, l.plane
             USING ERRCODE = '22023';
     END IF;
+    -- Never the query vectors of one model ranked against the pieces of another (0116).
+    PERFORM pgmem._check_logged_model(l.scope_id, recall_id, l.settings, 'replay');
     -- Under the recall settings the caller's session had set (logged since 0057; a row logged
     -- before has none, and runs under this session's), then this session's again.
     IF l.settings IS NOT NULL THEN
@@ -2110,4 +2159,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.replay_logged_recall(text, bigint) IS
-'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane).';
+'Run a logged recall (pgmem.recall_log, memory plane) again through memory_recall with every argument the log holds: parts and their texts, x, floor, thread, mode (vector or hybrid), metadata filter, time window (time_from / time_to), recency (its default when none was logged) and since / until, under the recall settings the caller''s session had set (recall_log.settings, pgmem._recall_setting_names: pgmem.word_weight, pgmem.time_weight, pgmem.ef_search and the others; a setting the caller did not set is unset for the replay, so the defaults and the model registry of now apply; a row logged before 0057 runs under this session''s). One row per hit now, memory_recall''s columns, ranked as the caller got them, plus logged_rank (the hit''s rank in the logged results, NULL when it was not among them) and change: same, moved (another rank then), new (not a logged hit) or missing (a logged hit not returned now: rank, cosine, score and word_rank NULL, its piece, thread, turn, label and body as logged; listed after its part''s hits). candidates, rrf_k and exact are memory_recall''s defaults. This session''s settings are as they were after the call. scope must be the transaction''s pgmem.scope (42501 otherwise); a recall_id not in the scope''s log raises P0002 (22004 for NULL arguments, 22023 for an id below 1 or a recall of another plane). A recall logged under another model than the scope''s now (settings -> model, since 0116: a model change, pgmem reembed, came between) raises 22000 naming both models, with a hint to record it again; a row logged before 0116 (no model) runs as before.';

@@ -122,7 +122,7 @@ $$;
 COMMENT ON FUNCTION pgmem._expired_turns(text, integer, integer) IS
 'Internal to pgmem.apply_retention: the turns of a scope that break its turn bounds (older than keep_days by turn_time, or ingested_at without one, or for a LangGraph store item''s turn, its thread''s turn 0, by the item''s last put, updated_at: 0089; or past the last keep_turns of their thread).';
 
--- The facts keep_days removes beside the turns (0119): those whose turn is not stored, stored
+-- The facts keep_days removes beside the turns (0117): those whose turn is not stored, stored
 -- more than keep_days ago, and not about a stored document.
 CREATE OR REPLACE FUNCTION pgmem._unturned_facts(scope text, keep_days integer)
 RETURNS TABLE (fact_id bigint, thread_id text)
@@ -141,7 +141,7 @@ AS $$
                           AND d.document_id = array_to_string((string_to_array(f.section, '#'))[1:g.i], '#'))
 $$;
 COMMENT ON FUNCTION pgmem._unturned_facts(text, integer) IS
-'Internal to apply_retention: the scope''s facts whose turn is not stored (tied to a thread only, to no thread, or to a turn index the thread does not hold) that were stored more than keep_days days ago, except the facts about a document of the scope (a section that is a stored document''s id, or id#anchor): what keep_days removes beside the turns (0119).';
+'Internal to apply_retention: the scope''s facts whose turn is not stored (tied to a thread only, to no thread, or to a turn index the thread does not hold) that were stored more than keep_days days ago, except the facts about a document of the scope (a section that is a stored document''s id, or id#anchor): what keep_days removes beside the turns (0117).';
 
 CREATE OR REPLACE FUNCTION pgmem.apply_retention()
 RETURNS TABLE (scope_id text, turns integer, pieces integer, facts integer, threads integer, recall_logs integer)
@@ -169,7 +169,7 @@ DECLARE
     item text;
     -- The scopes holding records of deleted store keys older than 30 days (0101).
     aged text[];
-    -- The scope's facts whose turn is not stored, older than keep_days (0119), and the threads
+    -- The scope's facts whose turn is not stored, older than keep_days (0117), and the threads
     -- their delete left with nothing.
     old_facts bigint[] := '{}';
     fact_threads text[];
@@ -217,7 +217,7 @@ BEGIN
             -- (The scope row is held FOR KEY SHARE from above.)
             doomed := ARRAY(SELECT DISTINCT e.thread_id FROM pgmem._expired_turns(s.scope_id, s.keep_days, s.keep_turns) e ORDER BY 1);
             -- A fact whose turn is not stored (tied to a thread only, to no thread, or to a turn
-            -- that never came) is aged by when it was stored (0119): until then only a turn's
+            -- that never came) is aged by when it was stored (0117): until then only a turn's
             -- facts went, and these outlived every keep_days. Their threads are locked with the
             -- turns' (thread, then its facts). A fact about a stored document stays with it, as
             -- documents are not aged.
@@ -363,4 +363,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.apply_retention() IS
-'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), the facts whose turn is not stored (tied to a thread only or to no turn; not those about a stored document) stored more than keep_days ago (since 0119, as forget_fact removes them), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. Each scope''s setting is read when its turn comes, under its scope row (since 0107: a setting removed or changed meanwhile counts; a scope without one then is passed over), and its applied_at is not written while a set_retention of the scope is in flight. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';
+'Apply every scope''s retention setting (pgmem.set_retention), for a DBA to schedule (pg_cron or cron + psql, docs/operations.md). Run as a login member of pgmem_owner (the migrating role) or a superuser; anyone who sees only one scope under row-level security is refused (42501). In each scope: turns beyond the age bound (turn_time, or ingested_at when turn_time is NULL; a LangGraph store item''s turn by the item''s last put) or beyond the last keep_turns of their thread are removed as pgmem.forget_turn removes them (pieces, facts tied to the turn, recall-log rows that returned them, read once a scope, and threads left empty go too), the facts whose turn is not stored (tied to a thread only or to no turn; not those about a stored document) stored more than keep_days ago (since 0117, as forget_fact removes them), and the LangGraph store items without a turn (plain key-value items, items with field vectors) not put within keep_days as expire_items removes an item (since 0096, reported in a NOTICE), then the recall log is trimmed to log_keep_days and log_keep_rows. Then (since 0101) every scope''s records of deleted store keys (pgmem.store_tombstone) and the records of forgotten scopes (pgmem.forgotten_scope) older than 30 days go, whatever the retention settings. Each scope''s setting is read when its turn comes, under its scope row (since 0107: a setting removed or changed meanwhile counts; a scope without one then is passed over), and its applied_at is not written while a set_retention of the scope is in flight. One row per scope with a setting: turns, pieces, facts, threads and recall-log rows removed; NOTICEs report progress. One transaction: a failure removes nothing. READ COMMITTED only (25000 under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the wait for the writers of what it forgets, 0113).';

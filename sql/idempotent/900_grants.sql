@@ -228,11 +228,13 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC, pgmem_app, pgmem_reader
 --   _recall_setting_names, _recall_settings, _apply_recall_settings  the recall settings a
 --       logged recall records and its replays run under (0057): a constant list, the caller's
 --       own session settings read, and those settings set local to the caller's transaction
---       (what SET LOCAL does), for those names only.
+--       (what SET LOCAL does), for those names only;
+--   _check_logged_model  the replays' model check (0116): reads the scope's model, under
+--       row-level security, and raises or returns nothing.
 DO $$
 DECLARE
     callable text[] := ARRAY['_memory_candidates', '_fact_candidates', '_window_candidates', '_scope_index_name', '_lexeme', '_word_postings',
-                             '_recall_setting_names', '_recall_settings', '_apply_recall_settings'];
+                             '_recall_setting_names', '_recall_settings', '_apply_recall_settings', '_check_logged_model'];
     r record;
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p

@@ -97,3 +97,14 @@ SET LOCAL pgmem.scope = 'someone-else';
 SELECT * FROM pgmem.replay_logged_recall('demo', :recall_id);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- After a model change (what pgmem reembed does: stage the new model's vectors, then flip), a
+-- recall logged under the old model is refused by both, in one line: its query vectors are the
+-- old model's (since 0116; until then the new model's pieces were ranked with them).
+SELECT pgmem.stage_vectors('demo', 'psql-example-2', array_agg(piece_id ORDER BY piece_id),
+                           array_agg(raw_embedding ORDER BY piece_id)) AS staged
+  FROM pgmem.piece WHERE scope_id = 'demo';
+SELECT flipped FROM pgmem.reembed_flip('demo', 'psql-example-2', 384);
+SELECT * FROM pgmem.replay_logged_recall('demo', :recall_id);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM pgmem.explain_logged_recall('demo', :recall_id);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE

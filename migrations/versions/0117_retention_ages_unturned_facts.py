@@ -9,13 +9,13 @@ Facts about a stored document stay with it: documents are not aged.
 
 Only re-runnable definitions change (sql/idempotent/075_retention.sql).
 
-Revision ID: 0119
-Revises: 0115
+Revision ID: 0117
+Revises: 0116
 Create Date: 2026-12-07
 """
 
 from pgmem.sqlfiles import functions_only
 
-revision = "0119"
-down_revision = "0115"
+revision = "0117"
+down_revision = "0116"
 upgrade, downgrade = functions_only(revision)
