@@ -719,6 +719,25 @@ BEGIN
             (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE coalesce(pgmem._blank(bodies[u.i]), true))
             USING ERRCODE = '22023';
     END IF;
+    -- A fact is a sentence or a few (0118): a body or a section of any size was stored, and
+    -- embedded whole by the client first (10 MB took minutes and the model saw its first words).
+    -- A section names a document (its id, up to 1,000 characters, or id#anchor) or a part of one.
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE octet_length(bodies[u.i]) > 8000) THEN
+        RAISE EXCEPTION 'add_facts: bodies[%] is % bytes; at most 8,000',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE octet_length(bodies[u.i]) > 8000),
+            (SELECT octet_length(bodies[u.i]) FROM generate_series(1, n) AS u(i)
+              WHERE octet_length(bodies[u.i]) > 8000 ORDER BY u.i LIMIT 1)
+            USING ERRCODE = '22023',
+                  HINT = 'A fact is a sentence or a few: split a longer text into facts, or store it as a document.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE octet_length(sections[u.i]) > 8000) THEN
+        RAISE EXCEPTION 'add_facts: sections[%] is % bytes; at most 8,000',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE octet_length(sections[u.i]) > 8000),
+            (SELECT octet_length(sections[u.i]) FROM generate_series(1, n) AS u(i)
+              WHERE octet_length(sections[u.i]) > 8000 ORDER BY u.i LIMIT 1)
+            USING ERRCODE = '22023',
+                  HINT = 'A section names a document (its id, or id#anchor) or a part of one.';
+    END IF;
     IF EXISTS (SELECT 1 FROM unnest(turn_indexes) AS t(ti) WHERE t.ti < 0) THEN
         RAISE EXCEPTION 'add_facts: turn_indexes[%] must be >= 0, got %',
             (SELECT min(t.i) FROM unnest(turn_indexes) WITH ORDINALITY AS t(ti, i) WHERE t.ti < 0),
@@ -800,4 +819,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
