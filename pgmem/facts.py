@@ -32,8 +32,8 @@ from pgmem.turns import check_one_name_each
 class Fact:
     """A fact sentence, optionally tied to a thread and turn or to a section. Two facts are the
     same when their scope, body, thread, turn and section are equal, exactly (case and spaces
-    count): adding a fact the scope holds already stores nothing. A body and a section are at most
-    MAX_FACT_BYTES (UTF-8)."""
+    count; an empty or blank section is no section): adding a fact the scope holds already stores
+    nothing. A body and a section are at most MAX_FACT_BYTES (UTF-8)."""
 
     body: str
     thread: str | None = None
@@ -74,10 +74,15 @@ def check_fact(fact: Fact, where: str) -> Fact:
         turn = check_int(turn, f"{where}: turn", 0, _MAX_TURN)
         if fact.thread is None:
             raise InputError(f"{where}: turn {turn} needs its thread (a turn is a thread's)")
-    if fact.section is not None:
-        check_text(fact.section, f"{where}: section")
-        _check_size(fact.section, f"{where}: section")
-    return fact if turn is None else replace(fact, turn_index=turn)
+    section = fact.section
+    if section is not None:
+        check_text(section, f"{where}: section")
+        _check_size(section, f"{where}: section")
+        # An empty or blank section is none, as SQL stores it (0118): one fact, not two.
+        section = section if section.strip() else None
+    if turn is None and section is fact.section:
+        return fact
+    return replace(fact, turn_index=turn, section=section)
 
 
 _FACT_KEYS = frozenset({"body", "thread", "thread_id", "turn", "turn_index", "section"})

@@ -455,3 +455,34 @@ def test_a_fact_body_or_section_over_8000_bytes_is_refused_and_nothing_of_the_ca
             (edge,),
             ("fine",),
         ]
+
+
+def test_an_empty_or_blank_section_is_no_section(app_conn: Conn, admin_conn: Conn) -> None:
+    """section "" and section None were stored as two facts (two rows where a user meant one).
+    An empty or blank section is none now (stored NULL, in SQL), so either writes one fact, again
+    and again; a fact stored before (0118) with section '' is that fact too."""
+    from tests.security_helpers import hash_vector
+
+    embedder = HashEmbedder()
+    assert len(add_facts(app_conn, "sec", [Fact("a", section=""), Fact("a")], embedder)) == 1
+    assert add_facts(app_conn, "sec", [Fact("a", section=" \t"), Fact("a", section="")], embedder) == []
+    call = "SELECT count(*) FROM pgmem.add_facts('sec', 'test:hash', %s, %s::vector[], sections => %s)"
+    with scoped(app_conn, "sec"):
+        assert app_conn.execute(call, (["a", "b", "b"], [hash_vector("a")] * 3, ["", "\u3000", None])).fetchone() == (
+            1,
+        )
+        rows = app_conn.execute("SELECT body, section FROM pgmem.fact ORDER BY body").fetchall()
+    assert rows == [("a", None), ("b", None)]
+    # A row stored with section '' before the rule (0118), as add_facts stored it: a write of the same fact,
+    # with section '' or none, is skipped, not stored again beside it.
+    admin_conn.execute(
+        "UPDATE pgmem.fact SET section = '', content_hash = pgmem._fact_hash(thread_id, turn_index, '', body)"
+        " WHERE scope_id = 'sec' AND body = 'b'"
+    )
+    assert add_facts(app_conn, "sec", [Fact("b"), Fact("b", section="")], embedder) == []
+    with scoped(app_conn, "sec"):
+        assert app_conn.execute(call, (["b"], [hash_vector("b")], [""])).fetchone() == (0,)
+    # Recall shows a fact of no section with no label; a section is still a section.
+    assert len(add_facts(app_conn, "sec", [Fact("a", section="guide.md")], embedder)) == 1
+    hits = fact_recall(app_conn, "sec", "a", embedder, floor=-1.0, x=10).groups[0].hits
+    assert sorted((h.body, h.label) for h in hits) == [("a", ""), ("a", "guide.md"), ("b", "")]

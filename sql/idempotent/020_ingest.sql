@@ -647,7 +647,7 @@ COMMENT ON FUNCTION pgmem.reblend(text, double precision, text) IS
 
 -- What makes two facts the same: the same scope and the same (thread, turn, section, body),
 -- compared exactly (case, spaces and all). The JSON array keeps NULL apart from '' and each
--- field apart from the next. 002_hardening.sql filled existing rows with this same expression.
+-- field apart from the next; add_facts stores a blank section as NULL (0118). 002_hardening.sql filled existing rows with this same expression.
 CREATE OR REPLACE FUNCTION pgmem._fact_hash(thread text, turn integer, section text, body text)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -682,6 +682,7 @@ DECLARE
     held_thread text;
     held_item text;
     ids bigint[];
+    given_sections text[];
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -801,6 +802,14 @@ BEGIN
     -- In the call's order, two calls adding the same facts in two orders each waited for a fact
     -- the other had just inserted (the unique key's wait): a deadlock (40P01). Their ids are still
     -- the call's order: taken from the identity first, in that order, and given with the rows.
+    -- No section is one rule (0118): an empty or blank section is none (NULL), so a fact written
+    -- with section '' and with none is one fact, not two rows. A fact stored before 0118 with
+    -- section '' (or the blank section given now) is that fact too: it is skipped, not stored again.
+    given_sections := sections;
+    IF sections IS NOT NULL THEN
+        sections := ARRAY(SELECT CASE WHEN pgmem._blank(s.t) THEN NULL ELSE s.t END
+                            FROM unnest(given_sections) WITH ORDINALITY AS s(t, i) ORDER BY s.i);
+    END IF;
     ids := ARRAY(SELECT v FROM (SELECT nextval(pg_catalog.pg_get_serial_sequence('pgmem.fact', 'fact_id')) AS v
                                   FROM generate_series(1, n)) AS s ORDER BY v);
     RETURN QUERY
@@ -812,6 +821,13 @@ BEGIN
                l2_normalize(vectors[u.i]), key, u.h
           FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h
                   FROM generate_series(1, n) AS g(i)) AS u
+         WHERE sections[u.i] IS NOT NULL
+            OR NOT EXISTS (SELECT 1 FROM pgmem.fact o
+                            WHERE o.scope_id = add_facts.scope
+                              AND o.content_hash IN (
+                                  pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i], '', bodies[u.i]),
+                                  pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i],
+                                                   coalesce(given_sections[u.i], ''), bodies[u.i])))
          ORDER BY u.h, u.i
         ON CONFLICT (scope_id, content_hash) DO NOTHING
         RETURNING f.fact_id)
@@ -819,4 +835,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); an empty or blank section is none (stored NULL, 0118); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already (without a section: also one stored with section '' before 0118), or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
