@@ -683,6 +683,8 @@ DECLARE
     held_item text;
     ids bigint[];
     given_sections text[];
+    probes bytea[];
+    legacy bytea[] := '{}';
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -810,6 +812,18 @@ BEGIN
         sections := ARRAY(SELECT CASE WHEN pgmem._blank(s.t) THEN NULL ELSE s.t END
                             FROM unnest(given_sections) WITH ORDINALITY AS s(t, i) ORDER BY s.i);
     END IF;
+    -- The hashes such a row would have, looked up at once by the unique key: a lookup per fact,
+    -- correlated, was planned as a scan of the scope's facts for each (quadratic).
+    probes := ARRAY(SELECT p.h FROM generate_series(1, n) AS g(i),
+                           LATERAL (VALUES (pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i])),
+                                           (CASE WHEN given_sections[g.i] <> '' THEN
+                                                 pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i],
+                                                                  bodies[g.i]) END)) AS p(h)
+                     WHERE sections[g.i] IS NULL AND p.h IS NOT NULL);
+    IF cardinality(probes) > 0 THEN
+        legacy := ARRAY(SELECT o.content_hash FROM pgmem.fact o
+                         WHERE o.scope_id = add_facts.scope AND o.content_hash = ANY (probes));
+    END IF;
     ids := ARRAY(SELECT v FROM (SELECT nextval(pg_catalog.pg_get_serial_sequence('pgmem.fact', 'fact_id')) AS v
                                   FROM generate_series(1, n)) AS s ORDER BY v);
     RETURN QUERY
@@ -819,15 +833,14 @@ BEGIN
         OVERRIDING SYSTEM VALUE
         SELECT ids[u.i], add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
                l2_normalize(vectors[u.i]), key, u.h
-          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h
+          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h,
+                       CASE WHEN sections[g.i] IS NULL
+                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i]) END AS h_empty,
+                       CASE WHEN sections[g.i] IS NULL AND given_sections[g.i] <> ''
+                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i], bodies[g.i])
+                       END AS h_given
                   FROM generate_series(1, n) AS g(i)) AS u
-         WHERE sections[u.i] IS NOT NULL
-            OR NOT EXISTS (SELECT 1 FROM pgmem.fact o
-                            WHERE o.scope_id = add_facts.scope
-                              AND o.content_hash IN (
-                                  pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i], '', bodies[u.i]),
-                                  pgmem._fact_hash(thread_ids[u.i], turn_indexes[u.i],
-                                                   coalesce(given_sections[u.i], ''), bodies[u.i])))
+         WHERE NOT (coalesce(u.h_empty = ANY (legacy), false) OR coalesce(u.h_given = ANY (legacy), false))
          ORDER BY u.h, u.i
         ON CONFLICT (scope_id, content_hash) DO NOTHING
         RETURNING f.fact_id)
