@@ -32,7 +32,8 @@ from pgmem.turns import check_one_name_each
 class Fact:
     """A fact sentence, optionally tied to a thread and turn or to a section. Two facts are the
     same when their scope, body, thread, turn and section are equal, exactly (case and spaces
-    count): adding a fact the scope holds already stores nothing."""
+    count; an empty or blank section is no section): adding a fact the scope holds already stores
+    nothing. A body and a section are at most MAX_FACT_BYTES (UTF-8)."""
 
     body: str
     thread: str | None = None
@@ -42,6 +43,19 @@ class Fact:
 
 #: The largest turn index Postgres stores (integer).
 _MAX_TURN = 2**31 - 1
+#: The most UTF-8 bytes a fact's body, and its section, may hold: SQL's pgmem.add_facts refuses
+#: more too (0118). A fact is a sentence or a few; a section names a document (an id of up to
+#: 1,000 characters, or id#anchor) or a part of one.
+MAX_FACT_BYTES = 8000
+
+
+def _check_size(text: str, what: str) -> None:
+    # A character is at most 4 bytes: a shorter text is not encoded to be measured.
+    if len(text) > MAX_FACT_BYTES // 4 and (n := len(text.encode("utf-8"))) > MAX_FACT_BYTES:
+        raise InputError(
+            f"{what} is {n:,} bytes; at most {MAX_FACT_BYTES:,} (a fact is a sentence or a few: split a longer "
+            "text into facts, or store it as a document)"
+        )
 
 
 def check_fact(fact: Fact, where: str) -> Fact:
@@ -51,6 +65,7 @@ def check_fact(fact: Fact, where: str) -> Fact:
     if not isinstance(fact.body, str) or not fact.body.strip():
         raise InputError(f"{where}: body must be a non-empty string, got {fact.body!r:.80}")
     check_text(fact.body, f"{where}: body")
+    _check_size(fact.body, f"{where}: body")
     if fact.thread is not None:
         check_name(fact.thread, f"{where}: thread")
     turn = fact.turn_index
@@ -59,9 +74,15 @@ def check_fact(fact: Fact, where: str) -> Fact:
         turn = check_int(turn, f"{where}: turn", 0, _MAX_TURN)
         if fact.thread is None:
             raise InputError(f"{where}: turn {turn} needs its thread (a turn is a thread's)")
-    if fact.section is not None:
-        check_text(fact.section, f"{where}: section")
-    return fact if turn is None else replace(fact, turn_index=turn)
+    section = fact.section
+    if section is not None:
+        check_text(section, f"{where}: section")
+        _check_size(section, f"{where}: section")
+        # An empty or blank section is none, as SQL stores it (0118): one fact, not two.
+        section = section if section.strip() else None
+    if turn is None and section is fact.section:
+        return fact
+    return replace(fact, turn_index=turn, section=section)
 
 
 _FACT_KEYS = frozenset({"body", "thread", "thread_id", "turn", "turn_index", "section"})

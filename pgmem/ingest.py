@@ -59,6 +59,15 @@ class IngestReport:
         setattr(self, status, getattr(self, status) + 1)
         self.pieces += pieces
 
+    def add(self, other: IngestReport) -> None:
+        """`other`'s turns counted and listed in this report too (one report for a file stored a
+        batch at a time)."""
+        for name in ("inserted", "replaced", "unchanged", "skipped", "pieces"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failed += other.failed
+        self.superseded += other.superseded
+        self.context_fallbacks += other.context_fallbacks
+
     def as_dict(self) -> dict[str, object]:
         return {
             "inserted": self.inserted,

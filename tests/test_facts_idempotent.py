@@ -115,6 +115,8 @@ BAD_LINES = {
     "thread not a string": (b'{"body": "x", "thread": 5}\n', "thread must be a non-empty string"),
     "not json": (b"{body}\n", "not valid JSON"),
     "misspelt key": (b'{"body": "x", "theard": "t"}\n', "unknown key 'theard'"),
+    "huge body": (b'{"body": "' + b"x" * 1_000_000 + b'"}\n', "body is 1,000,000 bytes; at most 8,000"),
+    "huge section": (b'{"body": "x", "section": "' + b"s" * 100_000 + b'"}\n', "section is 100,000 bytes"),
     "thread twice": (b'{"body": "x", "thread": "t", "thread_id": "u"}\n', "give thread or thread_id, not both"),
     "turn twice": (b'{"body": "x", "thread": "t", "turn": 1, "turn_index": 1}\n', "give turn or turn_index"),
 }
@@ -415,3 +417,72 @@ def test_a_thread_gone_while_add_facts_locked_its_threads_is_no_deadlock(app_url
     with scoped(admin_conn, scope):
         rows = admin_conn.execute("SELECT thread_id, body FROM pgmem.fact WHERE scope_id = %s ORDER BY 1, 2", (scope,))
         assert {r[0] for r in rows.fetchall()} == {"tb", "td", "tf"}
+
+
+def test_a_fact_body_or_section_over_8000_bytes_is_refused_and_nothing_of_the_call_stored(
+    app_conn: Conn, admin_conn: Conn
+) -> None:
+    """add_facts stored a body of 10 MB and a section of 100 kB (the client embedded the whole
+    body first). Either over 8,000 bytes (UTF-8) is one 22023 naming the entry now, in SQL and in
+    Python (before anything is embedded), and nothing of the call is stored; 8,000 bytes are taken."""
+    from tests.security_helpers import hash_vector
+
+    embedder = HashEmbedder()
+    assert len(add_facts(app_conn, "big", [Fact("kept")], embedder)) == 1
+    edge = "\U0001f600" * 2000  # 8,000 bytes in 2,000 characters
+    call = "SELECT count(*) FROM pgmem.add_facts('big', 'test:hash', %s, %s::vector[], sections => %s)"
+    vecs = [hash_vector("a"), hash_vector("b")]
+    for bodies, sections, words in [
+        (["ok", "x" * 1_000_000], None, r"bodies\[2\] is 1000000 bytes; at most 8,000"),
+        (["ok", edge + "x"], None, r"bodies\[2\] is 8001 bytes; at most 8,000"),
+        (["ok", "fine"], [None, "s" * 100_000], r"sections\[2\] is 100000 bytes; at most 8,000"),
+    ]:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=words), scoped(app_conn, "big"):
+            app_conn.execute(call, (bodies, vecs, sections))
+        app_conn.rollback()
+    with scoped(app_conn, "big"):
+        assert app_conn.execute(call, ([edge, "fine"], vecs, [edge, None])).fetchone() == (2,)
+    for fact, words in [
+        (Fact("x" * 10_000_000), r"facts\[1\]: body is 10,000,000 bytes; at most 8,000"),
+        (Fact("fine", section="s" * 100_000), r"facts\[1\]: section is 100,000 bytes; at most 8,000"),
+    ]:
+        with pytest.raises(InputError, match=words):
+            add_facts(app_conn, "big", [Fact("not stored"), fact], embedder)
+    assert embedder.calls == 1
+    with scoped(app_conn, "big"):
+        assert app_conn.execute("SELECT body FROM pgmem.fact ORDER BY fact_id").fetchall() == [
+            ("kept",),
+            (edge,),
+            ("fine",),
+        ]
+
+
+def test_an_empty_or_blank_section_is_no_section(app_conn: Conn, admin_conn: Conn) -> None:
+    """section "" and section None were stored as two facts (two rows where a user meant one).
+    An empty or blank section is none now (stored NULL, in SQL), so either writes one fact, again
+    and again; a fact stored before (0118) with section '' is that fact too."""
+    from tests.security_helpers import hash_vector
+
+    embedder = HashEmbedder()
+    assert len(add_facts(app_conn, "sec", [Fact("a", section=""), Fact("a")], embedder)) == 1
+    assert add_facts(app_conn, "sec", [Fact("a", section=" \t"), Fact("a", section="")], embedder) == []
+    call = "SELECT count(*) FROM pgmem.add_facts('sec', 'test:hash', %s, %s::vector[], sections => %s)"
+    with scoped(app_conn, "sec"):
+        assert app_conn.execute(call, (["a", "b", "b"], [hash_vector("a")] * 3, ["", "\u3000", None])).fetchone() == (
+            1,
+        )
+        rows = app_conn.execute("SELECT body, section FROM pgmem.fact ORDER BY body").fetchall()
+    assert rows == [("a", None), ("b", None)]
+    # A row stored with section '' before the rule (0118), as add_facts stored it: a write of the same fact,
+    # with section '' or none, is skipped, not stored again beside it.
+    admin_conn.execute(
+        "UPDATE pgmem.fact SET section = '', content_hash = pgmem._fact_hash(thread_id, turn_index, '', body)"
+        " WHERE scope_id = 'sec' AND body = 'b'"
+    )
+    assert add_facts(app_conn, "sec", [Fact("b"), Fact("b", section="")], embedder) == []
+    with scoped(app_conn, "sec"):
+        assert app_conn.execute(call, (["b"], [hash_vector("b")], [""])).fetchone() == (0,)
+    # Recall shows a fact of no section with no label; a section is still a section.
+    assert len(add_facts(app_conn, "sec", [Fact("a", section="guide.md")], embedder)) == 1
+    hits = fact_recall(app_conn, "sec", "a", embedder, floor=-1.0, x=10).groups[0].hits
+    assert sorted((h.body, h.label) for h in hits) == [("a", ""), ("a", "guide.md"), ("b", "")]

@@ -50,6 +50,12 @@ def test_a_forget_of_the_empty_document_name_keeps_the_facts_whose_section_start
             " sections => ARRAY[''])",
             (scope, EMB.model_id, EMB.embed(["an empty section"])[0].tolist()),
         )
+    # add_facts stores an empty section as none (0118): the '' a row stored before kept, made here.
+    admin_conn.execute(
+        "UPDATE pgmem.fact SET section = '', content_hash = pgmem._fact_hash(thread_id, turn_index, '', body)"
+        " WHERE scope_id = %s AND body = 'an empty section'",
+        (scope,),
+    )
     before = _sections(admin_conn, scope)
     assert before == ["", "#", "#setup", "guide.md"]
     with conn.transaction():

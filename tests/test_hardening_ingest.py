@@ -6,6 +6,7 @@ Everything runs as a LOGIN member of pgmem_app, the role a service uses."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import UTC
 from pathlib import Path
@@ -400,3 +401,118 @@ def test_a_turns_time_is_rfc_3339_with_either_case_of_z(text: str, utc: str) -> 
     assert cli_time is not None and cli_time.astimezone(UTC).isoformat() == utc
     with pytest.raises(InputError, match="is not ISO 8601"):
         turn_from_dict({**line, "time": text + "x"})
+
+
+# 5. `pgmem ingest` streams its file --------------------------------------------------------------
+
+
+def test_cli_ingest_streams_the_file_a_batch_at_a_time(
+    app_url: str, app_conn: Conn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pgmem ingest` read the whole file before storing a turn (list(read_jsonl(...))): its memory
+    grew with the file. It reads and stores a batch at a time now (here 3 turns), with hostile
+    lines among good ones: each bad line is one line naming its number, every good turn is stored
+    (those before a bad line too), a turn twice in a batch is stored once (superseded), twice in
+    two batches is written at each (the later last)."""
+    import pgmem.embedders
+    import pgmem.ingest
+    from pgmem.cli import memory
+
+    monkeypatch.setenv("DATABASE_URL", app_url)
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(pgmem.embedders, "_LOCAL", HashEmbedder())
+    monkeypatch.setattr(memory, "INGEST_BATCH_TURNS", 3, raising=False)
+    sizes: list[int] = []
+    whole = pgmem.ingest.ingest_turns
+
+    def counted(db: object, turns: list[Turn], *args: object, **kwargs: object) -> object:
+        sizes.append(len(turns))
+        return whole(db, turns, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pgmem.ingest, "ingest_turns", counted)
+    path = tmp_path / "stream.jsonl"
+    lines = [
+        _line(0, "my cat is Tom").encode(),
+        b'{"scope": "s", "thread": "t", "turn": 9, "messages": [{"role": "user", "content": "dog\xffs"}]}',
+        _line(1, "my dog is Rex").encode(),
+        _line(8, "a NUL \x00 here").encode(),
+        b'{"scope": "s", "thread": "t", "turn": 7, "messages": [{"role": "user", "content": "' + b"x" * 2_000_000,
+        b"[" * 100_000,
+        b'{"scope": "s", "thread": "t", "turn": "abc", "messages": []}',
+        _line(2, "the ferry leaves at nine").encode(),
+        _line(0, "my cat is Felix").encode(),
+        _line(3, "the bus is late").encode(),
+        _line(3, "the bus is early").encode(),
+        _line(4, "tea at five").encode(),
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    capsys.readouterr()
+    assert cli.main(["ingest", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert sizes == [3, 3, 3]  # lines 2 and 4 are turns Postgres cannot store: refused in their batch
+    assert out.startswith("5 inserted, 1 replaced, 0 unchanged, 1 superseded,") and "5 failed" in out, out
+    failed = [line for line in err.splitlines() if line.startswith("  failed ")]
+    assert sorted(re.search(r"stream\.jsonl:(\d+)", line)[1] for line in failed) == ["2", "4", "5", "6", "7"], failed  # type: ignore[index]
+    assert "Traceback" not in err and f"{path}:10 superseded by {path}:11" in err
+    stored = _stored(app_conn, "s")
+    assert set(stored) == {("t", i) for i in range(5)}
+    assert "Felix" in str(stored[("t", 0)][0]) and "early" in str(stored[("t", 3)][0])
+    # Again: the same rows (the turn given in two batches is written at each, the later last).
+    sizes.clear()
+    assert cli.main(["ingest", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["inserted"], report["replaced"], report["unchanged"]) == (0, 2, 4)
+    assert len(report["unreadable"]) + len(report["failed"]) == 5 and sizes == [3, 3, 3]
+    assert _stored(app_conn, "s") == stored
+
+
+#: `pgmem ingest` in a process of its own with the test embedder, printing the peak of the memory
+#: Python allocated while it ran (tracemalloc: the process's peak RSS is set before, by what
+#: connecting and the embedder load, about 130 MB, and hid a file of 50 MB held whole).
+PEAK_CLIENT = r"""
+import sys, tracemalloc
+import pgmem.embedders
+from tests.security_helpers import HashEmbedder
+pgmem.embedders._LOCAL = HashEmbedder()
+from pgmem.cli import main
+tracemalloc.start()
+code = main(["ingest", sys.argv[1]])
+print("peak-kb", tracemalloc.get_traced_memory()[1] // 1024, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.long
+def test_cli_ingest_memory_is_flat_in_the_file_size(app_url: str, tmp_path: Path, app_conn: Conn) -> None:
+    """Peak memory of `pgmem ingest` for a file of 10 MB and one of 50 MB (10 kB lines, each a later
+    version of one turn: little to store, all to read). It held the whole file as turns first:
+    the larger file cost the process 40 MB more. It reads a batch at a time now."""
+    import os
+    import subprocess
+    import sys
+
+    def peak(n: int) -> int:
+        path = tmp_path / f"big-{n}.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            for i in range(n):
+                f.write(_line(0, f"version {i} " + "word " * 2000, thread=f"t{n}") + "\n")
+        env = {**os.environ, "DATABASE_URL": app_url, "PGMEM_HOME": str(tmp_path / "home")}
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK_CLIENT, str(path)],
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.startswith("1 inserted, ") and done.stdout.strip().endswith(" 0 failed"), done.stdout
+        kb = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("peak-kb ")]
+        path.unlink()
+        return int(kb[0])
+
+    small, large = peak(1000), peak(5000)
+    # 40 MB more of file: at most 10 MB more of process (it was over 40 MB more).
+    assert large - small < 10_000, (small, large)
+    stored = _stored(app_conn, "s")
+    assert "version 4999 " in str(stored[("t5000", 0)][0])

@@ -86,12 +86,17 @@ class Progress:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, done: int, total: int, units: int) -> None:
+        """`total` < 0: not known yet (a file read as it is stored): no bar and no ETA."""
         now = time.monotonic()
-        if now - self.last < 0.5 and done < total:
+        if now - self.last < 0.5 and (done < total or total < 0):
             return
         self.last = now
         elapsed = max(now - self.start, 1e-9)
         rate = units / elapsed
+        if total < 0:
+            line = f"{self.what} {done} read · {units} {self.unit} · {rate:.1f} {self.unit}/s"
+            print(line, end="\r" if self.tty else "\n", file=sys.stderr, flush=True)
+            return
         eta = (total - done) * elapsed / done if done else 0.0
         width = 24
         filled = int(width * done / total) if total else width

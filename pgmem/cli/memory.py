@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -14,7 +15,7 @@ from pgmem.cli.common import Progress, embedder_for, json_line, open_conn, setti
 from pgmem.errors import InputError
 from pgmem.recall import DEFAULT_FLOOR, DEFAULT_MODE, DEFAULT_X, MODES, Recall
 from pgmem.text import check_json_text, check_name, json_loads_once
-from pgmem.turns import iso_time
+from pgmem.turns import Turn, iso_time
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,6 +100,44 @@ def _ingest(args: argparse.Namespace) -> int:
 
 #: Pieces embedded and stored together by `pgmem ingest --bulk`: one put_turns call per scope.
 BULK_GROUP_PIECES = 4096
+#: `pgmem ingest` reads, checks and stores a file this many turns at a time, or fewer when their
+#: messages pass INGEST_BATCH_BYTES (a batch ends at the turn that passes it): its memory is a
+#: batch's, flat in the file's size. It read the whole file first (a 2 GB export held the process
+#: at several times that). A turn given twice within a batch is stored once (the later line;
+#: the earlier is reported superseded); lines farther apart are each written, the later last.
+INGEST_BATCH_TURNS = 1000
+INGEST_BATCH_BYTES = 8 << 20
+
+
+def _text_bytes(value: object) -> int:
+    """About the bytes of the strings in `value` (a turn's messages): what a batch holds."""
+    size, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            size += len(v)
+        elif isinstance(v, Mapping):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+        else:
+            size += 8
+    return size
+
+
+def _batches(turns: Iterator[Turn]) -> Iterator[list[Turn]]:
+    """`turns` in lists of at most INGEST_BATCH_TURNS turns and about INGEST_BATCH_BYTES."""
+    batch: list[Turn] = []
+    size = 0
+    for t in turns:
+        batch.append(t)
+        size += _text_bytes(t.messages)
+        if len(batch) >= INGEST_BATCH_TURNS or size >= INGEST_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def ingest_command(
@@ -110,26 +149,46 @@ def ingest_command(
     as_json: bool = False,
     bulk: bool = False,
 ) -> int:
-    """`pgmem ingest FILE`: the report on stdout, failures on stderr, exit 1 if any turn failed."""
-    from pgmem.ingest import ingest_turns
+    """`pgmem ingest FILE`: the report on stdout, failures on stderr, exit 1 if any turn failed.
+    The file is read and stored a batch at a time (INGEST_BATCH_TURNS): a bad line is reported
+    with its number and the turns around it are stored; a batch stored stays stored if a later
+    one stops the run (an embedding endpoint down), and a run again skips it (unchanged)."""
+    from pgmem.ingest import IngestReport, ingest_turns
     from pgmem.turns import read_jsonl
 
     if scope is not None:
         check_name(scope, "--scope")
     unreadable: list[tuple[str, str]] = []
-    turns = list(read_jsonl(file, scope=scope, failed=unreadable))
+    batches = _batches(read_jsonl(file, scope=scope, failed=unreadable))
+    # The first batch before connecting: a path that is no file is refused before the server is asked.
+    batch: list[Turn] | None = next(batches, [])
+    report = IngestReport()
+    progress = Progress("ingest")
+    read = 0
     with open_conn() as conn:
         emb = embedder_for(conn)
-        report = ingest_turns(
-            conn,
-            turns,
-            emb,
-            max_bytes=max_bytes,
-            weight=weight,
-            progress=Progress("ingest"),
-            bulk=bulk,
-            group_pieces=BULK_GROUP_PIECES if bulk else 512,
-        )
+        while batch is not None:
+            done, pieces = read, report.pieces
+
+            def streamed(d: int, _total: int, p: int, done: int = done, pieces: int = pieces) -> None:
+                progress(done + d, -1, pieces + p)
+
+            report.add(
+                ingest_turns(
+                    conn,
+                    batch,
+                    emb,
+                    max_bytes=max_bytes,
+                    weight=weight,
+                    progress=streamed,
+                    bulk=bulk,
+                    group_pieces=BULK_GROUP_PIECES if bulk else 512,
+                )
+            )
+            read += len(batch)
+            batch = None  # the next batch is read with this one's turns gone
+            batch = next(batches, None)
+        progress(read, read, report.pieces)
     failed = len(unreadable) + len(report.failed)
     if as_json:
         out = report.as_dict()

@@ -647,7 +647,7 @@ COMMENT ON FUNCTION pgmem.reblend(text, double precision, text) IS
 
 -- What makes two facts the same: the same scope and the same (thread, turn, section, body),
 -- compared exactly (case, spaces and all). The JSON array keeps NULL apart from '' and each
--- field apart from the next. 002_hardening.sql filled existing rows with this same expression.
+-- field apart from the next; add_facts stores a blank section as NULL (0118). 002_hardening.sql filled existing rows with this same expression.
 CREATE OR REPLACE FUNCTION pgmem._fact_hash(thread text, turn integer, section text, body text)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -682,6 +682,9 @@ DECLARE
     held_thread text;
     held_item text;
     ids bigint[];
+    given_sections text[];
+    probes bytea[];
+    legacy bytea[] := '{}';
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -718,6 +721,25 @@ BEGIN
         RAISE EXCEPTION 'add_facts: bodies[%] is empty (or only whitespace)',
             (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE coalesce(pgmem._blank(bodies[u.i]), true))
             USING ERRCODE = '22023';
+    END IF;
+    -- A fact is a sentence or a few (0118): a body or a section of any size was stored, and
+    -- embedded whole by the client first (10 MB took minutes and the model saw its first words).
+    -- A section names a document (its id, up to 1,000 characters, or id#anchor) or a part of one.
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE octet_length(bodies[u.i]) > 8000) THEN
+        RAISE EXCEPTION 'add_facts: bodies[%] is % bytes; at most 8,000',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE octet_length(bodies[u.i]) > 8000),
+            (SELECT octet_length(bodies[u.i]) FROM generate_series(1, n) AS u(i)
+              WHERE octet_length(bodies[u.i]) > 8000 ORDER BY u.i LIMIT 1)
+            USING ERRCODE = '22023',
+                  HINT = 'A fact is a sentence or a few: split a longer text into facts, or store it as a document.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM generate_series(1, n) AS u(i) WHERE octet_length(sections[u.i]) > 8000) THEN
+        RAISE EXCEPTION 'add_facts: sections[%] is % bytes; at most 8,000',
+            (SELECT min(u.i) FROM generate_series(1, n) AS u(i) WHERE octet_length(sections[u.i]) > 8000),
+            (SELECT octet_length(sections[u.i]) FROM generate_series(1, n) AS u(i)
+              WHERE octet_length(sections[u.i]) > 8000 ORDER BY u.i LIMIT 1)
+            USING ERRCODE = '22023',
+                  HINT = 'A section names a document (its id, or id#anchor) or a part of one.';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(turn_indexes) AS t(ti) WHERE t.ti < 0) THEN
         RAISE EXCEPTION 'add_facts: turn_indexes[%] must be >= 0, got %',
@@ -782,6 +804,26 @@ BEGIN
     -- In the call's order, two calls adding the same facts in two orders each waited for a fact
     -- the other had just inserted (the unique key's wait): a deadlock (40P01). Their ids are still
     -- the call's order: taken from the identity first, in that order, and given with the rows.
+    -- No section is one rule (0118): an empty or blank section is none (NULL), so a fact written
+    -- with section '' and with none is one fact, not two rows. A fact stored before 0118 with
+    -- section '' (or the blank section given now) is that fact too: it is skipped, not stored again.
+    given_sections := sections;
+    IF sections IS NOT NULL THEN
+        sections := ARRAY(SELECT CASE WHEN pgmem._blank(s.t) THEN NULL ELSE s.t END
+                            FROM unnest(given_sections) WITH ORDINALITY AS s(t, i) ORDER BY s.i);
+    END IF;
+    -- The hashes such a row would have, looked up at once by the unique key: a lookup per fact,
+    -- correlated, was planned as a scan of the scope's facts for each (quadratic).
+    probes := ARRAY(SELECT p.h FROM generate_series(1, n) AS g(i),
+                           LATERAL (VALUES (pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i])),
+                                           (CASE WHEN given_sections[g.i] <> '' THEN
+                                                 pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i],
+                                                                  bodies[g.i]) END)) AS p(h)
+                     WHERE sections[g.i] IS NULL AND p.h IS NOT NULL);
+    IF cardinality(probes) > 0 THEN
+        legacy := ARRAY(SELECT o.content_hash FROM pgmem.fact o
+                         WHERE o.scope_id = add_facts.scope AND o.content_hash = ANY (probes));
+    END IF;
     ids := ARRAY(SELECT v FROM (SELECT nextval(pg_catalog.pg_get_serial_sequence('pgmem.fact', 'fact_id')) AS v
                                   FROM generate_series(1, n)) AS s ORDER BY v);
     RETURN QUERY
@@ -791,8 +833,14 @@ BEGIN
         OVERRIDING SYSTEM VALUE
         SELECT ids[u.i], add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
                l2_normalize(vectors[u.i]), key, u.h
-          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h
+          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h,
+                       CASE WHEN sections[g.i] IS NULL
+                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i]) END AS h_empty,
+                       CASE WHEN sections[g.i] IS NULL AND given_sections[g.i] <> ''
+                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i], bodies[g.i])
+                       END AS h_given
                   FROM generate_series(1, n) AS g(i)) AS u
+         WHERE NOT (coalesce(u.h_empty = ANY (legacy), false) OR coalesce(u.h_given = ANY (legacy), false))
          ORDER BY u.h, u.i
         ON CONFLICT (scope_id, content_hash) DO NOTHING
         RETURNING f.fact_id)
@@ -800,4 +848,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), and a turn index be 0 or more and come with its thread (22023 naming the entry); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already, or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); an empty or blank section is none (stored NULL, 0118); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already (without a section: also one stored with section '' before 0118), or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
