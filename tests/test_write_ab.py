@@ -11,6 +11,7 @@ from pgmem.db import with_database
 from pgmem.lab.bench import write_ab
 from pgmem.lab.evaluation.common import temporary_database
 from pgmem.sqlfiles import InstallParams
+from tests.conftest import TEST_DIMS
 
 
 def _left(url: str) -> int:
@@ -31,17 +32,20 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.long  # two databases and three rounds of each write path: over 10 s
 def test_write_ab_compares_two_databases_and_refuses_bad_inputs(
     db_url: str, app_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["--turns", "3", "--single", "2", "--rounds", "2"]
-    with temporary_database(db_url, InstallParams(384, 1024)) as url2:
-        assert write_ab.main([db_url, url2, *args, "--documents", "3"]) == 0
+    with temporary_database(db_url, InstallParams(TEST_DIMS, TEST_DIMS)) as url2:  # installed as db_url is
+        assert write_ab.main([db_url, url2, *args, "--documents", "3", "--facts", "150"]) == 0
         out = capsys.readouterr().out.splitlines()
         assert "median of 2 rounds" in out[0]
         assert out[1].startswith("put_turns (one call of 3 turns): database ") and ", ratio " in out[1]
         assert out[2].startswith("put_turn (2 calls, one turn each): database ") and ", ratio " in out[2]
-        assert out[3].startswith("put_document (3 documents of 3 units, one call each): database ") and len(out) == 4
+        assert out[3].startswith("put_document (3 documents of 3 units, one call each): database ")
+        assert out[4].startswith("add_facts (150 facts, calls of 100): database ")
+        assert out[5].startswith("add_facts again (the same 150 facts again, all skipped): database ") and len(out) == 6
         assert _left(db_url) == 0 and _left(url2) == 0
 
         # A second database whose words differ (another rule for a piece's lexemes): refused on the
@@ -64,7 +68,13 @@ def test_write_ab_compares_two_databases_and_refuses_bad_inputs(
             assert write_ab.main(argv) == 1, what
             _one_line(capsys)
             assert _left(db_url) == 0, what
-    for argv in (["--rounds", "0"], ["--turns", "5001"], ["--single", "x"], ["--documents", "-1"]):
+    for argv in (
+        ["--rounds", "0"],
+        ["--turns", "5001"],
+        ["--single", "x"],
+        ["--documents", "-1"],
+        ["--facts", "100001"],
+    ):
         with pytest.raises(SystemExit) as exc:
             write_ab.main([db_url, db_url, *argv])
         assert exc.value.code == 2

@@ -1,6 +1,7 @@
 """Two databases' write paths side by side (a benchmark, not a test).
 
     python -m pgmem.lab.bench.write_ab URL URL2 [--turns 400] [--single 20] [--rounds 5] [--documents 0]
+                                          [--facts 0]
 
 URL and URL2 name two migrated databases as a superuser: a copy of a store migrated to a later
 revision, say (`CREATE DATABASE b TEMPLATE a`, then `DATABASE_URL=... pgmem migrate`), so that
@@ -15,7 +16,10 @@ their ratio. With `--documents N`, each round also adds N small documents into t
 `pgmem.put_document` call each (a heading unit and two `[[link]]` units: to the document before,
 stored, and to the one after, not yet stored), database side as above: documents a second. Their
 link units' text may differ between revisions (what a link resolves to), so only their unit
-counts are compared."""
+counts are compared. With `--facts N`, each round also adds N facts into the scope in calls of
+100 (`pgmem.add_facts`: a third tied to a turn, a third to a section, a third to neither), then
+the same calls again (all skipped: the idempotent path): facts a second of each, the stored
+facts compared."""
 
 from __future__ import annotations
 
@@ -89,6 +93,47 @@ def put_documents(conn: Conn, scope: str, n: int) -> tuple[int, float]:
     return int(str(row[0])) if row else 0, secs
 
 
+ADD_FACTS = """SELECT clock_timestamp() - statement_timestamp(), count(*) FROM pgmem.add_facts(
+    %s, %s, %s, %s::vector[], %s, %s, %s)"""
+
+#: Every stored fact of a scope, in a stable order: what both sides must agree on.
+FACT_ROWS = """SELECT thread_id, turn_index, section, body, embedding::text FROM pgmem.fact
+                WHERE scope_id = %s ORDER BY body, section NULLS FIRST"""
+
+
+def add_facts(conn: Conn, scope: str, n: int, turns: list[Turn]) -> tuple[int, float, float]:
+    """n facts into scope in calls of 100, then the same calls again: facts stored, and the
+    database-side seconds of the first calls and of the repeated ones."""
+    row = conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'pgmem.fact'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    dims = int(str(row[0])) if row else 0
+    v = np.random.default_rng(13).standard_normal((n, dims)).astype(np.float32)
+    vectors = list(v / np.linalg.norm(v, axis=1, keepdims=True))
+    calls = []
+    for lo in range(0, n, 100):
+        idx = range(lo, min(n, lo + 100))
+        tied = [turns[i % len(turns)] if i % 3 == 0 else None for i in idx]
+        calls.append((
+            [f"fact {i} of the bench: the ferry leaves at {i % 24}:00" for i in idx], [vectors[i] for i in idx],
+            [t.thread_id if t else None for t in tied], [t.turn_index if t else None for t in tied],
+            [f"d{i:05}.md#part" if i % 3 == 1 else None for i in idx],
+        ))  # fmt: skip
+    stored, secs = 0, [0.0, 0.0]
+    for again in (0, 1):
+        for bodies, vecs, threads, indexes, sections in calls:
+            with conn.transaction():
+                conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+                took = conn.execute(
+                    ADD_FACTS, (scope, MODEL_ID, bodies, vecs, threads, indexes, sections), binary=True
+                ).fetchone()
+            if took is None or not isinstance(took[0], timedelta):
+                raise RuntimeError(f"add_facts returned {took}")
+            secs[again] += took[0].total_seconds()
+            stored += int(str(took[1])) if not again else 0
+    return stored, secs[0], secs[1]
+
+
 def _in_scope(turns: list[Turn], scope: str) -> list[Turn]:
     return [dataclasses.replace(t, scope_id=scope) for t in turns]
 
@@ -112,13 +157,14 @@ def _scopes(conns: list[Conn]) -> Iterator[list[str]]:
 
 
 def run(
-    url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int = 5, documents: int = 0
+    url: str, url2: str, *, turns: int = 400, single: int = 20, rounds: int = 5, documents: int = 0, facts: int = 0
 ) -> dict[str, Any]:
     """The module docstring's rounds: per side and path, each round's pieces a second."""
     by = _turns(turns + single, 0)["cost-source"]
     bulk, each = by[:turns], by[turns : turns + single]
     rates: dict[str, dict[str, list[float]]] = {
-        side: {"put_turns": [], "put_turn": [], "put_document": []} for side in ("database", "against")
+        side: {"put_turns": [], "put_turn": [], "put_document": [], "add_facts": [], "add_facts again": []}
+        for side in ("database", "against")
     }
     with connect(url) as c1, connect(url2) as c2:
         for c in (c1, c2):
@@ -150,12 +196,24 @@ def run(
                         if units != 3 * documents or secs <= 0:
                             raise RuntimeError(f"{side}: put_document stored {units} units in {secs} s")
                         rates[side]["put_document"].append(documents / secs)
+                    if facts:
+                        stored, first, again = add_facts(conn, scope, facts, bulk)
+                        if stored != facts or first <= 0 or again <= 0:
+                            raise RuntimeError(f"{side}: add_facts stored {stored} of {facts} facts")
+                        rates[side]["add_facts"].append(facts / first)
+                        rates[side]["add_facts again"].append(facts / again)
                 rows = [c.execute(ROWS, (scope,)).fetchall() for c in (c1, c2)]
                 rows = [[r for r in side_rows if r[0] is not None] for side_rows in rows]  # memory pieces
                 if rows[0] != rows[1]:
                     raise RuntimeError(f"round {r + 1}: the two databases stored different rows")
-    out: dict[str, Any] = {"turns": turns, "single": single, "rounds": rounds, "documents": documents, "paths": {}}
-    for path in ("put_turns", "put_turn") + (("put_document",) if documents else ()):
+                if facts and c1.execute(FACT_ROWS, (scope,)).fetchall() != c2.execute(FACT_ROWS, (scope,)).fetchall():
+                    raise RuntimeError(f"round {r + 1}: the two databases stored different facts")
+    out: dict[str, Any] = {
+        "turns": turns, "single": single, "rounds": rounds, "documents": documents, "facts": facts, "paths": {}
+    }  # fmt: skip
+    paths = ("put_turns", "put_turn") + (("put_document",) if documents else ()) + (
+        ("add_facts", "add_facts again") if facts else ())  # fmt: skip
+    for path in paths:
         a, b = (statistics.median(rates[s][path]) for s in ("database", "against"))
         out["paths"][path] = {
             "database_per_s": round(a),
@@ -175,11 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single", type=int, default=20, help="put_turn calls a round")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--documents", type=int, default=0, help="put_document calls a round (0: none)")
+    p.add_argument("--facts", type=int, default=0, help="facts added a round, in calls of 100 (0: none)")
     a = p.parse_args(argv)
-    if not (1 <= a.turns <= 5000 and 1 <= a.single <= 1000 and 1 <= a.rounds <= 50 and 0 <= a.documents <= 20000):
-        p.error("--turns must be 1..5000, --single 1..1000, --rounds 1..50 and --documents 0..20000")
+    if not (
+        1 <= a.turns <= 5000 and 1 <= a.single <= 1000 and 1 <= a.rounds <= 50
+        and 0 <= a.documents <= 20000 and 0 <= a.facts <= 100000
+    ):  # fmt: skip
+        p.error("--turns must be 1..5000, --single 1..1000, --rounds 1..50, --documents 0..20000, --facts 0..100000")
     try:
-        r = run(a.url, a.url2, turns=a.turns, single=a.single, rounds=a.rounds, documents=a.documents)
+        r = run(a.url, a.url2, turns=a.turns, single=a.single, rounds=a.rounds, documents=a.documents, facts=a.facts)
     except (psycopg.Error, OSError, ValueError, RuntimeError, PgmemError) as exc:
         print(
             f"write_ab: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr
@@ -195,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             "put_turns": f"one call of {a.turns} turns",
             "put_turn": f"{a.single} calls, one turn each",
             "put_document": f"{a.documents} documents of 3 units, one call each",
+            "add_facts": f"{a.facts} facts, calls of 100",
+            "add_facts again": f"the same {a.facts} facts again, all skipped",
         }[path]
         print(
             f"{path} ({what}): database {v['database_per_s']:,}, against {v['against_per_s']:,}, "
