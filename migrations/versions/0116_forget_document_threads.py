@@ -1,0 +1,22 @@
+"""forget_document holds the threads of a document's facts as pgmem._lock_thread does (functions only).
+
+forget_document locked the threads of the facts about the document with one SELECT ... FOR
+UPDATE, which skipped a thread a forget_thread had deleted meanwhile: an add_facts created it
+again with a fact about the document, another add_facts held it (KEY SHARE) and waited for a later
+thread the forget held, and the forget, having deleted that fact, waited for that writer at the
+thread's delete (40P01). It now takes the threads one at a time in key order, inserting a row it
+does not find and deleting it again (a writer creating the thread waits for it), and deletes no
+fact of a thread it does not hold.
+
+Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+
+Revision ID: 0116
+Revises: 0115
+Create Date: 2026-12-07
+"""
+
+from pgmem.sqlfiles import functions_only
+
+revision = "0116"
+down_revision = "0115"
+upgrade, downgrade = functions_only(revision)
