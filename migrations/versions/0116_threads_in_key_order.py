@@ -1,4 +1,4 @@
-"""forget_document holds the threads of a document's facts as pgmem._lock_thread does (functions only).
+"""forget_document and put_turns take their threads one at a time in key order (functions only).
 
 forget_document locked the threads of the facts about the document with one SELECT ... FOR
 UPDATE, which skipped a thread a forget_thread had deleted meanwhile: an add_facts created it
@@ -8,7 +8,13 @@ thread's delete (40P01). It now takes the threads one at a time in key order, in
 does not find and deleting it again (a writer creating the thread waits for it), and deletes no
 fact of a thread it does not hold.
 
-Only re-runnable definitions change (sql/idempotent/070_forget.sql).
+put_turns inserted its turns' threads as a set, then locked them, and did both again when a
+thread had been forgotten in between: it then inserted that thread anew while holding a later
+thread it had created, and another put_turns that had created the forgotten thread meanwhile and
+waited for the later one deadlocked with it (40P01), as add_facts did before 0114. It inserts
+each thread, or locks it when it is stored, one at a time in key order.
+
+Only re-runnable definitions change (sql/idempotent/020_ingest.sql, 070_forget.sql).
 
 Revision ID: 0116
 Revises: 0115
