@@ -289,9 +289,15 @@ def test_cli_bulk(
 @pytest.mark.long
 def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedder: Embedder) -> None:
     """Two bulk writers and a put_turn writer over the same threads of one scope (overlapping
-    turns), and a forget of one thread meanwhile: no error, and every turn stored once with its
-    pieces."""
+    turns, the second bulk writer's listed in the other order), and a forget of one thread
+    meanwhile: no error, the server detects no deadlock (the library would store a bulk call's
+    turns one by one after one, rt78), and every turn stored once with its pieces."""
+    from pgmem.lab.bench.churn import deadlocks
+    from tests.test_lock_order import deadlocks_now
+
     turns = _turns("conc", 30)
+    with connect(db_url) as admin:
+        before = deadlocks(admin)
     errors: list[BaseException] = []
     flight = InFlight()  # ingest calls in flight
 
@@ -314,7 +320,7 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
 
     workers = [
         threading.Thread(target=run, args=(turns[:20], True)),
-        threading.Thread(target=run, args=(turns[10:], True)),
+        threading.Thread(target=run, args=(turns[10:][::-1], True)),
         threading.Thread(target=run, args=(turns[5:25], False)),
         threading.Thread(target=forget),
     ]
@@ -325,6 +331,7 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
     assert not errors, errors
     assert flight.most >= 2, "the writers never wrote at the same time"
     with connect(db_url) as admin:
+        assert deadlocks_now(admin) - before == 0
         per_turn = admin.execute(
             "SELECT t.thread_id, t.turn_index, count(p.*), count(DISTINCT (p.source_index, p.seq))"
             " FROM pgmem.turn t LEFT JOIN pgmem.piece p USING (scope_id, thread_id, turn_index)"
