@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -288,9 +289,15 @@ def test_cli_bulk(
 @pytest.mark.long
 def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedder: Embedder) -> None:
     """Two bulk writers and a put_turn writer over the same threads of one scope (overlapping
-    turns), and a forget of one thread meanwhile: no error, and every turn stored once with its
-    pieces."""
+    turns, the second bulk writer's listed in the other order), and a forget of one thread
+    meanwhile: no error, the server detects no deadlock (the library would store a bulk call's
+    turns one by one after one, rt78), and every turn stored once with its pieces."""
+    from pgmem.lab.bench.churn import deadlocks
+    from tests.test_lock_order import deadlocks_now
+
     turns = _turns("conc", 30)
+    with connect(db_url) as admin:
+        before = deadlocks(admin)
     errors: list[BaseException] = []
     flight = InFlight()  # ingest calls in flight
 
@@ -313,7 +320,7 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
 
     workers = [
         threading.Thread(target=run, args=(turns[:20], True)),
-        threading.Thread(target=run, args=(turns[10:], True)),
+        threading.Thread(target=run, args=(turns[10:][::-1], True)),
         threading.Thread(target=run, args=(turns[5:25], False)),
         threading.Thread(target=forget),
     ]
@@ -324,6 +331,7 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
     assert not errors, errors
     assert flight.most >= 2, "the writers never wrote at the same time"
     with connect(db_url) as admin:
+        assert deadlocks_now(admin) - before == 0
         per_turn = admin.execute(
             "SELECT t.thread_id, t.turn_index, count(p.*), count(DISTINCT (p.source_index, p.seq))"
             " FROM pgmem.turn t LEFT JOIN pgmem.piece p USING (scope_id, thread_id, turn_index)"
@@ -333,3 +341,68 @@ def test_concurrent_bulk_and_put_turn_writers(app_url: str, db_url: str, embedde
     assert {(str(t), int(str(i))) for t, i, _, _ in per_turn} >= {
         (t.thread, t.index) for t in turns if t.thread != "thread-2"
     }
+
+
+def test_a_thread_gone_while_put_turns_locked_its_threads_is_no_deadlock(app_url: str, admin_conn: Conn) -> None:
+    """put_turns inserted its turns' threads as a set, then locked them, and did both again when a
+    thread had gone in between: it then inserted that thread anew while holding a later thread it
+    had created, and another put_turns that had created the gone thread meanwhile and waited for
+    the later one deadlocked with it (40P01, rt78; add_facts had the same, 0114). One thread at a
+    time now, inserted then locked, in key order, whatever order the call lists them in."""
+    scope, rng = "bulk-gone-thread", np.random.default_rng(7)
+
+    def unit() -> list[object]:
+        a = rng.standard_normal(TEST_DIMS).astype(np.float32)
+        return [a / np.linalg.norm(a)]
+
+    def put(c: Conn, threads: list[str], turn: int, results: list[object]) -> None:
+        try:
+            with c.transaction():
+                rows = _call_put_turns(c, scope, [{"thread": t, "turn": turn, "vectors": unit()} for t in threads])
+            results.append(sorted((str(r[1]), r[3]) for r in rows))
+        except psycopg.Error as exc:
+            results.append(f"{exc.sqlstate}: {str(exc).splitlines()[0]}")
+
+    def waits(c: Conn) -> None:
+        for _ in range(300):
+            row = admin_conn.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (c.info.backend_pid,)
+            ).fetchone()
+            if row == ("Lock",):
+                return
+            time.sleep(0.01)
+        raise AssertionError("the call never waited")
+
+    setup, a, b = connect(app_url), connect(app_url), connect(app_url)
+    holder = psycopg.connect(admin_conn.info.dsn, password=admin_conn.info.password)
+    first: list[object] = []
+    second: list[object] = []
+    try:
+        put(setup, ["tb", "td"], 0, [])
+        # tb held: call A, its threads listed last first, inserts its new thread tf (before: the
+        # whole set first), then waits to lock tb.
+        holder.execute("SELECT 1 FROM pgmem.thread WHERE scope_id = %s AND thread_id = 'tb' FOR UPDATE", (scope,))
+        a_call = threading.Thread(target=put, args=(a, ["tf", "td", "tb"], 1, first))
+        a_call.start()
+        waits(a)
+        # td forgotten before A locks it; call B creates it again with tf (before: it waited for A's tf).
+        with scoped(setup, scope):
+            setup.execute("SELECT * FROM pgmem.forget_thread(%s, 'td')", (scope,))
+        b_call = threading.Thread(target=put, args=(b, ["td", "tf"], 2, second))
+        b_call.start()
+        b_call.join(0.3)
+        holder.rollback()  # A goes on: td is gone for it (before: it inserted it again, waiting for B)
+        a_call.join(10)
+        b_call.join(10)
+    finally:
+        holder.close()
+        for c in (setup, a, b):
+            c.close()
+    assert first == [[("inserted", None)] * 3]
+    assert second == [[("inserted", None)] * 2]
+    rows = admin_conn.execute(
+        "SELECT thread_id, turn_index, count(p.*) FROM pgmem.turn t LEFT JOIN pgmem.piece p USING (scope_id, thread_id,"
+        " turn_index) WHERE t.scope_id = %s GROUP BY 1, 2 ORDER BY 1, 2",
+        (scope,),
+    ).fetchall()
+    assert rows == [("tb", 0, 1), ("tb", 1, 1), ("td", 1, 1), ("td", 2, 1), ("tf", 1, 1), ("tf", 2, 1)]

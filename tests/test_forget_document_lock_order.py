@@ -293,3 +293,99 @@ def test_writers_creating_documents_beside_forgets_and_reimports_of_them_never_d
     assert errors == []
     assert done[0] > 10 and done[1] > 10  # both kinds ran
     assert detected == 0
+
+
+def _blocked_by(admin: Conn, pid: int, blocker: int) -> bool:
+    """True once backend `pid` waits for a lock `blocker` holds (pg_blocking_pids)."""
+    import time
+
+    for _ in range(500):
+        row = admin.execute("SELECT %s = ANY (pg_blocking_pids(%s))", (blocker, pid)).fetchone()
+        if row == (True,):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_thread_gone_while_forget_document_locked_its_facts_threads_is_waited_for_not_met_halfway(
+    conn: Conn, admin_conn: Conn, sessions: Callable[[], Session]
+) -> None:
+    """forget_document locked the threads of the facts about the document with a plain SELECT ...
+    FOR UPDATE: a thread whose row a forget_thread deleted meanwhile was locked by nobody, so an
+    add_facts created it again and added a fact about the document on it, and another add_facts
+    locked it (KEY SHARE), then waited for a later thread the forget held; the forget, having
+    deleted that fact, went on to drop the thread, now empty, and waited for the second writer: a
+    deadlock (40P01, rt78). The forget now holds a thread it does not find as pgmem._lock_thread
+    does (insert, delete again: a writer creating it waits), and deletes no fact of a thread it
+    does not hold: one a writer added meanwhile stays, with its thread."""
+    from pgmem.db import scoped
+    from tests.security_helpers import hash_vector
+
+    scope = f"lock-doc-facts-{uuid.uuid4().hex[:8]}"
+    vec = hash_vector("a fact").tolist()
+
+    def add(threads: list[str], bodies: list[str]) -> Callable[[Conn], object]:
+        def go(c: Conn) -> object:
+            try:
+                with c.transaction(), scoped(c, scope):
+                    return c.execute(
+                        "SELECT pgmem.add_facts(%s, 'test:hash', %s, %s::vector[], %s, NULL, %s)",
+                        (scope, bodies, [str(vec)] * len(bodies), threads, ["d.md"] * len(bodies)),
+                    ).fetchall()
+            except psycopg.Error as exc:
+                return exc
+
+        return go
+
+    def forget_d(c: Conn) -> object:
+        try:
+            with c.transaction(), scoped(c, scope):
+                return c.execute("SELECT * FROM pgmem.forget_document(%s, 'd.md')", (scope,)).fetchall()
+        except psycopg.Error as exc:
+            return exc
+
+    assert add_documents(conn, scope, [Document("d.md", "# D\n\nindia about the harbour\n")], EMB).inserted == 1
+    about_d = [Fact("ta: about d", "ta", section="d.md"), Fact("tb: about d", "tb", section="d.md")]
+    assert len(add_facts(conn, scope, about_d, EMB)) == 2
+    thread_forget, forgetter, first, second, third = (sessions() for _ in range(5))
+    holder = psycopg.connect(admin_conn.info.dsn, password=admin_conn.info.password)
+    try:
+        # forget_thread(ta) in flight: the forget of d.md counts ta among its facts' threads and waits for it.
+        thread_forget.begin(scope)
+        assert not isinstance(
+            thread_forget.do(lambda c: c.execute("SELECT * FROM pgmem.forget_thread(%s, 'ta')", (scope,)).fetchall()),
+            Exception,
+        )
+        # A unit of d.md held: the forget stops at its delete of the units, past its thread locks.
+        holder.execute("SELECT 1 FROM pgmem.piece WHERE scope_id = %s AND kind = 'document' FOR UPDATE", (scope,))
+        gone = forgetter.start(forget_d)
+        assert _blocked_by(admin_conn, forgetter.pid, thread_forget.pid)
+        thread_forget.commit()
+        assert _blocked_by(admin_conn, forgetter.pid, holder.info.backend_pid)
+        # A fact about d.md on a thread the forget does not hold lands after it: it stays, and so
+        # does its thread (before, the forget deleted the fact and left the thread without one).
+        assert not isinstance(third.do(add(["tc"], ["tc: about d"])), Exception)
+        # ta is gone: the first writer creates it again with a fact about d.md (before: at once),
+        # the second holds it and waits for tb.
+        added = first.start(add(["ta"], ["ta again: about d"]))
+        first_waited = waits_for_lock(admin_conn, added, first.pid)
+        if not first_waited:
+            assert not isinstance(outcome(added), Exception)
+        later = second.start(add(["ta", "tb"], ["ta later: about d", "tb later: about d"]))
+        assert waits_for_lock(admin_conn, later, second.pid)
+        holder.rollback()
+        results = [outcome(gone), outcome(later), outcome(added)]
+    finally:
+        holder.close()
+    errors = [first_line(r) for r in results if isinstance(r, BaseException)]
+    assert errors == []
+    assert first_waited  # for the forget, which holds ta's key
+    facts = admin_conn.execute("SELECT thread_id, body FROM pgmem.fact WHERE scope_id = %s ORDER BY 1, 2", (scope,))
+    assert facts.fetchall() == [
+        ("ta", "ta again: about d"),
+        ("ta", "ta later: about d"),
+        ("tb", "tb later: about d"),
+        ("tc", "tc: about d"),
+    ]
+    threads = admin_conn.execute("SELECT thread_id FROM pgmem.thread WHERE scope_id = %s ORDER BY 1", (scope,))
+    assert threads.fetchall() == [("ta",), ("tb",), ("tc",)]

@@ -318,9 +318,9 @@ DECLARE
     key integer;
     i integer;
     p record;
-    thr text[];
-    thr_all text[];
-    locked text[];
+    locked text[];             -- the turns' threads this call holds (KEY SHARE)
+    one_thread text;
+    make_thread boolean;
     bad_arg text;
 BEGIN
     IF scope IS NULL OR model_id IS NULL THEN
@@ -417,17 +417,32 @@ BEGIN
     -- a turn to replace only as it was read (replace_hashes, a rebuild's): its thread is locked
     -- if it is there, never created, and a turn whose thread is gone is skipped (0040: a rebuild
     -- brought back turns forgotten while it embedded).
-    thr := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat, rh) AS t(th, st, h) WHERE t.st IS NULL AND t.h IS NULL ORDER BY 1);
-    thr_all := ARRAY(SELECT DISTINCT t.th FROM unnest(threads, stat) AS t(th, st) WHERE t.st IS NULL ORDER BY 1);
+    -- One thread at a time, in key order, as add_facts since 0114 (rt78): inserted, or locked
+    -- when it is there, again while it is gone. The set at once (inserted, then locked), tried
+    -- again when a thread had been forgotten between its insert and its lock, inserted that thread
+    -- anew while this call held a later thread it had created: another writer that had created the
+    -- thread meanwhile and waited for the later one deadlocked with it (40P01).
+    locked := '{}';
+    FOR one_thread, make_thread IN
+        SELECT t.th, bool_or(t.h IS NULL) FROM unnest(threads, stat, rh) AS t(th, st, h) WHERE t.st IS NULL
+         GROUP BY t.th ORDER BY 1
     LOOP
-        INSERT INTO pgmem.thread AS th (scope_id, thread_id)
-        SELECT put_turns.scope, t.id FROM unnest(thr) AS t(id) ORDER BY t.id
-        ON CONFLICT (scope_id, thread_id) DO NOTHING;
-        locked := ARRAY(SELECT l.id FROM (
-            SELECT th.thread_id AS id FROM pgmem.thread th
-             WHERE th.scope_id = put_turns.scope AND th.thread_id = ANY (thr_all)
-             ORDER BY th.thread_id FOR KEY SHARE) l);
-        EXIT WHEN thr <@ locked;
+        -- A new thread is this call's once inserted (no other transaction sees it before the
+        -- commit): one statement, as a backfill's threads are. A stored one is locked. A thread to
+        -- replace a turn in only is locked when it is there, never created.
+        LOOP
+            IF make_thread THEN
+                INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (put_turns.scope, one_thread)
+                ON CONFLICT (scope_id, thread_id) DO NOTHING;
+                EXIT WHEN FOUND;
+            END IF;
+            PERFORM 1 FROM pgmem.thread th
+             WHERE th.scope_id = put_turns.scope AND th.thread_id = one_thread FOR KEY SHARE;
+            EXIT WHEN FOUND OR NOT make_thread;
+        END LOOP;
+        IF FOUND THEN
+            locked := locked || one_thread;
+        END IF;
     END LOOP;
     FOR i IN 1 .. n_turns LOOP
         IF stat[i] IS NULL AND rh[i] IS NOT NULL AND NOT threads[i] = ANY (locked) THEN
@@ -442,7 +457,7 @@ BEGIN
     -- item: one probe of store_item's thread index first, the loop only when one does (with the
     -- loop alone a one-turn put_turn ran at 0.94 of 0093's speed in both orders, with the probe
     -- within noise: docs/bench/write-ab-0094.txt).
-    IF EXISTS (SELECT 1 FROM pgmem.store_item si WHERE si.scope_id = put_turns.scope AND si.thread_id = ANY (thr_all)) THEN
+    IF EXISTS (SELECT 1 FROM pgmem.store_item si WHERE si.scope_id = put_turns.scope AND si.thread_id = ANY (locked)) THEN
         FOR p IN
             SELECT u.i::integer AS i, si.item_key
               FROM unnest(threads, turn_indexes, turn_times, stat, rh) WITH ORDINALITY AS u(th, ti, tm, st, h, i)
