@@ -5,9 +5,9 @@ whole by the client first. It now refuses either over 8,000 bytes (UTF-8) with 2
 entry, and nothing of the call is stored.
 
 section '' and section NULL were two facts (two rows where a user meant one). An empty or blank
-section is now stored as NULL, so both write one fact; a fact stored before this revision with
-section '' is that fact too (skipped, not stored again). Rows stored before are left as they are:
-no row is rewritten or merged (a scope holding both '' and NULL of one fact keeps both rows).
+section is now stored as NULL, so both write one fact. Rows stored before are left as they are:
+no row is rewritten or merged, and a fact stored before this revision with section '' stays
+apart from the same fact written now (a data fix would be a table change).
 
 Only re-runnable definitions change (sql/idempotent/020_ingest.sql).
 

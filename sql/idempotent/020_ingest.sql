@@ -697,9 +697,6 @@ DECLARE
     held_thread text;
     held_item text;
     ids bigint[];
-    given_sections text[];
-    probes bytea[];
-    legacy bytea[] := '{}';
 BEGIN
     IF scope IS NULL OR model_id IS NULL OR bodies IS NULL THEN
         RAISE EXCEPTION 'add_facts: scope, model_id and bodies must not be NULL' USING ERRCODE = '22004';
@@ -820,24 +817,13 @@ BEGIN
     -- the other had just inserted (the unique key's wait): a deadlock (40P01). Their ids are still
     -- the call's order: taken from the identity first, in that order, and given with the rows.
     -- No section is one rule (0118): an empty or blank section is none (NULL), so a fact written
-    -- with section '' and with none is one fact, not two rows. A fact stored before 0118 with
-    -- section '' (or the blank section given now) is that fact too: it is skipped, not stored again.
-    given_sections := sections;
+    -- with section '' and with none is one fact, not two rows. A row stored before 0118 with
+    -- section '' stays apart (looking such rows up on every call planned, on a new scope's
+    -- statistics, as a scan of the scope's facts: adding facts stored already took 2.9 times as
+    -- long, python -m pgmem.lab.bench.write_ab URL URL2 --facts 2000).
     IF sections IS NOT NULL THEN
         sections := ARRAY(SELECT CASE WHEN pgmem._blank(s.t) THEN NULL ELSE s.t END
-                            FROM unnest(given_sections) WITH ORDINALITY AS s(t, i) ORDER BY s.i);
-    END IF;
-    -- The hashes such a row would have, looked up at once by the unique key: a lookup per fact,
-    -- correlated, was planned as a scan of the scope's facts for each (quadratic).
-    probes := ARRAY(SELECT p.h FROM generate_series(1, n) AS g(i),
-                           LATERAL (VALUES (pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i])),
-                                           (CASE WHEN given_sections[g.i] <> '' THEN
-                                                 pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i],
-                                                                  bodies[g.i]) END)) AS p(h)
-                     WHERE sections[g.i] IS NULL AND p.h IS NOT NULL);
-    IF cardinality(probes) > 0 THEN
-        legacy := ARRAY(SELECT o.content_hash FROM pgmem.fact o
-                         WHERE o.scope_id = add_facts.scope AND o.content_hash = ANY (probes));
+                            FROM unnest(sections) WITH ORDINALITY AS s(t, i) ORDER BY s.i);
     END IF;
     ids := ARRAY(SELECT v FROM (SELECT nextval(pg_catalog.pg_get_serial_sequence('pgmem.fact', 'fact_id')) AS v
                                   FROM generate_series(1, n)) AS s ORDER BY v);
@@ -848,14 +834,8 @@ BEGIN
         OVERRIDING SYSTEM VALUE
         SELECT ids[u.i], add_facts.scope, thread_ids[u.i], turn_indexes[u.i], sections[u.i], bodies[u.i],
                l2_normalize(vectors[u.i]), key, u.h
-          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h,
-                       CASE WHEN sections[g.i] IS NULL
-                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], '', bodies[g.i]) END AS h_empty,
-                       CASE WHEN sections[g.i] IS NULL AND given_sections[g.i] <> ''
-                            THEN pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], given_sections[g.i], bodies[g.i])
-                       END AS h_given
+          FROM (SELECT g.i, pgmem._fact_hash(thread_ids[g.i], turn_indexes[g.i], sections[g.i], bodies[g.i]) AS h
                   FROM generate_series(1, n) AS g(i)) AS u
-         WHERE NOT (coalesce(u.h_empty = ANY (legacy), false) OR coalesce(u.h_given = ANY (legacy), false))
          ORDER BY u.h, u.i
         ON CONFLICT (scope_id, content_hash) DO NOTHING
         RETURNING f.fact_id)
@@ -863,4 +843,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgmem.add_facts(text, text, text[], vector[], text[], integer[], text[]) IS
-'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); an empty or blank section is none (stored NULL, 0118); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already (without a section: also one stored with section '' before 0118), or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
+'Store fact sentences (each optionally tied to a thread/turn or a section) with their vectors; returns the ids of the facts stored now. A body must hold some text, a thread id some text too (0091), a body and a section be at most 8,000 bytes (0118), and a turn index be 0 or more and come with its thread (22023 naming the entry; nothing of the call is stored); an empty or blank section is none (stored NULL, 0118); every array is one-dimensional from 1, entry i for fact i (22023 naming it). Idempotent by content: a fact whose (thread, turn, section, body) the scope holds already (a row stored before 0118 with section '' is another fact), or that repeats one earlier in the call, is skipped. A thread a store item holds takes no fact (23505 naming the entry, 0094). The facts are inserted in content-hash order, so two calls adding the same facts in other orders do not deadlock; the ids come back in the call''s order (0106).';
