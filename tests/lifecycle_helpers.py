@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,3 +72,13 @@ def put_turn(
 def in_scope(conn: Conn, scope: str) -> None:
     """SET LOCAL pgmem.scope, in its function form (inside a transaction)."""
     conn.execute("SELECT set_config('pgmem.scope', %s, true)", (scope,))
+
+
+def until_waiting(admin: Conn, pid: int, tries: int = 300) -> None:
+    """Return once backend `pid` waits for a lock (polled every 10 ms); AssertionError if it never does."""
+    for _ in range(tries):
+        row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        if row == ("Lock",):
+            return
+        time.sleep(0.01)
+    raise AssertionError("the call never waited")

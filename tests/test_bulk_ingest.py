@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import json
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from pgmem.ingest import ingest_turns
 from pgmem.turns import Turn, turn_from_dict
 from tests.conftest import TEST_DIMS
 from tests.helpers import InFlight
+from tests.lifecycle_helpers import until_waiting
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -364,14 +364,7 @@ def test_a_thread_gone_while_put_turns_locked_its_threads_is_no_deadlock(app_url
             results.append(f"{exc.sqlstate}: {str(exc).splitlines()[0]}")
 
     def waits(c: Conn) -> None:
-        for _ in range(300):
-            row = admin_conn.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (c.info.backend_pid,)
-            ).fetchone()
-            if row == ("Lock",):
-                return
-            time.sleep(0.01)
-        raise AssertionError("the call never waited")
+        until_waiting(admin_conn, c.info.backend_pid)
 
     setup, a, b = connect(app_url), connect(app_url), connect(app_url)
     holder = psycopg.connect(admin_conn.info.dsn, password=admin_conn.info.password)

@@ -14,6 +14,7 @@ import pytest
 from pgmem.db import scoped
 from pgmem.errors import InputError
 from pgmem.facts import Fact, add_facts, fact_recall, read_facts
+from tests.lifecycle_helpers import until_waiting
 from tests.security_helpers import APP_LOGIN, Conn, HashEmbedder, app_conn, ensure_login_roles, role_url
 
 __all__ = ["app_conn"]
@@ -381,14 +382,7 @@ def test_a_thread_gone_while_add_facts_locked_its_threads_is_no_deadlock(app_url
             errors.append(f"{exc.sqlstate}: {exc}")
 
     def blocked(c: Conn) -> None:
-        for _ in range(200):
-            row = admin_conn.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (c.info.backend_pid,)
-            ).fetchone()
-            if row == ("Lock",):
-                return
-            time.sleep(0.01)
-        raise AssertionError("the call never waited")
+        until_waiting(admin_conn, c.info.backend_pid)
 
     setup, a, b = app(), app(), app()
     holder = psycopg.connect(admin_conn.info.dsn, password=admin_conn.info.password)

@@ -310,6 +310,9 @@ def test_ctrl_c_ends_the_server(db_url: str, app_url: str, admin_conn: Conn, tmp
             stderr=subprocess.PIPE,
             env=env,
             cwd=str(REPO),
+            # Ctrl-C's default, as in a terminal, whatever this run inherited: a runner started
+            # in the background by a shell (`.ci/run &`) ignores SIGINT, and so did the server.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         assert proc.stdin is not None and proc.stdout is not None
         init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tty", "version": "0"}}
