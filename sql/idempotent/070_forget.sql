@@ -663,7 +663,6 @@ DECLARE
     fact_ids bigint[];
     fact_threads text[];
     one_thread text;
-    made boolean;
     n_threads integer;
     n_docs integer;
     old_title text;
@@ -686,27 +685,14 @@ BEGIN
     -- Items by key, bytewise, as every writer of several items locks them (0070).
     PERFORM 1 FROM pgmem.store_item i WHERE i.scope_id = forget_document.scope AND i.thread_id = ANY (fact_threads)
       ORDER BY i.item_key COLLATE "C" FOR UPDATE;
-    -- The threads one at a time, in key order, each as pgmem._lock_thread holds it (rt78): a row
-    -- not found is inserted, which waits for a writer inserting it, and deleted again at once, its
-    -- index entry keeping a writer of the thread waiting for this transaction. The set was locked
-    -- FOR UPDATE at once, which skipped a thread a forget_thread had deleted meanwhile: an
+    -- The threads one at a time, in key order, each by pgmem._lock_thread (0119): a row not found
+    -- is inserted, which waits for a writer inserting it, and deleted again at once. The set was
+    -- locked FOR UPDATE at once, which skipped a thread a forget_thread had deleted meanwhile: an
     -- add_facts created it again with a fact about the document, another add_facts held it and
     -- waited for a later thread this held, and this, having deleted that fact, waited for it at
     -- the thread's delete (40P01).
     FOREACH one_thread IN ARRAY fact_threads LOOP
-        LOOP
-            PERFORM 1 FROM pgmem.thread th
-             WHERE th.scope_id = forget_document.scope AND th.thread_id = one_thread FOR UPDATE;
-            EXIT WHEN FOUND OR coalesce(char_length(one_thread) NOT BETWEEN 1 AND 200, true);
-            made := NULL;
-            INSERT INTO pgmem.thread AS th (scope_id, thread_id) VALUES (forget_document.scope, one_thread)
-            ON CONFLICT (scope_id, thread_id) DO NOTHING
-            RETURNING true INTO made;
-            IF made THEN
-                DELETE FROM pgmem.thread th WHERE th.scope_id = forget_document.scope AND th.thread_id = one_thread;
-                EXIT;
-            END IF;
-        END LOOP;
+        PERFORM pgmem._lock_thread(forget_document.scope, one_thread);
     END LOOP;
     -- The units by their chunks' ids: one scan of piece_chunk_idx, whatever the statistics
     -- (0058). A join of piece and chunk, planned before autovacuum had analyzed a document just
